@@ -1,0 +1,241 @@
+//! A set of logical CPU numbers, stored as a bitmap so that machines with thousands of CPUs stay cheap.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CpuSet {
+    words: Vec<u64>,
+}
+
+impl CpuSet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn from_range(range: std::ops::Range<u32>) -> Self {
+        range.collect()
+    }
+
+    pub fn insert(&mut self, cpu: u32) {
+        let (w, b) = (cpu as usize / 64, cpu % 64);
+        if self.words.len() <= w {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= 1 << b;
+    }
+
+    pub fn remove(&mut self, cpu: u32) {
+        let (w, b) = (cpu as usize / 64, cpu % 64);
+        if let Some(word) = self.words.get_mut(w) {
+            *word &= !(1 << b);
+        }
+        self.trim();
+    }
+
+    pub fn contains(&self, cpu: u32) -> bool {
+        let (w, b) = (cpu as usize / 64, cpu % 64);
+        self.words.get(w).is_some_and(|word| word & (1 << b) != 0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|w| *w == 0)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &word)| {
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                if rest == 0 {
+                    return None;
+                }
+                let bit = rest.trailing_zeros();
+                rest &= rest - 1;
+                Some(i as u32 * 64 + bit)
+            })
+        })
+    }
+
+    pub fn first(&self) -> Option<u32> {
+        self.iter().next()
+    }
+
+    pub fn union(&self, other: &CpuSet) -> CpuSet {
+        let n = self.words.len().max(other.words.len());
+        let words = (0..n)
+            .map(|i| self.word(i) | other.word(i))
+            .collect::<Vec<_>>();
+        CpuSet { words }.trimmed()
+    }
+
+    pub fn intersection(&self, other: &CpuSet) -> CpuSet {
+        let n = self.words.len().min(other.words.len());
+        let words = (0..n).map(|i| self.word(i) & other.word(i)).collect();
+        CpuSet { words }.trimmed()
+    }
+
+    pub fn difference(&self, other: &CpuSet) -> CpuSet {
+        let words = (0..self.words.len())
+            .map(|i| self.word(i) & !other.word(i))
+            .collect();
+        CpuSet { words }.trimmed()
+    }
+
+    pub fn is_disjoint(&self, other: &CpuSet) -> bool {
+        self.words.iter().zip(&other.words).all(|(a, b)| a & b == 0)
+    }
+
+    pub fn is_subset(&self, other: &CpuSet) -> bool {
+        (0..self.words.len()).all(|i| self.word(i) & !other.word(i) == 0)
+    }
+
+    /// The lowest `n` CPUs of the set (all of them if it has fewer).
+    pub fn take(&self, n: usize) -> CpuSet {
+        self.iter().take(n).collect()
+    }
+
+    fn word(&self, i: usize) -> u64 {
+        self.words.get(i).copied().unwrap_or(0)
+    }
+
+    fn trim(&mut self) {
+        while self.words.last() == Some(&0) {
+            self.words.pop();
+        }
+    }
+
+    fn trimmed(mut self) -> Self {
+        self.trim();
+        self
+    }
+}
+
+impl FromIterator<u32> for CpuSet {
+    fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
+        let mut set = CpuSet::new();
+        for cpu in iter {
+            set.insert(cpu);
+        }
+        set
+    }
+}
+
+/// Formats in the kernel's list format (`0-3,8,10-11`), as used by sysfs, cpusets and `taskset -c`.
+impl fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut cpus = self.iter().peekable();
+        while let Some(start) = cpus.next() {
+            let mut end = start;
+            while cpus.peek() == Some(&(end + 1)) {
+                end = cpus.next().unwrap_or(end);
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if start == end {
+                write!(f, "{start}")?;
+            } else {
+                write!(f, "{start}-{end}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuSet({self})")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid CPU list {text:?}: {reason} (expected the kernel's list format, e.g. \"0-3,8\")")]
+pub struct CpuListError {
+    pub text: String,
+    pub reason: String,
+}
+
+impl FromStr for CpuSet {
+    type Err = CpuListError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let error = |reason: String| CpuListError {
+            text: text.to_string(),
+            reason,
+        };
+        let mut set = CpuSet::new();
+        for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
+            let part = part.trim();
+            let parse = |s: &str| {
+                s.trim()
+                    .parse::<u32>()
+                    .map_err(|_| error(format!("{s:?} is not a CPU number")))
+            };
+            match part.split_once('-') {
+                Some((lo, hi)) => {
+                    let (lo, hi) = (parse(lo)?, parse(hi)?);
+                    if lo > hi {
+                        return Err(error(format!("range {part} runs backwards")));
+                    }
+                    (lo..=hi).for_each(|cpu| set.insert(cpu));
+                }
+                None => set.insert(parse(part)?),
+            }
+        }
+        Ok(set)
+    }
+}
+
+impl Serialize for CpuSet {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuSet {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_format_round_trips() {
+        let set: CpuSet = "0-3,8,10-11,64-65".parse().unwrap();
+        assert_eq!(set.len(), 9);
+        assert!(set.contains(65) && !set.contains(4));
+        assert_eq!(set.to_string(), "0-3,8,10-11,64-65");
+        assert_eq!("".parse::<CpuSet>().unwrap(), CpuSet::new());
+    }
+
+    #[test]
+    fn malformed_lists_are_rejected() {
+        assert!("3-1".parse::<CpuSet>().is_err());
+        assert!("a".parse::<CpuSet>().is_err());
+    }
+
+    #[test]
+    fn set_algebra() {
+        let a: CpuSet = "0-7".parse().unwrap();
+        let b: CpuSet = "4-11".parse().unwrap();
+        assert_eq!(a.intersection(&b).to_string(), "4-7");
+        assert_eq!(a.union(&b).to_string(), "0-11");
+        assert_eq!(a.difference(&b).to_string(), "0-3");
+        assert!(!a.is_disjoint(&b));
+        assert!(a.take(2).is_subset(&a));
+        let mut c = a.clone();
+        c.remove(7);
+        assert_eq!(c.to_string(), "0-6");
+    }
+}

@@ -1,0 +1,82 @@
+//! What a policy knows about a job: never its command line, only its shape and what was declared or
+//! measured about it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(pub u32);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// How a job's thread count can be chosen (Feitelson's classification, used by TACO §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// Uses a fixed number of threads, whatever it is given.
+    Rigid,
+    /// Takes the advised thread count at start and keeps it.
+    Moldable,
+    /// Follows the advised thread count at run time (at its next parallel region).
+    #[default]
+    Malleable,
+}
+
+/// How a job's threads wait for each other; decides how much it suffers from not being coscheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncKind {
+    /// Independent threads, or synchronisation too rare to matter.
+    #[default]
+    None,
+    /// Threads busy-wait at barriers (OpenMP with `OMP_WAIT_POLICY=active`, spin barriers).
+    Spin,
+    /// Threads spin briefly, then sleep (libgomp's default, competitive barriers).
+    Block,
+}
+
+/// Facts declared in the workload or learnt by measurement, that some policies use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobHints {
+    /// Expected run time alone on the whole machine, seconds (LPT-style policies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<f64>,
+    /// Average cache footprint in MB (Scalpel, DI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint_mb: Option<f64>,
+    /// LLC misses per thousand instructions (DI's intensity), where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpki: Option<f64>,
+    #[serde(default)]
+    pub sync: SyncKind,
+}
+
+/// A job as policies see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub id: JobId,
+    pub name: String,
+    /// Seconds after the start of the run.
+    pub arrival: f64,
+    pub kind: JobKind,
+    pub min_threads: u32,
+    pub max_threads: u32,
+    /// False opts the job out of coscheduling: it is pinned but never frozen (TACO §2.4).
+    pub coschedule: bool,
+    /// Share of CPU time relative to other jobs (TACO §2.4), 1.0 by default.
+    pub weight: f64,
+    pub hints: JobHints,
+}
+
+impl JobSpec {
+    /// The thread count the job should use on `cpus` CPUs, within its bounds.
+    pub fn threads_for(&self, cpus: usize) -> u32 {
+        (cpus as u32).clamp(self.min_threads.max(1), self.max_threads.max(1))
+    }
+}

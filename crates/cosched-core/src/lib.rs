@@ -1,0 +1,18 @@
+//! The shared vocabulary of cosched: the machine topology, jobs, events, plans, the `Policy` trait, the
+//! trace that every executor writes, and the workload files that feed them.
+
+pub mod cpuset;
+pub mod event;
+pub mod job;
+pub mod plan;
+pub mod policy;
+pub mod topology;
+pub mod trace;
+pub mod workload;
+
+pub use cpuset::CpuSet;
+pub use event::{Event, RateSource, Sample};
+pub use job::{JobHints, JobId, JobKind, JobSpec, SyncKind};
+pub use plan::{Assignment, Plan, Slot};
+pub use policy::{ActiveJob, Context, Policy};
+pub use topology::{Level, Topology, TopologyError};

@@ -1,0 +1,98 @@
+//! A plan: what must hold until the policy's next decision.
+
+use crate::cpuset::CpuSet;
+use crate::job::JobId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One job's place in a slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub job: JobId,
+    pub cpus: CpuSet,
+}
+
+/// One time slot of the cycle: the jobs that run in it and where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slot {
+    /// Length of the slot in seconds; only the ratio between slots matters to the fluid simulator.
+    pub length: f64,
+    pub assignments: Vec<Assignment>,
+}
+
+/// A cycle of slots repeated until the next plan, plus jobs pinned outside the cycle and thread advice.
+///
+/// A started job that is in no slot and not pinned is frozen; a job never started stays pending until a
+/// plan places it. A plan with one slot is pure space sharing; several slots are gang scheduling.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub slots: Vec<Slot>,
+    /// Jobs opted out of coscheduling: they keep these CPUs in every slot and are never frozen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<Assignment>,
+    /// Thread count each job should use; jobs absent keep what they have.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub advice: BTreeMap<JobId, u32>,
+    /// Absolute time at which the policy wants a `Timer` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer: Option<f64>,
+}
+
+impl Plan {
+    /// A single-slot space-sharing plan.
+    pub fn space_sharing(assignments: Vec<Assignment>) -> Plan {
+        Plan {
+            slots: vec![Slot {
+                length: 1.0,
+                assignments,
+            }],
+            ..Plan::default()
+        }
+    }
+
+    /// Every job that runs at some point of the cycle (slotted or pinned).
+    pub fn placed_jobs(&self) -> std::collections::BTreeSet<JobId> {
+        self.slots
+            .iter()
+            .flat_map(|s| s.assignments.iter())
+            .chain(&self.pinned)
+            .map(|a| a.job)
+            .collect()
+    }
+
+    /// The CPUs a job holds in a slot, including when it is pinned.
+    pub fn cpus_in_slot(&self, slot: usize, job: JobId) -> Option<&CpuSet> {
+        self.pinned
+            .iter()
+            .chain(
+                self.slots
+                    .get(slot)
+                    .into_iter()
+                    .flat_map(|s| &s.assignments),
+            )
+            .find(|a| a.job == job)
+            .map(|a| &a.cpus)
+    }
+
+    /// Total cycle length, seconds.
+    pub fn cycle_length(&self) -> f64 {
+        self.slots.iter().map(|s| s.length).sum()
+    }
+
+    /// Fraction of the cycle during which `job` runs.
+    pub fn share(&self, job: JobId) -> f64 {
+        if self.pinned.iter().any(|a| a.job == job) {
+            return 1.0;
+        }
+        let cycle = self.cycle_length();
+        if cycle <= 0.0 {
+            return 0.0;
+        }
+        self.slots
+            .iter()
+            .filter(|s| s.assignments.iter().any(|a| a.job == job))
+            .map(|s| s.length)
+            .sum::<f64>()
+            / cycle
+    }
+}

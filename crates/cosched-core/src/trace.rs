@@ -1,0 +1,217 @@
+//! The trace: one JSON object per line, the single record of a run that reports and metrics read.
+//! Real and simulated runs write the same records; `docs/trace-format.md` documents them.
+
+use crate::event::Sample;
+use crate::job::{JobId, JobSpec};
+use crate::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::io::{self, BufRead, Write};
+
+pub const TRACE_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceLine {
+    /// Seconds since the start of the run.
+    pub t: f64,
+    #[serde(flatten)]
+    pub record: Record,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    Real,
+    Sim,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExitStatus {
+    Ok,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    RunStart {
+        version: u32,
+        executor: ExecutorKind,
+        policy: String,
+        machine: String,
+        cpus: usize,
+        workload: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seed: Option<u64>,
+        /// How enforcement was done (`cgroup-v1`, `affinity`, …) or the model's switches, free text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mechanism: Option<String>,
+    },
+    /// A job became known to the policy. `isolated` is its time alone on the whole machine with its best
+    /// thread count, the denominator of slowdown and NTT.
+    Arrival {
+        job: JobSpec,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        isolated: Option<f64>,
+    },
+    Plan {
+        plan: Plan,
+    },
+    Start {
+        job: JobId,
+        threads: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+    },
+    /// The job began using a new thread count.
+    Threads {
+        job: JobId,
+        threads: u32,
+    },
+    Sample(Sample),
+    Finish {
+        job: JobId,
+        status: ExitStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    RunEnd {
+        /// CPU seconds the executor itself used (real runs) or wall seconds the simulation took.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        overhead_seconds: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+}
+
+/// Writes trace lines; any `Write` works (a file, a buffer for tests).
+pub struct TraceWriter<W: Write> {
+    out: W,
+}
+
+impl<W: Write> TraceWriter<W> {
+    pub fn new(out: W) -> Self {
+        TraceWriter { out }
+    }
+
+    pub fn write(&mut self, t: f64, record: Record) -> io::Result<()> {
+        let line = TraceLine { t, record };
+        serde_json::to_writer(&mut self.out, &line)?;
+        self.out.write_all(b"\n")
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceReadError {
+    #[error("{source_name}:{line}: {reason}")]
+    Malformed {
+        source_name: String,
+        line: usize,
+        reason: String,
+    },
+    #[error("{source_name}: {0}", source_name = .1)]
+    Io(#[source] io::Error, String),
+}
+
+/// Reads a whole trace; `source_name` is only used in error messages.
+pub fn read_trace(
+    input: impl BufRead,
+    source_name: &str,
+) -> Result<Vec<TraceLine>, TraceReadError> {
+    let mut lines = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| TraceReadError::Io(e, source_name.to_string()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: TraceLine =
+            serde_json::from_str(&line).map_err(|e| TraceReadError::Malformed {
+                source_name: source_name.to_string(),
+                line: i + 1,
+                reason: e.to_string(),
+            })?;
+        if let Record::RunStart { version, .. } = &parsed.record {
+            if *version > TRACE_VERSION {
+                return Err(TraceReadError::Malformed {
+                    source_name: source_name.to_string(),
+                    line: i + 1,
+                    reason: format!(
+                        "trace version {version} is newer than this cosched reads ({TRACE_VERSION}); upgrade cosched"
+                    ),
+                });
+            }
+        }
+        lines.push(parsed);
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{JobHints, JobKind};
+
+    #[test]
+    fn records_round_trip_through_json_lines() {
+        let spec = JobSpec {
+            id: JobId(3),
+            name: "lu.A".into(),
+            arrival: 1.5,
+            kind: JobKind::Malleable,
+            min_threads: 1,
+            max_threads: 24,
+            coschedule: true,
+            weight: 1.0,
+            hints: JobHints::default(),
+        };
+        let mut writer = TraceWriter::new(Vec::new());
+        writer
+            .write(
+                1.5,
+                Record::Arrival {
+                    job: spec,
+                    isolated: Some(10.0),
+                },
+            )
+            .unwrap();
+        writer
+            .write(
+                9.0,
+                Record::Finish {
+                    job: JobId(3),
+                    status: ExitStatus::Failed,
+                    exit_code: Some(1),
+                    error: None,
+                },
+            )
+            .unwrap();
+        let bytes = writer.into_inner();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with(r#"{"t":1.5,"type":"arrival""#), "{text}");
+        let lines = read_trace(&bytes[..], "mem").unwrap();
+        assert_eq!(lines.len(), 2);
+        assert!(matches!(
+            lines[1].record,
+            Record::Finish {
+                status: ExitStatus::Failed,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn malformed_lines_name_the_line() {
+        let err = read_trace(&b"{\"t\":0,\"type\":\"timer\"}\n"[..], "x.jsonl").unwrap_err();
+        assert!(err.to_string().starts_with("x.jsonl:1:"), "{err}");
+    }
+}

@@ -1,0 +1,311 @@
+//! Workload files: the jobs of a run, in TOML (documented in `docs/workload-format.md`).
+//!
+//! A job carries what the real executor needs (`command`, `env`) and what the simulator needs
+//! (`profile`); a file may have either or both. Errors name the file, the line and the field.
+
+use crate::job::{JobHints, JobId, JobKind, JobSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadInfo {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// One `[[job]]` table as written in the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobEntry {
+    pub name: String,
+    #[serde(default)]
+    pub arrival: f64,
+    #[serde(default)]
+    pub kind: JobKind,
+    #[serde(default = "one")]
+    pub min_threads: u32,
+    /// Absent: as many threads as the machine has CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_threads: Option<u32>,
+    #[serde(default = "yes")]
+    pub coschedule: bool,
+    #[serde(default = "unit_weight")]
+    pub weight: f64,
+    /// Program and arguments; `{threads}`, `{bench}` and `{workload_dir}` are expanded at launch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Performance profile for the simulator (`nas/lu.A`, `amdahl(serial=0.05, runtime=60)`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub hints: JobHints,
+}
+
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn unit_weight() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadFile {
+    workload: WorkloadInfo,
+    #[serde(default)]
+    job: Vec<toml::Spanned<JobEntry>>,
+}
+
+/// A parsed and checked workload. Jobs keep the order of the file; ids follow that order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub info: WorkloadInfo,
+    pub jobs: Vec<JobEntry>,
+    /// Directory of the file, for `{workload_dir}` in commands.
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("cannot read workload file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Workload {
+    pub fn load(path: &Path) -> Result<Workload, WorkloadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let mut workload = Workload::parse(&text, &path.display().to_string())?;
+        workload.dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Ok(workload)
+    }
+
+    /// Parses TOML text; `source_name` is used in error messages.
+    pub fn parse(text: &str, source_name: &str) -> Result<Workload, WorkloadError> {
+        let invalid = |message: String| WorkloadError::Invalid {
+            path: source_name.to_string(),
+            message,
+        };
+        let file: WorkloadFile = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().to_string();
+            invalid(match e.span() {
+                Some(span) => {
+                    let line = line_of(text, span.start);
+                    match key_on_line(text, line) {
+                        Some(key) => format!("line {line}: field `{key}`: {message}"),
+                        None => format!("line {line}: {message}"),
+                    }
+                }
+                None => message,
+            })
+        })?;
+        if file.job.is_empty() {
+            return Err(invalid(
+                "no jobs; add at least one [[job]] table with a name and a command or profile"
+                    .into(),
+            ));
+        }
+        let mut seen = BTreeMap::new();
+        for spanned in &file.job {
+            let line = line_of(text, spanned.span().start);
+            let job = spanned.get_ref();
+            check_job(job).map_err(|m| invalid(format!("line {line}: job {:?}: {m}", job.name)))?;
+            if let Some(first) = seen.insert(job.name.clone(), line) {
+                return Err(invalid(format!(
+                    "line {line}: field `name`: job name {:?} is already used on line {first}; names must be unique because they name the job's output files",
+                    job.name
+                )));
+            }
+        }
+        Ok(Workload {
+            info: file.workload,
+            jobs: file
+                .job
+                .into_iter()
+                .map(toml::Spanned::into_inner)
+                .collect(),
+            dir: PathBuf::from("."),
+        })
+    }
+
+    /// The jobs as policies see them on a machine with `cpus` CPUs.
+    pub fn specs(&self, cpus: usize) -> Vec<JobSpec> {
+        self.jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| job.spec(JobId(i as u32), cpus))
+            .collect()
+    }
+
+    pub fn to_toml(&self) -> String {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            workload: &'a WorkloadInfo,
+            job: &'a [JobEntry],
+        }
+        toml::to_string(&Out {
+            workload: &self.info,
+            job: &self.jobs,
+        })
+        .expect("workloads always serialise")
+    }
+}
+
+impl JobEntry {
+    pub fn spec(&self, id: JobId, cpus: usize) -> JobSpec {
+        let max = self
+            .max_threads
+            .unwrap_or(cpus as u32)
+            .max(self.min_threads);
+        JobSpec {
+            id,
+            name: self.name.clone(),
+            arrival: self.arrival,
+            kind: self.kind,
+            min_threads: self.min_threads,
+            max_threads: max,
+            coschedule: self.coschedule,
+            weight: self.weight,
+            hints: self.hints.clone(),
+        }
+    }
+}
+
+fn check_job(job: &JobEntry) -> Result<(), String> {
+    if job.name.is_empty() || job.name.contains(['/', '\0']) || job.name.starts_with('.') {
+        return Err(
+            "field `name`: must be non-empty, not start with '.', and contain no '/'".into(),
+        );
+    }
+    if !(job.arrival.is_finite() && job.arrival >= 0.0) {
+        return Err(format!(
+            "field `arrival`: {} is not a time in seconds ≥ 0",
+            job.arrival
+        ));
+    }
+    if job.min_threads == 0 {
+        return Err("field `min_threads`: must be at least 1".into());
+    }
+    if let Some(max) = job.max_threads {
+        if max < job.min_threads {
+            return Err(format!(
+                "field `max_threads`: {max} is below min_threads ({}); raise max_threads or lower min_threads",
+                job.min_threads
+            ));
+        }
+    }
+    if !(job.weight.is_finite() && job.weight > 0.0) {
+        return Err(format!(
+            "field `weight`: {} must be a positive number",
+            job.weight
+        ));
+    }
+    if job.command.is_empty() && job.profile.is_none() {
+        return Err(
+            "needs `command` (to run it for real) or `profile` (to simulate it), or both".into(),
+        );
+    }
+    Ok(())
+}
+
+/// The key of a `key = value` line, so type errors can name the field.
+fn key_on_line(text: &str, line: usize) -> Option<String> {
+    let (key, _) = text.lines().nth(line - 1)?.split_once('=')?;
+    let key = key.trim();
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_string())
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[workload]
+name = "pair"
+
+[[job]]
+name = "lu"
+kind = "malleable"
+command = ["{bench}/barrier", "--threads", "{threads}"]
+profile = "nas/lu.A"
+hints = { sync = "spin" }
+
+[[job]]
+name = "ep"
+arrival = 5.0
+kind = "rigid"
+min_threads = 2
+max_threads = 2
+profile = "nas/ep.B"
+"#;
+
+    #[test]
+    fn jobs_get_defaults_and_machine_sized_bounds() {
+        let workload = Workload::parse(GOOD, "pair.toml").unwrap();
+        let specs = workload.specs(24);
+        assert_eq!(specs[0].max_threads, 24);
+        assert_eq!(specs[0].hints.sync, crate::job::SyncKind::Spin);
+        assert!(specs[0].coschedule);
+        assert_eq!(specs[1].id, JobId(1));
+        assert_eq!((specs[1].min_threads, specs[1].max_threads), (2, 2));
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let workload = Workload::parse(GOOD, "pair.toml").unwrap();
+        let again = Workload::parse(&workload.to_toml(), "again.toml").unwrap();
+        assert_eq!(workload.jobs, again.jobs);
+    }
+
+    fn error_of(text: &str) -> String {
+        Workload::parse(text, "w.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_field() {
+        let err = error_of("[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\nthreads = 4\n");
+        assert!(err.starts_with("w.toml: line 5"), "{err}");
+        assert!(err.contains("threads"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_field() {
+        let err = error_of("[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\narrival = \"soon\"\nprofile = \"p\"\n");
+        assert!(err.contains("line 5") && err.contains("arrival"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_job() {
+        let err = error_of("[workload]\nname = \"x\"\n\n[[job]]\nname = \"a\"\nmin_threads = 4\nmax_threads = 2\nprofile = \"p\"\n");
+        assert!(
+            err.contains("line 4") && err.contains("max_threads"),
+            "{err}"
+        );
+        let err = error_of("[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\n");
+        assert!(err.contains("command") && err.contains("profile"), "{err}");
+        let err = error_of("[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n");
+        assert!(err.contains("line 6") && err.contains("line 3"), "{err}");
+    }
+}

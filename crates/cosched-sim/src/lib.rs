@@ -1,0 +1,1 @@
+//! Discrete-event simulator and performance model driving cosched policies.

@@ -1,0 +1,42 @@
+//! `cosched`: run parallel jobs under a co-scheduling policy, really or in simulation, and compare
+//! policies. Each subcommand lives in `cmd/`.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "cosched",
+    version,
+    about = "Co-schedule parallel applications on multicore and NUMA machines",
+    long_about = "cosched decides which CPUs each parallel job gets (partitions aligned to packages, \
+NUMA nodes, shared caches and cores), when it runs (coordinated time slices for all its threads) and how \
+many threads it should use. The same policies run real processes on this machine or are simulated on \
+machines of any size.",
+    after_help = "Start with `cosched topo` to see how cosched sees this machine."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Topo(cmd::topo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Topo(args) => cmd::topo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
