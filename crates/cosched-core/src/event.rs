@@ -14,7 +14,9 @@ pub enum Event {
     ThreadsChanged { job: JobId, threads: u32 },
     /// A measurement of a running job.
     Sample(Sample),
-    /// The time the policy asked for in its last plan has come.
+    /// The time the policy asked for in its last plan has come. Just before it, every executor delivers
+    /// one `Sample` per running job, covering the time since that job's previous sample; this is how a
+    /// policy that probes or monitors jobs (CaSAS, adaptive) gets measurements, real or simulated.
     Timer,
 }
 
