@@ -4,6 +4,7 @@
 pub mod cpuset;
 pub mod event;
 pub mod job;
+pub mod metrics;
 pub mod plan;
 pub mod policy;
 pub mod topology;
