@@ -31,11 +31,39 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pinned: Vec<Assignment>,
     /// Thread count each job should use; jobs absent keep what they have.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "advice_keys"
+    )]
     pub advice: BTreeMap<JobId, u32>,
     /// Absolute time at which the policy wants a `Timer` event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer: Option<f64>,
+}
+
+/// Advice is a JSON object keyed by job id. Inside a flattened trace record serde buffers the object and
+/// no longer turns its string keys into numbers, so the keys are read as strings and parsed here.
+mod advice_keys {
+    use super::{BTreeMap, JobId};
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(advice: &BTreeMap<JobId, u32>, s: S) -> Result<S::Ok, S::Error> {
+        advice.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<JobId, u32>, D::Error> {
+        BTreeMap::<String, u32>::deserialize(d)?
+            .into_iter()
+            .map(|(key, threads)| {
+                let id = key
+                    .parse()
+                    .map_err(|_| D::Error::custom(format!("advice key {key:?} is not a job id")))?;
+                Ok((JobId(id), threads))
+            })
+            .collect()
+    }
 }
 
 impl Plan {

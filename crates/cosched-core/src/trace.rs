@@ -210,6 +210,16 @@ mod tests {
     }
 
     #[test]
+    fn plans_with_thread_advice_read_back() {
+        let line = r#"{"t":0.5,"type":"plan","plan":{"slots":[],"advice":{"3":2}}}"#;
+        let lines = read_trace(line.as_bytes(), "mem").unwrap();
+        let Record::Plan { plan } = &lines[0].record else {
+            panic!("not a plan: {lines:?}");
+        };
+        assert_eq!(plan.advice.get(&JobId(3)), Some(&2));
+    }
+
+    #[test]
     fn malformed_lines_name_the_line() {
         let err = read_trace(&b"{\"t\":0,\"type\":\"timer\"}\n"[..], "x.jsonl").unwrap_err();
         assert!(err.to_string().starts_with("x.jsonl:1:"), "{err}");

@@ -3,10 +3,18 @@
 
 use cosched_core::Policy;
 
+mod bp;
+mod eq;
+mod ue;
+
 /// (name, one-line description, constructor). The order is the order `--help` and `compare` list them.
 type Entry = (&'static str, &'static str, fn() -> Box<dyn Policy>);
 
-const POLICIES: &[Entry] = &[];
+const POLICIES: &[Entry] = &[
+    ("ue", "uncontrolled: every job gets all CPUs and one thread per CPU; the OS time-shares them (TACO §4.2)", || Box::new(ue::Uncontrolled)),
+    ("bp", "batch: one job at a time on the whole machine, in arrival order (TACO §4.2)", || Box::new(bp::Batch)),
+    ("eq", "equipartition: equal CPU shares, grown and shrunk in place without topology (TACO §4.2)", || Box::<eq::Equipartition>::default()),
+];
 
 /// Names of all policies, for help texts and error messages.
 pub fn names() -> Vec<&'static str> {
@@ -15,7 +23,10 @@ pub fn names() -> Vec<&'static str> {
 
 /// One line per policy: `name  description`.
 pub fn descriptions() -> Vec<(&'static str, &'static str)> {
-    POLICIES.iter().map(|(name, about, _)| (*name, *about)).collect()
+    POLICIES
+        .iter()
+        .map(|(name, about, _)| (*name, *about))
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -25,12 +25,16 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Topo(cmd::topo::Args),
+    Report(cmd::report::Args),
+    Compare(cmd::compare::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(args) => cmd::topo::run(args),
+        Command::Report(args) => cmd::report::run(args),
+        Command::Compare(args) => cmd::compare::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,2 +1,4 @@
+pub mod compare;
 pub mod machine;
+pub mod report;
 pub mod topo;

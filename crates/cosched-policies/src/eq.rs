@@ -1,0 +1,155 @@
+//! EQ, equipartitioning without topology (TACO §4.2): the CPUs are divided equally among the jobs, and a
+//! change only adds CPUs to or removes CPUs from the sets jobs already hold, so that jobs do not migrate.
+//!
+//! A job never gets more CPUs than its `max_threads`; what it leaves goes to the others. With more jobs
+//! than CPUs, running jobs keep one CPU each and newcomers wait in arrival order.
+
+use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
+use std::collections::HashMap;
+
+#[derive(Debug, Default)]
+pub struct Equipartition {
+    held: HashMap<JobId, CpuSet>,
+}
+
+impl Policy for Equipartition {
+    fn name(&self) -> &str {
+        "eq"
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        if !matches!(event, Event::Arrived { .. } | Event::Finished { .. }) {
+            return None;
+        }
+        let machine = ctx.topology.cpus();
+        let receivers: Vec<_> = ctx
+            .jobs
+            .iter()
+            .filter(|j| j.started.is_some())
+            .chain(ctx.jobs.iter().filter(|j| j.started.is_none()))
+            .take(machine.len())
+            .collect();
+        let targets = equal_shares(
+            machine.len(),
+            &receivers.iter().map(|j| j.spec.max_threads as usize).collect::<Vec<_>>(),
+        );
+        let mut held: HashMap<JobId, CpuSet> = HashMap::with_capacity(receivers.len());
+        for (job, &target) in receivers.iter().zip(&targets) {
+            let mut cpus = self.held.remove(&job.spec.id).unwrap_or_default();
+            if cpus.len() > target {
+                cpus = cpus.take(target);
+            }
+            held.insert(job.spec.id, cpus);
+        }
+        let mut free = held
+            .values()
+            .fold(machine.clone(), |free, cpus| free.difference(cpus));
+        for (job, &target) in receivers.iter().zip(&targets) {
+            let cpus = held.get_mut(&job.spec.id).expect("inserted above");
+            if cpus.len() < target {
+                let extra = free.take(target - cpus.len());
+                free = free.difference(&extra);
+                *cpus = cpus.union(&extra);
+            }
+        }
+        let mut plan = Plan::space_sharing(
+            receivers
+                .iter()
+                .map(|job| Assignment {
+                    job: job.spec.id,
+                    cpus: held[&job.spec.id].clone(),
+                })
+                .collect(),
+        );
+        plan.advice = receivers
+            .iter()
+            .zip(&targets)
+            .map(|(job, &target)| (job.spec.id, job.spec.threads_for(target)))
+            .collect();
+        self.held = held;
+        Some(plan)
+    }
+}
+
+/// Splits `cpus` equally among jobs, none above its cap, giving what capped jobs leave to the others.
+/// Needs `caps.len() <= cpus` and every cap ≥ 1; then every job gets at least one CPU.
+fn equal_shares(cpus: usize, caps: &[usize]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..caps.len()).collect();
+    order.sort_by_key(|&i| caps[i]);
+    let mut shares = vec![0; caps.len()];
+    let mut remaining = cpus;
+    for (done, &i) in order.iter().enumerate() {
+        let left = caps.len() - done;
+        shares[i] = caps[i].max(1).min(remaining.div_ceil(left));
+        remaining -= shares[i];
+    }
+    shares
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::topology::synthetic;
+    use cosched_core::{ActiveJob, JobHints, JobKind, JobSpec};
+
+    fn job(id: u32, max_threads: u32, started: bool) -> ActiveJob {
+        ActiveJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("j{id}"),
+                arrival: 0.0,
+                kind: JobKind::Malleable,
+                min_threads: 1,
+                max_threads,
+                coschedule: true,
+                weight: 1.0,
+                hints: JobHints::default(),
+            },
+            started: started.then_some(0.0),
+            threads: 0,
+        }
+    }
+
+    fn sets(plan: &Plan) -> Vec<CpuSet> {
+        plan.slots[0].assignments.iter().map(|a| a.cpus.clone()).collect()
+    }
+
+    #[test]
+    fn shares_respect_caps_and_use_every_cpu() {
+        assert_eq!(equal_shares(24, &[24, 24, 24]), vec![8, 8, 8]);
+        assert_eq!(equal_shares(24, &[2, 24, 24]), vec![2, 11, 11]);
+        assert_eq!(equal_shares(10, &[24, 24, 24]).iter().sum::<usize>(), 10);
+        assert_eq!(equal_shares(3, &[5, 5, 5]), vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn arrivals_shrink_sets_without_moving_jobs() {
+        let topo = synthetic::parse("core:12").unwrap();
+        let mut eq = Equipartition::default();
+        let mut jobs = vec![job(0, 12, false)];
+        let ctx = Context { topology: &topo, now: 0.0, jobs: &jobs };
+        let first = eq.decide(&ctx, &Event::Arrived { job: JobId(0) }).unwrap();
+        assert_eq!(sets(&first)[0].len(), 12);
+        jobs[0].started = Some(0.0);
+        jobs.push(job(1, 12, false));
+        jobs.push(job(2, 12, false));
+        let ctx = Context { topology: &topo, now: 1.0, jobs: &jobs };
+        let second = eq.decide(&ctx, &Event::Arrived { job: JobId(2) }).unwrap();
+        let held = sets(&second);
+        assert!(held.iter().all(|s| s.len() == 4));
+        assert!(held[0].is_subset(&sets(&first)[0]));
+        assert!(held[0].is_disjoint(&held[1]) && held[1].is_disjoint(&held[2]));
+        assert_eq!(second.advice[&JobId(1)], 4);
+    }
+
+    #[test]
+    fn newcomers_wait_when_every_cpu_is_taken() {
+        let topo = synthetic::parse("core:2").unwrap();
+        let jobs = vec![job(0, 2, true), job(1, 2, true), job(2, 2, false)];
+        let ctx = Context { topology: &topo, now: 0.0, jobs: &jobs };
+        let plan = Equipartition::default()
+            .decide(&ctx, &Event::Arrived { job: JobId(2) })
+            .unwrap();
+        assert!(!plan.placed_jobs().contains(&JobId(2)));
+    }
+}

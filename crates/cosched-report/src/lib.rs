@@ -1,0 +1,157 @@
+//! Reports from cosched traces: figures as SVG (partitions over time, running jobs over time, per-job
+//! slowdown and NTT), a self-contained HTML page with the comparison table, and CSV/JSON exports.
+//!
+//! Everything is computed from traces alone, so real and simulated runs are shown by the same code.
+//! A failed job never stops a report: it is counted in the table, listed with its error, hatched red in
+//! the partition figure and marked with a cross in the per-job figures.
+//!
+//! ```no_run
+//! use cosched_report::{write_report, Run};
+//! let runs = vec![Run::load("ue.jsonl".as_ref())?, Run::load("taco.jsonl".as_ref())?];
+//! let written = write_report(&runs, "report".as_ref())?;
+//! println!("{}", written.html.display());
+//! # Ok::<(), cosched_report::ReportError>(())
+//! ```
+
+mod bars;
+mod export;
+mod gantt;
+mod html;
+mod run;
+mod running;
+mod svg;
+mod table;
+
+pub use bars::JobMetric;
+pub use run::{disambiguate_labels, Run};
+pub use table::{comparison, text_table, ComparisonRow, BASELINE_POLICY};
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trace(#[from] cosched_core::trace::TraceReadError),
+    #[error("{0}: the trace is empty; was the run interrupted before it started?")]
+    EmptyTrace(PathBuf),
+    #[error("no runs to report; give at least one trace file")]
+    NoRuns,
+}
+
+impl ReportError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> ReportError {
+        ReportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// One figure, both inlined in the HTML report and written as a standalone SVG file.
+pub struct Figure {
+    /// Element id in the HTML page, unique within it.
+    pub id: String,
+    pub file_name: String,
+    pub caption: String,
+    pub svg: String,
+}
+
+/// Every figure of a report, in the order the HTML page shows them.
+pub fn figures(runs: &[Run]) -> Vec<Figure> {
+    let mut figures = vec![
+        Figure {
+            id: "fig-running".into(),
+            file_name: "running-jobs.svg".into(),
+            caption: "Number of running jobs over time, one line per run (after TACO Fig. 3)."
+                .into(),
+            svg: running::render(runs),
+        },
+        Figure {
+            id: "fig-slowdown".into(),
+            file_name: "slowdown.svg".into(),
+            caption: "Slowdown of each job under each run; the dashed line is 1, as fast as alone \
+(after CaSAS Fig. 2). A red cross marks a failed job."
+                .into(),
+            svg: bars::render(runs, JobMetric::Slowdown, "fig-slowdown"),
+        },
+        Figure {
+            id: "fig-ntt".into(),
+            file_name: "ntt.svg".into(),
+            caption: "Normalised turnaround time (execution time shared / alone) of each job."
+                .into(),
+            svg: bars::render(runs, JobMetric::Ntt, "fig-ntt"),
+        },
+    ];
+    for (i, run) in runs.iter().enumerate() {
+        let id = format!("fig-gantt-{i}");
+        figures.push(Figure {
+            svg: gantt::render(run, &id),
+            id,
+            file_name: format!("partitions-{}.svg", slug(&run.label)),
+            caption: format!(
+                "Partitions over time under {}: which job holds which CPUs (after TACO Fig. 2). \
+Several slots of one plan (gang scheduling) split a CPU's row into bands as tall as each slot's share \
+of the cycle; red hatching marks a failed job.",
+                run.label
+            ),
+        });
+    }
+    figures
+}
+
+/// What `write_report` wrote.
+#[derive(Debug)]
+pub struct Written {
+    pub html: PathBuf,
+    pub figures: Vec<PathBuf>,
+    pub jobs_csv: PathBuf,
+    pub policies_csv: PathBuf,
+    pub results_json: PathBuf,
+}
+
+/// Writes `report.html`, one SVG per figure, `jobs.csv`, `policies.csv` and `results.json` into `dir`,
+/// creating it if needed.
+pub fn write_report(runs: &[Run], dir: &Path) -> Result<Written, ReportError> {
+    if runs.is_empty() {
+        return Err(ReportError::NoRuns);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| ReportError::io(dir, e))?;
+    let rows = comparison(runs);
+    let figures = figures(runs);
+    let write = |name: &str, text: &str| -> Result<PathBuf, ReportError> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| ReportError::io(&path, e))?;
+        Ok(path)
+    };
+    let mut figure_paths = Vec::new();
+    for figure in &figures {
+        figure_paths.push(write(&figure.file_name, &figure.svg)?);
+    }
+    Ok(Written {
+        html: write("report.html", &html::render(runs, &rows, &figures))?,
+        figures: figure_paths,
+        jobs_csv: write("jobs.csv", &export::jobs_csv(runs))?,
+        policies_csv: write("policies.csv", &export::policies_csv(&rows))?,
+        results_json: write("results.json", &export::results_json(runs, &rows))?,
+    })
+}
+
+/// A label as a file-name part: letters, digits, `-`, `_` and `.`, everything else `_`.
+fn slug(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

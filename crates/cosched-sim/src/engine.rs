@@ -1,0 +1,782 @@
+//! The discrete-event engine: jumps from event to event, asks the policy for plans, integrates every
+//! job's progress under the current plan with the model, and writes the trace.
+
+use crate::model::{slot_rates, Effects, MachineModel, Mode, ModelParams, Runner, Scratch};
+use crate::profile::Profile;
+use crate::sink::TraceSink;
+use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
+use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy};
+use cosched_core::{RateSource, Sample, Topology};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A job as the simulator needs it: what the policy sees plus how it performs.
+#[derive(Debug, Clone)]
+pub struct SimJob {
+    pub spec: JobSpec,
+    pub profile: Arc<Profile>,
+}
+
+/// How to simulate, and what to write in the trace's `run_start` record.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    pub mode: Mode,
+    pub effects: Effects,
+    pub params: ModelParams,
+    /// Workload name for the trace.
+    pub workload: String,
+    /// Seed the workload was generated with, if any.
+    pub seed: Option<u64>,
+}
+
+impl SimOptions {
+    /// The model's switches in one line, for the trace's `mechanism` field.
+    pub fn describe(&self) -> String {
+        let e = &self.effects;
+        let on = |b: bool| if b { "on" } else { "off" };
+        format!(
+            "model {:?} speedup={:?} reconfig={} sync={} llc={} bandwidth={} numa={} switch={}",
+            self.mode,
+            e.speedup,
+            on(e.reconfig_delay),
+            on(e.sync),
+            on(e.llc),
+            on(e.bandwidth),
+            on(e.numa),
+            on(e.switch_cost)
+        )
+        .to_lowercase()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("policy {policy:?} placed job {job} at t={t:.3}, but that job is not active (not arrived yet, finished or unknown)")]
+    InactiveJob { policy: String, job: JobId, t: f64 },
+    #[error("policy {policy:?} gave job {job} CPUs {cpus} at t={t:.3}; the machine has only {machine}")]
+    CpusOutsideMachine {
+        policy: String,
+        job: JobId,
+        cpus: CpuSet,
+        machine: CpuSet,
+        t: f64,
+    },
+    #[error("simulation stalled at t={t:.3}: {waiting} job(s) can make no progress and policy {policy:?} set no timer; does the policy place every arrived job eventually?")]
+    Stalled {
+        policy: String,
+        waiting: usize,
+        t: f64,
+    },
+    #[error("policy {policy:?} keeps asking for timers at t={t:.3} without letting time pass")]
+    NoProgress { policy: String, t: f64 },
+    #[error("two jobs share the id {0}; job ids must be unique")]
+    DuplicateId(JobId),
+    #[error("cannot write the trace: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Figures about one simulation run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimStats {
+    /// Events delivered to the policy.
+    pub events: u64,
+    /// Simulated time at the end of the run, seconds.
+    pub sim_time: f64,
+    pub wall_seconds: f64,
+    /// Time-weighted mean LLC miss rate of running jobs with a footprint (None when no job has one).
+    pub llc_miss_rate: Option<f64>,
+}
+
+/// Simulates `jobs` under `policy` on `topology` and returns the whole trace.
+pub fn simulate(
+    topology: &Topology,
+    jobs: &[SimJob],
+    policy: &mut dyn Policy,
+    options: &SimOptions,
+) -> Result<Vec<TraceLine>, SimError> {
+    let mut lines = Vec::new();
+    simulate_into(topology, jobs, policy, options, &mut lines)?;
+    Ok(lines)
+}
+
+/// Simulates and hands every trace line to `sink` as it happens (stream large runs to a file).
+pub fn simulate_into(
+    topology: &Topology,
+    jobs: &[SimJob],
+    policy: &mut dyn Policy,
+    options: &SimOptions,
+    sink: &mut dyn TraceSink,
+) -> Result<SimStats, SimError> {
+    let wall = Instant::now();
+    let mut engine = Engine::new(topology, jobs, policy, options, sink)?;
+    engine.run()?;
+    let mut stats = engine.stats.clone();
+    stats.wall_seconds = wall.elapsed().as_secs_f64();
+    stats.llc_miss_rate = (engine.llc_time > 0.0).then(|| engine.llc_integral / engine.llc_time);
+    let note = match stats.llc_miss_rate {
+        Some(miss) => format!("{}; llc_miss_rate={miss:.4}", options.describe()),
+        None => options.describe(),
+    };
+    engine.emit(Record::RunEnd {
+        overhead_seconds: Some(stats.wall_seconds),
+        note: Some(note),
+    })?;
+    Ok(stats)
+}
+
+/// A job's time alone on the whole machine with its best thread count (within its bounds), from the
+/// same model the engine uses: the denominator of slowdown and NTT.
+pub fn isolated_time(topology: &Topology, job: &SimJob, options: &SimOptions) -> f64 {
+    let machine = MachineModel::new(topology, &options.params);
+    let mut scratch = Scratch::default();
+    isolated(&machine, topology, job, options, &mut scratch)
+}
+
+fn isolated(
+    machine: &MachineModel,
+    topology: &Topology,
+    job: &SimJob,
+    options: &SimOptions,
+    scratch: &mut Scratch,
+) -> f64 {
+    let cpus = machine.cpus as u32;
+    let (low, high) = match job.spec.kind {
+        JobKind::Rigid => (job.spec.max_threads, job.spec.max_threads),
+        _ => (job.spec.min_threads.max(1), job.spec.max_threads.max(1)),
+    };
+    let best_rate = thread_candidates(low, high, cpus)
+        .into_iter()
+        .map(|threads| {
+            let set = topology.cpus().take(threads.min(cpus).max(1) as usize);
+            let home = machine.numa_nodes(&set);
+            let runner = Runner {
+                cpus: &set,
+                threads,
+                profile: &job.profile,
+                syncs_per_work: syncs_per_work(&job.profile),
+                home: &home,
+            };
+            slot_rates(
+                machine,
+                &[runner],
+                &options.effects,
+                &options.params,
+                scratch,
+            )[0]
+            .rate
+        })
+        .fold(0.0, f64::max);
+    job.profile.work / best_rate
+}
+
+/// Thread counts worth trying: all of them on small machines, powers of two and the bounds on big ones.
+fn thread_candidates(low: u32, high: u32, cpus: u32) -> Vec<u32> {
+    let high = high.max(low);
+    let top = high.min(cpus.max(low));
+    if top - low <= 256 {
+        return (low..=top).collect();
+    }
+    let mut out: Vec<u32> = std::iter::successors(Some(1u32), |n| n.checked_mul(2))
+        .take_while(|n| *n <= top)
+        .filter(|n| *n >= low)
+        .collect();
+    out.extend([low, top]);
+    out
+}
+
+/// Synchronisations per unit of work: the profile's interval is measured at its best speedup.
+fn syncs_per_work(profile: &Profile) -> f64 {
+    if !profile.sync_interval.is_finite() {
+        return 0.0;
+    }
+    let best = profile.speedup.traditional(f64::from(u16::MAX)).max(1.0);
+    1.0 / (profile.sync_interval * best)
+}
+
+struct JobState {
+    remaining: f64,
+    arrived: bool,
+    started: bool,
+    finished: bool,
+    threads: u32,
+    /// Thread count a malleable job switches to, and when.
+    pending: Option<(f64, u32)>,
+    home: CpuSet,
+    syncs_per_work: f64,
+    /// Current cycle-average figures.
+    rate: f64,
+    cpu_share: f64,
+    held: f64,
+    llc_miss: f64,
+    /// Exact mode: no progress before this time (cache refill after a slot switch).
+    stall_until: f64,
+    sample_t: f64,
+    sample_remaining: f64,
+    cpu_seconds: f64,
+    held_seconds: f64,
+}
+
+struct Engine<'a> {
+    topology: &'a Topology,
+    jobs: &'a [SimJob],
+    policy: &'a mut dyn Policy,
+    options: &'a SimOptions,
+    sink: &'a mut dyn TraceSink,
+    machine: MachineModel,
+    scratch: Scratch,
+    index: HashMap<JobId, usize>,
+    states: Vec<JobState>,
+    /// Jobs in arrival order, for the policy.
+    active: Vec<ActiveJob>,
+    /// Started, unfinished jobs.
+    running: Vec<usize>,
+    arrivals: Vec<usize>,
+    next_arrival: usize,
+    plan: Plan,
+    timer: Option<f64>,
+    /// Exact mode: current slot and when it ends.
+    slot: usize,
+    slot_end: f64,
+    now: f64,
+    dirty: bool,
+    stats: SimStats,
+    llc_integral: f64,
+    llc_time: f64,
+}
+
+impl<'a> Engine<'a> {
+    fn new(
+        topology: &'a Topology,
+        jobs: &'a [SimJob],
+        policy: &'a mut dyn Policy,
+        options: &'a SimOptions,
+        sink: &'a mut dyn TraceSink,
+    ) -> Result<Self, SimError> {
+        let mut index = HashMap::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            if index.insert(job.spec.id, i).is_some() {
+                return Err(SimError::DuplicateId(job.spec.id));
+            }
+        }
+        let mut arrivals: Vec<usize> = (0..jobs.len()).collect();
+        arrivals.sort_by(|&a, &b| {
+            jobs[a]
+                .spec
+                .arrival
+                .total_cmp(&jobs[b].spec.arrival)
+                .then(jobs[a].spec.id.cmp(&jobs[b].spec.id))
+        });
+        let states = jobs
+            .iter()
+            .map(|job| JobState {
+                remaining: job.profile.work,
+                arrived: false,
+                started: false,
+                finished: false,
+                threads: 0,
+                pending: None,
+                home: CpuSet::new(),
+                syncs_per_work: syncs_per_work(&job.profile),
+                rate: 0.0,
+                cpu_share: 0.0,
+                held: 0.0,
+                llc_miss: 0.0,
+                stall_until: 0.0,
+                sample_t: 0.0,
+                sample_remaining: job.profile.work,
+                cpu_seconds: 0.0,
+                held_seconds: 0.0,
+            })
+            .collect();
+        let machine = MachineModel::new(topology, &options.params);
+        let mut engine = Engine {
+            topology,
+            jobs,
+            policy,
+            options,
+            sink,
+            machine,
+            scratch: Scratch::default(),
+            index,
+            states,
+            active: Vec::new(),
+            running: Vec::new(),
+            arrivals,
+            next_arrival: 0,
+            plan: Plan::default(),
+            timer: None,
+            slot: 0,
+            slot_end: f64::INFINITY,
+            now: 0.0,
+            dirty: false,
+            stats: SimStats::default(),
+            llc_integral: 0.0,
+            llc_time: 0.0,
+        };
+        let policy_name = engine.policy.name().to_string();
+        engine.emit(Record::RunStart {
+            version: TRACE_VERSION,
+            executor: ExecutorKind::Sim,
+            policy: policy_name,
+            machine: topology.name.clone(),
+            cpus: topology.num_cpus(),
+            workload: options.workload.clone(),
+            seed: options.seed,
+            mechanism: Some(options.describe()),
+        })?;
+        Ok(engine)
+    }
+
+    fn emit(&mut self, record: Record) -> Result<(), SimError> {
+        self.sink.record(&TraceLine {
+            t: self.now,
+            record,
+        })?;
+        Ok(())
+    }
+
+    fn run(&mut self) -> Result<(), SimError> {
+        let mut events_at_same_time = 0u64;
+        loop {
+            if self.dirty {
+                self.recompute_rates();
+            }
+            let t = self.next_time();
+            if !t.is_finite() {
+                let waiting = self.active.len();
+                if waiting == 0 && self.next_arrival == self.arrivals.len() {
+                    self.stats.sim_time = self.now;
+                    return Ok(());
+                }
+                return Err(SimError::Stalled {
+                    policy: self.policy.name().to_string(),
+                    waiting,
+                    t: self.now,
+                });
+            }
+            if t > self.now {
+                self.advance(t);
+                events_at_same_time = 0;
+            } else {
+                events_at_same_time += 1;
+                if events_at_same_time > 10_000_000 {
+                    return Err(SimError::NoProgress {
+                        policy: self.policy.name().to_string(),
+                        t: self.now,
+                    });
+                }
+            }
+            self.handle_due()?;
+        }
+    }
+
+    /// The earliest coming event time (finish, thread change, arrival, slot end, timer).
+    fn next_time(&self) -> f64 {
+        let mut t = f64::INFINITY;
+        for &i in &self.running {
+            let s = &self.states[i];
+            if s.rate > 0.0 {
+                t = t.min(s.stall_until.max(self.now) + s.remaining / s.rate);
+            }
+            if let Some((due, _)) = s.pending {
+                t = t.min(due);
+            }
+        }
+        if let Some(&i) = self.arrivals.get(self.next_arrival) {
+            t = t.min(self.jobs[i].spec.arrival);
+        }
+        if let Some(timer) = self.timer {
+            t = t.min(timer.max(self.now));
+        }
+        if self.options.mode == Mode::Exact && self.plan.slots.len() > 1 && !self.running.is_empty()
+        {
+            t = t.min(self.slot_end);
+        }
+        t.max(self.now)
+    }
+
+    /// Integrates progress from `now` to `t` at the current rates.
+    fn advance(&mut self, t: f64) {
+        let dt = t - self.now;
+        for &i in &self.running {
+            let s = &mut self.states[i];
+            let productive = (t - s.stall_until.max(self.now)).clamp(0.0, dt);
+            s.remaining -= s.rate * productive;
+            s.cpu_seconds += s.cpu_share * dt;
+            s.held_seconds += s.held * dt;
+            if self.jobs[i].profile.footprint_mb > 0.0 && s.cpu_share > 0.0 {
+                self.llc_integral += s.llc_miss * dt;
+                self.llc_time += dt;
+            }
+        }
+        self.now = t;
+    }
+
+    /// Handles every event due at `now`, one at a time, re-planning after each.
+    fn handle_due(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        let finishing: Vec<usize> = self
+            .running
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let s = &self.states[i];
+                s.remaining <= 1e-9 * self.jobs[i].profile.work.max(1.0)
+                    || (s.rate > 0.0
+                        && s.stall_until.max(now) + s.remaining / s.rate <= now * (1.0 + 1e-12))
+            })
+            .collect();
+        for i in finishing {
+            self.finish(i)?;
+        }
+        let due: Vec<(usize, u32)> = self
+            .running
+            .iter()
+            .filter_map(|&i| match self.states[i].pending {
+                Some((t, threads)) if t <= now => Some((i, threads)),
+                _ => None,
+            })
+            .collect();
+        for (i, threads) in due {
+            self.change_threads(i, threads)?;
+        }
+        while let Some(&i) = self.arrivals.get(self.next_arrival) {
+            if self.jobs[i].spec.arrival > now {
+                break;
+            }
+            self.next_arrival += 1;
+            self.arrive(i)?;
+        }
+        if self.options.mode == Mode::Exact && self.slot_end <= now && self.plan.slots.len() > 1 {
+            self.next_slot();
+        }
+        if self.timer.is_some_and(|t| t <= now) {
+            self.timer = None;
+            self.deliver_samples()?;
+            self.decide(Event::Timer)?;
+        }
+        Ok(())
+    }
+
+    fn decide(&mut self, event: Event) -> Result<(), SimError> {
+        self.stats.events += 1;
+        let ctx = Context {
+            topology: self.topology,
+            now: self.now,
+            jobs: &self.active,
+        };
+        if let Some(plan) = self.policy.decide(&ctx, &event) {
+            self.apply(plan)?;
+        }
+        Ok(())
+    }
+
+    fn arrive(&mut self, i: usize) -> Result<(), SimError> {
+        let job = &self.jobs[i];
+        let isolated = isolated(
+            &self.machine,
+            self.topology,
+            job,
+            self.options,
+            &mut self.scratch,
+        );
+        self.states[i].arrived = true;
+        self.active.push(ActiveJob {
+            spec: job.spec.clone(),
+            started: None,
+            threads: 0,
+        });
+        self.emit(Record::Arrival {
+            job: job.spec.clone(),
+            isolated: Some(isolated),
+        })?;
+        self.decide(Event::Arrived { job: job.spec.id })
+    }
+
+    fn finish(&mut self, i: usize) -> Result<(), SimError> {
+        let id = self.jobs[i].spec.id;
+        let s = &mut self.states[i];
+        s.finished = true;
+        s.remaining = 0.0;
+        s.pending = None;
+        self.running.retain(|&j| j != i);
+        self.active.retain(|a| a.spec.id != id);
+        self.dirty = true;
+        self.emit(Record::Finish {
+            job: id,
+            status: ExitStatus::Ok,
+            exit_code: None,
+            error: None,
+        })?;
+        self.decide(Event::Finished { job: id })
+    }
+
+    fn change_threads(&mut self, i: usize, threads: u32) -> Result<(), SimError> {
+        let id = self.jobs[i].spec.id;
+        self.states[i].threads = threads;
+        self.states[i].pending = None;
+        if let Some(a) = self.active.iter_mut().find(|a| a.spec.id == id) {
+            a.threads = threads;
+        }
+        self.dirty = true;
+        self.emit(Record::Threads { job: id, threads })?;
+        self.decide(Event::ThreadsChanged { job: id, threads })
+    }
+
+    fn deliver_samples(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        let mut samples = Vec::new();
+        for &i in &self.running {
+            let s = &mut self.states[i];
+            let interval = now - s.sample_t;
+            if interval <= 0.0 {
+                continue;
+            }
+            samples.push(Sample {
+                job: self.jobs[i].spec.id,
+                rate: (s.sample_remaining - s.remaining) / interval,
+                source: RateSource::Model,
+                cpus: (s.held_seconds / interval).round() as u32,
+                cpu_seconds: s.cpu_seconds,
+                interval,
+            });
+            s.sample_t = now;
+            s.sample_remaining = s.remaining;
+            s.cpu_seconds = 0.0;
+            s.held_seconds = 0.0;
+        }
+        for sample in samples {
+            self.emit(Record::Sample(sample.clone()))?;
+            self.decide(Event::Sample(sample))?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, plan: Plan) -> Result<(), SimError> {
+        let all = self.topology.cpus();
+        for a in plan.slots.iter().flat_map(|s| &s.assignments).chain(&plan.pinned) {
+            let live = self
+                .index
+                .get(&a.job)
+                .is_some_and(|&i| self.states[i].arrived && !self.states[i].finished);
+            if !live {
+                return Err(SimError::InactiveJob {
+                    policy: self.policy.name().to_string(),
+                    job: a.job,
+                    t: self.now,
+                });
+            }
+            if !a.cpus.is_subset(all) {
+                return Err(SimError::CpusOutsideMachine {
+                    policy: self.policy.name().to_string(),
+                    job: a.job,
+                    cpus: a.cpus.clone(),
+                    machine: all.clone(),
+                    t: self.now,
+                });
+            }
+        }
+        let line = TraceLine {
+            t: self.now,
+            record: Record::Plan { plan },
+        };
+        self.sink.record(&line)?;
+        let Record::Plan { plan } = line.record else {
+            unreachable!("built as a plan above")
+        };
+        let mut starts = Vec::new();
+        for id in plan.placed_jobs() {
+            let i = self.index[&id];
+            let job = &self.jobs[i];
+            let advice = plan.advice.get(&id).copied();
+            let s = &mut self.states[i];
+            if !s.started {
+                let widest = (0..plan.slots.len().max(1))
+                    .filter_map(|slot| plan.cpus_in_slot(slot, id))
+                    .map(CpuSet::len)
+                    .max()
+                    .unwrap_or(0);
+                let threads = match job.spec.kind {
+                    JobKind::Rigid => job.spec.max_threads,
+                    JobKind::Moldable | JobKind::Malleable => advice
+                        .map(|a| a.clamp(job.spec.min_threads, job.spec.max_threads))
+                        .unwrap_or_else(|| job.spec.threads_for(widest)),
+                };
+                s.started = true;
+                s.threads = threads;
+                s.sample_t = self.now;
+                s.home = plan
+                    .slots
+                    .iter()
+                    .flat_map(|slot| &slot.assignments)
+                    .chain(&plan.pinned)
+                    .find(|a| a.job == id)
+                    .map(|a| self.machine.numa_nodes(&a.cpus))
+                    .unwrap_or_default();
+                self.running.push(i);
+                starts.push((id, threads));
+            } else if job.spec.kind == JobKind::Malleable {
+                if let Some(advised) = advice {
+                    let advised = advised.clamp(job.spec.min_threads, job.spec.max_threads);
+                    if advised == s.threads {
+                        s.pending = None;
+                    } else if s.pending.map(|(_, t)| t) != Some(advised) {
+                        let delay = if self.options.effects.reconfig_delay {
+                            job.profile.reconfig_delay
+                        } else {
+                            0.0
+                        };
+                        s.pending = Some((self.now + delay, advised));
+                    }
+                }
+            }
+        }
+        for (id, threads) in starts {
+            if let Some(a) = self.active.iter_mut().find(|a| a.spec.id == id) {
+                a.started = Some(self.now);
+                a.threads = threads;
+            }
+            self.emit(Record::Start {
+                job: id,
+                threads,
+                pid: None,
+            })?;
+        }
+        self.timer = plan.timer;
+        self.slot = 0;
+        self.slot_end = self.now + plan.slots.first().map_or(f64::INFINITY, |s| s.length);
+        self.plan = plan;
+        self.dirty = true;
+        Ok(())
+    }
+
+    fn next_slot(&mut self) {
+        let n = self.plan.slots.len();
+        let previous = self.slot;
+        self.slot = (self.slot + 1) % n;
+        self.slot_end = self.now + self.plan.slots[self.slot].length;
+        if self.options.effects.switch_cost {
+            let before: HashSet<JobId> = self.plan.slots[previous]
+                .assignments
+                .iter()
+                .map(|a| a.job)
+                .collect();
+            let entering: Vec<JobId> = self.plan.slots[self.slot]
+                .assignments
+                .iter()
+                .map(|a| a.job)
+                .filter(|id| !before.contains(id))
+                .collect();
+            for id in entering {
+                let i = self.index[&id];
+                let cost = self.switch_cost(i);
+                self.states[i].stall_until = self.now + cost;
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
+    /// LLC (TACO §3.3: the whole LLC in about 1 ms).
+    fn switch_cost(&self, i: usize) -> f64 {
+        let footprint = self.jobs[i].profile.footprint_mb;
+        let fraction = if footprint > 0.0 {
+            (footprint / self.machine.llc_mb()).min(1.0)
+        } else {
+            1.0
+        };
+        self.options.params.context_switch + self.options.params.llc_refill * fraction
+    }
+
+    fn recompute_rates(&mut self) {
+        self.dirty = false;
+        for &i in &self.running {
+            let s = &mut self.states[i];
+            s.rate = 0.0;
+            s.cpu_share = 0.0;
+            s.held = 0.0;
+            s.llc_miss = 0.0;
+        }
+        let slots = self.plan.slots.len();
+        let cycle = self.plan.cycle_length();
+        let weights: Vec<(usize, f64)> = match (self.options.mode, slots) {
+            (_, 0) => vec![(usize::MAX, 1.0)],
+            (Mode::Exact, _) => vec![(self.slot, 1.0)],
+            (Mode::Fluid, _) if cycle > 0.0 => (0..slots)
+                .map(|s| (s, self.plan.slots[s].length / cycle))
+                .collect(),
+            (Mode::Fluid, _) => vec![(0, 1.0)],
+        };
+        for (slot, weight) in weights {
+            let assignments = self
+                .plan
+                .pinned
+                .iter()
+                .chain(self.plan.slots.get(slot).into_iter().flat_map(|s| &s.assignments));
+            let mut members = Vec::new();
+            let mut runners = Vec::new();
+            for a in assignments {
+                let i = self.index[&a.job];
+                let s = &self.states[i];
+                if !s.started || s.finished || a.cpus.is_empty() {
+                    continue;
+                }
+                members.push((i, a.cpus.len()));
+                runners.push(Runner {
+                    cpus: &a.cpus,
+                    threads: s.threads.max(1),
+                    profile: &self.jobs[i].profile,
+                    syncs_per_work: s.syncs_per_work,
+                    home: &s.home,
+                });
+            }
+            let rates = slot_rates(
+                &self.machine,
+                &runners,
+                &self.options.effects,
+                &self.options.params,
+                &mut self.scratch,
+            );
+            for ((i, held), rate) in members.into_iter().zip(rates) {
+                let s = &mut self.states[i];
+                s.rate += weight * rate.rate;
+                s.cpu_share += weight * rate.cpu_share;
+                s.held += weight * held as f64;
+                s.llc_miss += weight * rate.llc_miss;
+            }
+        }
+        if self.options.mode == Mode::Fluid && slots > 1 && self.options.effects.switch_cost {
+            self.apply_fluid_switch_costs();
+        }
+    }
+
+    /// Fluid mode: a job that enters the cycle `m` times per cycle loses `m` switch costs of its running
+    /// time per cycle.
+    fn apply_fluid_switch_costs(&mut self) {
+        let slots = &self.plan.slots;
+        let members: Vec<HashSet<JobId>> = slots
+            .iter()
+            .map(|slot| slot.assignments.iter().map(|a| a.job).collect())
+            .collect();
+        let mut entries: HashMap<JobId, (u32, f64)> = HashMap::new();
+        for (s, slot) in slots.iter().enumerate() {
+            let previous = &members[(s + slots.len() - 1) % slots.len()];
+            for a in &slot.assignments {
+                let entry = entries.entry(a.job).or_insert((0, 0.0));
+                entry.1 += slot.length;
+                if !previous.contains(&a.job) {
+                    entry.0 += 1;
+                }
+            }
+        }
+        for (id, (count, running)) in entries {
+            if count == 0 || running <= 0.0 {
+                continue;
+            }
+            let i = self.index[&id];
+            let lost = f64::from(count) * self.switch_cost(i);
+            self.states[i].rate *= (1.0 - lost / running).max(0.0);
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The performance model: how fast each job progresses while a set of jobs shares the machine in one
+//! slot. `docs/simulation-model.md` explains every effect, its source and its switch in [`Effects`].
+
+use crate::profile::{Profile, BLOCK_COST};
+use cosched_core::{CpuSet, Level, SyncKind, Topology};
+use serde::{Deserialize, Serialize};
+
+/// How a plan's cycle of slots is integrated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Each job runs at its cycle-average rate, minus the cost of its slot switches (fast).
+    #[default]
+    Fluid,
+    /// Slot by slot, with the refill stall at each slot entry (for validation).
+    Exact,
+}
+
+/// Speedup used for a job's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpeedupModel {
+    /// Speedup measured alone (TACO Table 1, left): co-runners cost nothing.
+    Traditional,
+    /// Between traditional (machine otherwise idle) and effective (all other cores busy, TACO §3.2),
+    /// by how busy the rest of the machine is. Profiles without an effective table use traditional.
+    #[default]
+    Effective,
+}
+
+/// One switch per effect of the model; all on by default.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Effects {
+    pub speedup: SpeedupModel,
+    pub reconfig_delay: bool,
+    pub sync: bool,
+    pub llc: bool,
+    pub bandwidth: bool,
+    pub numa: bool,
+    pub switch_cost: bool,
+}
+
+impl Default for Effects {
+    fn default() -> Self {
+        Effects {
+            speedup: SpeedupModel::Effective,
+            reconfig_delay: true,
+            sync: true,
+            llc: true,
+            bandwidth: true,
+            numa: true,
+            switch_cost: true,
+        }
+    }
+}
+
+/// Constants of the model; defaults carry their sources in `docs/simulation-model.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelParams {
+    /// Average time slice of the OS scheduler when threads share a CPU, seconds (seed 003 §3: 15 ms).
+    pub os_quantum: f64,
+    /// Direct cost of one context switch, seconds (TACO §3.3: single-digit microseconds).
+    pub context_switch: f64,
+    /// Time to refill a whole LLC after a slot switch, seconds (TACO §3.3: about 1 ms).
+    pub llc_refill: f64,
+    /// LLC size in MB where the topology does not say.
+    pub llc_mb: f64,
+    /// Slowdown per unit of extra LLC miss rate: time = alone × (1 + penalty × Δmiss).
+    pub llc_miss_penalty: f64,
+    /// Memory bandwidth of one NUMA node, GB/s.
+    pub numa_bandwidth_gbs: f64,
+    /// Slowdown when all of a job's memory is on remote NUMA nodes: time × (1 + penalty × remote share).
+    pub numa_remote_penalty: f64,
+}
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        ModelParams {
+            os_quantum: 0.015,
+            context_switch: 5e-6,
+            llc_refill: 1e-3,
+            llc_mb: 6.0,
+            llc_miss_penalty: 1.0,
+            numa_bandwidth_gbs: 8.5,
+            numa_remote_penalty: 0.1,
+        }
+    }
+}
+
+/// What the model needs to know of the machine, indexed by CPU number.
+pub(crate) struct MachineModel {
+    pub cpus: usize,
+    llc_of_cpu: Vec<u32>,
+    llc_domains: usize,
+    llc_mb: f64,
+    numa_of_cpu: Vec<u32>,
+    numa_domains: usize,
+}
+
+impl MachineModel {
+    pub fn new(topology: &Topology, params: &ModelParams) -> MachineModel {
+        let max_cpu = topology.cpus().iter().max().unwrap_or(0) as usize;
+        let index = |domains: &[CpuSet]| {
+            let mut of_cpu = vec![0u32; max_cpu + 1];
+            for (i, set) in domains.iter().enumerate() {
+                for cpu in set.iter() {
+                    of_cpu[cpu as usize] = i as u32;
+                }
+            }
+            of_cpu
+        };
+        let llc = topology.llc_domains();
+        let numa = topology.numa_domains();
+        let has_llc = [Level::L3, Level::L2, Level::L1]
+            .iter()
+            .any(|l| topology.nodes_at(*l).next().is_some());
+        MachineModel {
+            cpus: topology.num_cpus(),
+            llc_of_cpu: index(&llc),
+            llc_domains: llc.len(),
+            llc_mb: topology
+                .llc_bytes()
+                .filter(|_| has_llc)
+                .map_or(params.llc_mb, |b| b as f64 / (1024.0 * 1024.0)),
+            numa_of_cpu: index(&numa),
+            numa_domains: numa.len(),
+        }
+    }
+
+    /// NUMA nodes a CPU set touches, as a set of node indices.
+    pub fn numa_nodes(&self, cpus: &CpuSet) -> CpuSet {
+        cpus.iter()
+            .map(|c| self.numa_of_cpu[c as usize])
+            .collect()
+    }
+
+    pub fn llc_mb(&self) -> f64 {
+        self.llc_mb
+    }
+}
+
+/// A job running in a slot, as the model sees it.
+pub(crate) struct Runner<'a> {
+    pub cpus: &'a CpuSet,
+    pub threads: u32,
+    pub profile: &'a Profile,
+    /// Synchronisations per unit of work (1 / (sync interval × best speedup)).
+    pub syncs_per_work: f64,
+    /// NUMA nodes holding the job's memory.
+    pub home: &'a CpuSet,
+}
+
+/// The model's answer for one runner in one slot.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SlotRate {
+    /// Work (sequential seconds) done per second.
+    pub rate: f64,
+    /// CPUs' worth of time the job's threads get (spinning included).
+    pub cpu_share: f64,
+    pub llc_miss: f64,
+}
+
+/// Scratch buffers reused across calls, so that an event costs no allocation proportional to the machine.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    load: Vec<f64>,
+    llc_demand: Vec<f64>,
+    numa_demand: Vec<f64>,
+}
+
+/// Rates of all runners sharing the machine in one slot.
+pub(crate) fn slot_rates(
+    machine: &MachineModel,
+    runners: &[Runner],
+    effects: &Effects,
+    params: &ModelParams,
+    scratch: &mut Scratch,
+) -> Vec<SlotRate> {
+    let size = machine.llc_of_cpu.len();
+    scratch.load.clear();
+    scratch.load.resize(size, 0.0);
+    // Threads spread evenly over their CPUs; a CPU with more than one thread is time-shared by the OS.
+    for r in runners {
+        let per_cpu = r.threads as f64 / r.cpus.len().max(1) as f64;
+        for cpu in r.cpus.iter() {
+            scratch.load[cpu as usize] += per_cpu;
+        }
+    }
+    let shares: Vec<f64> = runners
+        .iter()
+        .map(|r| {
+            let per_cpu = r.threads as f64 / r.cpus.len().max(1) as f64;
+            r.cpus
+                .iter()
+                .map(|cpu| per_cpu / scratch.load[cpu as usize].max(1.0))
+                .sum()
+        })
+        .collect();
+    let busy_total: f64 = shares.iter().sum();
+    let llc_miss = llc_misses(machine, runners, effects, scratch);
+    let bandwidth = bandwidth_factors(machine, runners, &shares, effects, params, scratch);
+    runners
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let share = shares[i];
+            let mut rate = r.profile.speedup.traditional(share);
+            if effects.speedup == SpeedupModel::Effective {
+                let rest = machine.cpus as f64 - share;
+                let busy = if rest > 1e-9 {
+                    ((busy_total - share) / rest).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                };
+                rate /= 1.0 + (r.profile.speedup.loaded_slowdown(share) - 1.0) * busy;
+            }
+            if effects.sync {
+                rate *= sync_factor(r, share, rate, params);
+            }
+            let (miss, alone_miss) = llc_miss[i];
+            if effects.llc {
+                rate /= 1.0 + params.llc_miss_penalty * (miss - alone_miss).max(0.0);
+            }
+            rate *= bandwidth[i];
+            if effects.numa && !r.home.is_empty() {
+                let remote = r
+                    .cpus
+                    .iter()
+                    .filter(|c| !r.home.contains(machine.numa_of_cpu[*c as usize]))
+                    .count() as f64
+                    / r.cpus.len().max(1) as f64;
+                rate /= 1.0 + params.numa_remote_penalty * remote;
+            }
+            SlotRate {
+                rate,
+                cpu_share: share,
+                llc_miss: miss,
+            }
+        })
+        .collect()
+}
+
+/// Progress lost to synchronisation when a job's threads are time-shared without coordination.
+///
+/// Each synchronisation waits for the slowest thread. A spinning job whose threads share CPUs waits, on
+/// average, about one OS time slice per other thread on the CPU for its straggler to be scheduled again
+/// (TACO §4.3 on lu.A; seed 003 §3); a blocking job only pays the block/wake-up cost (seed 003 §2).
+fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
+    let oversubscription = r.threads as f64 / share.max(1e-12);
+    if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 || rate <= 0.0 {
+        return 1.0;
+    }
+    // Wall time between two synchronisations at the current rate.
+    let interval = 1.0 / (r.syncs_per_work * rate);
+    let penalty = match r.profile.sync {
+        SyncKind::Spin => (oversubscription - 1.0) * params.os_quantum,
+        SyncKind::Block => BLOCK_COST,
+        SyncKind::None => 0.0,
+    };
+    interval / (interval + penalty)
+}
+
+/// (miss rate in this slot, miss rate alone on the whole machine) per runner: the part of a job's footprint
+/// that does not fit its share of each LLC it uses, with co-runners' footprints added (Scalpel eq. 2–4:
+/// average footprints compose by addition).
+fn llc_misses(
+    machine: &MachineModel,
+    runners: &[Runner],
+    effects: &Effects,
+    scratch: &mut Scratch,
+) -> Vec<(f64, f64)> {
+    if !effects.llc || runners.iter().all(|r| r.profile.footprint_mb <= 0.0) {
+        return vec![(0.0, 0.0); runners.len()];
+    }
+    scratch.llc_demand.clear();
+    scratch.llc_demand.resize(machine.llc_domains, 0.0);
+    for r in runners {
+        let per_cpu = r.profile.footprint_mb / r.cpus.len().max(1) as f64;
+        for cpu in r.cpus.iter() {
+            scratch.llc_demand[machine.llc_of_cpu[cpu as usize] as usize] += per_cpu;
+        }
+    }
+    let llc = machine.llc_mb;
+    runners
+        .iter()
+        .map(|r| {
+            if r.profile.footprint_mb <= 0.0 {
+                return (0.0, 0.0);
+            }
+            let n = r.cpus.len().max(1) as f64;
+            let miss = r
+                .cpus
+                .iter()
+                .map(|cpu| {
+                    let demand = scratch.llc_demand[machine.llc_of_cpu[cpu as usize] as usize];
+                    (1.0 - llc / demand).max(0.0) / n
+                })
+                .sum();
+            let alone = (1.0 - llc * machine.llc_domains as f64 / r.profile.footprint_mb).max(0.0);
+            (miss, alone)
+        })
+        .collect()
+}
+
+/// Factor ≤ 1 per runner: when the jobs on a NUMA node demand more bandwidth than it has, each gets its
+/// proportional part.
+fn bandwidth_factors(
+    machine: &MachineModel,
+    runners: &[Runner],
+    shares: &[f64],
+    effects: &Effects,
+    params: &ModelParams,
+    scratch: &mut Scratch,
+) -> Vec<f64> {
+    if !effects.bandwidth || runners.iter().all(|r| r.profile.bandwidth_gbs <= 0.0) {
+        return vec![1.0; runners.len()];
+    }
+    scratch.numa_demand.clear();
+    scratch.numa_demand.resize(machine.numa_domains, 0.0);
+    for (r, share) in runners.iter().zip(shares) {
+        let per_cpu = r.profile.bandwidth_gbs * share / r.cpus.len().max(1) as f64;
+        for cpu in r.cpus.iter() {
+            scratch.numa_demand[machine.numa_of_cpu[cpu as usize] as usize] += per_cpu;
+        }
+    }
+    runners
+        .iter()
+        .map(|r| {
+            if r.profile.bandwidth_gbs <= 0.0 {
+                return 1.0;
+            }
+            let n = r.cpus.len().max(1) as f64;
+            r.cpus
+                .iter()
+                .map(|cpu| {
+                    let demand = scratch.numa_demand[machine.numa_of_cpu[cpu as usize] as usize];
+                    (params.numa_bandwidth_gbs / demand).min(1.0) / n
+                })
+                .sum()
+        })
+        .collect()
+}

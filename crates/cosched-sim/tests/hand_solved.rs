@@ -1,0 +1,228 @@
+//! The engine against cases solvable by hand.
+
+use cosched_core::metrics::summarize;
+use cosched_core::topology::synthetic;
+use cosched_core::trace::{Record, TraceLine};
+use cosched_core::{Assignment, Context, Event, JobHints, JobId, JobKind, JobSpec, Plan, Policy, Slot};
+use cosched_sim::{profile, simulate, Mode, SimError, SimJob, SimOptions};
+use std::sync::Arc;
+
+fn job(id: u32, arrival: f64, kind: JobKind, threads: u32, profile_text: &str) -> SimJob {
+    SimJob {
+        spec: JobSpec {
+            id: JobId(id),
+            name: format!("j{id}"),
+            arrival,
+            kind,
+            min_threads: if kind == JobKind::Rigid { threads } else { 1 },
+            max_threads: threads,
+            coschedule: true,
+            weight: 1.0,
+            hints: JobHints::default(),
+        },
+        profile: Arc::new(profile::parse(profile_text).unwrap()),
+    }
+}
+
+fn finishes(trace: &[TraceLine]) -> Vec<(JobId, f64)> {
+    trace
+        .iter()
+        .filter_map(|l| match l.record {
+            Record::Finish { job, .. } => Some((job, l.t)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn run(policy: &str, jobs: &[SimJob], machine: &str) -> Vec<TraceLine> {
+    let topo = synthetic::parse(machine).unwrap();
+    let mut policy = cosched_policies::create(policy).unwrap();
+    simulate(&topo, jobs, policy.as_mut(), &SimOptions::default()).unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+}
+
+#[test]
+fn one_job_alone_takes_its_isolated_time() {
+    let jobs = [job(0, 2.0, JobKind::Malleable, 8, "amdahl(serial=0.1, runtime=100)")];
+    let trace = run("bp", &jobs, "package:2 core:4");
+    let summary = summarize(&trace);
+    let expected = 100.0 * (0.1 + 0.9 / 8.0);
+    assert!(close(summary.jobs[0].isolated.unwrap(), expected), "{summary:?}");
+    assert!(close(summary.jobs[0].response.unwrap(), expected), "{summary:?}");
+    assert!(close(summary.mean_slowdown.unwrap(), 1.0));
+}
+
+#[test]
+fn two_equal_rigid_jobs_under_bp_finish_at_t_and_2t() {
+    let jobs = [
+        job(0, 0.0, JobKind::Rigid, 8, "amdahl(serial=0, runtime=80)"),
+        job(1, 0.0, JobKind::Rigid, 8, "amdahl(serial=0, runtime=80)"),
+    ];
+    let done = finishes(&run("bp", &jobs, "core:8"));
+    assert_eq!(done.len(), 2);
+    assert!(close(done[0].1, 10.0) && close(done[1].1, 20.0), "{done:?}");
+}
+
+#[test]
+fn eq_on_two_perfectly_scaling_malleable_jobs_finishes_both_at_2t() {
+    let jobs = [
+        job(0, 0.0, JobKind::Malleable, 8, "amdahl(serial=0, runtime=80)"),
+        job(1, 0.0, JobKind::Malleable, 8, "amdahl(serial=0, runtime=80)"),
+    ];
+    let trace = run("eq", &jobs, "core:8");
+    let done = finishes(&trace);
+    assert!(done.iter().all(|(_, t)| close(*t, 20.0)), "{done:?}");
+}
+
+#[test]
+fn malleable_job_applies_new_advice_after_its_reconfiguration_delay() {
+    let p = "amdahl(serial=0, runtime=80, reconfig_delay=0.5)";
+    let jobs = [
+        job(0, 0.0, JobKind::Malleable, 8, p),
+        job(1, 2.0, JobKind::Malleable, 8, p),
+    ];
+    let trace = run("eq", &jobs, "core:8");
+    let change = trace
+        .iter()
+        .find_map(|l| match l.record {
+            Record::Threads { job, threads } => Some((job, threads, l.t)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(change.0, JobId(0));
+    assert_eq!(change.1, 4);
+    assert!(close(change.2, 2.5), "{change:?}");
+}
+
+/// Two jobs alternating on the whole machine in slots of `slot` seconds; a lone job gets the machine.
+struct TwoGang {
+    slot: f64,
+}
+
+impl Policy for TwoGang {
+    fn name(&self) -> &str {
+        "two-gang"
+    }
+
+    fn decide(&mut self, ctx: &Context, _event: &Event) -> Option<Plan> {
+        let all = ctx.topology.cpus();
+        let slots = ctx
+            .jobs
+            .iter()
+            .map(|j| Slot {
+                length: self.slot,
+                assignments: vec![Assignment {
+                    job: j.spec.id,
+                    cpus: all.clone(),
+                }],
+            })
+            .collect();
+        Some(Plan {
+            slots,
+            ..Plan::default()
+        })
+    }
+}
+
+#[test]
+fn fluid_and_exact_modes_agree_on_a_gang_plan_with_10ms_slots() {
+    let topo = synthetic::parse("package:2 l3:1(size=4MB) core:4").unwrap();
+    let jobs = [
+        job(0, 0.0, JobKind::Malleable, 8, "amdahl(serial=0.05, runtime=20, footprint=2)"),
+        job(1, 0.0, JobKind::Malleable, 8, "amdahl(serial=0.05, runtime=30, footprint=8)"),
+    ];
+    let makespan = |mode| {
+        let options = SimOptions {
+            mode,
+            ..SimOptions::default()
+        };
+        let trace = simulate(&topo, &jobs, &mut TwoGang { slot: 0.01 }, &options).unwrap();
+        summarize(&trace).makespan.unwrap()
+    };
+    let (fluid, exact) = (makespan(Mode::Fluid), makespan(Mode::Exact));
+    assert!((fluid - exact).abs() / exact < 0.02, "fluid {fluid} exact {exact}");
+    // The switches cost something: slower than running the two jobs back to back.
+    let back_to_back = (20.0 + 30.0) * (0.05 + 0.95 / 8.0);
+    assert!(exact > back_to_back * 1.01, "{exact} vs {back_to_back}");
+}
+
+/// Asks for a timer every second and records what it hears.
+struct Listener {
+    heard: Vec<Event>,
+}
+
+impl Policy for Listener {
+    fn name(&self) -> &str {
+        "listener"
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        self.heard.push(event.clone());
+        let mut plan = Plan::space_sharing(
+            ctx.jobs
+                .iter()
+                .map(|j| Assignment {
+                    job: j.spec.id,
+                    cpus: ctx.topology.cpus().clone(),
+                })
+                .collect(),
+        );
+        plan.timer = Some(ctx.now.floor() + 1.0);
+        matches!(event, Event::Arrived { .. } | Event::Timer).then_some(plan)
+    }
+}
+
+#[test]
+fn a_sample_per_running_job_precedes_each_timer() {
+    let topo = synthetic::parse("core:4").unwrap();
+    let jobs = [job(0, 0.0, JobKind::Malleable, 4, "amdahl(serial=0, runtime=10)")];
+    let mut listener = Listener { heard: Vec::new() };
+    simulate(&topo, &jobs, &mut listener, &SimOptions::default()).unwrap();
+    let timer = listener.heard.iter().position(|e| *e == Event::Timer).unwrap();
+    let Event::Sample(sample) = &listener.heard[timer - 1] else {
+        panic!("no sample before the timer: {:?}", listener.heard);
+    };
+    assert!(close(sample.interval, 1.0) && close(sample.rate, 4.0), "{sample:?}");
+    assert!(close(sample.cpu_seconds, 4.0) && sample.cpus == 4, "{sample:?}");
+}
+
+struct Forgetful;
+
+impl Policy for Forgetful {
+    fn name(&self) -> &str {
+        "forgetful"
+    }
+
+    fn decide(&mut self, _: &Context, _: &Event) -> Option<Plan> {
+        None
+    }
+}
+
+#[test]
+fn a_policy_that_never_places_a_job_is_reported_not_looped() {
+    let topo = synthetic::parse("core:2").unwrap();
+    let jobs = [job(0, 0.0, JobKind::Malleable, 2, "amdahl(serial=0, runtime=1)")];
+    let err = simulate(&topo, &jobs, &mut Forgetful, &SimOptions::default()).unwrap_err();
+    assert!(matches!(err, SimError::Stalled { waiting: 1, .. }), "{err}");
+}
+
+#[test]
+fn a_spinning_job_time_shared_without_coscheduling_crawls_and_a_blocking_one_does_not() {
+    let spin = "amdahl(serial=0, runtime=40, sync=spin, sync_interval=0.001)";
+    let block = "amdahl(serial=0, runtime=40, sync=block, sync_interval=0.001)";
+    let plain = "amdahl(serial=0, runtime=40)";
+    let makespan = |p: &str| {
+        let jobs = [
+            job(0, 0.0, JobKind::Malleable, 4, p),
+            job(1, 0.0, JobKind::Malleable, 4, plain),
+        ];
+        summarize(&run("ue", &jobs, "core:4")).makespan.unwrap()
+    };
+    let (spin, block, plain) = (makespan(spin), makespan(block), makespan(plain));
+    assert!(close(plain, 20.0), "{plain}");
+    assert!(block < plain * 1.05, "block {block} vs {plain}");
+    assert!(spin > plain * 5.0, "spin {spin} vs {plain}");
+}
