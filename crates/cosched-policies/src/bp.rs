@@ -69,7 +69,17 @@ mod tests {
             now: 1.0,
             jobs: &jobs,
         };
-        let plan = Batch.decide(&ctx, &Event::Arrived { job: jobs[0].spec.id }).unwrap();
-        assert_eq!(plan.placed_jobs().into_iter().collect::<Vec<_>>(), vec![jobs[1].spec.id]);
+        let plan = Batch
+            .decide(
+                &ctx,
+                &Event::Arrived {
+                    job: jobs[0].spec.id,
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            plan.placed_jobs().into_iter().collect::<Vec<_>>(),
+            vec![jobs[1].spec.id]
+        );
     }
 }

@@ -31,7 +31,10 @@ impl Policy for Equipartition {
             .collect();
         let targets = equal_shares(
             machine.len(),
-            &receivers.iter().map(|j| j.spec.max_threads as usize).collect::<Vec<_>>(),
+            &receivers
+                .iter()
+                .map(|j| j.spec.max_threads as usize)
+                .collect::<Vec<_>>(),
         );
         let mut held: HashMap<JobId, CpuSet> = HashMap::with_capacity(receivers.len());
         for (job, &target) in receivers.iter().zip(&targets) {
@@ -111,7 +114,11 @@ mod tests {
     }
 
     fn sets(plan: &Plan) -> Vec<CpuSet> {
-        plan.slots[0].assignments.iter().map(|a| a.cpus.clone()).collect()
+        plan.slots[0]
+            .assignments
+            .iter()
+            .map(|a| a.cpus.clone())
+            .collect()
     }
 
     #[test]
@@ -127,13 +134,21 @@ mod tests {
         let topo = synthetic::parse("core:12").unwrap();
         let mut eq = Equipartition::default();
         let mut jobs = vec![job(0, 12, false)];
-        let ctx = Context { topology: &topo, now: 0.0, jobs: &jobs };
+        let ctx = Context {
+            topology: &topo,
+            now: 0.0,
+            jobs: &jobs,
+        };
         let first = eq.decide(&ctx, &Event::Arrived { job: JobId(0) }).unwrap();
         assert_eq!(sets(&first)[0].len(), 12);
         jobs[0].started = Some(0.0);
         jobs.push(job(1, 12, false));
         jobs.push(job(2, 12, false));
-        let ctx = Context { topology: &topo, now: 1.0, jobs: &jobs };
+        let ctx = Context {
+            topology: &topo,
+            now: 1.0,
+            jobs: &jobs,
+        };
         let second = eq.decide(&ctx, &Event::Arrived { job: JobId(2) }).unwrap();
         let held = sets(&second);
         assert!(held.iter().all(|s| s.len() == 4));
@@ -146,7 +161,11 @@ mod tests {
     fn newcomers_wait_when_every_cpu_is_taken() {
         let topo = synthetic::parse("core:2").unwrap();
         let jobs = vec![job(0, 2, true), job(1, 2, true), job(2, 2, false)];
-        let ctx = Context { topology: &topo, now: 0.0, jobs: &jobs };
+        let ctx = Context {
+            topology: &topo,
+            now: 0.0,
+            jobs: &jobs,
+        };
         let plan = Equipartition::default()
             .decide(&ctx, &Event::Arrived { job: JobId(2) })
             .unwrap();

@@ -68,7 +68,12 @@ mod tests {
             jobs: &jobs,
         };
         let plan = Uncontrolled
-            .decide(&ctx, &Event::Arrived { job: jobs[1].spec.id })
+            .decide(
+                &ctx,
+                &Event::Arrived {
+                    job: jobs[1].spec.id,
+                },
+            )
             .unwrap();
         assert_eq!(plan.slots.len(), 1);
         assert!(plan.slots[0].assignments.iter().all(|a| a.cpus.len() == 4));

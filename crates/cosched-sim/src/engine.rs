@@ -54,7 +54,9 @@ impl SimOptions {
 pub enum SimError {
     #[error("policy {policy:?} placed job {job} at t={t:.3}, but that job is not active (not arrived yet, finished or unknown)")]
     InactiveJob { policy: String, job: JobId, t: f64 },
-    #[error("policy {policy:?} gave job {job} CPUs {cpus} at t={t:.3}; the machine has only {machine}")]
+    #[error(
+        "policy {policy:?} gave job {job} CPUs {cpus} at t={t:.3}; the machine has only {machine}"
+    )]
     CpusOutsideMachine {
         policy: String,
         job: JobId,
@@ -154,7 +156,6 @@ fn isolated(
                 cpus: &set,
                 threads,
                 profile: &job.profile,
-                syncs_per_work: syncs_per_work(&job.profile),
                 home: &home,
             };
             slot_rates(
@@ -185,14 +186,8 @@ fn thread_candidates(low: u32, high: u32, cpus: u32) -> Vec<u32> {
     out
 }
 
-/// Synchronisations per unit of work: the profile's interval is measured at its best speedup.
-fn syncs_per_work(profile: &Profile) -> f64 {
-    if !profile.sync_interval.is_finite() {
-        return 0.0;
-    }
-    let best = profile.speedup.traditional(f64::from(u16::MAX)).max(1.0);
-    1.0 / (profile.sync_interval * best)
-}
+/// A policy that keeps asking for a timer at the current time is looping, not deciding.
+const MAX_TIMERS_AT_ONE_TIME: u32 = 1000;
 
 struct JobState {
     remaining: f64,
@@ -203,7 +198,6 @@ struct JobState {
     /// Thread count a malleable job switches to, and when.
     pending: Option<(f64, u32)>,
     home: CpuSet,
-    syncs_per_work: f64,
     /// Current cycle-average figures.
     rate: f64,
     cpu_share: f64,
@@ -226,6 +220,7 @@ struct Engine<'a> {
     machine: MachineModel,
     scratch: Scratch,
     index: HashMap<JobId, usize>,
+    isolated_cache: HashMap<(usize, JobKind, u32, u32), f64>,
     states: Vec<JobState>,
     /// Jobs in arrival order, for the policy.
     active: Vec<ActiveJob>,
@@ -235,6 +230,8 @@ struct Engine<'a> {
     next_arrival: usize,
     plan: Plan,
     timer: Option<f64>,
+    last_timer: Option<f64>,
+    timers_without_progress: u32,
     /// Exact mode: current slot and when it ends.
     slot: usize,
     slot_end: f64,
@@ -277,7 +274,6 @@ impl<'a> Engine<'a> {
                 threads: 0,
                 pending: None,
                 home: CpuSet::new(),
-                syncs_per_work: syncs_per_work(&job.profile),
                 rate: 0.0,
                 cpu_share: 0.0,
                 held: 0.0,
@@ -299,6 +295,7 @@ impl<'a> Engine<'a> {
             machine,
             scratch: Scratch::default(),
             index,
+            isolated_cache: HashMap::new(),
             states,
             active: Vec::new(),
             running: Vec::new(),
@@ -306,6 +303,8 @@ impl<'a> Engine<'a> {
             next_arrival: 0,
             plan: Plan::default(),
             timer: None,
+            last_timer: None,
+            timers_without_progress: 0,
             slot: 0,
             slot_end: f64::INFINITY,
             now: 0.0,
@@ -337,18 +336,17 @@ impl<'a> Engine<'a> {
     }
 
     fn run(&mut self) -> Result<(), SimError> {
-        let mut events_at_same_time = 0u64;
         loop {
             if self.dirty {
                 self.recompute_rates();
             }
+            if self.active.is_empty() && self.next_arrival == self.arrivals.len() {
+                self.stats.sim_time = self.now;
+                return Ok(());
+            }
             let t = self.next_time();
             if !t.is_finite() {
                 let waiting = self.active.len();
-                if waiting == 0 && self.next_arrival == self.arrivals.len() {
-                    self.stats.sim_time = self.now;
-                    return Ok(());
-                }
                 return Err(SimError::Stalled {
                     policy: self.policy.name().to_string(),
                     waiting,
@@ -357,15 +355,6 @@ impl<'a> Engine<'a> {
             }
             if t > self.now {
                 self.advance(t);
-                events_at_same_time = 0;
-            } else {
-                events_at_same_time += 1;
-                if events_at_same_time > 10_000_000 {
-                    return Err(SimError::NoProgress {
-                        policy: self.policy.name().to_string(),
-                        t: self.now,
-                    });
-                }
             }
             self.handle_due()?;
         }
@@ -453,6 +442,18 @@ impl<'a> Engine<'a> {
         }
         if self.timer.is_some_and(|t| t <= now) {
             self.timer = None;
+            if self.last_timer == Some(now) {
+                self.timers_without_progress += 1;
+                if self.timers_without_progress > MAX_TIMERS_AT_ONE_TIME {
+                    return Err(SimError::NoProgress {
+                        policy: self.policy.name().to_string(),
+                        t: now,
+                    });
+                }
+            } else {
+                self.last_timer = Some(now);
+                self.timers_without_progress = 0;
+            }
             self.deliver_samples()?;
             self.decide(Event::Timer)?;
         }
@@ -474,13 +475,27 @@ impl<'a> Engine<'a> {
 
     fn arrive(&mut self, i: usize) -> Result<(), SimError> {
         let job = &self.jobs[i];
-        let isolated = isolated(
-            &self.machine,
-            self.topology,
-            job,
-            self.options,
-            &mut self.scratch,
+        // Jobs of one profile and shape share their isolated time; generated workloads repeat them a lot.
+        let key = (
+            Arc::as_ptr(&job.profile) as usize,
+            job.spec.kind,
+            job.spec.min_threads,
+            job.spec.max_threads,
         );
+        let isolated = match self.isolated_cache.get(&key) {
+            Some(&t) => t,
+            None => {
+                let t = isolated(
+                    &self.machine,
+                    self.topology,
+                    job,
+                    self.options,
+                    &mut self.scratch,
+                );
+                self.isolated_cache.insert(key, t);
+                t
+            }
+        };
         self.states[i].arrived = true;
         self.active.push(ActiveJob {
             spec: job.spec.clone(),
@@ -555,7 +570,12 @@ impl<'a> Engine<'a> {
 
     fn apply(&mut self, plan: Plan) -> Result<(), SimError> {
         let all = self.topology.cpus();
-        for a in plan.slots.iter().flat_map(|s| &s.assignments).chain(&plan.pinned) {
+        for a in plan
+            .slots
+            .iter()
+            .flat_map(|s| &s.assignments)
+            .chain(&plan.pinned)
+        {
             let live = self
                 .index
                 .get(&a.job)
@@ -709,11 +729,13 @@ impl<'a> Engine<'a> {
             (Mode::Fluid, _) => vec![(0, 1.0)],
         };
         for (slot, weight) in weights {
-            let assignments = self
-                .plan
-                .pinned
-                .iter()
-                .chain(self.plan.slots.get(slot).into_iter().flat_map(|s| &s.assignments));
+            let assignments = self.plan.pinned.iter().chain(
+                self.plan
+                    .slots
+                    .get(slot)
+                    .into_iter()
+                    .flat_map(|s| &s.assignments),
+            );
             let mut members = Vec::new();
             let mut runners = Vec::new();
             for a in assignments {
@@ -727,7 +749,6 @@ impl<'a> Engine<'a> {
                     cpus: &a.cpus,
                     threads: s.threads.max(1),
                     profile: &self.jobs[i].profile,
-                    syncs_per_work: s.syncs_per_work,
                     home: &s.home,
                 });
             }

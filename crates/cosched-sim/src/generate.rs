@@ -108,7 +108,10 @@ impl Poisson {
             .collect();
         Ok(Workload {
             info: WorkloadInfo {
-                name: format!("poisson-{}jobs-{}pm-seed{}", self.jobs, self.rate_per_min, self.seed),
+                name: format!(
+                    "poisson-{}jobs-{}pm-seed{}",
+                    self.jobs, self.rate_per_min, self.seed
+                ),
                 description: format!(
                     "{} jobs, Poisson arrivals at {}/min, mix: {}, seed {} (cosched gen)",
                     self.jobs,
@@ -129,7 +132,13 @@ fn short_name(profile: &str) -> String {
     let short = base.rsplit('/').next().unwrap_or(base).trim();
     short
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -163,7 +172,10 @@ mod tests {
         let last = w.jobs.last().unwrap().arrival;
         let rate = (w.jobs.len() - 1) as f64 / (last / 60.0);
         assert!((rate - 9.0).abs() < 1.5, "{rate}/min");
-        assert!(w.jobs.iter().all(|j| j.profile.as_deref() != Some("nas/lu.A")));
+        assert!(w
+            .jobs
+            .iter()
+            .all(|j| j.profile.as_deref() != Some("nas/lu.A")));
         assert_eq!(spec(1).expanded_mix().unwrap().len(), 7);
     }
 
@@ -174,6 +186,9 @@ mod tests {
         assert!(matches!(bad.generate(), Err(GenerateError::Profile(m)) if m.contains("zz.Q")));
         bad.mix = vec!["nas/lu.A".into()];
         bad.exclude = vec!["nas/lu.A".into()];
-        assert!(matches!(bad.generate(), Err(GenerateError::EmptyMix { .. })));
+        assert!(matches!(
+            bad.generate(),
+            Err(GenerateError::EmptyMix { .. })
+        ));
     }
 }

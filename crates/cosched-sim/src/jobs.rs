@@ -64,7 +64,12 @@ pub fn sim_jobs(
 pub fn load(path: &Path, cpus: usize) -> Result<(Workload, Vec<SimJob>), JobsError> {
     let workload = Workload::load(path)?;
     let text = std::fs::read_to_string(path).ok();
-    let jobs = sim_jobs(&workload, cpus, &path.display().to_string(), text.as_deref())?;
+    let jobs = sim_jobs(
+        &workload,
+        cpus,
+        &path.display().to_string(),
+        text.as_deref(),
+    )?;
     Ok((workload, jobs))
 }
 
@@ -94,7 +99,10 @@ mod tests {
         let err = sim_jobs(&workload, 24, "w.toml", Some(text))
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("w.toml: line 11: job \"b\": field `profile`"), "{err}");
+        assert!(
+            err.starts_with("w.toml: line 11: job \"b\": field `profile`"),
+            "{err}"
+        );
         assert!(err.contains("nas/lu.A") && err.contains("amdahl("), "{err}");
     }
 

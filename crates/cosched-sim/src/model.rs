@@ -131,9 +131,7 @@ impl MachineModel {
 
     /// NUMA nodes a CPU set touches, as a set of node indices.
     pub fn numa_nodes(&self, cpus: &CpuSet) -> CpuSet {
-        cpus.iter()
-            .map(|c| self.numa_of_cpu[c as usize])
-            .collect()
+        cpus.iter().map(|c| self.numa_of_cpu[c as usize]).collect()
     }
 
     pub fn llc_mb(&self) -> f64 {
@@ -146,8 +144,6 @@ pub(crate) struct Runner<'a> {
     pub cpus: &'a CpuSet,
     pub threads: u32,
     pub profile: &'a Profile,
-    /// Synchronisations per unit of work (1 / (sync interval × best speedup)).
-    pub syncs_per_work: f64,
     /// NUMA nodes holding the job's memory.
     pub home: &'a CpuSet,
 }
@@ -252,8 +248,9 @@ fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 || rate <= 0.0 {
         return 1.0;
     }
-    // Wall time between two synchronisations at the current rate.
-    let interval = 1.0 / (r.syncs_per_work * rate);
+    // The profile's interval holds when every thread has its own CPU; at a lower rate it stretches.
+    let dedicated = r.profile.speedup.traditional(r.threads as f64);
+    let interval = r.profile.sync_interval * dedicated / rate;
     let penalty = match r.profile.sync {
         SyncKind::Spin => (oversubscription - 1.0) * params.os_quantum,
         SyncKind::Block => BLOCK_COST,

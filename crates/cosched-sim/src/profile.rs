@@ -43,7 +43,7 @@ pub struct Profile {
     pub work: f64,
     pub speedup: Speedup,
     pub sync: SyncKind,
-    /// Seconds between two synchronisations when the job runs alone with its best thread count.
+    /// Seconds between two synchronisations while each of its threads has a CPU of its own.
     pub sync_interval: f64,
     /// Seconds from a new thread-count advice until a malleable job uses it (TACO Table 2).
     pub reconfig_delay: f64,
@@ -240,8 +240,7 @@ impl Params {
     }
 
     fn required(&mut self, key: &str) -> Result<f64, String> {
-        self.number(key)?
-            .ok_or_else(|| format!("needs {key}=…"))
+        self.number(key)?.ok_or_else(|| format!("needs {key}=…"))
     }
 
     fn apply_overrides(&mut self, profile: &mut Profile) -> Result<(), String> {
@@ -319,10 +318,22 @@ fn polybench_rows() -> impl Iterator<Item = Vec<&'static str>> {
 /// reconf_ms, adapt, active_wait.
 fn nas(bench: &str) -> Option<Profile> {
     let row = nas_rows().find(|row| row[0] == bench)?;
-    let number = |i: usize| row[i].parse::<f64>().expect("data/nas_profiles.csv is numeric");
+    let number = |i: usize| {
+        row[i]
+            .parse::<f64>()
+            .expect("data/nas_profiles.csv is numeric")
+    };
     let cores = [2.0, 3.0, 6.0, 12.0, 24.0];
-    let traditional: Vec<(f64, f64)> = cores.iter().zip(3..8).map(|(&c, i)| (c, number(i))).collect();
-    let effective: Vec<(f64, f64)> = cores.iter().zip(8..13).map(|(&c, i)| (c, number(i))).collect();
+    let traditional: Vec<(f64, f64)> = cores
+        .iter()
+        .zip(3..8)
+        .map(|(&c, i)| (c, number(i)))
+        .collect();
+    let effective: Vec<(f64, f64)> = cores
+        .iter()
+        .zip(8..13)
+        .map(|(&c, i)| (c, number(i)))
+        .collect();
     let work = number(2);
     let active_wait = row[16] == "yes";
     let syncs = nas_sync_count(bench).unwrap_or_else(|| number(13));
@@ -357,7 +368,11 @@ fn nas_sync_count(bench: &str) -> Option<f64> {
 
 fn polybench(kernel: &str) -> Option<Profile> {
     let row = polybench_rows().find(|row| row[0] == kernel)?;
-    let number = |i: usize| row[i].parse::<f64>().expect("data/polybench_tasks.csv is numeric");
+    let number = |i: usize| {
+        row[i]
+            .parse::<f64>()
+            .expect("data/polybench_tasks.csv is numeric")
+    };
     Some(Profile {
         name: String::new(),
         work: number(1),

@@ -1,0 +1,355 @@
+//! Scenario files (`scenarios/README.md`) and the runner behind `cosched sim`: every policy × every
+//! seed on identical workloads, each run summarised by `cosched_core::metrics`.
+
+use crate::engine::{simulate_into, SimError, SimJob, SimOptions, SimStats};
+use crate::generate::{GenerateError, Poisson};
+use crate::jobs::{self, JobsError};
+use crate::model::{Effects, Mode, ModelParams};
+use crate::sink::{JsonLinesSink, TraceSink};
+use cosched_core::metrics::{summarize, RunSummary};
+use cosched_core::topology::presets;
+use cosched_core::Topology;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The policy every makespan is compared with (TACO Table 4: BP = 100%).
+pub const REFERENCE_POLICY: &str = "bp";
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub scenario: ScenarioInfo,
+    /// Jobs drawn by the Poisson generator, one workload per seed.
+    #[serde(default)]
+    pub generator: Option<Poisson>,
+    #[serde(default)]
+    pub model: ModelConfig,
+    #[serde(default)]
+    pub paper: Option<PaperFigures>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioInfo {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// A preset name or a synthetic description (as `--machine`).
+    pub machine: String,
+    pub policies: Vec<String>,
+    /// Number of seeds, counted up from the generator's `seed`.
+    #[serde(default = "one")]
+    pub seeds: u64,
+    /// A workload file, relative to the scenario file (instead of `[generator]`).
+    #[serde(default)]
+    pub workload: Option<PathBuf>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// `[model]`: the simulator's mode, effect switches and constants.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    pub mode: Mode,
+    pub effects: Effects,
+    pub params: ModelParams,
+}
+
+/// `[paper]`: published figures to print next to the simulated ones, per policy name.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PaperFigures {
+    /// Where the figures come from (seed file, table).
+    pub source: String,
+    pub makespan_vs_bp: BTreeMap<String, f64>,
+    pub mean_slowdown: BTreeMap<String, f64>,
+    pub antt: BTreeMap<String, f64>,
+    pub reconfigurations: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("cannot read scenario {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error(transparent)]
+    Jobs(#[from] JobsError),
+    #[error("{0}")]
+    Generate(#[from] GenerateError),
+    #[error("{policy} on {workload}: {source}")]
+    Sim {
+        policy: String,
+        workload: String,
+        source: Box<SimError>,
+    },
+    #[error("cannot write trace {path}: {source}")]
+    Trace {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// True when a TOML text is a scenario (has a `[scenario]` table) rather than a workload.
+pub fn is_scenario(text: &str) -> bool {
+    text.lines().any(|l| l.trim() == "[scenario]")
+}
+
+impl ScenarioFile {
+    pub fn load(path: &Path) -> Result<ScenarioFile, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let invalid = |message: String| ScenarioError::Invalid {
+            path: path.display().to_string(),
+            message,
+        };
+        let mut file: ScenarioFile = toml::from_str(&text).map_err(|e| {
+            let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
+            invalid(match line {
+                Some(line) => format!("line {line}: {}", e.message().trim()),
+                None => e.message().trim().to_string(),
+            })
+        })?;
+        match (&file.scenario.workload, &file.generator) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "give either `workload = FILE` in [scenario] or a [generator] table, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(invalid(
+                    "no jobs: add `workload = FILE` to [scenario] or a [generator] table (jobs, rate_per_min, mix, seed)".into(),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(workload) = &mut file.scenario.workload {
+            if workload.is_relative() {
+                *workload = path.parent().unwrap_or(Path::new(".")).join(&*workload);
+            }
+        }
+        for policy in &file.scenario.policies {
+            cosched_policies::create(policy).map_err(|e| invalid(format!("policies: {e}")))?;
+        }
+        Ok(file)
+    }
+
+    pub fn topology(&self) -> Result<Topology, cosched_core::TopologyError> {
+        presets::machine(&self.scenario.machine)
+    }
+}
+
+/// One workload to replay under every policy.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub name: String,
+    pub seed: Option<u64>,
+    pub jobs: Vec<SimJob>,
+}
+
+/// Generated workloads for `seeds` consecutive seeds starting at the generator's own.
+pub fn generated_instances(
+    generator: &Poisson,
+    seeds: u64,
+    cpus: usize,
+) -> Result<Vec<Instance>, ScenarioError> {
+    (0..seeds.max(1))
+        .map(|k| {
+            let poisson = Poisson {
+                seed: generator.seed + k,
+                ..generator.clone()
+            };
+            let workload = poisson.generate()?;
+            let jobs = jobs::sim_jobs(&workload, cpus, &workload.info.name, None)?;
+            Ok(Instance {
+                name: workload.info.name,
+                seed: Some(poisson.seed),
+                jobs,
+            })
+        })
+        .collect()
+}
+
+/// One simulated run, summarised.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub policy: String,
+    pub workload: String,
+    pub seed: Option<u64>,
+    pub summary: RunSummary,
+    pub stats: SimStats,
+}
+
+/// Runs every policy on every instance. When the reference policy (BP) is not among `policies` it is run
+/// too, so that makespans can be given relative to it. `progress` hears (runs done, runs in all).
+pub fn run_all(
+    topology: &Topology,
+    instances: &[Instance],
+    policies: &[String],
+    model: &ModelConfig,
+    trace_dir: Option<&Path>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<RunResult>, ScenarioError> {
+    let mut all: Vec<String> = policies.to_vec();
+    if !all.iter().any(|p| p == REFERENCE_POLICY) {
+        all.push(REFERENCE_POLICY.to_string());
+    }
+    let total = all.len() * instances.len();
+    let mut results = Vec::with_capacity(total);
+    for instance in instances {
+        for policy_name in &all {
+            let mut policy =
+                cosched_policies::create(policy_name).map_err(|e| ScenarioError::Invalid {
+                    path: "--policy".into(),
+                    message: e.to_string(),
+                })?;
+            let options = SimOptions {
+                mode: model.mode,
+                effects: model.effects,
+                params: model.params.clone(),
+                workload: instance.name.clone(),
+                seed: instance.seed,
+            };
+            let sim_error = |source| ScenarioError::Sim {
+                policy: policy_name.clone(),
+                workload: instance.name.clone(),
+                source: Box::new(source),
+            };
+            let mut trace = Vec::new();
+            let stats = simulate_into(
+                topology,
+                &instance.jobs,
+                policy.as_mut(),
+                &options,
+                &mut trace,
+            )
+            .map_err(sim_error)?;
+            if let Some(dir) = trace_dir {
+                write_trace(dir, &instance.name, policy_name, &trace)?;
+            }
+            results.push(RunResult {
+                policy: policy_name.clone(),
+                workload: instance.name.clone(),
+                seed: instance.seed,
+                summary: summarize(&trace),
+                stats,
+            });
+            progress(results.len(), total);
+        }
+    }
+    Ok(results)
+}
+
+fn write_trace(
+    dir: &Path,
+    workload: &str,
+    policy: &str,
+    trace: &[cosched_core::trace::TraceLine],
+) -> Result<(), ScenarioError> {
+    let path = dir.join(format!("{workload}-{policy}.jsonl"));
+    let error = |source| ScenarioError::Trace {
+        path: path.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(error)?;
+    let file = std::fs::File::create(&path).map_err(error)?;
+    let mut sink = JsonLinesSink::new(std::io::BufWriter::new(file));
+    for line in trace {
+        sink.record(line).map_err(error)?;
+    }
+    std::io::Write::flush(&mut sink.into_inner()).map_err(error)
+}
+
+/// One table row: a policy's figures averaged over the workloads (seeds).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyRow {
+    pub policy: String,
+    pub runs: usize,
+    /// Mean makespan, seconds.
+    pub makespan: Option<f64>,
+    /// Mean over workloads of makespan / BP's makespan on the same workload.
+    pub makespan_vs_bp: Option<f64>,
+    pub mean_slowdown: Option<f64>,
+    pub antt: Option<f64>,
+    pub reconfigurations: f64,
+    pub unfinished: usize,
+}
+
+/// Rows for `policies` (in that order) from the results of [`run_all`].
+pub fn rows(results: &[RunResult], policies: &[String]) -> Vec<PolicyRow> {
+    let reference: BTreeMap<&str, f64> = results
+        .iter()
+        .filter(|r| r.policy == REFERENCE_POLICY)
+        .filter_map(|r| Some((r.workload.as_str(), r.summary.makespan?)))
+        .collect();
+    policies
+        .iter()
+        .map(|policy| {
+            let runs: Vec<&RunResult> = results.iter().filter(|r| &r.policy == policy).collect();
+            let mean_of = |f: &dyn Fn(&RunResult) -> Option<f64>| {
+                let values: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
+                (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+            };
+            PolicyRow {
+                policy: policy.clone(),
+                runs: runs.len(),
+                makespan: mean_of(&|r| r.summary.makespan),
+                makespan_vs_bp: mean_of(&|r| {
+                    Some(r.summary.makespan? / reference.get(r.workload.as_str())?)
+                }),
+                mean_slowdown: mean_of(&|r| r.summary.mean_slowdown),
+                antt: mean_of(&|r| r.summary.antt),
+                reconfigurations: mean_of(&|r| Some(f64::from(r.summary.reconfigurations)))
+                    .unwrap_or(0.0),
+                unfinished: runs.iter().map(|r| r.summary.unfinished).sum(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_scenarios_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        for name in ["taco-set-b.toml", "taco-set-c.toml"] {
+            let file = ScenarioFile::load(&dir.join(name)).unwrap();
+            assert!(file.generator.is_some() && file.paper.is_some(), "{name}");
+            assert_eq!(file.topology().unwrap().num_cpus(), 24);
+        }
+    }
+
+    fn load_text(text: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("cosched-scenario-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.toml");
+        std::fs::write(&path, text).unwrap();
+        ScenarioFile::load(&path).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn mistakes_name_the_line_or_the_fix() {
+        let head = "[scenario]\nname = \"x\"\nmachine = \"core:4\"\npolicies = [\"bp\"]\n";
+        let err = load_text(&format!("{head}seeds = \"many\"\n[generator]\njobs = 1\n"));
+        assert!(err.contains("line 5"), "{err}");
+        let err = load_text(head);
+        assert!(err.contains("[generator]"), "{err}");
+        let generator = "[generator]\njobs = 4\nrate_per_min = 2.0\nmix = [\"nas\"]\n";
+        let err = load_text(&format!(
+            "{}{generator}",
+            head.replace("\"bp\"", "\"nope\"")
+        ));
+        assert!(err.contains("nope") && err.contains("bp"), "{err}");
+    }
+}

@@ -27,6 +27,9 @@ enum Command {
     Topo(cmd::topo::Args),
     Report(cmd::report::Args),
     Compare(cmd::compare::Args),
+    Sim(cmd::sim::Args),
+    Gen(cmd::gen::Args),
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,9 @@ fn main() -> ExitCode {
         Command::Topo(args) => cmd::topo::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Compare(args) => cmd::compare::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
+        Command::Gen(args) => cmd::gen::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,78 @@
+//! `cosched gen` and `cosched sim` from the command line.
+
+use std::process::Command;
+
+fn cosched(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn generated_workload_simulates_with_one_row_per_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    let traces = dir.path().join("traces");
+    let gen = cosched(&[
+        "gen",
+        "--jobs",
+        "12",
+        "--rate",
+        "9",
+        "--seed",
+        "4",
+        "-o",
+        workload.to_str().unwrap(),
+    ]);
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let out = cosched(&[
+        "sim",
+        workload.to_str().unwrap(),
+        "--machine",
+        "taco-opteron8435",
+        "--policy",
+        "eq,ue",
+        "--trace-dir",
+        traces.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("eq ") || l.starts_with("ue "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    // BP runs as the reference for relative makespans, so its trace is written too.
+    assert_eq!(std::fs::read_dir(&traces).unwrap().count(), 3);
+}
+
+#[test]
+fn bad_profile_is_a_one_line_error_naming_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[workload]\nname = \"w\"\n\n[[job]]\nname = \"a\"\nprofile = \"amdahl(serial=2, runtime=5)\"\n").unwrap();
+    let out = cosched(&[
+        "sim",
+        path.to_str().unwrap(),
+        "--machine",
+        "core:4",
+        "--policy",
+        "bp",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.starts_with("error: ")
+            && stderr.contains("bad.toml: line 6: job \"a\": field `profile`"),
+        "{stderr}"
+    );
+}
