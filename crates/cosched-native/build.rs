@@ -4,84 +4,118 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-const INSTALL_HINT: &str = "install them with `apt-get install gcc libgomp1` (Debian/Ubuntu)";
+const INSTALL_HINT: &str =
+    "install a C compiler with OpenMP: `apt-get install gcc libgomp1` (Debian/Ubuntu)";
 
 const PRELOAD_SOURCES: &[&str] = &["cosched_omp.c", "gomp_wrap.c"];
-const OMPT_SOURCE: &str = "ompt_tool.c";
 const BENCHMARKS: &[&str] = &["barrier", "stress", "dense", "stencil", "spmv"];
 const TEST_PROGRAMS: &[&str] = &["teamsize"];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
-    let native = manifest.join("../../native").canonicalize().unwrap_or_else(|e| {
-        panic!("cosched-native: C sources not found next to the crate ({e})")
-    });
+    let native = manifest
+        .join("../../native")
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("cosched-native: C sources not found next to the crate ({e})"));
     let scratch = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     let out = scratch.join("native");
     let test_out = out.join("tests");
     std::fs::create_dir_all(&test_out).unwrap();
+    // A directory is scanned recursively: any edit under native/ rebuilds.
     println!("cargo:rerun-if-changed={}", native.display());
-    for dir in ["preload", "bench", "tests"] {
-        println!("cargo:rerun-if-changed={}", native.join(dir).display());
-    }
     println!("cargo:rerun-if-env-changed=CC");
 
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     check_toolchain(&cc, &scratch);
 
     let preload = native.join("preload");
-    let mut preload_sources: Vec<PathBuf> = PRELOAD_SOURCES.iter().map(|s| preload.join(s)).collect();
-    let ompt = has_ompt_header(&cc, &scratch);
-    if ompt {
-        preload_sources.push(preload.join(OMPT_SOURCE));
-    } else {
-        println!(
-            "cargo:warning=omp-tools.h not found: libcosched-omp.so is built without the OMPT tool for LLVM libomp (GNU libgomp is fully supported)"
-        );
-    }
-
+    let preload_sources: Vec<PathBuf> = PRELOAD_SOURCES.iter().map(|s| preload.join(s)).collect();
     let mut jobs = vec![(
         "libcosched-omp.so".to_string(),
-        compile(&cc, &preload_sources, &out.join("libcosched-omp.so"), &["-shared", "-fPIC", "-ldl"], &[]),
+        compile(
+            &cc,
+            &preload_sources,
+            &out.join("libcosched-omp.so"),
+            &["-shared", "-fPIC", "-ldl"],
+            &[],
+        ),
     )];
     let bench = native.join("bench");
     for name in BENCHMARKS {
         let source = bench.join(format!("{name}.c"));
-        jobs.push((name.to_string(), compile(&cc, &[source], &out.join(name), &["-fopenmp", "-pthread", "-lm"], &[&preload])));
+        jobs.push((
+            name.to_string(),
+            compile(
+                &cc,
+                &[source],
+                &out.join(name),
+                &["-fopenmp", "-pthread", "-lm"],
+                &[&preload],
+            ),
+        ));
     }
     let tests = native.join("tests");
     for name in TEST_PROGRAMS {
         let source = tests.join(format!("{name}.c"));
-        jobs.push((name.to_string(), compile(&cc, &[source], &test_out.join(name), &["-fopenmp"], &[&preload])));
+        jobs.push((
+            name.to_string(),
+            compile(
+                &cc,
+                &[source],
+                &test_out.join(name),
+                &["-fopenmp"],
+                &[&preload],
+            ),
+        ));
     }
     let failed: Vec<String> = jobs
         .into_iter()
-        .filter_map(|(name, child)| (!child.wait_with_output().unwrap().status.success()).then_some(name))
+        .filter_map(|(name, child)| {
+            (!child.wait_with_output().unwrap().status.success()).then_some(name)
+        })
         .collect();
     if !failed.is_empty() {
-        panic!("cosched-native: compiling {} failed (compiler output above)", failed.join(", "));
+        panic!(
+            "cosched-native: compiling {} failed (compiler output above)",
+            failed.join(", ")
+        );
     }
     println!("cargo:rustc-env=COSCHED_NATIVE_BUILD_DIR={}", out.display());
-    println!("cargo:rustc-env=COSCHED_NATIVE_TEST_DIR={}", test_out.display());
+    println!(
+        "cargo:rustc-env=COSCHED_NATIVE_TEST_DIR={}",
+        test_out.display()
+    );
 }
 
 /// Starts one compilation; stderr goes to cargo's build log so errors are visible.
-fn compile(cc: &str, sources: &[PathBuf], output: &Path, flags: &[&str], includes: &[&Path]) -> Child {
+fn compile(
+    cc: &str,
+    sources: &[PathBuf],
+    output: &Path,
+    flags: &[&str],
+    includes: &[&Path],
+) -> Child {
     let mut command = Command::new(cc);
-    command.args(["-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-o"]).arg(output);
+    command
+        .args(["-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-o"])
+        .arg(output);
     for include in includes {
         command.arg("-I").arg(include);
     }
     command.args(sources).args(flags);
-    command
-        .spawn()
-        .unwrap_or_else(|e| panic!("cosched-native: cannot run the C compiler `{cc}`: {e}; {INSTALL_HINT}"))
+    command.spawn().unwrap_or_else(|e| {
+        panic!("cosched-native: cannot run the C compiler `{cc}`: {e}; {INSTALL_HINT}")
+    })
 }
 
 /// Fails early, with the package to install, if there is no C compiler or no OpenMP.
 fn check_toolchain(cc: &str, scratch: &Path) {
     let probe = scratch.join("toolchain-probe.c");
-    std::fs::write(&probe, "#include <omp.h>\nint main(void) { return omp_get_max_threads() > 0 ? 0 : 1; }\n").unwrap();
+    std::fs::write(
+        &probe,
+        "#include <omp.h>\nint main(void) { return omp_get_max_threads() > 0 ? 0 : 1; }\n",
+    )
+    .unwrap();
     match Command::new(cc).arg("--version").output() {
         Ok(o) if o.status.success() => {}
         _ => panic!("cosched-native: no C compiler (`{cc}`, or set CC); {INSTALL_HINT}"),
@@ -95,16 +129,4 @@ fn check_toolchain(cc: &str, scratch: &Path) {
     if !status.success() {
         panic!("cosched-native: the C compiler `{cc}` cannot build OpenMP programs (-fopenmp, omp.h, libgomp); {INSTALL_HINT}");
     }
-}
-
-fn has_ompt_header(cc: &str, scratch: &Path) -> bool {
-    let probe = scratch.join("ompt-probe.c");
-    std::fs::write(&probe, "#include <omp-tools.h>\nint main(void) { return 0; }\n").unwrap();
-    Command::new(cc)
-        .args(["-fsyntax-only"])
-        .arg(&probe)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
 }

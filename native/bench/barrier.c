@@ -34,12 +34,14 @@ struct barrier {
 
 struct config {
     unsigned threads;
-    double interval_us, variance_us, spin_us, duration;
+    /* interval_us is each thread's work per iteration; work_us, when set, is the iteration's total
+     * work split among the threads (a fixed problem, so fewer threads take longer). */
+    double interval_us, work_us, variance_us, spin_us, duration;
     long iterations;
     enum barrier_kind kind;
 };
 
-static struct config config = {2, 0, 0, 50, 5, 0, SPIN};
+static struct config config = {2, 0, 0, 0, 50, 5, 0, SPIN};
 static double work_per_us;
 static double start_time;
 
@@ -125,11 +127,14 @@ static void *worker(void *arg)
 
 static void usage(void)
 {
-    printf("usage: barrier [--threads N] [--kind spin|spin-block|block] [--interval US]\n"
-           "               [--variance US] [--spin-us US] [--duration S | --iterations N]\n"
+    printf("usage: barrier [--threads N] [--kind spin|spin-block|block]\n"
+           "               [--interval US | --work US] [--variance US] [--spin-us US]\n"
+           "               [--duration S | --iterations N]\n"
            "Threads repeat `work(interval + random(0..variance)); barrier` (Peter et al., Fig. 1)\n"
-           "and the program prints iterations per second. Defaults: 2 threads, spin, interval 0,\n"
-           "variance 0, spin-us 50 (spin-block only), duration 5 s.\n");
+           "and the program prints iterations per second. --work US sets the iteration's total\n"
+           "work, split among the threads (interval = work / threads). Defaults: 2 threads, spin,\n"
+           "interval 0, variance 0, spin-us 50 (spin-block only), duration 5 s.\n"
+           "Example: barrier --threads 2 --kind spin-block --interval 20 --duration 3\n");
 }
 
 int main(int argc, char **argv)
@@ -144,6 +149,8 @@ int main(int argc, char **argv)
             config.threads = (unsigned)parse_number(arg, option_value(argc, argv, &i), 1);
         } else if (!strcmp(arg, "--interval")) {
             config.interval_us = parse_number(arg, option_value(argc, argv, &i), 0);
+        } else if (!strcmp(arg, "--work")) {
+            config.work_us = parse_number(arg, option_value(argc, argv, &i), 0);
         } else if (!strcmp(arg, "--variance")) {
             config.variance_us = parse_number(arg, option_value(argc, argv, &i), 0);
         } else if (!strcmp(arg, "--spin-us")) {
@@ -166,6 +173,11 @@ int main(int argc, char **argv)
         } else {
             usage_error("unknown option '%s'", arg);
         }
+    }
+    if (config.work_us > 0) {
+        if (config.interval_us > 0)
+            usage_error("give either --interval (per thread) or --work (split among threads)");
+        config.interval_us = config.work_us / config.threads;
     }
     work_per_us = calibrate_work();
     barrier.kind = config.kind;

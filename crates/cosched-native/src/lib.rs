@@ -42,7 +42,11 @@ mod tests {
 
     #[test]
     fn build_produced_every_artefact() {
-        assert!(preload_library().is_file(), "{}", preload_library().display());
+        assert!(
+            preload_library().is_file(),
+            "{}",
+            preload_library().display()
+        );
         for name in BENCHMARKS {
             assert!(benchmark(name).is_file(), "{name} missing");
         }

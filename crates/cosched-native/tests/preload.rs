@@ -148,7 +148,8 @@ fn counters_report_regions_heartbeats_and_the_advice_applied() {
 
 /// Runs a fixed script of constructs and returns the whole output.
 fn script_output(mut command: Command) -> String {
-    let script = "parallel\none\nthree\nstatic\ndynamic\nsections\nlegacy\nnested\nteams\nheartbeat\n";
+    let script =
+        "parallel\none\nthree\nstatic\ndynamic\nsections\nlegacy\nnested\nteams\nheartbeat\n";
     let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

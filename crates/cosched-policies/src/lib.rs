@@ -4,7 +4,11 @@
 use cosched_core::Policy;
 
 mod bp;
+mod casas;
+mod di;
 mod eq;
+pub mod scalpel;
+mod taskbag;
 mod ue;
 
 /// (name, one-line description, constructor). The order is the order `--help` and `compare` list them.
@@ -14,6 +18,13 @@ const POLICIES: &[Entry] = &[
     ("ue", "uncontrolled: every job gets all CPUs and one thread per CPU; the OS time-shares them (TACO §4.2)", || Box::new(ue::Uncontrolled)),
     ("bp", "batch: one job at a time on the whole machine, in arrival order (TACO §4.2)", || Box::new(bp::Batch)),
     ("eq", "equipartition: equal CPU shares, grown and shrunk in place without topology (TACO §4.2)", || Box::<eq::Equipartition>::default()),
+    ("fifo", "task bag: the oldest waiting task takes the lowest free core and runs to completion (Scalpel §VI-B)", || Box::new(taskbag::TaskBag::new(taskbag::Fifo))),
+    ("rr", "task bag: every task on every core, time-sliced by the OS (Scalpel §VI-B)", || Box::new(taskbag::RoundRobin)),
+    ("lpt", "task bag: longest waiting task first onto free cores, no grouping; Scalpel's longer_first (§VI-C)", || Box::new(taskbag::TaskBag::new(taskbag::LongerFirst))),
+    ("di", "task bag: Distributed Intensity, spreads LLC-intensive tasks over LLC domains (Zhuravlev et al. ASPLOS'10)", || Box::new(taskbag::TaskBag::new(di::DistributedIntensity::default()))),
+    ("scalpel", "task bag: footprint-balanced groups per LLC, two-level LPT dispatch (Scalpel Alg. 1-2)", || Box::new(taskbag::TaskBag::new(scalpel::Scalpel::default()))),
+    ("casas", "probes each new job on 1..D LLC domains, then gives whole domains to minimise ANTT; surplus jobs wait (CaSAS §3)", || Box::new(casas::Casas::space_sharing())),
+    ("casas-ts", "CaSAS, time-sharing slots of domain allocations when jobs outnumber LLC domains", || Box::new(casas::Casas::time_sharing())),
 ];
 
 /// Names of all policies, for help texts and error messages.

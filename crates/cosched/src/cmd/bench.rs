@@ -18,11 +18,13 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum BenchCommand {
     Sim(SimArgs),
+    Barrier(super::bench_barrier::BarrierArgs),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Sim(args) => sim(args),
+        BenchCommand::Barrier(args) => super::bench_barrier::run(args),
     }
 }
 

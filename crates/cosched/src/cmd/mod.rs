@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod bench_barrier;
 pub mod compare;
 pub mod gen;
 pub mod machine;

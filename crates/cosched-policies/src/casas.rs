@@ -1,0 +1,562 @@
+//! CaSAS, the Contention and Scalability-Aware Scheduler (Tanimoto et al.; seed 002_38eaede3cb547414.txt,
+//! summarised in English in `shared/seeds/README.md`).
+//!
+//! - **Contention**: jobs get whole LLC domains (on the paper's Opteron 6172 a die: its L3 and memory
+//!   controller, §3.1.1), so co-running jobs share no LLC and no memory controller.
+//! - **Scalability**: a newly arrived job runs alone for a short interval on each of several domain
+//!   counts while the others wait, and its progress rate is read from the `Sample` each interval ends
+//!   with (instructions per second in the paper, §3.2; whatever rate the executor measures here). The
+//!   probing is real time spent, so its cost shows in the schedule (§3.3, Fig. 6).
+//! - **Allocation**: the domain counts of all running jobs minimise ANTT = mean of T_shared / T_alone
+//!   (eq. 1), where a job's NTT on k domains is its best measured rate over its rate on k. Computed on
+//!   every arrival (after its probe) and departure (§3.3).
+//!
+//! The search is exact by dynamic programming over (jobs, domains) — O(n·D²) — while n·D² stays below
+//! [`EXACT_WORK_LIMIT`]; beyond, a greedy that hands out one domain at a time to the job whose NTT drops
+//! most (optimal when every NTT curve is convex; its gap on small non-convex cases is measured by a test).
+//!
+//! With more jobs than domains, `casas` lets the surplus wait in arrival order; `casas-ts` time-shares
+//! instead: ⌈n/D⌉ equal slots, jobs dealt to slots in arrival order, each slot allocated as above.
+
+use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Slot};
+use std::collections::{HashMap, VecDeque};
+
+/// Length of one probe on one domain count, seconds. The paper gives no figure; half a second is many
+/// sampling periods of `perf` yet short next to the PARSEC native runs (minutes).
+pub const PROBE_INTERVAL: f64 = 0.5;
+/// Largest n·D² solved exactly.
+pub const EXACT_WORK_LIMIT: usize = 1 << 22;
+/// Slot length of the time-sharing variant, seconds.
+const TIME_SLICE: f64 = 0.1;
+
+#[derive(Debug, Default)]
+pub struct Casas {
+    time_sharing: bool,
+    /// Progress rate per domain count 1..=D of every probed job.
+    rates: HashMap<JobId, Vec<f64>>,
+    probe: Option<Probe>,
+    /// Jobs waiting for their probe, in arrival order.
+    unprobed: VecDeque<JobId>,
+}
+
+#[derive(Debug)]
+struct Probe {
+    job: JobId,
+    /// Domain counts to try, in order, and the rate measured on each so far.
+    counts: Vec<usize>,
+    measured: Vec<f64>,
+    /// Rate of the sample that ended the current interval.
+    last_rate: Option<f64>,
+}
+
+impl Casas {
+    pub fn space_sharing() -> Casas {
+        Casas::default()
+    }
+
+    pub fn time_sharing() -> Casas {
+        Casas {
+            time_sharing: true,
+            ..Casas::default()
+        }
+    }
+}
+
+/// Domain counts a probe tries: all of them on small machines, powers of two (and all) on large ones.
+fn probe_counts(domains: usize) -> Vec<usize> {
+    if domains <= 8 {
+        return (1..=domains).collect();
+    }
+    let mut counts: Vec<usize> = std::iter::successors(Some(1), |k| Some(k * 2))
+        .take_while(|k| *k < domains)
+        .collect();
+    counts.push(domains);
+    counts
+}
+
+/// Rates for every count 1..=domains, linear between the measured counts.
+fn interpolate(counts: &[usize], measured: &[f64], domains: usize) -> Vec<f64> {
+    (1..=domains)
+        .map(|k| {
+            let upper = counts
+                .iter()
+                .position(|&c| c >= k)
+                .unwrap_or(counts.len() - 1);
+            if counts[upper] == k || upper == 0 {
+                return measured[upper];
+            }
+            let (k0, k1) = (counts[upper - 1] as f64, counts[upper] as f64);
+            let (r0, r1) = (measured[upper - 1], measured[upper]);
+            r0 + (r1 - r0) * (k as f64 - k0) / (k1 - k0)
+        })
+        .collect()
+}
+
+/// NTT on k = 1..=D domains: best rate over rate on k (eq. 1 with the steady rates of §3.2).
+fn ntt_curve(rates: &[f64]) -> Vec<f64> {
+    let best = rates.iter().copied().fold(0.0, f64::max);
+    rates
+        .iter()
+        .map(|&r| if r > 0.0 { best / r } else { 1e9 })
+        .collect()
+}
+
+/// Domain counts (each ≥ 1, sum ≤ `domains`) minimising the summed NTT; `ntt[i][k - 1]` is job i's NTT
+/// on k domains. `None` when there are more jobs than domains.
+pub fn best_allocation(ntt: &[Vec<f64>], domains: usize) -> Option<Vec<usize>> {
+    if ntt.len() > domains {
+        return None;
+    }
+    if ntt.len() * domains * domains <= EXACT_WORK_LIMIT {
+        Some(exact_allocation(ntt, domains))
+    } else {
+        Some(greedy_allocation(ntt, domains))
+    }
+}
+
+/// Dynamic programming: cost[i][d] = least NTT sum of the first i jobs on at most d domains.
+pub fn exact_allocation(ntt: &[Vec<f64>], domains: usize) -> Vec<usize> {
+    let n = ntt.len();
+    let mut cost = vec![vec![f64::INFINITY; domains + 1]; n + 1];
+    let mut choice = vec![vec![0usize; domains + 1]; n + 1];
+    cost[0].fill(0.0);
+    for i in 1..=n {
+        for d in i..=domains {
+            // Largest count first, so that among equal costs the job gets more domains.
+            for k in (1..=d - (i - 1)).rev() {
+                let c = cost[i - 1][d - k] + ntt[i - 1][k - 1];
+                if c < cost[i][d] {
+                    cost[i][d] = c;
+                    choice[i][d] = k;
+                }
+            }
+        }
+    }
+    let mut counts = vec![0; n];
+    let mut d = domains;
+    for i in (1..=n).rev() {
+        counts[i - 1] = choice[i][d];
+        d -= choice[i][d];
+    }
+    counts
+}
+
+/// One domain each, then one more at a time to the job whose NTT drops most, while any drops.
+pub fn greedy_allocation(ntt: &[Vec<f64>], domains: usize) -> Vec<usize> {
+    let mut counts = vec![1; ntt.len()];
+    for _ in ntt.len()..domains {
+        let gain = |i: usize| {
+            let k = counts[i];
+            if k >= domains {
+                return f64::NEG_INFINITY;
+            }
+            ntt[i][k - 1] - ntt[i][k]
+        };
+        match (0..ntt.len()).max_by(|&a, &b| gain(a).total_cmp(&gain(b))) {
+            Some(i) if gain(i) > 0.0 => counts[i] += 1,
+            _ => break,
+        }
+    }
+    counts
+}
+
+impl Policy for Casas {
+    fn name(&self) -> &str {
+        if self.time_sharing {
+            "casas-ts"
+        } else {
+            "casas"
+        }
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        match event {
+            Event::Arrived { job } => {
+                self.unprobed.push_back(*job);
+                if self.probe.is_some() {
+                    return None;
+                }
+                Some(self.next_probe_or_allocation(ctx))
+            }
+            Event::Sample(sample) => {
+                if let Some(probe) = self.probe.as_mut().filter(|p| p.job == sample.job) {
+                    probe.last_rate = Some(sample.rate);
+                }
+                None
+            }
+            Event::Timer => {
+                let probe = self.probe.as_mut()?;
+                probe.measured.push(probe.last_rate.take().unwrap_or(0.0));
+                if probe.measured.len() < probe.counts.len() {
+                    return Some(probe_plan(
+                        ctx,
+                        probe.job,
+                        probe.counts[probe.measured.len()],
+                    ));
+                }
+                let probe = self.probe.take().expect("checked above");
+                let domains = ctx.topology.llc_domains().len();
+                self.rates.insert(
+                    probe.job,
+                    interpolate(&probe.counts, &probe.measured, domains),
+                );
+                Some(self.next_probe_or_allocation(ctx))
+            }
+            Event::Finished { job } => {
+                self.rates.remove(job);
+                self.unprobed.retain(|j| j != job);
+                match &self.probe {
+                    Some(probe) if probe.job == *job => {
+                        self.probe = None;
+                        Some(self.next_probe_or_allocation(ctx))
+                    }
+                    Some(_) => None,
+                    None => Some(self.allocation(ctx)),
+                }
+            }
+            Event::ThreadsChanged { .. } => None,
+        }
+    }
+}
+
+impl Casas {
+    fn next_probe_or_allocation(&mut self, ctx: &Context) -> Plan {
+        let domains = ctx.topology.llc_domains().len();
+        while let Some(job) = self.unprobed.pop_front() {
+            if ctx.job(job).is_none() {
+                continue;
+            }
+            let counts = probe_counts(domains);
+            let plan = probe_plan(ctx, job, counts[0]);
+            self.probe = Some(Probe {
+                job,
+                counts,
+                measured: Vec::new(),
+                last_rate: None,
+            });
+            return plan;
+        }
+        self.allocation(ctx)
+    }
+
+    /// The ANTT-minimising plan for every probed job.
+    fn allocation(&self, ctx: &Context) -> Plan {
+        let domains = ctx.topology.llc_domains();
+        let probed: Vec<JobId> = ctx
+            .jobs
+            .iter()
+            .map(|j| j.spec.id)
+            .filter(|id| self.rates.contains_key(id))
+            .collect();
+        let slots = if self.time_sharing {
+            probed.len().div_ceil(domains.len()).max(1)
+        } else {
+            1
+        };
+        let mut plan = Plan::default();
+        for s in 0..slots {
+            let members: Vec<JobId> = probed
+                .iter()
+                .copied()
+                .skip(s)
+                .step_by(slots)
+                .take(domains.len())
+                .collect();
+            let ntt: Vec<Vec<f64>> = members
+                .iter()
+                .map(|id| ntt_curve(&self.rates[id]))
+                .collect();
+            let counts = best_allocation(&ntt, domains.len()).expect("at most one job per domain");
+            let assignments = place(&members, &counts, &domains);
+            for a in &assignments {
+                let spec = &ctx.job(a.job).expect("active").spec;
+                plan.advice.insert(a.job, spec.threads_for(a.cpus.len()));
+            }
+            plan.slots.push(Slot {
+                length: TIME_SLICE,
+                assignments,
+            });
+        }
+        plan
+    }
+}
+
+/// Lays the jobs' domain counts out left to right, largest first, so that multi-domain jobs stay on
+/// neighbouring domains (one package where they fit).
+fn place(jobs: &[JobId], counts: &[usize], domains: &[CpuSet]) -> Vec<Assignment> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| counts[b].cmp(&counts[a]));
+    let mut next = 0;
+    order
+        .into_iter()
+        .map(|i| {
+            let cpus = domains[next..next + counts[i]]
+                .iter()
+                .fold(CpuSet::new(), |acc, d| acc.union(d));
+            next += counts[i];
+            Assignment { job: jobs[i], cpus }
+        })
+        .collect()
+}
+
+/// The probe job alone on its first `count` domains; every other job waits until the timer.
+fn probe_plan(ctx: &Context, job: JobId, count: usize) -> Plan {
+    let cpus = ctx.topology.llc_domains()[..count]
+        .iter()
+        .fold(CpuSet::new(), |acc, d| acc.union(d));
+    let threads = ctx.job(job).expect("active").spec.threads_for(cpus.len());
+    let mut plan = Plan::space_sharing(vec![Assignment { job, cpus }]);
+    plan.advice.insert(job, threads);
+    plan.timer = Some(ctx.now + PROBE_INTERVAL);
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::topology::presets;
+    use cosched_core::{ActiveJob, JobHints, JobKind, JobSpec, RateSource, Sample};
+    use proptest::prelude::*;
+
+    fn job(id: u32) -> ActiveJob {
+        ActiveJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("app{id}"),
+                arrival: 0.0,
+                kind: JobKind::Malleable,
+                min_threads: 1,
+                max_threads: 48,
+                coschedule: true,
+                weight: 1.0,
+                hints: JobHints::default(),
+            },
+            started: None,
+            threads: 0,
+        }
+    }
+
+    fn objective(ntt: &[Vec<f64>], counts: &[usize]) -> f64 {
+        ntt.iter().zip(counts).map(|(c, &k)| c[k - 1]).sum()
+    }
+
+    /// Every allocation with each count ≥ 1 and sum ≤ domains, by enumeration.
+    fn brute_force(ntt: &[Vec<f64>], domains: usize) -> f64 {
+        fn go(ntt: &[Vec<f64>], left: usize) -> f64 {
+            match ntt.split_first() {
+                None => 0.0,
+                Some((first, rest)) => (1..=left.saturating_sub(rest.len()))
+                    .map(|k| first[k - 1] + go(rest, left - k))
+                    .fold(f64::INFINITY, f64::min),
+            }
+        }
+        go(ntt, domains)
+    }
+
+    fn curves() -> impl Strategy<Value = (Vec<Vec<f64>>, usize)> {
+        (1usize..=8).prop_flat_map(|domains| {
+            let rates = prop::collection::vec(0.1f64..10.0, domains);
+            (
+                prop::collection::vec(rates, 1..=4.min(domains)),
+                Just(domains),
+            )
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn allocation_is_the_exact_antt_optimum_on_small_cases((rates, domains) in curves()) {
+            let ntt: Vec<Vec<f64>> = rates.iter().map(|r| ntt_curve(r)).collect();
+            let counts = best_allocation(&ntt, domains).unwrap();
+            prop_assert!(counts.iter().all(|&k| k >= 1));
+            prop_assert!(counts.iter().sum::<usize>() <= domains);
+            prop_assert!((objective(&ntt, &counts) - brute_force(&ntt, domains)).abs() < 1e-9);
+        }
+
+        #[test]
+        fn greedy_is_exact_when_rates_grow_concavely(serial in prop::collection::vec(0.0f64..1.0, 1..=4), domains in 4usize..=8) {
+            // Amdahl rates: NTT convex in the domain count, so marginal gains only shrink.
+            let ntt: Vec<Vec<f64>> = serial
+                .iter()
+                .map(|s| ntt_curve(&(1..=domains).map(|k| 1.0 / (s + (1.0 - s) / k as f64)).collect::<Vec<_>>()))
+                .collect();
+            prop_assume!(ntt.len() <= domains);
+            let greedy = objective(&ntt, &greedy_allocation(&ntt, domains));
+            prop_assert!((greedy - brute_force(&ntt, domains)).abs() < 1e-9);
+        }
+    }
+
+    /// The heuristic's gap to the optimum on small cases (`--nocapture` prints it): measured Amdahl-like
+    /// curves with ±10% noise (what probing delivers), and arbitrary curves (the worst case).
+    #[test]
+    fn greedy_gap_on_small_non_convex_cases() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for noisy_amdahl in [true, false] {
+            let (mut worst, mut total, mut optimal, cases) = (0.0f64, 0.0, 0, 2000);
+            for _ in 0..cases {
+                let domains = rng.gen_range(2..=8);
+                let n = rng.gen_range(1..=4.min(domains));
+                let ntt: Vec<Vec<f64>> = (0..n)
+                    .map(|_| {
+                        let serial: f64 = rng.gen_range(0.0..0.5);
+                        let rates: Vec<f64> = (1..=domains)
+                            .map(|k| {
+                                if noisy_amdahl {
+                                    rng.gen_range(0.9..1.1) / (serial + (1.0 - serial) / k as f64)
+                                } else {
+                                    rng.gen_range(0.1..10.0)
+                                }
+                            })
+                            .collect();
+                        ntt_curve(&rates)
+                    })
+                    .collect();
+                let exact = brute_force(&ntt, domains);
+                let greedy = objective(&ntt, &greedy_allocation(&ntt, domains));
+                assert!(greedy >= exact - 1e-9);
+                let gap = greedy / exact - 1.0;
+                worst = worst.max(gap);
+                total += gap;
+                optimal += usize::from(gap < 1e-9);
+            }
+            let mean = total / cases as f64;
+            println!(
+                "greedy vs exact, {} curves, {cases} cases of ≤4 jobs on ≤8 domains: optimal in {optimal}, mean gap {:.2}%, worst {:.1}%",
+                if noisy_amdahl { "noisy Amdahl" } else { "arbitrary" },
+                100.0 * mean,
+                100.0 * worst
+            );
+            if noisy_amdahl {
+                assert!(mean < 0.02, "greedy should stay close on realistic curves");
+            }
+        }
+    }
+
+    fn ctx<'a>(topo: &'a cosched_core::Topology, now: f64, jobs: &'a [ActiveJob]) -> Context<'a> {
+        Context {
+            topology: topo,
+            now,
+            jobs,
+        }
+    }
+
+    fn sample(job: u32, rate: f64) -> Event {
+        Event::Sample(Sample {
+            job: JobId(job),
+            rate,
+            source: RateSource::Model,
+            cpus: 6,
+            cpu_seconds: 0.0,
+            interval: PROBE_INTERVAL,
+        })
+    }
+
+    /// Runs a whole probe of `job`, answering each interval with `rate(domains)`.
+    fn probe(
+        casas: &mut Casas,
+        topo: &cosched_core::Topology,
+        jobs: &[ActiveJob],
+        job: u32,
+        now: &mut f64,
+        rate: impl Fn(usize) -> f64,
+    ) -> Plan {
+        let mut plan = casas
+            .decide(&ctx(topo, *now, jobs), &Event::Arrived { job: JobId(job) })
+            .unwrap();
+        loop {
+            let held = plan.slots[0]
+                .assignments
+                .iter()
+                .find(|a| a.job == JobId(job));
+            let Some(held) = held.filter(|_| plan.timer.is_some()) else {
+                return plan;
+            };
+            assert_eq!(
+                plan.slots[0].assignments.len(),
+                1,
+                "others wait during a probe"
+            );
+            let domains = held.cpus.len() / 6;
+            *now = plan.timer.unwrap();
+            casas.decide(&ctx(topo, *now, jobs), &sample(job, rate(domains)));
+            plan = casas.decide(&ctx(topo, *now, jobs), &Event::Timer).unwrap();
+        }
+    }
+
+    #[test]
+    fn probes_then_gives_domains_where_they_pay() {
+        let topo = presets::preset("casas-opteron6172").unwrap();
+        let jobs = vec![job(0), job(1)];
+        let mut casas = Casas::space_sharing();
+        let mut now = 0.0;
+        // Job 0 scales perfectly; job 1 stops at 2 domains.
+        let plan = probe(&mut casas, &topo, &jobs[..1], 0, &mut now, |k| k as f64);
+        assert_eq!(plan.slots[0].assignments[0].cpus.len(), 48);
+        assert!(
+            (now - 8.0 * PROBE_INTERVAL).abs() < 1e-9,
+            "probing takes time: {now}"
+        );
+        let plan = probe(&mut casas, &topo, &jobs, 1, &mut now, |k| k.min(2) as f64);
+        let cpus = |id| {
+            plan.slots[0]
+                .assignments
+                .iter()
+                .find(|a| a.job == JobId(id))
+                .unwrap()
+                .cpus
+                .len()
+        };
+        assert_eq!((cpus(0), cpus(1)), (36, 12));
+        assert!(plan.timer.is_none());
+        // Departure: the survivor gets the machine back without a new probe.
+        let left = vec![job(0)];
+        let plan = casas
+            .decide(&ctx(&topo, now, &left), &Event::Finished { job: JobId(1) })
+            .unwrap();
+        assert_eq!(plan.slots[0].assignments[0].cpus.len(), 48);
+    }
+
+    #[test]
+    fn surplus_jobs_wait_or_time_share() {
+        let topo = cosched_core::topology::synthetic::parse("package:2 l3:1 core:2").unwrap();
+        let jobs = vec![job(0), job(1), job(2)];
+        for (mut casas, slots, placed) in [
+            (Casas::space_sharing(), 1, 2),
+            (Casas::time_sharing(), 2, 3),
+        ] {
+            let mut now = 0.0;
+            let mut plan = Plan::default();
+            for id in 0..3 {
+                plan = probe_on(&mut casas, &topo, &jobs, id, &mut now);
+            }
+            assert_eq!(plan.slots.len(), slots, "{}", casas.name());
+            assert_eq!(plan.placed_jobs().len(), placed, "{}", casas.name());
+        }
+    }
+
+    fn probe_on(
+        casas: &mut Casas,
+        topo: &cosched_core::Topology,
+        jobs: &[ActiveJob],
+        job: u32,
+        now: &mut f64,
+    ) -> Plan {
+        let mut plan = casas
+            .decide(&ctx(topo, *now, jobs), &Event::Arrived { job: JobId(job) })
+            .unwrap();
+        while let Some(t) = plan.timer {
+            *now = t;
+            casas.decide(&ctx(topo, *now, jobs), &sample(job, 1.0));
+            plan = casas.decide(&ctx(topo, *now, jobs), &Event::Timer).unwrap();
+        }
+        plan
+    }
+
+    #[test]
+    fn interpolation_fills_counts_between_probes() {
+        assert_eq!(probe_counts(16), vec![1, 2, 4, 8, 16]);
+        let rates = interpolate(&[1, 2, 4], &[1.0, 2.0, 3.0], 4);
+        assert_eq!(rates, vec![1.0, 2.0, 2.5, 3.0]);
+    }
+}
