@@ -21,19 +21,21 @@ impl<T: Copy> Dispatcher<T> {
     /// Orders `groups` (each task paired with its run time) for `processors` processors of `cores`
     /// cores each.
     pub fn new(groups: Vec<Vec<(T, f64)>>, processors: usize, cores: usize) -> Dispatcher<T> {
-        let mut groups: Vec<(bool, f64, Vec<(T, f64)>)> = groups
-            .into_iter()
-            .map(|mut g| {
-                g.sort_by(|a, b| b.1.total_cmp(&a.1));
-                let longest = g.first().map_or(0.0, |t| t.1);
-                (g.len() >= cores, longest, g)
-            })
-            .collect();
-        groups.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
+        let mut groups = groups;
+        for g in &mut groups {
+            g.sort_by(|a, b| b.1.total_cmp(&a.1));
+        }
+        // Full before partial, then by the group's longest task (its first, after the sort above).
+        let longest = |g: &Vec<(T, f64)>| g.first().map_or(0.0, |t| t.1);
+        groups.sort_by(|a, b| {
+            (b.len() >= cores)
+                .cmp(&(a.len() >= cores))
+                .then(longest(b).total_cmp(&longest(a)))
+        });
         Dispatcher {
             queue: groups
                 .into_iter()
-                .map(|(_, _, g)| g.into_iter().map(|(t, _)| t).collect())
+                .map(|g| g.into_iter().map(|(t, _)| t).collect())
                 .collect(),
             buffers: vec![VecDeque::new(); processors],
         }
