@@ -49,7 +49,10 @@ mod advice_keys {
     use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<S: Serializer>(advice: &BTreeMap<JobId, u32>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(
+        advice: &BTreeMap<JobId, u32>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         advice.serialize(s)
     }
 

@@ -7,7 +7,10 @@ mod bp;
 mod casas;
 mod di;
 mod eq;
+mod gang;
 pub mod scalpel;
+mod ta;
+pub mod taco;
 mod taskbag;
 mod ue;
 
@@ -18,6 +21,11 @@ const POLICIES: &[Entry] = &[
     ("ue", "uncontrolled: every job gets all CPUs and one thread per CPU; the OS time-shares them (TACO §4.2)", || Box::new(ue::Uncontrolled)),
     ("bp", "batch: one job at a time on the whole machine, in arrival order (TACO §4.2)", || Box::new(bp::Batch)),
     ("eq", "equipartition: equal CPU shares, grown and shrunk in place without topology (TACO §4.2)", || Box::<eq::Equipartition>::default()),
+    ("ta", "topology-aware equipartition: one aligned partition per job, all of one size, minimal moves (TACO §4.2)", || Box::<ta::TopologyAware>::default()),
+    ("taco", "TACO with hysteresis, equal CPU time across levels, grace periods, opt-out (TACO §2); settings: taco:KEY=VALUE:...", || Box::new(taco::Taco::new("taco", taco::TacoOptions::full()))),
+    ("taco-basic", "TACO as measured in the paper: level thresholds, coscheduling inside partitions, nothing else (TACO §4.2)", || Box::new(taco::Taco::new("taco-basic", taco::TacoOptions::basic()))),
+    ("taco-local", "TACO's local variant: each unit splits and merges on its own job count (TACO §2.1)", || Box::new(taco::Taco::new("taco-local", taco::TacoOptions::local()))),
+    ("gang", "gang scheduling, Ousterhout matrix: rows of aligned partitions, round robin, slot length x weight (seeds 001, 003); gang:slice=S", || Box::<gang::Gang>::default()),
     ("fifo", "task bag: the oldest waiting task takes the lowest free core and runs to completion (Scalpel §VI-B)", || Box::new(taskbag::TaskBag::new(taskbag::Fifo))),
     ("rr", "task bag: every task on every core, time-sliced by the OS (Scalpel §VI-B)", || Box::new(taskbag::RoundRobin)),
     ("lpt", "task bag: longest waiting task first onto free cores, no grouping; Scalpel's longer_first (§VI-C)", || Box::new(taskbag::TaskBag::new(taskbag::LongerFirst))),
@@ -41,18 +49,47 @@ pub fn descriptions() -> Vec<(&'static str, &'static str)> {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("unknown policy {name:?}; valid policies: {valid}")]
-pub struct UnknownPolicy {
-    pub name: String,
-    pub valid: String,
+pub enum UnknownPolicy {
+    #[error("unknown policy {name:?}; valid policies: {valid}")]
+    Name { name: String, valid: String },
+    #[error("policy {name:?}: {reason}")]
+    Settings { name: String, reason: String },
 }
 
+/// The policy called `name`. TACO's variants and `gang` also take settings after a colon
+/// (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.015`; see docs/policies.md); the policy then
+/// reports the full string as its name, so that variants stay apart in traces and tables.
 pub fn create(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
+    let (base, settings) = name.split_once(':').unwrap_or((name, ""));
+    let bad_settings = |reason: String| UnknownPolicy::Settings {
+        name: name.to_string(),
+        reason,
+    };
+    if !settings.is_empty() {
+        let mut options = match base {
+            "taco" => taco::TacoOptions::full(),
+            "taco-basic" => taco::TacoOptions::basic(),
+            "taco-local" => taco::TacoOptions::local(),
+            "gang" => {
+                return Ok(Box::new(
+                    gang::Gang::with_settings(name, settings).map_err(bad_settings)?,
+                ))
+            }
+            _ => {
+                return Err(bad_settings(
+                    "only taco, taco-basic, taco-local and gang take settings after ':'"
+                        .to_string(),
+                ))
+            }
+        };
+        options.apply(settings).map_err(bad_settings)?;
+        return Ok(Box::new(taco::Taco::new(name, options)));
+    }
     POLICIES
         .iter()
         .find(|(known, _, _)| *known == name)
         .map(|(_, _, make)| make())
-        .ok_or_else(|| UnknownPolicy {
+        .ok_or_else(|| UnknownPolicy::Name {
             name: name.to_string(),
             valid: names().join(", "),
         })

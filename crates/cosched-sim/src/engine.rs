@@ -36,11 +36,12 @@ impl SimOptions {
         let e = &self.effects;
         let on = |b: bool| if b { "on" } else { "off" };
         format!(
-            "model {:?} speedup={:?} reconfig={} sync={} llc={} bandwidth={} numa={} switch={}",
+            "model {:?} speedup={:?} reconfig={} sync={} serial_phase={} llc={} bandwidth={} numa={} switch={}",
             self.mode,
             e.speedup,
             on(e.reconfig_delay),
             on(e.sync),
+            on(e.serial_phase),
             on(e.llc),
             on(e.bandwidth),
             on(e.numa),

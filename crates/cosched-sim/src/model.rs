@@ -1,7 +1,7 @@
 //! The performance model: how fast each job progresses while a set of jobs shares the machine in one
 //! slot. `docs/simulation-model.md` explains every effect, its source and its switch in [`Effects`].
 
-use crate::profile::{Profile, BLOCK_COST};
+use crate::profile::{Profile, Speedup, BLOCK_COST};
 use cosched_core::{CpuSet, Level, SyncKind, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +35,7 @@ pub struct Effects {
     pub speedup: SpeedupModel,
     pub reconfig_delay: bool,
     pub sync: bool,
+    pub serial_phase: bool,
     pub llc: bool,
     pub bandwidth: bool,
     pub numa: bool,
@@ -47,6 +48,7 @@ impl Default for Effects {
             speedup: SpeedupModel::Effective,
             reconfig_delay: true,
             sync: true,
+            serial_phase: true,
             llc: true,
             bandwidth: true,
             numa: true,
@@ -163,6 +165,8 @@ pub(crate) struct SlotRate {
 pub(crate) struct Scratch {
     load: Vec<f64>,
     llc_demand: Vec<f64>,
+    /// CPUs' worth of each runner in each LLC domain, runner-major.
+    domain_share: Vec<f64>,
     numa_demand: Vec<f64>,
 }
 
@@ -174,28 +178,36 @@ pub(crate) fn slot_rates(
     params: &ModelParams,
     scratch: &mut Scratch,
 ) -> Vec<SlotRate> {
-    let size = machine.llc_of_cpu.len();
-    scratch.load.clear();
-    scratch.load.resize(size, 0.0);
-    // Threads spread evenly over their CPUs; a CPU with more than one thread is time-shared by the OS.
-    for r in runners {
-        let per_cpu = r.threads as f64 / r.cpus.len().max(1) as f64;
-        for cpu in r.cpus.iter() {
-            scratch.load[cpu as usize] += per_cpu;
-        }
-    }
-    let shares: Vec<f64> = runners
+    // Pass 1: every thread runnable. Pass 2 (serial-phase effect): a job in its serial phase runs one
+    // thread and leaves the CPUs of its blocked threads to the others, so the load each job sees is the
+    // others' time-averaged runnable threads (one step of the fixed point, see `docs/simulation-model.md`).
+    let full: Vec<f64> = runners.iter().map(|r| r.threads as f64).collect();
+    load_per_cpu(machine, runners, &full, scratch);
+    let mut phases: Vec<Phases> = runners
         .iter()
-        .map(|r| {
-            let per_cpu = r.threads as f64 / r.cpus.len().max(1) as f64;
-            r.cpus
-                .iter()
-                .map(|cpu| per_cpu / scratch.load[cpu as usize].max(1.0))
-                .sum()
-        })
+        .enumerate()
+        .map(|(i, r)| runner_phases(r, full[i], scratch))
         .collect();
+    let mut counted = full;
+    if effects.serial_phase && phases.iter().any(|p| p.serial_time > 0.0) {
+        counted = runners
+            .iter()
+            .zip(&phases)
+            .map(|(r, p)| {
+                let serial = p.serial_time;
+                r.threads as f64 * (1.0 - serial) + serial.min(r.threads as f64)
+            })
+            .collect();
+        load_per_cpu(machine, runners, &counted, scratch);
+        phases = runners
+            .iter()
+            .enumerate()
+            .map(|(i, r)| runner_phases(r, counted[i], scratch))
+            .collect();
+    }
+    let shares: Vec<f64> = phases.iter().map(|p| p.parallel_share).collect();
     let busy_total: f64 = shares.iter().sum();
-    let llc_miss = llc_misses(machine, runners, effects, scratch);
+    let llc_miss = llc_misses(machine, runners, &counted, effects, scratch);
     let bandwidth = bandwidth_factors(machine, runners, &shares, effects, params, scratch);
     runners
         .iter()
@@ -203,6 +215,9 @@ pub(crate) fn slot_rates(
         .map(|(i, r)| {
             let share = shares[i];
             let mut rate = r.profile.speedup.traditional(share);
+            if effects.serial_phase {
+                rate = serial_phase_rate(r.profile, share, phases[i].serial_speed).unwrap_or(rate);
+            }
             if effects.speedup == SpeedupModel::Effective {
                 let rest = machine.cpus as f64 - share;
                 let busy = if rest > 1e-9 {
@@ -231,11 +246,100 @@ pub(crate) fn slot_rates(
             }
             SlotRate {
                 rate,
-                cpu_share: share,
+                cpu_share: phases[i].mean_share(effects.serial_phase),
                 llc_miss: miss,
             }
         })
         .collect()
+}
+
+/// A runner's CPU time in its two phases: all threads runnable, and (Amdahl profiles) the serial phase.
+#[derive(Debug, Clone, Copy)]
+struct Phases {
+    /// CPUs' worth the job's threads get while all of them are runnable.
+    parallel_share: f64,
+    /// Fraction of a CPU the job's single thread gets in its serial phase.
+    serial_speed: f64,
+    /// Fraction of the job's time spent in its serial phase at these speeds.
+    serial_time: f64,
+}
+
+impl Phases {
+    fn mean_share(&self, serial_phase: bool) -> f64 {
+        if serial_phase {
+            self.serial_time * self.serial_speed + (1.0 - self.serial_time) * self.parallel_share
+        } else {
+            self.parallel_share
+        }
+    }
+}
+
+/// Runnable threads per CPU, each runner's `threads[i]` spread evenly over its CPUs.
+fn load_per_cpu(
+    machine: &MachineModel,
+    runners: &[Runner],
+    threads: &[f64],
+    scratch: &mut Scratch,
+) {
+    scratch.load.clear();
+    scratch.load.resize(machine.llc_of_cpu.len(), 0.0);
+    for (r, t) in runners.iter().zip(threads) {
+        let per_cpu = t / r.cpus.len().max(1) as f64;
+        for cpu in r.cpus.iter() {
+            scratch.load[cpu as usize] += per_cpu;
+        }
+    }
+}
+
+/// A runner's phases against the load in `scratch`, to which it contributed `counted` threads. Threads
+/// time-share a CPU fairly (OS fair sharing); a lone serial thread runs on the least loaded of its CPUs
+/// (the OS wakes it where it waits least), sharing it with the other jobs' threads there.
+fn runner_phases(r: &Runner, counted: f64, scratch: &Scratch) -> Phases {
+    let n = r.cpus.len().max(1) as f64;
+    let own = r.threads as f64 / n;
+    let counted = counted / n;
+    let mut parallel_share = 0.0;
+    let mut least_other = f64::INFINITY;
+    for cpu in r.cpus.iter() {
+        let other = (scratch.load[cpu as usize] - counted).max(0.0);
+        parallel_share += own / (own + other).max(1.0);
+        least_other = least_other.min(other);
+    }
+    let serial_speed = if least_other.is_finite() {
+        1.0 / (1.0 + least_other)
+    } else {
+        0.0
+    };
+    let serial_time = match r.profile.speedup {
+        Speedup::Amdahl { serial }
+            if serial > 0.0 && parallel_share > 0.0 && serial_speed > 0.0 =>
+        {
+            let serial_part = serial / serial_speed;
+            serial_part / (serial_part + (1.0 - serial) / parallel_share)
+        }
+        _ => 0.0,
+    };
+    Phases {
+        parallel_share,
+        serial_speed,
+        serial_time,
+    }
+}
+
+/// Amdahl rate when the serial phase runs at `serial_speed` of a CPU and the parallel phase on `share`
+/// CPUs: time per unit of work is serial / serial_speed + (1 − serial) / share. None for other profiles.
+fn serial_phase_rate(profile: &Profile, share: f64, serial_speed: f64) -> Option<f64> {
+    let Speedup::Amdahl { serial } = profile.speedup else {
+        return None;
+    };
+    if share <= 0.0 || serial_speed <= 0.0 {
+        return Some(0.0);
+    }
+    if share < 1.0 {
+        // Fewer than one CPU's worth: both phases run on the same fraction of a CPU.
+        return None;
+    }
+    Some(1.0 / (serial / serial_speed.min(1.0) + (1.0 - serial) / share))
 }
 
 /// Progress lost to synchronisation when a job's threads are time-shared without coordination.
@@ -259,43 +363,59 @@ fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     interval / (interval + penalty)
 }
 
-/// (miss rate in this slot, miss rate alone on the whole machine) per runner: the part of a job's footprint
-/// that does not fit its share of each LLC it uses, with co-runners' footprints added (Scalpel eq. 2–4:
-/// average footprints compose by addition).
+/// (miss rate in this slot, miss rate alone on the whole machine) per runner. Footprints compose by
+/// addition (Scalpel eq. 2–4). A job's footprint occupies an LLC for the part of the time one of its
+/// threads runs there: fully when it holds at least one CPU's worth of that domain (its threads share
+/// its data), in proportion below that (time-shared with other jobs' threads). A job's miss rate is the
+/// part of each domain's demand that does not fit, weighted by its CPU time in each domain.
 fn llc_misses(
     machine: &MachineModel,
     runners: &[Runner],
+    counted: &[f64],
     effects: &Effects,
     scratch: &mut Scratch,
 ) -> Vec<(f64, f64)> {
     if !effects.llc || runners.iter().all(|r| r.profile.footprint_mb <= 0.0) {
         return vec![(0.0, 0.0); runners.len()];
     }
+    let domains = machine.llc_domains;
     scratch.llc_demand.clear();
-    scratch.llc_demand.resize(machine.llc_domains, 0.0);
-    for r in runners {
-        let per_cpu = r.profile.footprint_mb / r.cpus.len().max(1) as f64;
+    scratch.llc_demand.resize(domains, 0.0);
+    scratch.domain_share.clear();
+    scratch.domain_share.resize(domains * runners.len(), 0.0);
+    for (i, r) in runners.iter().enumerate() {
+        let n = r.cpus.len().max(1) as f64;
+        let own = r.threads as f64 / n;
+        let counted = counted[i] / n;
+        let row = &mut scratch.domain_share[i * domains..(i + 1) * domains];
         for cpu in r.cpus.iter() {
-            scratch.llc_demand[machine.llc_of_cpu[cpu as usize] as usize] += per_cpu;
+            let other = (scratch.load[cpu as usize] - counted).max(0.0);
+            row[machine.llc_of_cpu[cpu as usize] as usize] += own / (own + other).max(1.0);
+        }
+        for (demand, share) in scratch.llc_demand.iter_mut().zip(row.iter()) {
+            *demand += r.profile.footprint_mb * share.min(1.0);
         }
     }
     let llc = machine.llc_mb;
     runners
         .iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(i, r)| {
             if r.profile.footprint_mb <= 0.0 {
                 return (0.0, 0.0);
             }
-            let n = r.cpus.len().max(1) as f64;
-            let miss = r
-                .cpus
-                .iter()
-                .map(|cpu| {
-                    let demand = scratch.llc_demand[machine.llc_of_cpu[cpu as usize] as usize];
-                    (1.0 - llc / demand).max(0.0) / n
-                })
-                .sum();
-            let alone = (1.0 - llc * machine.llc_domains as f64 / r.profile.footprint_mb).max(0.0);
+            let row = &scratch.domain_share[i * domains..(i + 1) * domains];
+            let held: f64 = row.iter().sum();
+            let miss = if held > 0.0 {
+                row.iter()
+                    .zip(&scratch.llc_demand)
+                    .map(|(share, demand)| share * (1.0 - llc / demand).max(0.0))
+                    .sum::<f64>()
+                    / held
+            } else {
+                0.0
+            };
+            let alone = (1.0 - llc / r.profile.footprint_mb).max(0.0);
             (miss, alone)
         })
         .collect()

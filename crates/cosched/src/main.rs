@@ -30,6 +30,8 @@ enum Command {
     Sim(cmd::sim::Args),
     Gen(cmd::gen::Args),
     Bench(cmd::bench::Args),
+    Run(cmd::run::Args),
+    Calibrate(cmd::calibrate::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +43,8 @@ fn main() -> ExitCode {
         Command::Sim(args) => cmd::sim::run(args),
         Command::Gen(args) => cmd::gen::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Calibrate(args) => cmd::calibrate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,12 +19,16 @@ pub struct Args {
 enum BenchCommand {
     Sim(SimArgs),
     Barrier(super::bench_barrier::BarrierArgs),
+    Executor(super::bench_executor::ExecutorArgs),
+    Policy(super::bench_policy::PolicyArgs),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Sim(args) => sim(args),
         BenchCommand::Barrier(args) => super::bench_barrier::run(args),
+        BenchCommand::Executor(args) => super::bench_executor::run(args),
+        BenchCommand::Policy(args) => super::bench_policy::run(args),
     }
 }
 

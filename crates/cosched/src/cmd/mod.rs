@@ -1,8 +1,12 @@
 pub mod bench;
 pub mod bench_barrier;
+pub mod bench_executor;
+pub mod bench_policy;
+pub mod calibrate;
 pub mod compare;
 pub mod gen;
 pub mod machine;
 pub mod report;
+pub mod run;
 pub mod sim;
 pub mod topo;

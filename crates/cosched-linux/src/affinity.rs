@@ -1,0 +1,103 @@
+//! `sched_setaffinity` on every thread of a set of processes: the unprivileged placement mechanism.
+//!
+//! A new thread inherits the mask of the thread that creates it and a child process that of its parent,
+//! so after one pass over the existing threads later ones normally follow; the executor still re-applies
+//! the mask periodically to catch threads created while a pass was running.
+
+use crate::procfs;
+use cosched_core::CpuSet;
+use std::io;
+
+/// A kernel CPU mask built once and applied to many threads.
+pub struct Mask {
+    set: libc::cpu_set_t,
+}
+
+impl Mask {
+    pub fn new(cpus: &CpuSet) -> io::Result<Mask> {
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let capacity = 8 * std::mem::size_of::<libc::cpu_set_t>() as u32;
+        for cpu in cpus.iter() {
+            if cpu >= capacity {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("CPU {cpu} is beyond the {capacity} CPUs sched_setaffinity can name"),
+                ));
+            }
+            unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+        }
+        Ok(Mask { set })
+    }
+
+    /// Applies the mask to one thread (0 = the calling thread). Async-signal-safe, so it may run between
+    /// fork and exec.
+    pub fn apply_to(&self, tid: i32) -> io::Result<()> {
+        // SAFETY: the mask is a valid cpu_set_t of the size passed.
+        let rc = unsafe {
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &self.set)
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Applies the mask to every thread of every process in `pids`. Threads that exit meanwhile are
+    /// skipped; any other failure (e.g. EPERM on a foreign process) is returned after trying them all.
+    pub fn apply_to_processes(&self, pids: &[i32]) -> io::Result<()> {
+        let mut failure = None;
+        for &pid in pids {
+            for tid in procfs::threads(pid) {
+                match self.apply_to(tid) {
+                    Err(e) if e.raw_os_error() != Some(libc::ESRCH) => failure = Some(e),
+                    _ => {}
+                }
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+/// The CPUs a thread may run on, read back from `/proc/<pid>/task/<tid>/status`.
+pub fn allowed_cpus(pid: i32, tid: i32) -> io::Result<CpuSet> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Cpus_allowed_list"))?;
+    list.trim()
+        .parse()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_reads_back_the_mask_it_was_given() {
+        let online: CpuSet = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let first: CpuSet = online.take(1);
+        let handle = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            Mask::new(&first).unwrap().apply_to(0).unwrap();
+            let pid = std::process::id() as i32;
+            (allowed_cpus(pid, tid).unwrap(), first)
+        });
+        let (seen, wanted) = handle.join().unwrap();
+        assert_eq!(seen, wanted);
+    }
+
+    #[test]
+    fn cpus_beyond_the_mask_are_refused() {
+        let huge: CpuSet = [100_000].into_iter().collect();
+        assert!(Mask::new(&huge).is_err());
+    }
+}

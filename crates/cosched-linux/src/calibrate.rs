@@ -1,0 +1,179 @@
+//! Isolated times: each job alone on the whole machine, the denominator of slowdown and NTT (TACO §4,
+//! CaSAS eq. 1). `cosched calibrate` measures them once; `cosched run` writes them into the trace.
+//!
+//! They are stored as JSON next to the workload file (`<name>.isolated.json`, see
+//! [`IsolatedTimes::default_path`]), one entry per machine (topology name and CPU count) and job (name and
+//! command line, so that an edited command is not matched with an old time).
+
+use crate::executor::{run, RunOptions};
+use crate::{Error, Freezer, Placement};
+use cosched_core::trace::ExitStatus;
+use cosched_core::workload::{JobEntry, Workload};
+use cosched_core::{Assignment, Context, Event, Plan, Policy, Topology};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IsolatedTimes {
+    pub entries: Vec<IsolatedTime>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolatedTime {
+    pub machine: String,
+    pub cpus: usize,
+    pub job: String,
+    pub command: Vec<String>,
+    /// Thread count it ran with.
+    pub threads: u32,
+    /// Seconds from start to finish.
+    pub seconds: f64,
+}
+
+impl IsolatedTimes {
+    /// `dir/name.isolated.json` for the workload file `dir/name.toml`.
+    pub fn default_path(workload_file: &Path) -> PathBuf {
+        workload_file.with_extension("isolated.json")
+    }
+
+    /// Reads a file written by [`IsolatedTimes::save`]; a missing file is an empty set.
+    pub fn load(path: &Path) -> Result<IsolatedTimes, Error> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                Error::Calibration(format!(
+                    "{}: {e}; delete it and run `cosched calibrate` again",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(IsolatedTimes::default()),
+            Err(source) => Err(Error::Io {
+                what: format!("cannot read {}", path.display()),
+                source,
+            }),
+        }
+    }
+
+    pub fn save(&self, path: &Path) -> Result<(), Error> {
+        let text = serde_json::to_string_pretty(self).expect("isolated times always serialise");
+        std::fs::write(path, text + "\n").map_err(|source| Error::Io {
+            what: format!("cannot write {}", path.display()),
+            source,
+        })
+    }
+
+    pub fn lookup(&self, topology: &Topology, job: &JobEntry) -> Option<f64> {
+        self.entries
+            .iter()
+            .find(|e| e.matches(topology, job))
+            .map(|e| e.seconds)
+    }
+
+    /// Adds an entry, replacing the one for the same machine and job.
+    pub fn insert(&mut self, time: IsolatedTime) {
+        self.entries.retain(|e| {
+            (&e.machine, e.cpus, &e.job, &e.command)
+                != (&time.machine, time.cpus, &time.job, &time.command)
+        });
+        self.entries.push(time);
+    }
+}
+
+impl IsolatedTime {
+    fn matches(&self, topology: &Topology, job: &JobEntry) -> bool {
+        self.machine == topology.name
+            && self.cpus == topology.num_cpus()
+            && self.job == job.name
+            && self.command == job.command
+    }
+}
+
+/// Gives the one job of a calibration run the whole machine.
+struct Alone;
+
+impl Policy for Alone {
+    fn name(&self) -> &str {
+        "alone"
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        let Event::Arrived { job } = event else {
+            return None;
+        };
+        let all = ctx.topology.cpus().clone();
+        let threads = ctx.job(*job)?.spec.threads_for(all.len());
+        let mut plan = Plan::space_sharing(vec![Assignment {
+            job: *job,
+            cpus: all,
+        }]);
+        plan.advice.insert(*job, threads);
+        Some(plan)
+    }
+}
+
+/// One job's calibration result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Calibrated {
+    Time(IsolatedTime),
+    /// The job failed alone; the message says how.
+    Failed {
+        job: String,
+        error: String,
+    },
+}
+
+/// Runs every job of `workload` alone on the whole machine, one after another, with the widest thread
+/// count its bounds allow; each run's trace and output go to `output_dir/<job>/`. `each` is called
+/// after every job.
+pub fn calibrate(
+    workload: &Workload,
+    topology: &Topology,
+    output_dir: &Path,
+    placement: Option<Placement>,
+    freezer: Option<Freezer>,
+    each: &mut dyn FnMut(&Calibrated),
+) -> Result<Vec<Calibrated>, Error> {
+    let mut results = Vec::new();
+    for entry in &workload.jobs {
+        let alone = Workload {
+            info: workload.info.clone(),
+            jobs: vec![JobEntry {
+                arrival: 0.0,
+                ..entry.clone()
+            }],
+            dir: workload.dir.clone(),
+        };
+        let dir = output_dir.join(&entry.name);
+        let job_options = RunOptions {
+            placement,
+            freezer,
+            ..RunOptions::new(dir.join("trace.jsonl"), &dir)
+        };
+        std::fs::create_dir_all(&job_options.output_dir).map_err(|source| Error::Io {
+            what: format!("cannot create {}", job_options.output_dir.display()),
+            source,
+        })?;
+        let report = run(&alone, topology, Box::new(Alone), &job_options)?;
+        let outcome = &report.jobs[0];
+        let result = match (outcome.status.clone(), outcome.started, outcome.finished) {
+            (ExitStatus::Ok, Some(start), Some(end)) => Calibrated::Time(IsolatedTime {
+                machine: topology.name.clone(),
+                cpus: topology.num_cpus(),
+                job: entry.name.clone(),
+                command: entry.command.clone(),
+                threads: outcome.threads,
+                seconds: end - start,
+            }),
+            _ => Calibrated::Failed {
+                job: entry.name.clone(),
+                error: outcome
+                    .error
+                    .clone()
+                    .or(outcome.exit_code.map(|c| format!("exit code {c}")))
+                    .unwrap_or_else(|| "failed".into()),
+            },
+        };
+        each(&result);
+        results.push(result);
+    }
+    Ok(results)
+}

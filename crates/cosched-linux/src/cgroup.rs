@@ -1,0 +1,300 @@
+//! Cgroups the executor creates, one per job and hierarchy: cgroup v2 (cpuset and `cgroup.freeze`), and
+//! the v1 cpuset and freezer hierarchies.
+//!
+//! Every cgroup is created next to cosched's own cgroup of that hierarchy (its delegated subtree) and is
+//! named `cosched-<pid>-<run>-<job>`, so that leftovers of a crashed run can be told apart.
+
+use cosched_core::CpuSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupKind {
+    V2,
+    V1Cpuset,
+    V1Freezer,
+}
+
+impl CgroupKind {
+    /// File whose content selects frozen or thawed, and the two values.
+    pub fn freeze_file(self) -> Option<(&'static str, &'static str, &'static str)> {
+        match self {
+            CgroupKind::V2 => Some(("cgroup.freeze", "1", "0")),
+            CgroupKind::V1Freezer => Some(("freezer.state", "FROZEN", "THAWED")),
+            CgroupKind::V1Cpuset => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CgroupKind::V2 => "cgroup2",
+            CgroupKind::V1Cpuset => "cgroup v1 cpuset",
+            CgroupKind::V1Freezer => "cgroup v1 freezer",
+        }
+    }
+}
+
+/// Where cosched itself sits in one hierarchy: the directory new cgroups are created in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub kind: CgroupKind,
+    pub base: PathBuf,
+}
+
+impl Hierarchy {
+    /// Finds the hierarchy's mount and cosched's cgroup in it, from `/proc/self/{mounts,cgroup}`.
+    pub fn find(kind: CgroupKind) -> Result<Hierarchy, String> {
+        let mounts = fs::read_to_string("/proc/self/mounts")
+            .map_err(|e| format!("cannot read /proc/self/mounts: {e}"))?;
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let (mount, relative) = match kind {
+            CgroupKind::V2 => {
+                let mount = mount_point(&mounts, |fstype, _| fstype == "cgroup2")
+                    .ok_or("no cgroup2 file system is mounted")?;
+                (mount, own_path(&own, |id, _| id == "0"))
+            }
+            CgroupKind::V1Cpuset | CgroupKind::V1Freezer => {
+                let controller = if kind == CgroupKind::V1Cpuset {
+                    "cpuset"
+                } else {
+                    "freezer"
+                };
+                let mount = mount_point(&mounts, |fstype, options| {
+                    fstype == "cgroup" && options.split(',').any(|o| o == controller)
+                })
+                .ok_or_else(|| {
+                    format!("no cgroup v1 hierarchy with the {controller} controller is mounted")
+                })?;
+                (
+                    mount,
+                    own_path(&own, |_, controllers| {
+                        controllers.split(',').any(|c| c == controller)
+                    }),
+                )
+            }
+        };
+        let relative = relative.ok_or_else(|| {
+            format!(
+                "/proc/self/cgroup does not name cosched's {} cgroup",
+                kind.name()
+            )
+        })?;
+        Ok(Hierarchy {
+            kind,
+            base: mount.join(relative.trim_start_matches('/')),
+        })
+    }
+
+    /// Checks that cgroups can be created here and have the files the executor needs.
+    pub fn probe(&self, needs_cpuset: bool) -> Result<(), String> {
+        if needs_cpuset && self.kind == CgroupKind::V2 {
+            self.enable_v2_cpuset()?;
+        }
+        let dir = self
+            .base
+            .join(format!("cosched-{}-probe", std::process::id()));
+        fs::create_dir(&dir).map_err(|e| {
+            format!(
+                "cannot create a {} cgroup in {}: {e}",
+                self.kind.name(),
+                self.base.display()
+            )
+        })?;
+        let wanted: Vec<&str> = match self.kind {
+            CgroupKind::V2 if needs_cpuset => vec!["cgroup.freeze", "cpuset.cpus"],
+            CgroupKind::V2 => vec!["cgroup.freeze"],
+            CgroupKind::V1Cpuset => vec!["cpuset.cpus", "cpuset.mems"],
+            CgroupKind::V1Freezer => vec!["freezer.state"],
+        };
+        let missing: Vec<&str> = wanted
+            .into_iter()
+            .filter(|f| !dir.join(f).exists())
+            .collect();
+        let _ = fs::remove_dir(&dir);
+        match missing.as_slice() {
+            [] => Ok(()),
+            files => Err(format!(
+                "{} cgroups in {} lack {}",
+                self.kind.name(),
+                self.base.display(),
+                files.join(", ")
+            )),
+        }
+    }
+
+    fn enable_v2_cpuset(&self) -> Result<(), String> {
+        let controllers =
+            fs::read_to_string(self.base.join("cgroup.controllers")).unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "cpuset") {
+            return Err(format!(
+                "the cpuset controller is not available in cgroup2 at {} (available: {}); it is \
+bound to a cgroup v1 hierarchy or not delegated to this cgroup",
+                self.base.display(),
+                match controllers.trim() {
+                    "" => "none",
+                    list => list,
+                }
+            ));
+        }
+        let subtree = self.base.join("cgroup.subtree_control");
+        let enabled = fs::read_to_string(&subtree).unwrap_or_default();
+        if enabled.split_whitespace().any(|c| c == "cpuset") {
+            return Ok(());
+        }
+        fs::write(&subtree, "+cpuset").map_err(|e| {
+            format!(
+                "cannot enable the cpuset controller in {}: {e}",
+                subtree.display()
+            )
+        })
+    }
+
+    /// Creates a job's cgroup; a cpuset cgroup gets its CPUs and memory nodes before any task joins.
+    pub fn create(&self, name: &str, cpus: &CpuSet, mems: &CpuSet) -> io::Result<Cgroup> {
+        let cgroup = Cgroup {
+            kind: self.kind,
+            dir: self.base.join(name),
+        };
+        fs::create_dir(&cgroup.dir).map_err(|e| context(e, "create cgroup", &cgroup.dir))?;
+        if self.kind == CgroupKind::V1Cpuset {
+            let parent_mems: CpuSet = read_list(&self.base.join("cpuset.mems"))?;
+            let mems = match mems.intersection(&parent_mems) {
+                m if m.is_empty() => parent_mems,
+                m => m,
+            };
+            cgroup.write("cpuset.mems", &mems.to_string())?;
+        }
+        if self.kind == CgroupKind::V1Cpuset || cgroup.has_cpuset() {
+            cgroup.set_cpus(cpus)?;
+        }
+        Ok(cgroup)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup {
+    pub kind: CgroupKind,
+    pub dir: PathBuf,
+}
+
+impl Cgroup {
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    fn has_cpuset(&self) -> bool {
+        self.kind == CgroupKind::V1Cpuset || self.dir.join("cpuset.cpus").exists()
+    }
+
+    pub fn set_cpus(&self, cpus: &CpuSet) -> io::Result<()> {
+        self.write("cpuset.cpus", &cpus.to_string())
+    }
+
+    pub fn set_frozen(&self, frozen: bool) -> io::Result<()> {
+        if let Some((file, on, off)) = self.kind.freeze_file() {
+            self.write(file, if frozen { on } else { off })?;
+        }
+        Ok(())
+    }
+
+    /// Processes in the cgroup now.
+    pub fn pids(&self) -> Vec<i32> {
+        fs::read_to_string(self.procs_file())
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Removes the cgroup; fails with EBUSY while processes remain.
+    pub fn remove(&self) -> io::Result<()> {
+        match fs::remove_dir(&self.dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    fn write(&self, file: &str, value: &str) -> io::Result<()> {
+        let path = self.dir.join(file);
+        fs::write(&path, value).map_err(|e| context(e, &format!("write {value:?} to"), &path))
+    }
+}
+
+fn read_list(path: &Path) -> io::Result<CpuSet> {
+    let text = fs::read_to_string(path).map_err(|e| context(e, "read", path))?;
+    text.trim()
+        .parse()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn context(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
+}
+
+fn mount_point(mounts: &str, matches: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
+    mounts.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            [_, dir, fstype, options, ..] if matches(fstype, options) => {
+                Some(PathBuf::from(dir.replace("\\040", " ")))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// The path in `/proc/self/cgroup` (lines `id:controllers:path`) of the first line that matches.
+fn own_path(text: &str, matches: impl Fn(&str, &str) -> bool) -> Option<String> {
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        matches(id, controllers).then(|| path.to_string())
+    })
+}
+
+/// NUMA nodes holding any of `cpus`, from sysfs (empty when the machine exposes no nodes).
+pub fn numa_nodes_of(cpus: &CpuSet) -> CpuSet {
+    let Ok(entries) = fs::read_dir("/sys/devices/system/node") else {
+        return CpuSet::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let node: u32 = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
+            let node_cpus = read_list(&e.path().join("cpulist")).ok()?;
+            (!node_cpus.is_disjoint(cpus)).then_some(node)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTS: &str = "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n\
+cgroup /sys/fs/cgroup/freezer cgroup rw,relatime,freezer 0 0\n\
+cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
+
+    #[test]
+    fn mounts_are_found_by_type_and_controller() {
+        let freezer = mount_point(MOUNTS, |t, o| {
+            t == "cgroup" && o.split(',').any(|c| c == "freezer")
+        });
+        assert_eq!(freezer, Some(PathBuf::from("/sys/fs/cgroup/freezer")));
+        let v2 = mount_point(MOUNTS, |t, _| t == "cgroup2");
+        assert_eq!(v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+    }
+
+    #[test]
+    fn own_cgroup_paths_are_read_per_controller() {
+        let text = "6:freezer:/a\n4:memory:/m\n3:cpuset,cpu:/b/c\n0::/user.slice\n";
+        assert_eq!(
+            own_path(text, |_, c| c.split(',').any(|x| x == "cpuset")),
+            Some("/b/c".into())
+        );
+        assert_eq!(
+            own_path(text, |id, _| id == "0"),
+            Some("/user.slice".into())
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! The ways a plan can be enforced on this machine, and the choice among them.
+
+use crate::cgroup::{CgroupKind, Hierarchy};
+use std::fmt;
+use std::str::FromStr;
+
+/// How a job is kept on its CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// `cpuset.cpus` of a cgroup v2 (needs the cpuset controller delegated to cosched's cgroup).
+    CgroupV2,
+    /// `cpuset.cpus` of a cgroup in the v1 cpuset hierarchy.
+    CgroupV1,
+    /// `sched_setaffinity` on every thread of every process of the job (no privileges needed).
+    Affinity,
+}
+
+/// How a job is stopped outside its time slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freezer {
+    /// `cgroup.freeze` of a cgroup v2.
+    CgroupV2,
+    /// `freezer.state` of a cgroup in the v1 freezer hierarchy.
+    CgroupV1,
+    /// SIGSTOP/SIGCONT to the job's process group (visible to the job: a parent sees its child stop).
+    Signal,
+}
+
+impl Placement {
+    pub const ALL: [Placement; 3] = [
+        Placement::CgroupV2,
+        Placement::CgroupV1,
+        Placement::Affinity,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::CgroupV2 => "cgroup-v2",
+            Placement::CgroupV1 => "cgroup-v1",
+            Placement::Affinity => "affinity",
+        }
+    }
+
+    /// The cgroup hierarchy it needs, or why it cannot be used here.
+    pub fn probe(self) -> Result<Option<Hierarchy>, String> {
+        let kind = match self {
+            Placement::CgroupV2 => CgroupKind::V2,
+            Placement::CgroupV1 => CgroupKind::V1Cpuset,
+            Placement::Affinity => return Ok(None),
+        };
+        let hierarchy = Hierarchy::find(kind)?;
+        hierarchy.probe(true)?;
+        Ok(Some(hierarchy))
+    }
+}
+
+impl Freezer {
+    pub const ALL: [Freezer; 3] = [Freezer::CgroupV2, Freezer::CgroupV1, Freezer::Signal];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Freezer::CgroupV2 => "cgroup-v2",
+            Freezer::CgroupV1 => "cgroup-v1",
+            Freezer::Signal => "signal",
+        }
+    }
+
+    pub fn probe(self) -> Result<Option<Hierarchy>, String> {
+        let kind = match self {
+            Freezer::CgroupV2 => CgroupKind::V2,
+            Freezer::CgroupV1 => CgroupKind::V1Freezer,
+            Freezer::Signal => return Ok(None),
+        };
+        let hierarchy = Hierarchy::find(kind)?;
+        hierarchy.probe(false)?;
+        Ok(Some(hierarchy))
+    }
+
+    /// The freezer of the same cgroup version as a placement, tried first so one job uses one hierarchy
+    /// where possible.
+    fn matching(placement: Placement) -> Freezer {
+        match placement {
+            Placement::CgroupV2 => Freezer::CgroupV2,
+            Placement::CgroupV1 => Freezer::CgroupV1,
+            Placement::Affinity => Freezer::CgroupV2,
+        }
+    }
+}
+
+macro_rules! named {
+    ($type:ty, $what:literal) => {
+        impl fmt::Display for $type {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $type {
+            type Err = String;
+
+            fn from_str(text: &str) -> Result<Self, String> {
+                <$type>::ALL
+                    .into_iter()
+                    .find(|m| m.name() == text)
+                    .ok_or_else(|| {
+                        let valid: Vec<&str> = <$type>::ALL.iter().map(|m| m.name()).collect();
+                        format!("unknown {} {text:?}; valid: {}", $what, valid.join(", "))
+                    })
+            }
+        }
+    };
+}
+
+named!(Placement, "placement mechanism");
+named!(Freezer, "freezer");
+
+/// The mechanisms a run uses, with the cgroup hierarchies they need.
+#[derive(Debug, Clone)]
+pub struct Mechanisms {
+    pub placement: Placement,
+    pub freezer: Freezer,
+    pub placement_hierarchy: Option<Hierarchy>,
+    pub freezer_hierarchy: Option<Hierarchy>,
+}
+
+impl Mechanisms {
+    /// Uses the requested mechanisms (an error says why one is unavailable), or picks the first that
+    /// works: placement cgroup-v2, cgroup-v1, affinity; freezer of the placement's cgroup version, then
+    /// cgroup-v2, cgroup-v1, signal.
+    pub fn choose(
+        placement: Option<Placement>,
+        freezer: Option<Freezer>,
+    ) -> Result<Mechanisms, String> {
+        let (placement, placement_hierarchy) = match placement {
+            Some(p) => (
+                p,
+                p.probe()
+                    .map_err(|why| unavailable(p.name(), "placement", &why))?,
+            ),
+            None => Placement::ALL
+                .into_iter()
+                .find_map(|p| p.probe().ok().map(|h| (p, h)))
+                .expect("affinity placement is always available"),
+        };
+        let (freezer, freezer_hierarchy) = match freezer {
+            Some(f) => (
+                f,
+                f.probe()
+                    .map_err(|why| unavailable(f.name(), "freezer", &why))?,
+            ),
+            None => std::iter::once(Freezer::matching(placement))
+                .chain(Freezer::ALL)
+                .find_map(|f| f.probe().ok().map(|h| (f, h)))
+                .expect("the signal freezer is always available"),
+        };
+        Ok(Mechanisms {
+            placement,
+            freezer,
+            placement_hierarchy,
+            freezer_hierarchy,
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        format!("placement={} freezer={}", self.placement, self.freezer)
+    }
+}
+
+fn unavailable(name: &str, what: &str, why: &str) -> String {
+    format!("{what} {name} is not available here: {why}; leave the option out to pick what works")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_list_the_valid_ones() {
+        for p in Placement::ALL {
+            assert_eq!(p.name().parse::<Placement>(), Ok(p));
+        }
+        let err = "cgroups".parse::<Freezer>().unwrap_err();
+        assert!(err.contains("cgroup-v2, cgroup-v1, signal"), "{err}");
+    }
+
+    #[test]
+    fn the_unprivileged_fallbacks_are_always_chosen_when_asked() {
+        let chosen = Mechanisms::choose(Some(Placement::Affinity), Some(Freezer::Signal)).unwrap();
+        assert!(chosen.placement_hierarchy.is_none() && chosen.freezer_hierarchy.is_none());
+    }
+}

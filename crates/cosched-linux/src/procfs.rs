@@ -1,0 +1,100 @@
+//! What procfs says about a job's processes: their process group, state, CPU time and threads.
+
+use std::fs;
+use std::io;
+
+/// The fields of `/proc/<pid>/stat` the executor uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcStat {
+    pub pid: i32,
+    /// One-letter state: `R`, `S`, `D`, `T` (stopped), `t` (traced), `Z`, …
+    pub state: char,
+    pub pgid: i32,
+    /// User + system time of all threads, live and exited, in clock ticks.
+    pub cpu_ticks: u64,
+    /// User + system time of waited-for children, in clock ticks.
+    pub children_ticks: u64,
+}
+
+impl ProcStat {
+    pub fn cpu_seconds(&self) -> f64 {
+        (self.cpu_ticks + self.children_ticks) as f64 / clock_ticks_per_second()
+    }
+}
+
+pub fn stat(pid: i32) -> io::Result<ProcStat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat"))?)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/<pid>/stat"))
+}
+
+/// Parses a stat line; the command name is in parentheses and may itself contain spaces and `)`.
+fn parse_stat(text: &str) -> Option<ProcStat> {
+    let (head, rest) = text.rsplit_once(')')?;
+    let pid = head.split_once('(')?.0.trim().parse().ok()?;
+    // Fields after the name, numbered from 3 (state) as in proc(5).
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).copied();
+    let number = |n: usize| field(n)?.parse::<u64>().ok();
+    Some(ProcStat {
+        pid,
+        state: field(3)?.chars().next()?,
+        pgid: field(5)?.parse().ok()?,
+        cpu_ticks: number(14)? + number(15)?,
+        children_ticks: number(16)? + number(17)?,
+    })
+}
+
+pub fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+/// Every process on the machine, as far as it can be read (processes exit while we look).
+pub fn all_processes() -> Vec<ProcStat> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| stat(pid).ok())
+        .collect()
+}
+
+/// Thread ids of a process.
+pub fn threads(pid: i32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_with_spaces_and_parentheses_parse() {
+        let line = "1234 (my (odd) prog) T 1 1230 1230 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 2 0";
+        let stat = parse_stat(line).unwrap();
+        assert_eq!((stat.pid, stat.state, stat.pgid), (1234, 'T', 1230));
+        assert_eq!((stat.cpu_ticks, stat.children_ticks), (300, 10));
+    }
+
+    #[test]
+    fn own_process_is_found_with_its_threads() {
+        let me = std::process::id() as i32;
+        let own = stat(me).unwrap();
+        assert_eq!(own.pid, me);
+        assert!(all_processes().iter().any(|p| p.pid == me));
+        assert!(threads(me).contains(&me));
+    }
+}

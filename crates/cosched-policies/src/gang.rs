@@ -1,0 +1,262 @@
+//! Gang scheduling with an Ousterhout matrix: rows are time slots, columns CPUs. Each job takes an
+//! aligned partition wide enough for its threads (usually the whole row) in the first row that has one
+//! free; rows run round robin, one slot each, and every job's threads run together or not at all.
+//! This is the scheme of Frachtenberg & Etsion's gang wrapper (seed 001, §3.2: per slot one parallel
+//! program, or all the sequential ones, SIGSTOP for the rest) and of Peter et al.'s user-space gang
+//! scheduler (seed 003, §3.1).
+//!
+//! Peter et al. §3.5 (GangHi) give the more important application a longer slot instead of a higher
+//! OS priority: a row's slot lasts `slice` × the largest weight among its jobs.
+//!
+//! When jobs leave, a job moves to an earlier row only where its own CPUs are free there, so repacking
+//! never migrates anyone; emptied rows disappear.
+
+use cosched_core::{Assignment, Context, Event, JobKind, Plan, Policy, Slot};
+
+/// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
+/// slices are long (≥ 100 ms, seed 003 §2) next to Linux's 15 ms.
+pub const DEFAULT_SLICE: f64 = crate::taco::DEFAULT_SLICE;
+
+#[derive(Debug)]
+pub struct Gang {
+    name: String,
+    slice: f64,
+    rows: Vec<Vec<Assignment>>,
+}
+
+impl Gang {
+    pub fn new(name: impl Into<String>, slice: f64) -> Gang {
+        Gang {
+            name: name.into(),
+            slice,
+            rows: Vec::new(),
+        }
+    }
+
+    /// `slice=SECONDS` settings after `gang:`; `name` is the full policy string.
+    pub fn with_settings(name: &str, settings: &str) -> Result<Gang, String> {
+        let mut slice = DEFAULT_SLICE;
+        for setting in settings.split(':').filter(|s| !s.is_empty()) {
+            match setting.split_once('=') {
+                Some(("slice", value)) => {
+                    slice = value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|s| s.is_finite() && *s > 0.0)
+                        .ok_or_else(|| {
+                            format!("slice={value}: give a positive number of seconds")
+                        })?
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown gang option {setting:?}; valid: slice=SECONDS"
+                    ))
+                }
+            }
+        }
+        Ok(Gang::new(name, slice))
+    }
+}
+
+impl Default for Gang {
+    fn default() -> Gang {
+        Gang::new("gang", DEFAULT_SLICE)
+    }
+}
+
+impl Policy for Gang {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        if !matches!(event, Event::Arrived { .. } | Event::Finished { .. }) {
+            return None;
+        }
+        for row in &mut self.rows {
+            row.retain(|a| ctx.job(a.job).is_some());
+        }
+        self.repack();
+        let sizes = ctx.topology.partition_sizes();
+        for job in ctx.jobs {
+            if self.rows.iter().flatten().any(|a| a.job == job.spec.id) {
+                continue;
+            }
+            let width = match (job.spec.kind, job.started) {
+                (JobKind::Moldable, Some(_)) => job.threads,
+                _ => job.spec.max_threads,
+            } as usize;
+            let size = sizes
+                .iter()
+                .copied()
+                .find(|&s| s >= width)
+                .unwrap_or(ctx.topology.num_cpus());
+            let partitions = ctx.topology.partitions(size);
+            let spot = self.rows.iter().enumerate().find_map(|(r, row)| {
+                partitions
+                    .iter()
+                    .find(|p| row.iter().all(|a| a.cpus.is_disjoint(p)))
+                    .map(|p| (r, p.clone()))
+            });
+            let (row, cpus) = match spot {
+                Some(spot) => spot,
+                None => {
+                    self.rows.push(Vec::new());
+                    (self.rows.len() - 1, partitions[0].clone())
+                }
+            };
+            self.rows[row].push(Assignment {
+                job: job.spec.id,
+                cpus,
+            });
+        }
+        let mut plan = Plan::default();
+        for row in &self.rows {
+            let weight = row
+                .iter()
+                .filter_map(|a| ctx.job(a.job))
+                .map(|j| j.spec.weight)
+                .fold(0.0, f64::max);
+            plan.slots.push(Slot {
+                length: self.slice * if weight > 0.0 { weight } else { 1.0 },
+                assignments: row.clone(),
+            });
+            for a in row {
+                let job = ctx.job(a.job).expect("rows hold active jobs");
+                plan.advice
+                    .insert(a.job, job.spec.threads_for(a.cpus.len()));
+            }
+        }
+        Some(plan)
+    }
+}
+
+impl Gang {
+    /// Moves jobs to earlier rows where their CPUs are free, then drops empty rows.
+    fn repack(&mut self) {
+        for later in (1..self.rows.len()).rev() {
+            let mut stay = Vec::new();
+            for a in std::mem::take(&mut self.rows[later]) {
+                let fits = |row: &Vec<Assignment>| row.iter().all(|b| b.cpus.is_disjoint(&a.cpus));
+                match self.rows[..later].iter().position(fits) {
+                    Some(earlier) => self.rows[earlier].push(a),
+                    None => stay.push(a),
+                }
+            }
+            self.rows[later] = stay;
+        }
+        self.rows.retain(|row| !row.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::topology::presets;
+    use cosched_core::{ActiveJob, JobHints, JobId, JobSpec};
+
+    fn job(id: u32, threads: u32) -> ActiveJob {
+        ActiveJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("j{id}"),
+                arrival: id as f64,
+                kind: JobKind::Rigid,
+                min_threads: threads,
+                max_threads: threads,
+                coschedule: true,
+                weight: 1.0,
+                hints: JobHints::default(),
+            },
+            started: None,
+            threads,
+        }
+    }
+
+    fn decide(gang: &mut Gang, jobs: &[ActiveJob], event: Event) -> Plan {
+        let topo = presets::preset("gang-opteron8380").unwrap();
+        let ctx = Context {
+            topology: &topo,
+            now: 0.0,
+            jobs,
+        };
+        gang.decide(&ctx, &event).unwrap()
+    }
+
+    #[test]
+    fn wide_jobs_get_rows_and_narrow_jobs_are_packed() {
+        // Frachtenberg's BSP setup on 16 CPUs: two programs of P-1 = 15 threads and 20 stressors.
+        let mut jobs = vec![job(0, 15), job(1, 15)];
+        jobs.extend((2..22).map(|id| job(id, 1)));
+        let mut gang = Gang::default();
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(21) });
+        assert_eq!(
+            plan.slots.len(),
+            4,
+            "2 parallel rows + 20 stressors in rows of 16"
+        );
+        assert_eq!(plan.slots[0].assignments.len(), 1);
+        assert_eq!(plan.slots[0].assignments[0].cpus.len(), 16);
+        assert_eq!(plan.slots[2].assignments.len(), 16);
+        for slot in &plan.slots {
+            for (i, a) in slot.assignments.iter().enumerate() {
+                for b in &slot.assignments[i + 1..] {
+                    assert!(a.cpus.is_disjoint(&b.cpus));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn departures_repack_rows_without_moving_cpus() {
+        let mut jobs = vec![job(0, 8), job(1, 16), job(2, 8)];
+        let mut gang = Gang::default();
+        decide(&mut gang, &jobs, Event::Arrived { job: JobId(2) });
+        assert_eq!(gang.rows.len(), 2);
+        let before = gang
+            .rows
+            .iter()
+            .flatten()
+            .find(|a| a.job == JobId(2))
+            .unwrap()
+            .cpus
+            .clone();
+        jobs.remove(1);
+        let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(1) });
+        assert_eq!(plan.slots.len(), 1);
+        assert_eq!(plan.cpus_in_slot(0, JobId(2)), Some(&before));
+        assert_eq!(
+            plan.slots[0].assignments.len(),
+            2,
+            "job 2 joined job 0's row"
+        );
+    }
+
+    #[test]
+    fn heavier_jobs_get_longer_slots() {
+        let mut jobs = vec![job(0, 16), job(1, 16)];
+        jobs[1].spec.weight = 3.0;
+        let plan = decide(
+            &mut Gang::default(),
+            &jobs,
+            Event::Arrived { job: JobId(1) },
+        );
+        assert!((plan.share(JobId(1)) - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        assert_eq!(
+            Gang::with_settings("gang:slice=0.015", "slice=0.015")
+                .unwrap()
+                .slice,
+            0.015
+        );
+        assert!(Gang::with_settings("gang:slice=x", "slice=x")
+            .unwrap_err()
+            .contains("positive"));
+        assert!(Gang::with_settings("gang:rows=2", "rows=2")
+            .unwrap_err()
+            .contains("valid"));
+    }
+}

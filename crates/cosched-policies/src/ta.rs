@@ -1,0 +1,233 @@
+//! TA, topology-aware equipartitioning (TACO §4.2): TACO without coscheduling. Every job gets its own
+//! aligned partition (on the TACO machine 24, 12, 6, 3, 2 or 1 cores). The paper "strives" for equal
+//! sizes: all jobs get the largest size of which the machine has one partition per job, and where that
+//! leaves whole partitions idle, the oldest jobs get the next larger size that contains theirs instead,
+//! as many as fit (5 jobs on 24 cores: three packages and two half-packages, not five halves and nine
+//! idle cores). Sizes therefore differ by at most one step.
+//!
+//! Balancing is central and moves as little as it can: on every change a job keeps its partition when
+//! the size holds, shrinks inside it or grows around it when the size changes, and only the jobs that
+//! find their place taken move. With more jobs than CPUs, newcomers wait in arrival order.
+
+use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
+use std::collections::HashMap;
+
+#[derive(Debug, Default)]
+pub struct TopologyAware {
+    held: HashMap<JobId, CpuSet>,
+}
+
+impl Policy for TopologyAware {
+    fn name(&self) -> &str {
+        "ta"
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        if !matches!(event, Event::Arrived { .. } | Event::Finished { .. }) {
+            return None;
+        }
+        let topo = ctx.topology;
+        let cpus = topo.num_cpus();
+        // Running jobs first, so that a newcomer never displaces one.
+        let receivers: Vec<_> = ctx
+            .jobs
+            .iter()
+            .filter(|j| j.started.is_some())
+            .chain(ctx.jobs.iter().filter(|j| j.started.is_none()))
+            .take(cpus)
+            .collect();
+        if receivers.is_empty() {
+            self.held.clear();
+            return Some(Plan::default());
+        }
+        let size = topo
+            .partition_sizes()
+            .into_iter()
+            .rev()
+            .find(|&s| topo.partitions(s).len() >= receivers.len())
+            .expect("size 1 has a partition per CPU");
+        let larger = topo
+            .partition_sizes()
+            .into_iter()
+            .filter(|&l| l > size)
+            .find(|&l| nests(&topo.partitions(size), &topo.partitions(l)));
+        let upgraded = larger.map_or(0, |l| (cpus - receivers.len() * size) / (l - size));
+        let mut assignments = Vec::with_capacity(receivers.len());
+        match larger {
+            Some(l) if upgraded > 0 => {
+                let (wide, narrow) = receivers.split_at(upgraded.min(receivers.len()));
+                let wide_parts = self.place(&topo.partitions(l), wide, &CpuSet::new());
+                let used = wide_parts
+                    .iter()
+                    .fold(CpuSet::new(), |acc, (_, p)| acc.union(p));
+                assignments.extend(wide_parts);
+                assignments.extend(self.place(&topo.partitions(size), narrow, &used));
+            }
+            _ => assignments.extend(self.place(&topo.partitions(size), &receivers, &CpuSet::new())),
+        }
+        let mut plan = Plan::space_sharing(Vec::with_capacity(receivers.len()));
+        for (job, cpus) in assignments {
+            plan.advice
+                .insert(job.spec.id, job.spec.threads_for(cpus.len()));
+            plan.slots[0].assignments.push(Assignment {
+                job: job.spec.id,
+                cpus,
+            });
+        }
+        self.held = plan.slots[0]
+            .assignments
+            .iter()
+            .map(|a| (a.job, a.cpus.clone()))
+            .collect();
+        Some(plan)
+    }
+}
+
+impl TopologyAware {
+    /// One partition each for `jobs`, from `partitions` not overlapping `used`: a job keeps the one equal
+    /// to, inside, or around its old CPUs where it is free; the others take the first free ones.
+    fn place<'a>(
+        &self,
+        partitions: &[CpuSet],
+        jobs: &[&'a ActiveJob],
+        used: &CpuSet,
+    ) -> Vec<(&'a ActiveJob, CpuSet)> {
+        let mut taken: Vec<bool> = partitions.iter().map(|p| !p.is_disjoint(used)).collect();
+        let mut placed: HashMap<JobId, usize> = HashMap::with_capacity(jobs.len());
+        for job in jobs {
+            let Some(old) = self.held.get(&job.spec.id) else {
+                continue;
+            };
+            let home = (0..partitions.len()).find(|&i| {
+                !taken[i]
+                    && (partitions[i] == *old
+                        || partitions[i].is_subset(old)
+                        || old.is_subset(&partitions[i]))
+            });
+            if let Some(i) = home {
+                taken[i] = true;
+                placed.insert(job.spec.id, i);
+            }
+        }
+        let mut free = (0..partitions.len()).filter(|&i| !taken[i]);
+        jobs.iter()
+            .map(|job| {
+                let i = match placed.get(&job.spec.id) {
+                    Some(&i) => i,
+                    None => free.next().expect("sizes chosen so that every job fits"),
+                };
+                (*job, partitions[i].clone())
+            })
+            .collect()
+    }
+}
+
+fn nests(fine: &[CpuSet], coarse: &[CpuSet]) -> bool {
+    fine.iter().all(|f| coarse.iter().any(|c| f.is_subset(c)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::topology::presets;
+    use cosched_core::{ActiveJob, JobHints, JobKind, JobSpec, Topology};
+    use proptest::prelude::*;
+
+    fn job(id: u32) -> ActiveJob {
+        ActiveJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("j{id}"),
+                arrival: id as f64,
+                kind: JobKind::Malleable,
+                min_threads: 1,
+                max_threads: 24,
+                coschedule: true,
+                weight: 1.0,
+                hints: JobHints::default(),
+            },
+            started: Some(0.0),
+            threads: 1,
+        }
+    }
+
+    fn decide(ta: &mut TopologyAware, topo: &Topology, jobs: &[ActiveJob], event: Event) -> Plan {
+        let ctx = Context {
+            topology: topo,
+            now: 0.0,
+            jobs,
+        };
+        ta.decide(&ctx, &event).unwrap()
+    }
+
+    fn cpus_of(plan: &Plan, job: u32) -> CpuSet {
+        plan.cpus_in_slot(0, JobId(job)).unwrap().clone()
+    }
+
+    #[test]
+    fn sizes_follow_the_job_count_one_step_apart_at_most() {
+        let topo = presets::preset("taco-opteron8435").unwrap();
+        let mut ta = TopologyAware::default();
+        let cases: [(u32, &[usize]); 8] = [
+            (1, &[24]),
+            (2, &[12, 12]),
+            (3, &[12, 6, 6]),
+            (4, &[6, 6, 6, 6]),
+            (5, &[6, 6, 6, 3, 3]),
+            (9, &[6, 2, 2, 2, 2, 2, 2, 2, 2]),
+            (13, &[2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1]),
+            (24, &[1; 24]),
+        ];
+        for (n, sizes) in cases {
+            let jobs: Vec<ActiveJob> = (0..n).map(job).collect();
+            let plan = decide(&mut ta, &topo, &jobs, Event::Arrived { job: JobId(n - 1) });
+            let got: Vec<usize> = (0..n).map(|j| cpus_of(&plan, j).len()).collect();
+            assert_eq!(got, sizes, "{n} jobs");
+        }
+    }
+
+    #[test]
+    fn shrinking_and_growing_stay_in_place() {
+        let topo = presets::preset("taco-opteron8435").unwrap();
+        let mut ta = TopologyAware::default();
+        let jobs: Vec<ActiveJob> = (0..2).map(job).collect();
+        let halves = decide(&mut ta, &topo, &jobs, Event::Arrived { job: JobId(1) });
+        let jobs: Vec<ActiveJob> = (0..3).map(job).collect();
+        let packages = decide(&mut ta, &topo, &jobs, Event::Arrived { job: JobId(2) });
+        for j in 0..2 {
+            assert!(cpus_of(&packages, j).is_subset(&cpus_of(&halves, j)));
+        }
+        let jobs: Vec<ActiveJob> = [0, 2].into_iter().map(job).collect();
+        let again = decide(&mut ta, &topo, &jobs, Event::Finished { job: JobId(1) });
+        // Job 0 grows around its package; job 2's package lies in the same half, so job 2 moves.
+        assert!(cpus_of(&packages, 0).is_subset(&cpus_of(&again, 0)));
+        assert!(cpus_of(&again, 2).is_disjoint(&cpus_of(&again, 0)));
+    }
+
+    proptest! {
+        #[test]
+        fn partitions_are_aligned_disjoint_and_of_two_sizes_at_most(
+            machine in prop::sample::select(vec!["taco-opteron8435", "casas-opteron6172", "gang-opteron8380"]),
+            counts in prop::collection::vec(1u32..60, 1..12),
+        ) {
+            let topo = presets::preset(machine).unwrap();
+            let mut ta = TopologyAware::default();
+            for n in counts {
+                let jobs: Vec<ActiveJob> = (0..n).map(job).collect();
+                let plan = decide(&mut ta, &topo, &jobs, Event::Arrived { job: JobId(n - 1) });
+                let sets: Vec<&CpuSet> = plan.slots[0].assignments.iter().map(|a| &a.cpus).collect();
+                prop_assert_eq!(sets.len(), (n as usize).min(topo.num_cpus()));
+                let mut sizes: Vec<usize> = sets.iter().map(|s| s.len()).collect();
+                sizes.sort_unstable();
+                sizes.dedup();
+                prop_assert!(sizes.len() <= 2, "sizes {:?}", sizes);
+                for (i, a) in sets.iter().enumerate() {
+                    prop_assert!(topo.partitions(a.len()).contains(a));
+                    for b in &sets[i + 1..] {
+                        prop_assert!(a.is_disjoint(b));
+                    }
+                }
+            }
+        }
+    }
+}

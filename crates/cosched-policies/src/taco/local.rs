@@ -1,0 +1,174 @@
+//! The local variant of TACO §2.1: instead of one global level, every unit of the hierarchy decides on
+//! its own. A unit that has gathered enough jobs splits into its children; when a unit runs dry and no
+//! sibling can spare a job, the siblings hand their jobs back to the parent.
+//!
+//! Each unit coschedules its jobs in turn, independently of the other units, so CPU time is not equal
+//! across units: the imbalance the paper names as this variant's cost.
+
+use super::geometry::Geometry;
+use super::lanes::{deal, side_by_side, Lane};
+use super::levels::threshold_down;
+use super::options::TacoOptions;
+use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone)]
+struct Unit {
+    level: usize,
+    cpus: CpuSet,
+    jobs: Vec<JobId>,
+}
+
+/// The units that currently hold jobs: a tiling of the machine by partitions of possibly different levels.
+#[derive(Debug, Default)]
+pub struct Local {
+    units: Vec<Unit>,
+}
+
+impl Local {
+    pub fn plan(
+        &mut self,
+        ctx: &Context,
+        geometry: &Geometry,
+        options: &TacoOptions,
+        event: &Event,
+    ) -> Plan {
+        if self.units.is_empty() {
+            self.units.push(Unit {
+                level: 0,
+                cpus: geometry.parts[0][0].clone(),
+                jobs: Vec::new(),
+            });
+            // Sizes restricted below the machine leave several top-level units.
+            for cpus in &geometry.parts[0][1..] {
+                self.units.push(Unit {
+                    level: 0,
+                    cpus: cpus.clone(),
+                    jobs: Vec::new(),
+                });
+            }
+        }
+        match event {
+            Event::Arrived { job } => self.arrive(*job, geometry, options.hysteresis),
+            Event::Finished { job } => self.depart(*job, geometry),
+            _ => {}
+        }
+        self.build(ctx, options.slice)
+    }
+
+    fn arrive(&mut self, job: JobId, geometry: &Geometry, hysteresis: f64) {
+        // The unit where the newcomer gets the most CPU time.
+        let best = (0..self.units.len())
+            .max_by(|&a, &b| {
+                share(&self.units[a])
+                    .total_cmp(&share(&self.units[b]))
+                    .then(b.cmp(&a))
+            })
+            .expect("the machine is a unit");
+        self.units[best].jobs.push(job);
+        self.split(best, geometry, hysteresis);
+    }
+
+    fn split(&mut self, index: usize, geometry: &Geometry, hysteresis: f64) {
+        let unit = &self.units[index];
+        let finer = unit.level + 1;
+        if finer >= geometry.sizes.len() {
+            return;
+        }
+        let children: Vec<CpuSet> = geometry.parts[finer]
+            .iter()
+            .filter(|p| p.is_subset(&unit.cpus))
+            .cloned()
+            .collect();
+        if unit.jobs.len() < threshold_down(children.len(), hysteresis) {
+            return;
+        }
+        let unit = self.units.swap_remove(index);
+        let jobs: Vec<(JobId, f64)> = unit.jobs.iter().map(|j| (*j, 1.0)).collect();
+        let lanes = deal(&children, &jobs, &HashMap::new());
+        let first_child = self.units.len();
+        self.units.extend(lanes.into_iter().map(|lane| Unit {
+            level: finer,
+            cpus: lane.cpus,
+            jobs: lane.jobs.into_iter().map(|(j, _)| j).collect(),
+        }));
+        for child in (first_child..self.units.len()).rev() {
+            self.split(child, geometry, hysteresis);
+        }
+    }
+
+    fn depart(&mut self, job: JobId, geometry: &Geometry) {
+        let Some(index) = self.units.iter().position(|u| u.jobs.contains(&job)) else {
+            return;
+        };
+        self.units[index].jobs.retain(|j| *j != job);
+        let mut index = index;
+        while self.units[index].jobs.is_empty() && self.units[index].level > 0 {
+            let unit = &self.units[index];
+            let parent = geometry.parts[unit.level - 1]
+                .iter()
+                .find(|p| unit.cpus.is_subset(p))
+                .expect("levels nest")
+                .clone();
+            let siblings: Vec<usize> = (0..self.units.len())
+                .filter(|&i| i != index && self.units[i].cpus.is_subset(&parent))
+                .collect();
+            let donor = siblings
+                .iter()
+                .copied()
+                .max_by_key(|&i| (self.units[i].jobs.len(), std::cmp::Reverse(i)))
+                .filter(|&i| self.units[i].jobs.len() >= 2);
+            if let Some(donor) = donor {
+                let moved = self.units[donor].jobs.pop().expect("has two jobs");
+                self.units[index].jobs.push(moved);
+                return;
+            }
+            let level = self.units[index].level - 1;
+            let mut jobs = Vec::new();
+            let mut members = siblings;
+            members.push(index);
+            members.sort_unstable();
+            for &i in members.iter().rev() {
+                jobs.extend(self.units.swap_remove(i).jobs);
+            }
+            self.units.push(Unit {
+                level,
+                cpus: parent,
+                jobs,
+            });
+            index = self.units.len() - 1;
+        }
+    }
+
+    fn build(&self, ctx: &Context, slice: f64) -> Plan {
+        let mut plan = Plan::default();
+        let mut lanes = Vec::new();
+        let mut longest = 0;
+        for unit in &self.units {
+            let mut lane = Lane::new(unit.cpus.clone());
+            for &id in &unit.jobs {
+                let Some(job) = ctx.job(id) else { continue };
+                plan.advice
+                    .insert(id, job.spec.threads_for(unit.cpus.len()));
+                if job.spec.coschedule {
+                    lane.jobs.push((id, 1.0));
+                } else {
+                    // §2.4 opt-out: runs all the time in its unit, uncoordinated with the unit's other jobs.
+                    plan.pinned.push(Assignment {
+                        job: id,
+                        cpus: unit.cpus.clone(),
+                    });
+                }
+            }
+            longest = longest.max(lane.jobs.len());
+            lanes.push(lane);
+        }
+        plan.slots = side_by_side(&lanes, slice * longest.max(1) as f64);
+        plan
+    }
+}
+
+/// CPUs per job a newcomer would see in `unit`.
+fn share(unit: &Unit) -> f64 {
+    unit.cpus.len() as f64 / (unit.jobs.len() + 1) as f64
+}

@@ -1,0 +1,76 @@
+//! TACO, topology-aware coscheduling (Schönherr et al.; seed 000_8a4e1c3a19b875f5.txt, §2).
+//!
+//! Jobs get partitions aligned to the topology, all of one size (a level of the hierarchy); when there
+//! are more jobs than partitions of a level but too few for the next finer one, several jobs are
+//! coscheduled in one partition, taking turns in slots. Every refinement of §2 is an option
+//! ([`TacoOptions`]):
+//! - level thresholds with hysteresis (Listing 1, §2.1) — [`levels`];
+//! - the local per-unit variant (§2.1) — [`local`];
+//! - coscheduling across levels so that every job gets the same CPU time (§2.2), grace periods while
+//!   malleable jobs adapt (§2.3), opt-out of coscheduling and weights (§2.4) — [`global`];
+//! - restricted partition sizes (§4.4) and the slice length (§3.3) — [`geometry`], [`options`].
+//!
+//! Registered as `taco` (all refinements), `taco-basic` (the version the paper measured, §4.2) and
+//! `taco-local`; any of them takes settings after a colon: `taco:hysteresis=0:sizes=1/6/24`.
+
+mod geometry;
+mod global;
+pub(crate) mod lanes;
+mod levels;
+mod local;
+mod options;
+
+pub use options::{TacoOptions, DEFAULT_GRACE, DEFAULT_HYSTERESIS, DEFAULT_SLICE};
+
+use cosched_core::{Context, Event, Plan, Policy};
+use geometry::Geometry;
+
+#[derive(Debug)]
+pub struct Taco {
+    name: String,
+    options: TacoOptions,
+    /// Built from the first context's topology; a run never changes machines.
+    geometry: Option<Geometry>,
+    global: global::Global,
+    local: local::Local,
+}
+
+impl Taco {
+    pub fn new(name: impl Into<String>, options: TacoOptions) -> Taco {
+        Taco {
+            name: name.into(),
+            options,
+            geometry: None,
+            global: global::Global::default(),
+            local: local::Local::default(),
+        }
+    }
+}
+
+impl Policy for Taco {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        let recount = matches!(event, Event::Arrived { .. } | Event::Finished { .. });
+        let relevant = recount
+            || (!self.options.local
+                && self.options.grace.is_some()
+                && matches!(event, Event::ThreadsChanged { .. } | Event::Timer));
+        if !relevant {
+            return None;
+        }
+        let geometry = self
+            .geometry
+            .get_or_insert_with(|| Geometry::new(ctx.topology, self.options.sizes.as_deref()));
+        Some(if self.options.local {
+            self.local.plan(ctx, geometry, &self.options, event)
+        } else {
+            self.global.plan(ctx, geometry, &self.options, recount)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,154 @@
+//! TACO's switches, one per refinement of §2, parsed from the policy name: `taco:hysteresis=0:grace=off`.
+
+/// Slot length, seconds. TACO §3.3: refilling the whole L3 takes about 1 ms on the paper's machine, so
+/// keeping that cost near 1% of a slot needs slices of about 50-100 ms; we take the upper end.
+pub const DEFAULT_SLICE: f64 = 0.1;
+/// Extra jobs, as a fraction of the partitions of the finer level, needed before TACO switches down to
+/// it (§2.1). On the paper's 2 × 2 example this asks for three jobs, not two, before splitting the system.
+pub const DEFAULT_HYSTERESIS: f64 = 0.25;
+/// How long a malleable job keeps its old partition after being asked to change its thread count
+/// (§2.3). TACO gives no figure; Table 2's slowest benchmark (is.C) adapts in 1.6 s on average, so 2 s
+/// covers the NAS programs without holding a partition long after a fast one has adapted.
+pub const DEFAULT_GRACE: f64 = 2.0;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TacoOptions {
+    /// §2.1 hysteresis, see [`DEFAULT_HYSTERESIS`]; 0 makes the thresholds for switching up and down equal.
+    pub hysteresis: f64,
+    /// §2.2: keep every partition of a level equally loaded and coschedule the odd jobs on coarser levels,
+    /// weighted so that every job gets the same CPU time.
+    pub balance_levels: bool,
+    /// §2.3 grace period in seconds; `None` enforces a new partition at once.
+    pub grace: Option<f64>,
+    /// §2.1 local variant: each unit of the hierarchy splits and merges on its own job count.
+    pub local: bool,
+    /// §4.4 restricted partition sizes; `None` takes the finest chain of nested sizes the machine has.
+    pub sizes: Option<Vec<usize>>,
+    /// §3.3 slot length, see [`DEFAULT_SLICE`].
+    pub slice: f64,
+}
+
+impl TacoOptions {
+    /// Every refinement of §2 on.
+    pub fn full() -> TacoOptions {
+        TacoOptions {
+            hysteresis: DEFAULT_HYSTERESIS,
+            balance_levels: true,
+            grace: Some(DEFAULT_GRACE),
+            local: false,
+            sizes: None,
+            slice: DEFAULT_SLICE,
+        }
+    }
+
+    /// The version measured in TACO §4.2-4.3: no hysteresis, no §2.2-2.4 extras.
+    pub fn basic() -> TacoOptions {
+        TacoOptions {
+            hysteresis: 0.0,
+            balance_levels: false,
+            grace: None,
+            ..TacoOptions::full()
+        }
+    }
+
+    /// The local variant of §2.1, with hysteresis.
+    pub fn local() -> TacoOptions {
+        TacoOptions {
+            local: true,
+            balance_levels: false,
+            grace: None,
+            ..TacoOptions::full()
+        }
+    }
+
+    /// Applies `key=value` settings separated by `:`, e.g. `hysteresis=0:sizes=1/6/24:slice=0.05`.
+    pub fn apply(&mut self, settings: &str) -> Result<(), String> {
+        for setting in settings.split(':').filter(|s| !s.is_empty()) {
+            let (key, value) = setting.split_once('=').unwrap_or((setting, "on"));
+            match key {
+                "hysteresis" => self.hysteresis = fraction(key, value)?,
+                "balance" => self.balance_levels = switch(key, value)?,
+                "local" => self.local = switch(key, value)?,
+                "grace" => {
+                    self.grace = match value {
+                        "off" => None,
+                        seconds => Some(positive(key, seconds)?),
+                    }
+                }
+                "sizes" => {
+                    let sizes = value
+                        .split('/')
+                        .map(|s| s.parse::<usize>().ok().filter(|n| *n > 0))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| {
+                            format!("sizes={value}: give CPU counts separated by '/', e.g. sizes=1/6/24")
+                        })?;
+                    self.sizes = Some(sizes);
+                }
+                "slice" => self.slice = positive(key, value)?,
+                _ => {
+                    return Err(format!(
+                        "unknown TACO option {key:?}; valid: hysteresis=F, balance=on|off, grace=SECONDS|off, \
+local=on|off, sizes=A/B/..., slice=SECONDS"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn switch(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(format!("{key}={value}: use on or off")),
+    }
+}
+
+fn fraction(key: &str, value: &str) -> Result<f64, String> {
+    if value == "off" {
+        return Ok(0.0);
+    }
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite() && *f >= 0.0)
+        .ok_or_else(|| {
+            format!("{key}={value}: give a fraction ≥ 0 (0.25 = a quarter more jobs) or off")
+        })
+}
+
+fn positive(key: &str, value: &str) -> Result<f64, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite() && *f > 0.0)
+        .ok_or_else(|| format!("{key}={value}: give a positive number of seconds"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_override_the_defaults() {
+        let mut options = TacoOptions::full();
+        options
+            .apply("hysteresis=0:grace=off:sizes=1/6/24:slice=0.05:local")
+            .unwrap();
+        assert_eq!(options.hysteresis, 0.0);
+        assert_eq!(options.grace, None);
+        assert_eq!(options.sizes, Some(vec![1, 6, 24]));
+        assert_eq!(options.slice, 0.05);
+        assert!(options.local);
+    }
+
+    #[test]
+    fn mistakes_name_the_option_and_the_fix() {
+        let mut options = TacoOptions::full();
+        assert!(options.apply("sizes=1,6").unwrap_err().contains("'/'"));
+        assert!(options.apply("slice=-1").unwrap_err().contains("positive"));
+        assert!(options.apply("colour=red").unwrap_err().contains("valid"));
+    }
+}

@@ -1,0 +1,436 @@
+//! Behaviour of the whole policy: Fig. 2's schedules, equal CPU time, alignment, grace, opt-out.
+
+use super::*;
+use cosched_core::topology::{presets, synthetic};
+use cosched_core::{ActiveJob, JobHints, JobId, JobKind, JobSpec, Topology};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn job(id: u32) -> ActiveJob {
+    ActiveJob {
+        spec: JobSpec {
+            id: JobId(id),
+            name: format!("j{id}"),
+            arrival: id as f64,
+            kind: JobKind::Malleable,
+            min_threads: 1,
+            max_threads: 1024,
+            coschedule: true,
+            weight: 1.0,
+            hints: JobHints::default(),
+        },
+        started: None,
+        threads: 0,
+    }
+}
+
+/// Delivers `event` and marks every placed job started with its advice, as an executor would.
+fn step(
+    policy: &mut Taco,
+    topo: &Topology,
+    jobs: &mut [ActiveJob],
+    now: f64,
+    event: Event,
+) -> Option<Plan> {
+    let plan = policy.decide(
+        &Context {
+            topology: topo,
+            now,
+            jobs,
+        },
+        &event,
+    )?;
+    for job in jobs.iter_mut() {
+        if plan.placed_jobs().contains(&job.spec.id) && job.started.is_none() {
+            job.started = Some(now);
+            job.threads = plan.advice[&job.spec.id];
+        }
+    }
+    Some(plan)
+}
+
+/// Runs `n` arrivals and returns the last plan.
+fn arrivals(policy: &mut Taco, topo: &Topology, n: u32) -> (Vec<ActiveJob>, Plan) {
+    let mut jobs = Vec::new();
+    let mut plan = Plan::default();
+    for id in 0..n {
+        jobs.push(job(id));
+        plan = step(
+            policy,
+            topo,
+            &mut jobs,
+            id as f64,
+            Event::Arrived { job: JobId(id) },
+        )
+        .unwrap();
+    }
+    (jobs, plan)
+}
+
+/// CPU-seconds per second of each job: Σ over slots of (slot share × CPUs held).
+fn cpu_time(plan: &Plan) -> BTreeMap<JobId, f64> {
+    let cycle = plan.cycle_length();
+    let mut time = BTreeMap::new();
+    for slot in &plan.slots {
+        for a in &slot.assignments {
+            *time.entry(a.job).or_insert(0.0) += slot.length / cycle * a.cpus.len() as f64;
+        }
+    }
+    for a in &plan.pinned {
+        *time.entry(a.job).or_insert(0.0) += a.cpus.len() as f64;
+    }
+    time
+}
+
+fn assert_aligned(topo: &Topology, plan: &Plan) {
+    for slot in &plan.slots {
+        for (i, a) in slot.assignments.iter().enumerate() {
+            assert!(
+                topo.partitions(a.cpus.len()).contains(&a.cpus),
+                "{} is not an aligned partition",
+                a.cpus
+            );
+            for b in &slot.assignments[i + 1..] {
+                assert!(
+                    a.cpus.is_disjoint(&b.cpus),
+                    "{} and {} overlap in a slot",
+                    a.cpus,
+                    b.cpus
+                );
+            }
+        }
+    }
+}
+
+/// Full TACO as in a settled state, where every job has adapted (no grace period pending).
+fn settled(hysteresis: f64) -> TacoOptions {
+    TacoOptions {
+        hysteresis,
+        grace: None,
+        ..TacoOptions::full()
+    }
+}
+
+/// TACO Fig. 2: the schedules for one to eight jobs on the dual-socket dual-core machine, with §2.2
+/// balancing and no hysteresis. Each slot is written as (length relative to the shortest slot, the
+/// partition sizes running in it); coarser levels come first.
+#[test]
+fn figure_2_schedules_for_one_to_eight_jobs() {
+    let topo = synthetic::parse("package:2 core:2").unwrap();
+    let expected: [&[(f64, &[usize])]; 8] = [
+        &[(1.0, &[4])],
+        &[(1.0, &[2, 2])],
+        &[(1.0, &[4]), (2.0, &[2, 2])],
+        &[(1.0, &[1, 1, 1, 1])],
+        &[(1.0, &[4]), (4.0, &[1, 1, 1, 1])],
+        &[(1.0, &[2, 2]), (2.0, &[1, 1, 1, 1])],
+        &[(1.0, &[4]), (2.0, &[2, 2]), (4.0, &[1, 1, 1, 1])],
+        &[(1.0, &[1, 1, 1, 1]), (1.0, &[1, 1, 1, 1])],
+    ];
+    for (n, expected) in (1..=8).zip(expected) {
+        let mut taco = Taco::new("taco", settled(0.0));
+        let (_, plan) = arrivals(&mut taco, &topo, n);
+        let shortest = plan
+            .slots
+            .iter()
+            .map(|s| s.length)
+            .fold(f64::INFINITY, f64::min);
+        let got: Vec<(f64, Vec<usize>)> = plan
+            .slots
+            .iter()
+            .map(|s| {
+                (
+                    (s.length / shortest * 1e6).round() / 1e6,
+                    s.assignments.iter().map(|a| a.cpus.len()).collect(),
+                )
+            })
+            .collect();
+        let want: Vec<(f64, Vec<usize>)> = expected.iter().map(|(l, s)| (*l, s.to_vec())).collect();
+        assert_eq!(got, want, "{n} jobs");
+        assert_aligned(&topo, &plan);
+        for time in cpu_time(&plan).values() {
+            assert!((time - 4.0 / n as f64).abs() < 1e-9, "{n} jobs: {time}");
+        }
+    }
+}
+
+#[test]
+fn every_job_gets_the_same_cpu_time_for_1_to_64_jobs() {
+    let topo = presets::preset("taco-opteron8435").unwrap();
+    let mut taco = Taco::new("taco", settled(DEFAULT_HYSTERESIS));
+    let mut jobs = Vec::new();
+    for id in 0..64u32 {
+        jobs.push(job(id));
+        let plan = step(
+            &mut taco,
+            &topo,
+            &mut jobs,
+            id as f64,
+            Event::Arrived { job: JobId(id) },
+        )
+        .unwrap();
+        assert_aligned(&topo, &plan);
+        let times = cpu_time(&plan);
+        assert_eq!(times.len(), jobs.len());
+        let fair = 24.0 / jobs.len() as f64;
+        for (job, time) in &times {
+            assert!(
+                ((time - fair) / fair).abs() < 0.01,
+                "{} jobs: job {job} gets {time}, fair {fair}",
+                jobs.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn basic_taco_coschedules_on_the_papers_levels() {
+    // TACO §4.2: 2-3 jobs on 12-core halves, 4-7 on packages.
+    let topo = presets::preset("taco-opteron8435").unwrap();
+    let mut taco = Taco::new("taco-basic", TacoOptions::basic());
+    let (_, plan) = arrivals(&mut taco, &topo, 7);
+    assert_eq!(plan.slots.len(), 2);
+    assert!(plan
+        .slots
+        .iter()
+        .flat_map(|s| &s.assignments)
+        .all(|a| a.cpus.len() == 6));
+    assert!(plan.advice.values().all(|t| *t == 6));
+}
+
+#[test]
+fn arrivals_within_a_level_move_nobody() {
+    let topo = presets::preset("taco-opteron8435").unwrap();
+    let mut taco = Taco::new("taco-basic", TacoOptions::basic());
+    let (_, before) = arrivals(&mut taco, &topo, 5);
+    let (_, after) = arrivals(&mut Taco::new("taco-basic", TacoOptions::basic()), &topo, 6);
+    let place = |plan: &Plan, job| {
+        plan.slots
+            .iter()
+            .flat_map(|s| &s.assignments)
+            .find(|a| a.job == JobId(job))
+            .unwrap()
+            .cpus
+            .clone()
+    };
+    for job in 0..5 {
+        assert_eq!(place(&before, job), place(&after, job));
+    }
+}
+
+#[test]
+fn grace_keeps_the_old_partition_until_the_job_adapts() {
+    let topo = synthetic::parse("package:2 core:2").unwrap();
+    let mut options = TacoOptions::full();
+    options.hysteresis = 0.0;
+    options.grace = Some(5.0);
+    let mut taco = Taco::new("taco", options);
+    let mut jobs = vec![job(0)];
+    step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        0.0,
+        Event::Arrived { job: JobId(0) },
+    );
+    jobs.push(job(1));
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        1.0,
+        Event::Arrived { job: JobId(1) },
+    )
+    .unwrap();
+    // Job 0 is asked for 2 threads but keeps all 4 CPUs, in a level of its own, until it adapts.
+    assert_eq!(plan.advice[&JobId(0)], 2);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(4));
+    assert_eq!(plan.timer, Some(6.0));
+    let times = cpu_time(&plan);
+    assert!(
+        (times[&JobId(0)] - times[&JobId(1)]).abs() < 1e-9,
+        "weighted levels keep it fair"
+    );
+    jobs[0].threads = 2;
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        2.0,
+        Event::ThreadsChanged {
+            job: JobId(0),
+            threads: 2,
+        },
+    )
+    .unwrap();
+    assert_eq!(plan.slots.len(), 1);
+    assert_eq!(plan.timer, None);
+    assert!(plan.slots[0].assignments.iter().all(|a| a.cpus.len() == 2));
+}
+
+#[test]
+fn grace_ends_at_the_timer() {
+    let topo = synthetic::parse("package:2 core:2").unwrap();
+    let mut options = TacoOptions::full();
+    options.hysteresis = 0.0;
+    options.grace = Some(5.0);
+    let mut taco = Taco::new("taco", options);
+    let mut jobs = vec![job(0)];
+    step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        0.0,
+        Event::Arrived { job: JobId(0) },
+    );
+    jobs.push(job(1));
+    step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        1.0,
+        Event::Arrived { job: JobId(1) },
+    );
+    let plan = step(&mut taco, &topo, &mut jobs, 6.0, Event::Timer).unwrap();
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(2));
+    assert_eq!(plan.timer, None);
+}
+
+#[test]
+fn opted_out_jobs_are_pinned_apart_and_never_frozen() {
+    let topo = presets::preset("taco-opteron8435").unwrap();
+    let mut taco = Taco::new("taco", TacoOptions::full());
+    let mut jobs: Vec<ActiveJob> = (0..6).map(job).collect();
+    jobs[5].spec.coschedule = false;
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        0.0,
+        Event::Arrived { job: JobId(5) },
+    )
+    .unwrap();
+    assert_eq!(plan.pinned.len(), 1);
+    let pinned = &plan.pinned[0].cpus;
+    assert!(plan.slots.iter().all(|s| s
+        .assignments
+        .iter()
+        .all(|a| a.job != JobId(5) && a.cpus.is_disjoint(pinned))));
+    assert_aligned(&topo, &plan);
+}
+
+#[test]
+fn weights_scale_cpu_time() {
+    let topo = presets::preset("taco-opteron8435").unwrap();
+    let mut taco = Taco::new("taco", TacoOptions::full());
+    let mut jobs: Vec<ActiveJob> = (0..4).map(job).collect();
+    jobs[0].spec.weight = 2.0;
+    jobs[1].spec.max_threads = 3;
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        0.0,
+        Event::Arrived { job: JobId(3) },
+    )
+    .unwrap();
+    let times = cpu_time(&plan);
+    assert!(
+        (times[&JobId(0)] / times[&JobId(2)] - 2.0).abs() < 1e-9,
+        "{times:?}"
+    );
+    // A job that can use only 3 threads gets a 3-CPU partition for longer: the same CPU time.
+    assert!(
+        (times[&JobId(1)] / times[&JobId(2)] - 1.0).abs() < 1e-9,
+        "{times:?}"
+    );
+    assert_eq!(plan.advice[&JobId(1)], 3);
+}
+
+#[test]
+fn restricted_sizes_are_the_only_sizes_used() {
+    let topo = presets::preset("taco-opteron8435").unwrap();
+    let mut options = TacoOptions::basic();
+    options.apply("sizes=1/6/24").unwrap();
+    let mut taco = Taco::new("taco", options);
+    for n in [1, 3, 5, 12, 30] {
+        let (_, plan) = arrivals(&mut taco, &topo, n);
+        assert!(plan
+            .slots
+            .iter()
+            .flat_map(|s| &s.assignments)
+            .all(|a| [1, 6, 24].contains(&a.cpus.len())));
+        taco = Taco::new("taco", taco.options.clone());
+    }
+}
+
+#[test]
+fn local_units_split_and_merge_on_their_own() {
+    let topo = synthetic::parse("package:2 core:2").unwrap();
+    let mut taco = Taco::new("taco-local", TacoOptions::local());
+    let (mut jobs, plan) = arrivals(&mut taco, &topo, 3);
+    // With hysteresis, the third job splits the machine into packages; one package takes two jobs.
+    let sizes: Vec<usize> = plan
+        .slots
+        .iter()
+        .flat_map(|s| &s.assignments)
+        .map(|a| a.cpus.len())
+        .collect();
+    assert!(sizes.iter().all(|s| *s == 2), "{sizes:?}");
+    jobs.retain(|j| j.spec.id != JobId(1));
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        5.0,
+        Event::Finished { job: JobId(1) },
+    )
+    .unwrap();
+    // The emptied package takes a job from its sibling rather than merging.
+    assert_eq!(plan.slots.len(), 1);
+    assert!(plan.slots[0].assignments.iter().all(|a| a.cpus.len() == 2));
+    jobs.retain(|j| j.spec.id != JobId(2));
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        6.0,
+        Event::Finished { job: JobId(2) },
+    )
+    .unwrap();
+    assert_eq!(
+        plan.slots[0].assignments[0].cpus.len(),
+        4,
+        "siblings hand their job back to the system"
+    );
+}
+
+proptest! {
+    /// Random arrivals and departures under every variant: every partition is aligned, slots never
+    /// overlap, every job is placed.
+    #[test]
+    fn random_sequences_keep_plans_aligned(
+        machine in prop::sample::select(vec!["taco-opteron8435", "gang-opteron8380", "package:2 core:2"]),
+        variant in 0usize..3,
+        ops in prop::collection::vec((any::<bool>(), 0usize..64), 1..60),
+    ) {
+        let topo = presets::machine(machine).unwrap();
+        let options = [TacoOptions::full(), TacoOptions::basic(), TacoOptions::local()][variant].clone();
+        let mut taco = Taco::new("taco", options);
+        let mut jobs: Vec<ActiveJob> = Vec::new();
+        let mut next = 0;
+        for (t, (arrive, pick)) in ops.into_iter().enumerate() {
+            let event = if arrive || jobs.is_empty() {
+                jobs.push(job(next));
+                next += 1;
+                Event::Arrived { job: JobId(next - 1) }
+            } else {
+                let gone = jobs.remove(pick % jobs.len()).spec.id;
+                Event::Finished { job: gone }
+            };
+            let plan = step(&mut taco, &topo, &mut jobs, t as f64, event).unwrap();
+            assert_aligned(&topo, &plan);
+            prop_assert_eq!(plan.placed_jobs().len(), jobs.len());
+        }
+    }
+}

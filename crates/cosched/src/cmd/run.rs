@@ -1,0 +1,166 @@
+//! `cosched run`: run a workload's jobs for real on this machine under one policy.
+
+use anyhow::Context as _;
+use cosched_core::topology::sysfs;
+use cosched_core::trace::ExitStatus;
+use cosched_core::workload::Workload;
+use cosched_linux::{Freezer, IsolatedTimes, Placement, Progress, RunOptions};
+use cosched_report::{comparison, text_table, Run};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Run a workload's jobs for real on this machine under one policy
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Launches each job at its arrival time once the policy places it, keeps it on \
+the CPUs of its partition (cgroup cpuset or sched_setaffinity), freezes and thaws it for time slots, \
+and writes the trace (trace.jsonl), each job's stdout/stderr and a summary into the output directory. \
+Whatever ends cosched (Ctrl-C, SIGTERM, a crash, SIGKILL), no job stays frozen and no cgroup is left; \
+see docs/executor.md. Under sudo the jobs run as the invoking user.\n\n\
+Run `cosched calibrate WORKLOAD` once first, so that slowdowns can be computed.\n\n\
+Examples:\n  cosched run examples/default.toml --policy eq\n  \
+cosched run my.toml --policy casas --mechanism affinity --freezer signal --out results/casas\n  \
+cosched report results/casas/trace.jsonl"
+)]
+pub struct Args {
+    /// Workload file (TOML; every job needs a `command`)
+    #[arg(value_name = "WORKLOAD")]
+    workload: PathBuf,
+    /// Policy to run (see `cosched sim --help` or docs/policies.md for the list)
+    #[arg(long, value_name = "P")]
+    policy: String,
+    /// Output directory [default: results/<workload>-<policy>-<unix time>]
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    mechanism: MechanismArgs,
+    /// Seconds between two measurements of every job
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    sample_interval: f64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let workload = Workload::load(&args.workload)?;
+    let policy = cosched_policies::create(&args.policy)?;
+    anyhow::ensure!(
+        args.sample_interval > 0.0 && args.sample_interval.is_finite(),
+        "--sample-interval must be a positive number of seconds"
+    );
+    let topology = sysfs::discover()?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        PathBuf::from("results").join(format!("{}-{}-{now}", workload.info.name, args.policy))
+    });
+    let isolated_path = args
+        .mechanism
+        .isolated
+        .clone()
+        .unwrap_or_else(|| IsolatedTimes::default_path(&args.workload));
+    let isolated = IsolatedTimes::load(&isolated_path)?;
+    let options = RunOptions {
+        sample_interval: args.sample_interval,
+        isolated,
+        ..args
+            .mechanism
+            .apply(RunOptions::new(out.join("trace.jsonl"), &out))
+    };
+    let known = workload
+        .jobs
+        .iter()
+        .filter(|j| options.isolated.lookup(&topology, j).is_some())
+        .count();
+    eprintln!(
+        "running {} ({} jobs) under {} on {} ({} CPUs); isolated times for {known} of them{}",
+        workload.info.name,
+        workload.jobs.len(),
+        args.policy,
+        topology.name,
+        topology.num_cpus(),
+        if known < workload.jobs.len() {
+            format!(
+                " (run `cosched calibrate {}` for slowdowns)",
+                args.workload.display()
+            )
+        } else {
+            String::new()
+        }
+    );
+    let bar = progress_bar(workload.jobs.len());
+    let report = cosched_linux::run_observed(&workload, &topology, policy, &options, &mut |p| {
+        show(&bar, p)
+    })
+    .with_context(|| format!("run of {} under {} failed", workload.info.name, args.policy))?;
+    bar.finish_and_clear();
+    eprintln!("mechanism: {}", report.mechanism);
+    let run = Run::load(&report.trace)?;
+    print!("{}", text_table(&comparison(std::slice::from_ref(&run))));
+    for job in report
+        .jobs
+        .iter()
+        .filter(|j| j.status == ExitStatus::Failed)
+    {
+        let why = job
+            .error
+            .clone()
+            .or(job.exit_code.map(|c| format!("exit code {c}")))
+            .unwrap_or_default();
+        println!("failed: {} ({why}); see {}", job.name, job.stderr.display());
+    }
+    println!("trace: {}", report.trace.display());
+    Ok(())
+}
+
+/// A progress bar on a terminal, nothing otherwise.
+pub fn progress_bar(jobs: usize) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(jobs as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} jobs done, {msg}")
+            .expect("valid template"),
+    );
+    bar
+}
+
+pub fn show(bar: &ProgressBar, p: &Progress) {
+    bar.set_position((p.done + p.failed) as u64);
+    bar.set_message(format!(
+        "{} running, {} pending, {} failed, {:.0} s elapsed",
+        p.running, p.pending, p.failed, p.elapsed
+    ));
+}
+
+/// The options every real-run subcommand shares: how plans are enforced, and where isolated times live.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MechanismArgs {
+    /// How jobs are kept on their CPUs: cgroup-v2, cgroup-v1 (cpuset) or affinity
+    /// (sched_setaffinity, no privileges needed) [default: the first that works here, in that order]
+    #[arg(long, value_name = "M", value_parser = parse::<Placement>)]
+    pub mechanism: Option<Placement>,
+    /// How jobs are stopped outside their time slots: cgroup-v2 (cgroup.freeze), cgroup-v1 (freezer)
+    /// or signal (SIGSTOP/SIGCONT) [default: the placement's cgroup version, else the first that works]
+    #[arg(long, value_name = "F", value_parser = parse::<Freezer>)]
+    pub freezer: Option<Freezer>,
+    /// Isolated times file [default: WORKLOAD with the extension .isolated.json]
+    #[arg(long, value_name = "FILE")]
+    pub isolated: Option<PathBuf>,
+}
+
+fn parse<T: std::str::FromStr<Err = String>>(text: &str) -> Result<T, String> {
+    text.parse()
+}
+
+impl MechanismArgs {
+    pub fn apply(&self, options: RunOptions) -> RunOptions {
+        RunOptions {
+            placement: self.mechanism,
+            freezer: self.freezer,
+            ..options
+        }
+    }
+}
