@@ -1,6 +1,9 @@
 /* Stressors in the spirit of Frachtenberg & Etsion ("Hardware Parallelism: Are Operating Systems
  * Ready?"): `cpu` spins in an empty loop, `cache` chases pointers in a random cycle over a buffer
  * larger than the last-level cache so nearly every access misses. One thread per --threads.
+ * With --batches the work is fixed instead of the duration: the threads take batches from a shared
+ * counter until all are done, so the job is embarrassingly parallel and its run time measures how
+ * much CPU it was given.
  *
  * Output (last line): stress kind=... threads=... buffer_mb=... seconds=... ops=... ops_per_s=... */
 #include "bench_util.h"
@@ -13,6 +16,8 @@ enum stress_kind { CPU, CACHE };
 static enum stress_kind kind = CPU;
 static unsigned threads = 1;
 static double duration = 5;
+static uint64_t total_batches; /* 0: run for `duration` seconds */
+static uint64_t batches_taken;
 static size_t buffer_bytes;
 static size_t *cycle; /* cycle[i] is the index visited after i */
 static size_t cycle_length;
@@ -68,7 +73,8 @@ static void *stressor(void *arg)
     uint64_t ops = 0, sink = (uintptr_t)arg;
     size_t position = (uintptr_t)arg * 7919 % (cycle_length ? cycle_length : 1);
     const uint64_t batch = 1 << 14;
-    while (now_seconds() - start_time < duration) {
+    while (total_batches ? __atomic_fetch_add(&batches_taken, 1, __ATOMIC_RELAXED) < total_batches
+                         : now_seconds() - start_time < duration) {
         if (kind == CPU) {
             sink = spin_work(batch, sink);
         } else {
@@ -85,10 +91,11 @@ static void *stressor(void *arg)
 
 static void usage(void)
 {
-    printf("usage: stress [--kind cpu|cache] [--threads N] [--duration S] [--buffer-mb MB]\n"
+    printf("usage: stress [--kind cpu|cache] [--threads N] [--duration S | --batches N] [--buffer-mb MB]\n"
            "cpu: an empty loop; cache: random pointer chasing over a buffer (default 4x the\n"
-           "last-level cache, at least 64 MiB) so nearly every access misses. Prints operations\n"
-           "per second. Defaults: cpu, 1 thread, 5 s.\n");
+           "last-level cache, at least 64 MiB) so nearly every access misses. Runs for --duration\n"
+           "seconds, or until the threads together have done --batches batches of 16384\n"
+           "operations. Prints operations per second. Defaults: cpu, 1 thread, 5 s.\n");
 }
 
 int main(int argc, char **argv)
@@ -112,6 +119,8 @@ int main(int argc, char **argv)
             threads = (unsigned)parse_number(arg, option_value(argc, argv, &i), 1);
         } else if (!strcmp(arg, "--duration")) {
             duration = parse_number(arg, option_value(argc, argv, &i), 0);
+        } else if (!strcmp(arg, "--batches")) {
+            total_batches = (uint64_t)parse_number(arg, option_value(argc, argv, &i), 1);
         } else if (!strcmp(arg, "--buffer-mb")) {
             buffer_mb = parse_number(arg, option_value(argc, argv, &i), 1);
         } else {

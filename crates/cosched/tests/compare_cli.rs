@@ -31,7 +31,7 @@ fn simulated_comparison_writes_one_row_and_trace_per_policy() {
         .arg(&workload)
         .args([
             "--sim",
-            "--preset",
+            "--machine",
             "gang-opteron8380",
             "--policy",
             "ue,bp",
@@ -78,5 +78,65 @@ fn unknown_policy_names_the_valid_ones() {
     assert!(
         stderr.starts_with("error: unknown policy \"nonesuch\"; valid policies: ue"),
         "{stderr}"
+    );
+}
+
+/// A real comparison: isolated times are measured first, a job that fails shows as failed in the table
+/// and the CSV while the other jobs and policies go on.
+#[test]
+fn real_comparison_measures_isolated_times_and_survives_a_failing_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("mixed.toml");
+    std::fs::write(
+        &workload,
+        r#"
+[workload]
+name = "mixed"
+
+[[job]]
+name = "busy"
+command = ["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]
+
+[[job]]
+name = "broken"
+arrival = 0.1
+command = ["sh", "-c", "exit 3"]
+"#,
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = cosched()
+        .arg("compare")
+        .arg(&workload)
+        .args(["--policy", "ue,taco", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("broken") && stderr.contains("failed alone"),
+        "{stderr}"
+    );
+    let isolated = std::fs::read_to_string(dir.path().join("mixed.isolated.json")).unwrap();
+    assert!(
+        isolated.contains("\"busy\"") && !isolated.contains("\"broken\""),
+        "{isolated}"
+    );
+    for policy in ["ue", "taco"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{policy} ")))
+            .unwrap_or_else(|| panic!("no {policy} row in\n{stdout}"));
+        let failed: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(failed[failed.len() - 2], "1", "{stdout}");
+        assert!(out_dir.join(format!("{policy}.jsonl")).is_file());
+    }
+    let jobs = std::fs::read_to_string(out_dir.join("jobs.csv")).unwrap();
+    assert!(
+        jobs.lines()
+            .any(|l| l.contains("broken") && l.contains("failed")),
+        "{jobs}"
     );
 }

@@ -1,9 +1,12 @@
 //! `cosched compare`: the same workload under several policies, back to back, one table, one report.
+//! Real runs measure the isolated times they lack first (`cosched calibrate`), so slowdowns are known.
 
-use super::machine::MachineArgs;
+use super::run::{progress_bar, show, MechanismArgs};
 use anyhow::Context as _;
+use cosched_core::topology::{presets, sysfs};
 use cosched_core::workload::Workload;
 use cosched_core::Topology;
+use cosched_linux::{Calibrated, IsolatedTimes, RunOptions};
 use cosched_report::{comparison, disambiguate_labels, text_table, write_report, Run};
 use cosched_sim::{simulate_into, JsonLinesSink, SimJob, SimOptions};
 use std::fs::File;
@@ -17,11 +20,18 @@ const DEFAULT_POLICIES: &[&str] = &["ue", "bp", "eq", "ta", "taco", "gang"];
 /// Run one workload under several policies, back to back, and compare them in one table and report
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Prints one line per policy: makespan (and as % of BP's), mean and max \
+    after_help = "Runs the workload's jobs for real on this machine under each policy in turn (or \
+simulates them with --sim) and prints one line per policy: makespan (and as % of BP's), mean and max \
 slowdown, ANTT, STP, Jain fairness, reconfigurations, failed jobs and executor overhead. Writes the \
-traces, report.html with figures, jobs.csv, policies.csv and results.json to the output directory.\n\n\
-Examples:\n  cosched compare my.toml --sim --policy ue,bp,eq\n  \
-cosched compare my.toml --sim --preset taco-opteron8435 --out results/taco"
+traces (<policy>.jsonl), each job's output (<policy>/), report.html with figures, jobs.csv, \
+policies.csv and results.json to the output directory; a job that fails is shown as failed, the \
+others go on.\n\n\
+Real runs need each job's isolated time (alone on the whole machine) for slowdowns: those missing \
+from WORKLOAD.isolated.json are measured first and stored there (see `cosched calibrate`).\n\n\
+Examples:\n  cosched compare                                   # bundled workload, this machine\n  \
+cosched compare examples/independent.toml --policy ue,taco\n  \
+cosched compare my.toml --sim --machine taco-opteron8435 --policy ue,bp,eq,ta,taco\n  \
+cosched compare my.toml --sim --machine 'package:2 l3:1(size=8MB) core:8' --out results/big"
 )]
 pub struct Args {
     /// Workload file (TOML) [default: the bundled examples/default.toml, sized to this machine]
@@ -31,33 +41,55 @@ pub struct Args {
     /// ue,bp,eq,ta,taco,gang that exist]
     #[arg(long, value_delimiter = ',', value_name = "P1,P2,...")]
     policy: Vec<String>,
-    /// Simulate instead of running real processes (required for now: real runs are not wired yet)
+    /// Simulate instead of running real processes
     #[arg(long)]
     sim: bool,
-    /// The machine to simulate (only with --sim; real runs use this machine)
-    #[command(flatten)]
-    machine: MachineArgs,
+    /// The machine to simulate: a preset (taco-opteron8435, casas-opteron6172, gang-opteron8380,
+    /// scalpel-xeon-e5620, this) or an hwloc synthetic description [default: this machine]
+    #[arg(long, value_name = "PRESET|SYNTHETIC", requires = "sim")]
+    machine: Option<String>,
     /// Directory for traces, report and CSV [default: results/<workload>-<UTC time>]
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Real runs only: how plans are enforced, and where isolated times live
+    #[command(flatten)]
+    mechanism: MechanismArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let policies = chosen_policies(&args.policy)?;
-    anyhow::ensure!(
-        args.sim,
-        "real runs are not available in this build yet (the real executor is not wired into compare); \
-add --sim to simulate"
-    );
     let workload_path = args.workload.clone().unwrap_or_else(default_workload);
-    let topology = args.machine.topology()?;
-    let (workload, jobs) = cosched_sim::jobs::load(&workload_path, topology.num_cpus())?;
+    anyhow::ensure!(
+        !args.sim || (args.mechanism.mechanism.is_none() && args.mechanism.freezer.is_none()),
+        "--mechanism and --freezer apply to real runs only; drop them or drop --sim"
+    );
+    let workload = Workload::load(&workload_path)?;
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&workload.info.name));
     std::fs::create_dir_all(&out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    let mut runs = if args.sim {
+        let topology = presets::machine(args.machine.as_deref().unwrap_or(presets::THIS_MACHINE))?;
+        compare_simulated(&workload_path, &topology, &policies, &out)?
+    } else {
+        compare_real(&workload_path, &workload, &args.mechanism, &policies, &out)?
+    };
+    disambiguate_labels(&mut runs);
+    let written = write_report(&runs, &out)?;
+    print!("{}", text_table(&comparison(&runs)));
+    println!("report: {}", written.html.display());
+    Ok(())
+}
+
+fn compare_simulated(
+    workload_path: &Path,
+    topology: &Topology,
+    policies: &[String],
+    out: &Path,
+) -> anyhow::Result<Vec<Run>> {
+    let (workload, jobs) = cosched_sim::jobs::load(workload_path, topology.num_cpus())?;
     eprintln!(
         "comparing {} on {} ({} CPUs, simulated): {}",
         workload.info.name,
@@ -70,23 +102,129 @@ add --sim to simulate"
         let trace = out.join(format!("{policy}.jsonl"));
         let started = Instant::now();
         eprint!("[{}/{}] {policy} … ", i + 1, policies.len());
-        simulate(&topology, &jobs, &workload, policy, &trace)?;
-        let run = Run::load(&trace)?;
-        eprintln!(
-            "done in {:.1} s{}",
-            started.elapsed().as_secs_f64(),
-            match run.summary.failed {
-                0 => String::new(),
-                n => format!(", {n} job(s) failed (see the report)"),
-            }
-        );
-        runs.push(run);
+        simulate(topology, &jobs, &workload, policy, &trace)?;
+        runs.push(finished(&trace, started)?);
     }
-    disambiguate_labels(&mut runs);
-    let written = write_report(&runs, &out)?;
-    print!("{}", text_table(&comparison(&runs)));
-    println!("report: {}", written.html.display());
-    Ok(())
+    Ok(runs)
+}
+
+fn compare_real(
+    workload_path: &Path,
+    workload: &Workload,
+    mechanism: &MechanismArgs,
+    policies: &[String],
+    out: &Path,
+) -> anyhow::Result<Vec<Run>> {
+    let topology = sysfs::discover()?;
+    let isolated = isolated_times(workload_path, workload, &topology, mechanism, out)?;
+    eprintln!(
+        "comparing {} ({} jobs) on {} ({} CPUs), real runs: {}",
+        workload.info.name,
+        workload.jobs.len(),
+        topology.name,
+        topology.num_cpus(),
+        policies.join(", ")
+    );
+    let mut runs = Vec::new();
+    for (i, name) in policies.iter().enumerate() {
+        let trace = out.join(format!("{name}.jsonl"));
+        let options = RunOptions {
+            isolated: isolated.clone(),
+            ..mechanism.apply(RunOptions::new(&trace, out.join(name)))
+        };
+        std::fs::create_dir_all(&options.output_dir)
+            .with_context(|| format!("cannot create directory {}", options.output_dir.display()))?;
+        let started = Instant::now();
+        eprintln!("[{}/{}] {name} …", i + 1, policies.len());
+        let bar = progress_bar(workload.jobs.len());
+        let policy = cosched_policies::create(name)?;
+        let result = cosched_linux::run_observed(workload, &topology, policy, &options, &mut |p| {
+            show(&bar, p)
+        });
+        bar.finish_and_clear();
+        match result {
+            Ok(_) => runs.push(finished(&trace, started)?),
+            // Ctrl-C means stop everything; any other run error spoils only this policy's row.
+            Err(e @ cosched_linux::Error::Interrupted(_)) => return Err(e.into()),
+            Err(e) => eprintln!("    {name} could not complete: {e}; it is left out of the table"),
+        }
+    }
+    anyhow::ensure!(
+        !runs.is_empty(),
+        "no policy completed a run; see the errors above"
+    );
+    Ok(runs)
+}
+
+/// The isolated times of every job, measuring (and storing) those the file lacks.
+fn isolated_times(
+    workload_path: &Path,
+    workload: &Workload,
+    topology: &Topology,
+    mechanism: &MechanismArgs,
+    out: &Path,
+) -> anyhow::Result<IsolatedTimes> {
+    let path = mechanism
+        .isolated
+        .clone()
+        .unwrap_or_else(|| IsolatedTimes::default_path(workload_path));
+    let mut times = IsolatedTimes::load(&path)?;
+    let missing = Workload {
+        jobs: (workload.jobs.iter())
+            .filter(|job| times.lookup(topology, job).is_none())
+            .cloned()
+            .collect(),
+        ..workload.clone()
+    };
+    if missing.jobs.is_empty() {
+        eprintln!(
+            "isolated times: {} (all {} jobs)",
+            path.display(),
+            workload.jobs.len()
+        );
+        return Ok(times);
+    }
+    eprintln!(
+        "measuring the isolated times of {} job(s), each alone on all CPUs (once; stored in {})",
+        missing.jobs.len(),
+        path.display()
+    );
+    let results = cosched_linux::calibrate(
+        &missing,
+        topology,
+        &out.join("isolated"),
+        mechanism.mechanism,
+        mechanism.freezer,
+        &mut |result| match result {
+            Calibrated::Time(t) => eprintln!("    {:<24} {:>8.3} s alone", t.job, t.seconds),
+            Calibrated::Failed { job, error } => {
+                eprintln!("    {job:<24} failed alone ({error}); its slowdown will be missing")
+            }
+        },
+    )?;
+    for result in results {
+        if let Calibrated::Time(time) = result {
+            times.insert(time);
+        }
+    }
+    if let Err(e) = times.save(&path) {
+        eprintln!("    warning: {e}; the times are used for this comparison only");
+    }
+    Ok(times)
+}
+
+/// Loads a finished run's trace and says how it went.
+fn finished(trace: &Path, started: Instant) -> anyhow::Result<Run> {
+    let run = Run::load(trace)?;
+    eprintln!(
+        "    done in {:.1} s{}",
+        started.elapsed().as_secs_f64(),
+        match run.summary.failed {
+            0 => String::new(),
+            n => format!(", {n} job(s) failed (see the report)"),
+        }
+    );
+    Ok(run)
 }
 
 /// Simulates one policy and streams its trace to `trace`.

@@ -11,6 +11,10 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The policy for practitioners: coschedules what needs it, space-shares along the topology, and stays
+/// within a few percent of plain Linux where coscheduling buys nothing (README, "Results").
+pub const DEFAULT_POLICY: &str = "taco";
+
 /// Run a workload's jobs for real on this machine under one policy
 #[derive(clap::Args, Debug)]
 #[command(
@@ -29,7 +33,7 @@ pub struct Args {
     #[arg(value_name = "WORKLOAD")]
     workload: PathBuf,
     /// Policy to run (see `cosched sim --help` or docs/policies.md for the list)
-    #[arg(long, value_name = "P")]
+    #[arg(long, value_name = "P", default_value = DEFAULT_POLICY)]
     policy: String,
     /// Output directory [default: results/<workload>-<policy>-<unix time>]
     #[arg(long, value_name = "DIR")]
