@@ -47,6 +47,18 @@ fn allowed_cpus_of(marker: &str) -> Vec<(i32, cosched_core::CpuSet)> {
         .collect()
 }
 
+/// Polls `done` every 10 ms until it holds (true) or `limit` passes (false).
+fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
 fn wait_until(start: Instant, seconds: f64) {
     let target = start + Duration::from_secs_f64(seconds);
     if let Some(rest) = target.checked_duration_since(Instant::now()) {
@@ -65,33 +77,45 @@ fn every_thread_runs_on_the_planned_cpus_including_later_threads_and_after_a_cha
     for (placement, freezer) in mechanism_pairs() {
         let dir = tempfile::tempdir().unwrap();
         let marker = |job: u32| format!("{}-job{job}", dir.path().display());
-        // Three threads each, two of them created 200 ms after start; the CPUs swap at 0.6 s.
+        // Three threads each, two of them created 200 ms after start; the CPUs swap at 1.2 s. The
+        // checks wait for states rather than for fixed times, so a slow start under load cannot fail them.
         let workload = workload(
             dir.path(),
             &[
-                ("a", spin_command(3, 1.3, 200, &marker(0))),
-                ("b", spin_command(3, 1.3, 200, &marker(1))),
+                ("a", spin_command(3, 2.5, 200, &marker(0))),
+                ("b", spin_command(3, 2.5, 200, &marker(1))),
             ],
         );
         let first = Plan {
-            timer: Some(0.6),
+            timer: Some(1.2),
             ..Plan::space_sharing(slot(1.0, &[(0, "0"), (1, "1")]).assignments)
         };
         let swapped = Plan::space_sharing(slot(1.0, &[(0, "1"), (1, "0")]).assignments);
         let policy = Scripted::new(2, vec![first, swapped]);
         let options = options(dir.path(), placement, freezer);
-        let started = Instant::now();
         let handle = std::thread::spawn({
             let workload = workload.clone();
             let machine = machine.clone();
             move || run(&workload, &machine, policy, &options)
         });
-        wait_until(started, 0.45);
-        let before = [allowed_cpus_of(&marker(0)), allowed_cpus_of(&marker(1))];
-        wait_until(started, 0.95);
+        let all_threads_started = || (0..2).all(|job| allowed_cpus_of(&marker(job)).len() == 3);
+        let before = poll(Duration::from_secs(5), all_threads_started)
+            .then(|| [allowed_cpus_of(&marker(0)), allowed_cpus_of(&marker(1))]);
+        let on = |job: u32, want: &str| {
+            allowed_cpus_of(&marker(job))
+                .iter()
+                .all(|(_, allowed)| allowed == &cpus(want))
+        };
+        let swapped_in_time = poll(Duration::from_secs(5), || on(0, "1") && on(1, "0"));
         let after = [allowed_cpus_of(&marker(0)), allowed_cpus_of(&marker(1))];
         let report = handle.join().unwrap().unwrap();
         assert_all_ok(&report);
+        let before =
+            before.unwrap_or_else(|| panic!("{placement}/{freezer}: threads never started"));
+        assert!(
+            swapped_in_time,
+            "{placement}/{freezer}: never swapped: {after:?}"
+        );
         for (threads, want) in [
             (&before[0], "0"),
             (&before[1], "1"),

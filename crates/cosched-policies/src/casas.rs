@@ -17,8 +17,16 @@
 //!
 //! With more jobs than domains, `casas` lets the surplus wait in arrival order; `casas-ts` time-shares
 //! instead: ⌈n/D⌉ equal slots, jobs dealt to slots in arrival order, each slot allocated as above.
+//!
+//! **Placement** keeps each job near its memory: a job's pages stay where it first ran (first touch; the
+//! paper's Linux 2.6.37 does not migrate them), so its probe starts on a domain no other job calls home,
+//! and every allocation gives a job its home domain, then the domains it already holds, then the free
+//! ones nearest home. A die holds an L3 and a memory controller (§3.1.1); an allocation that moved jobs
+//! away from their memory would bring back the memory-controller sharing die-granular allocation avoids.
 
-use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Slot};
+use cosched_core::{
+    Assignment, Context, CpuSet, Event, JobId, Level, Plan, Policy, Slot, Topology,
+};
 use std::collections::{HashMap, VecDeque};
 
 /// Length of one probe on one domain count, seconds. The paper gives no figure; half a second is many
@@ -37,6 +45,10 @@ pub struct Casas {
     probe: Option<Probe>,
     /// Jobs waiting for their probe, in arrival order.
     unprobed: VecDeque<JobId>,
+    /// The domain each job first ran on, which holds its memory.
+    home: HashMap<JobId, usize>,
+    /// Domains each job holds in the current plan.
+    held: HashMap<JobId, Vec<usize>>,
 }
 
 #[derive(Debug)]
@@ -188,11 +200,8 @@ impl Policy for Casas {
                 let probe = self.probe.as_mut()?;
                 probe.measured.push(probe.last_rate.take().unwrap_or(0.0));
                 if probe.measured.len() < probe.counts.len() {
-                    return Some(probe_plan(
-                        ctx,
-                        probe.job,
-                        probe.counts[probe.measured.len()],
-                    ));
+                    let count = probe.counts[probe.measured.len()];
+                    return Some(probe_plan(ctx, probe.job, self.home[&probe.job], count));
                 }
                 let probe = self.probe.take().expect("checked above");
                 let domains = ctx.topology.llc_domains().len();
@@ -204,6 +213,8 @@ impl Policy for Casas {
             }
             Event::Finished { job } => {
                 self.rates.remove(job);
+                self.home.remove(job);
+                self.held.remove(job);
                 self.unprobed.retain(|j| j != job);
                 match &self.probe {
                     Some(probe) if probe.job == *job => {
@@ -227,7 +238,9 @@ impl Casas {
                 continue;
             }
             let counts = probe_counts(domains);
-            let plan = probe_plan(ctx, job, counts[0]);
+            let home = self.free_home(domains);
+            self.home.insert(job, home);
+            let plan = probe_plan(ctx, job, home, counts[0]);
             self.probe = Some(Probe {
                 job,
                 counts,
@@ -239,9 +252,20 @@ impl Casas {
         self.allocation(ctx)
     }
 
+    /// The domain that is home to the fewest jobs (the lowest among equals): where a new job's memory
+    /// competes with nobody else's when there is such a domain.
+    fn free_home(&self, domains: usize) -> usize {
+        let mut homes = vec![0usize; domains];
+        for &d in self.home.values() {
+            homes[d] += 1;
+        }
+        (0..domains).min_by_key(|&d| homes[d]).unwrap_or(0)
+    }
+
     /// The ANTT-minimising plan for every probed job.
-    fn allocation(&self, ctx: &Context) -> Plan {
+    fn allocation(&mut self, ctx: &Context) -> Plan {
         let domains = ctx.topology.llc_domains();
+        let packages = package_of(ctx.topology, &domains);
         let probed: Vec<JobId> = ctx
             .jobs
             .iter()
@@ -267,7 +291,29 @@ impl Casas {
                 .map(|id| ntt_curve(&self.rates[id]))
                 .collect();
             let counts = best_allocation(&ntt, domains.len()).expect("at most one job per domain");
-            let assignments = place(&members, &counts, &domains);
+            let wanted: Vec<Wanted> = members
+                .iter()
+                .zip(&counts)
+                .map(|(id, &count)| Wanted {
+                    count,
+                    home: self.home.get(id).copied(),
+                    held: self.held.get(id).map_or(&[][..], Vec::as_slice),
+                })
+                .collect();
+            let given = place(&wanted, &packages);
+            let assignments: Vec<Assignment> = members
+                .iter()
+                .zip(&given)
+                .map(|(&job, held)| Assignment {
+                    job,
+                    cpus: held
+                        .iter()
+                        .fold(CpuSet::new(), |acc, &d| acc.union(&domains[d])),
+                })
+                .collect();
+            for (id, held) in members.iter().zip(given) {
+                self.held.insert(*id, held);
+            }
             for a in &assignments {
                 let spec = &ctx.job(a.job).expect("active").spec;
                 plan.advice.insert(a.job, spec.threads_for(a.cpus.len()));
@@ -281,28 +327,73 @@ impl Casas {
     }
 }
 
-/// Lays the jobs' domain counts out left to right, largest first, so that multi-domain jobs stay on
-/// neighbouring domains (one package where they fit).
-fn place(jobs: &[JobId], counts: &[usize], domains: &[CpuSet]) -> Vec<Assignment> {
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| counts[b].cmp(&counts[a]));
-    let mut next = 0;
-    order
-        .into_iter()
-        .map(|i| {
-            let cpus = domains[next..next + counts[i]]
-                .iter()
-                .fold(CpuSet::new(), |acc, d| acc.union(d));
-            next += counts[i];
-            Assignment { job: jobs[i], cpus }
+/// What one job needs from [`place`].
+struct Wanted<'a> {
+    count: usize,
+    home: Option<usize>,
+    held: &'a [usize],
+}
+
+/// The package of every domain (domains outside any package count as package 0).
+fn package_of(topology: &Topology, domains: &[CpuSet]) -> Vec<u32> {
+    domains
+        .iter()
+        .map(|d| {
+            topology
+                .nodes_at(Level::Package)
+                .find(|p| d.is_subset(&p.cpus))
+                .map_or(0, |p| p.index)
         })
         .collect()
 }
 
-/// The probe job alone on its first `count` domains; every other job waits until the timer.
-fn probe_plan(ctx: &Context, job: JobId, count: usize) -> Plan {
-    let cpus = ctx.topology.llc_domains()[..count]
-        .iter()
+/// Domain indices for every job: first its home domain, then the domains it already holds (nearest home
+/// first), then free ones nearest home, larger jobs choosing first. Nearest: in the home's package, then
+/// by index. `packages[d]` is domain d's package; the counts must sum to at most its length.
+fn place(jobs: &[Wanted], packages: &[u32]) -> Vec<Vec<usize>> {
+    let domains = packages.len();
+    let distance = |from: usize, d: usize| (packages[from] != packages[d], from.abs_diff(d));
+    let mut owner: Vec<Option<usize>> = vec![None; domains];
+    let mut given: Vec<Vec<usize>> = vec![Vec::new(); jobs.len()];
+    let mut take = |owner: &mut Vec<Option<usize>>, job: usize, d: usize| {
+        if owner[d].is_none() && given[job].len() < jobs[job].count {
+            owner[d] = Some(job);
+            given[job].push(d);
+        }
+    };
+    let anchor = |j: &Wanted| j.home.or(j.held.first().copied()).unwrap_or(0);
+    for (i, job) in jobs.iter().enumerate() {
+        if let Some(home) = job.home {
+            take(&mut owner, i, home);
+        }
+    }
+    for (i, job) in jobs.iter().enumerate() {
+        let mut kept = job.held.to_vec();
+        kept.sort_by_key(|&d| distance(anchor(job), d));
+        for d in kept {
+            take(&mut owner, i, d);
+        }
+    }
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| jobs[b].count.cmp(&jobs[a].count));
+    for i in order {
+        let mut free: Vec<usize> = (0..domains).filter(|&d| owner[d].is_none()).collect();
+        free.sort_by_key(|&d| distance(anchor(&jobs[i]), d));
+        for d in free {
+            take(&mut owner, i, d);
+        }
+    }
+    for held in &mut given {
+        held.sort_unstable();
+    }
+    given
+}
+
+/// The probe job alone on `count` domains from its home on; every other job waits until the timer.
+fn probe_plan(ctx: &Context, job: JobId, home: usize, count: usize) -> Plan {
+    let domains = ctx.topology.llc_domains();
+    let cpus = (0..count)
+        .map(|k| &domains[(home + k) % domains.len()])
         .fold(CpuSet::new(), |acc, d| acc.union(d));
     let threads = ctx.job(job).expect("active").spec.threads_for(cpus.len());
     let mut plan = Plan::space_sharing(vec![Assignment { job, cpus }]);
@@ -515,6 +606,48 @@ mod tests {
             .decide(&ctx(&topo, now, &left), &Event::Finished { job: JobId(1) })
             .unwrap();
         assert_eq!(plan.slots[0].assignments[0].cpus.len(), 48);
+    }
+
+    #[test]
+    fn jobs_stay_on_the_domain_their_memory_is_on() {
+        let topo = presets::preset("casas-opteron6172").unwrap();
+        let domains = topo.llc_domains();
+        let jobs = vec![job(0), job(1), job(2)];
+        let mut casas = Casas::space_sharing();
+        let mut now = 0.0;
+        probe(&mut casas, &topo, &jobs[..1], 0, &mut now, |k| k as f64);
+        // The second job's probe starts on a domain that is not the first job's home.
+        let first_step = casas
+            .decide(
+                &ctx(&topo, now, &jobs[..2]),
+                &Event::Arrived { job: JobId(1) },
+            )
+            .unwrap();
+        assert_eq!(first_step.slots[0].assignments[0].cpus, domains[1]);
+        casas = Casas::space_sharing();
+        now = 0.0;
+        probe(&mut casas, &topo, &jobs[..1], 0, &mut now, |k| k as f64);
+        probe(&mut casas, &topo, &jobs[..2], 1, &mut now, |k| {
+            k.min(2) as f64
+        });
+        let plan = probe(&mut casas, &topo, &jobs, 2, &mut now, |k| k.min(2) as f64);
+        let cpus = |id| {
+            plan.slots[0]
+                .assignments
+                .iter()
+                .find(|a| a.job == JobId(id))
+                .unwrap()
+                .cpus
+                .clone()
+        };
+        for (id, home) in [(0, 0), (1, 1), (2, 2)] {
+            assert!(domains[home].is_subset(&cpus(id)), "job {id}: {}", cpus(id));
+        }
+        assert_eq!(
+            [0, 1, 2].map(|id| cpus(id).len()),
+            [24, 12, 12],
+            "counts as the ANTT optimum gives them"
+        );
     }
 
     #[test]

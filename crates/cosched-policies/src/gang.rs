@@ -1,9 +1,10 @@
 //! Gang scheduling with an Ousterhout matrix: rows are time slots, columns CPUs. Each job takes an
 //! aligned partition wide enough for its threads (usually the whole row) in the first row that has one
 //! free; rows run round robin, one slot each, and every job's threads run together or not at all.
-//! This is the scheme of Frachtenberg & Etsion's gang wrapper (seed 001, §3.2: per slot one parallel
-//! program, or all the sequential ones, SIGSTOP for the rest) and of Peter et al.'s user-space gang
-//! scheduler (seed 003, §3.1).
+//! This is Peter et al.'s user-space gang scheduler (seed 003, §3.1). Frachtenberg & Etsion's wrapper
+//! (seed 001, §3.2.1: per slot one parallel program, or all the sequential ones, SIGSTOP for the rest)
+//! is the setting `sequential=shared`: single-threaded jobs then share one extra slot on every CPU,
+//! time-shared by the OS, instead of being packed into rows.
 //!
 //! Peter et al. §3.5 (GangHi) give the more important application a longer slot instead of a higher
 //! OS priority: a row's slot lasts `slice` × the largest weight among its jobs.
@@ -11,7 +12,7 @@
 //! When jobs leave, a job moves to an earlier row only where its own CPUs are free there, so repacking
 //! never migrates anyone; emptied rows disappear.
 
-use cosched_core::{Assignment, Context, Event, JobKind, Plan, Policy, Slot};
+use cosched_core::{ActiveJob, Assignment, Context, Event, JobKind, Plan, Policy, Slot};
 
 /// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
 /// slices are long (≥ 100 ms, seed 003 §2) next to Linux's 15 ms.
@@ -21,6 +22,8 @@ pub const DEFAULT_SLICE: f64 = crate::taco::DEFAULT_SLICE;
 pub struct Gang {
     name: String,
     slice: f64,
+    /// Single-threaded jobs share one slot of their own (Frachtenberg & Etsion's wrapper).
+    shared_sequential_slot: bool,
     rows: Vec<Vec<Assignment>>,
 }
 
@@ -29,13 +32,16 @@ impl Gang {
         Gang {
             name: name.into(),
             slice,
+            shared_sequential_slot: false,
             rows: Vec::new(),
         }
     }
 
-    /// `slice=SECONDS` settings after `gang:`; `name` is the full policy string.
+    /// `slice=SECONDS` and `sequential=packed|shared` settings after `gang:`; `name` is the full policy
+    /// string.
     pub fn with_settings(name: &str, settings: &str) -> Result<Gang, String> {
         let mut slice = DEFAULT_SLICE;
+        let mut shared_sequential_slot = false;
         for setting in settings.split(':').filter(|s| !s.is_empty()) {
             match setting.split_once('=') {
                 Some(("slice", value)) => {
@@ -47,14 +53,19 @@ impl Gang {
                             format!("slice={value}: give a positive number of seconds")
                         })?
                 }
+                Some(("sequential", "packed")) => shared_sequential_slot = false,
+                Some(("sequential", "shared")) => shared_sequential_slot = true,
                 _ => {
                     return Err(format!(
-                        "unknown gang option {setting:?}; valid: slice=SECONDS"
+                        "unknown gang option {setting:?}; valid: slice=SECONDS, sequential=packed|shared"
                     ))
                 }
             }
         }
-        Ok(Gang::new(name, slice))
+        Ok(Gang {
+            shared_sequential_slot,
+            ..Gang::new(name, slice)
+        })
     }
 }
 
@@ -78,7 +89,17 @@ impl Policy for Gang {
         }
         self.repack();
         let sizes = ctx.topology.partition_sizes();
+        let shared = self.shared_sequential_slot;
+        let sequential = |job: &ActiveJob| shared && job.spec.max_threads <= 1;
+        let mut shared_slot = Vec::new();
         for job in ctx.jobs {
+            if sequential(job) {
+                shared_slot.push(Assignment {
+                    job: job.spec.id,
+                    cpus: ctx.topology.cpus().clone(),
+                });
+                continue;
+            }
             if self.rows.iter().flatten().any(|a| a.job == job.spec.id) {
                 continue;
             }
@@ -126,6 +147,15 @@ impl Policy for Gang {
                 plan.advice
                     .insert(a.job, job.spec.threads_for(a.cpus.len()));
             }
+        }
+        if !shared_slot.is_empty() {
+            for a in &shared_slot {
+                plan.advice.insert(a.job, 1);
+            }
+            plan.slots.push(Slot {
+                length: self.slice,
+                assignments: shared_slot,
+            });
         }
         Some(plan)
     }
@@ -208,6 +238,23 @@ mod tests {
     }
 
     #[test]
+    fn the_wrapper_setting_gives_all_sequential_jobs_one_slot_on_every_cpu() {
+        // Frachtenberg & Etsion §3.2.1: per slot one parallel program, or all the stressors.
+        let mut jobs = vec![job(0, 15), job(1, 15)];
+        jobs.extend((2..22).map(|id| job(id, 1)));
+        let mut gang = Gang::with_settings("gang:sequential=shared", "sequential=shared").unwrap();
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(21) });
+        assert_eq!(plan.slots.len(), 3, "two parallel rows + one stressor slot");
+        let stressors = &plan.slots[2].assignments;
+        assert_eq!(stressors.len(), 20);
+        assert!(stressors.iter().all(|a| a.cpus.len() == 16));
+        assert!(plan.slots[..2]
+            .iter()
+            .all(|s| s.assignments.len() == 1 && s.assignments[0].job.0 < 2));
+        assert_eq!(plan.advice[&JobId(5)], 1);
+    }
+
+    #[test]
     fn departures_repack_rows_without_moving_cpus() {
         let mut jobs = vec![job(0, 8), job(1, 16), job(2, 8)];
         let mut gang = Gang::default();
@@ -258,5 +305,8 @@ mod tests {
         assert!(Gang::with_settings("gang:rows=2", "rows=2")
             .unwrap_err()
             .contains("valid"));
+        assert!(Gang::with_settings("gang:sequential=x", "sequential=x")
+            .unwrap_err()
+            .contains("sequential=packed|shared"));
     }
 }

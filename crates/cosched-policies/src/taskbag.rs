@@ -3,11 +3,17 @@
 //! [`TaskBag`] does what every task-bag policy shares: it gathers all arrivals of one instant before
 //! deciding (so that a rule ordering the whole bag sees the whole bag), keeps each started task on its
 //! core, and asks a [`FillRule`] which waiting task goes to which free core. The rules here are Scalpel's
-//! baselines (§VI-B): FIFO in arrival order and plain LPT ("longer_first", §VI-C); RR is [`RoundRobin`].
+//! baselines (§VI-B): FIFO and plain LPT ("longer_first", §VI-C); RR is [`RoundRobin`].
 //! A job with several threads is treated as a task too: it gets one core and time-shares it.
+//!
+//! Scalpel ran its Linux baselines with every task bound to a core (§VI-A: CPU affinity so that each task
+//! monopolises a core), so with more tasks than cores each core has a queue of its own: [`Fifo`] and
+//! [`RoundRobin`] bind tasks to cores in arrival order, cyclically, and a core whose queue is empty idles
+//! while others still have work — what Scalpel's dispatch avoids ("full use of computing cores", §VI-B).
+//! [`GlobalFifo`] and [`GlobalRoundRobin`] are the same Linux policies without affinity.
 
 use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Decides which waiting tasks start on which free cores.
 pub(crate) trait FillRule: Send {
@@ -39,6 +45,11 @@ impl Cores {
                 .map(|d| d.iter().collect())
                 .collect(),
         }
+    }
+
+    /// Every core, in CPU order.
+    pub fn all(&self) -> impl Iterator<Item = u32> + '_ {
+        self.domains.iter().flatten().copied()
     }
 
     pub fn is_free(&self, cpu: u32) -> bool {
@@ -140,13 +151,57 @@ impl<R: FillRule> Policy for TaskBag<R> {
     }
 }
 
-/// FIFO (Scalpel §VI-B, Linux `SCHED_FIFO`): the oldest waiting task takes the lowest free core and runs
-/// to completion.
-pub(crate) struct Fifo;
+/// Cores in turn for tasks in arrival order: task k is bound to core k mod (cores), in CPU order.
+#[derive(Debug, Default)]
+struct Binding {
+    core_of: HashMap<JobId, u32>,
+    arrived: usize,
+}
+
+impl Binding {
+    fn core(&mut self, job: JobId, cores: &[u32]) -> u32 {
+        *self.core_of.entry(job).or_insert_with(|| {
+            let core = cores[self.arrived % cores.len()];
+            self.arrived += 1;
+            core
+        })
+    }
+}
+
+/// FIFO as Scalpel ran it (§VI-A, §VI-B; Linux `SCHED_FIFO` with CPU affinity): each task is bound to a
+/// core on arrival, cores in turn, and each core runs its tasks one after another in arrival order.
+#[derive(Debug, Default)]
+pub(crate) struct Fifo {
+    binding: Binding,
+}
 
 impl FillRule for Fifo {
     fn name(&self) -> &str {
         "fifo"
+    }
+
+    fn fill(&mut self, _ctx: &Context, cores: &mut Cores, waiting: &[&ActiveJob]) {
+        let all: Vec<u32> = cores.all().collect();
+        for task in waiting {
+            let core = self.binding.core(task.spec.id, &all);
+            if cores.is_free(core) {
+                cores.start(core, task.spec.id);
+            }
+        }
+    }
+
+    fn forget(&mut self, job: JobId) {
+        self.binding.core_of.remove(&job);
+    }
+}
+
+/// FIFO without affinity (Linux `SCHED_FIFO` migrating waiting tasks to idle cores): the oldest waiting
+/// task takes the lowest free core and runs to completion.
+pub(crate) struct GlobalFifo;
+
+impl FillRule for GlobalFifo {
+    fn name(&self) -> &str {
+        "fifo-global"
     }
 
     fn fill(&mut self, _ctx: &Context, cores: &mut Cores, waiting: &[&ActiveJob]) {
@@ -179,14 +234,49 @@ pub(crate) fn runtime(job: &ActiveJob) -> f64 {
     job.spec.hints.runtime.unwrap_or(0.0)
 }
 
-/// RR (Scalpel §VI-B, Linux `SCHED_RR`): every task may run on every core and the OS time-slices them
-/// all, so every task shares every LLC with every other.
+/// RR as Scalpel ran it (§VI-A, §VI-B; Linux `SCHED_RR` with CPU affinity): each task is bound to a
+/// core on arrival, cores in turn, and the OS time-slices the tasks bound to each core.
 #[derive(Debug, Default)]
-pub struct RoundRobin;
+pub struct RoundRobin {
+    binding: Binding,
+}
 
 impl Policy for RoundRobin {
     fn name(&self) -> &str {
         "rr"
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        match event {
+            Event::Arrived { .. } => {}
+            Event::Finished { job } => {
+                self.binding.core_of.remove(job);
+            }
+            _ => return None,
+        }
+        let cores: Vec<u32> = ctx.topology.cpus().iter().collect();
+        let mut plan = Plan::space_sharing(
+            ctx.jobs
+                .iter()
+                .map(|job| Assignment {
+                    job: job.spec.id,
+                    cpus: CpuSet::from_iter([self.binding.core(job.spec.id, &cores)]),
+                })
+                .collect(),
+        );
+        plan.advice = ctx.jobs.iter().map(|job| (job.spec.id, 1)).collect();
+        Some(plan)
+    }
+}
+
+/// RR without affinity (Linux `SCHED_RR` balancing tasks over all cores): every task may run on every
+/// core and the OS time-slices them all, so every task shares every LLC with every other.
+#[derive(Debug, Default)]
+pub struct GlobalRoundRobin;
+
+impl Policy for GlobalRoundRobin {
+    fn name(&self) -> &str {
+        "rr-global"
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
@@ -260,11 +350,46 @@ pub(crate) mod tests {
             .map(|a| a.cpus.first().unwrap())
     }
 
+    /// Finishes `job` and returns the plan that follows.
+    fn finish(
+        policy: &mut dyn Policy,
+        topo: &Topology,
+        jobs: &mut Vec<ActiveJob>,
+        job: u32,
+    ) -> Plan {
+        jobs.retain(|j| j.spec.id != JobId(job));
+        let ctx = Context {
+            topology: topo,
+            now: 5.0,
+            jobs,
+        };
+        policy
+            .decide(&ctx, &Event::Finished { job: JobId(job) })
+            .unwrap()
+    }
+
     #[test]
-    fn fifo_starts_tasks_in_arrival_order_and_refills_freed_cores() {
+    fn fifo_queues_tasks_on_their_cores_in_turn_and_leaves_an_emptied_core_idle() {
+        let topo = synthetic::parse("package:2 core:2").unwrap();
+        let mut jobs: Vec<ActiveJob> = (0..6).map(|i| task(i, 10.0, 1.0)).collect();
+        let mut fifo = TaskBag::new(Fifo::default());
+        let plan = start_bag(&mut fifo, &topo, &jobs);
+        assert_eq!(
+            (0..6).map(|j| cpu_of(&plan, j)).collect::<Vec<_>>(),
+            vec![Some(0), Some(1), Some(2), Some(3), None, None]
+        );
+        // Core 2's queue is empty (tasks 4 and 5 are bound to cores 0 and 1): it idles.
+        let plan = finish(&mut fifo, &topo, &mut jobs, 2);
+        assert_eq!((cpu_of(&plan, 4), cpu_of(&plan, 5)), (None, None));
+        let plan = finish(&mut fifo, &topo, &mut jobs, 1);
+        assert_eq!((cpu_of(&plan, 4), cpu_of(&plan, 5)), (None, Some(1)));
+    }
+
+    #[test]
+    fn global_fifo_starts_tasks_in_arrival_order_and_refills_freed_cores() {
         let topo = synthetic::parse("package:2 core:2").unwrap();
         let mut jobs: Vec<ActiveJob> = (0..6).map(|i| task(i, 10.0 + i as f64, 1.0)).collect();
-        let mut fifo = TaskBag::new(Fifo);
+        let mut fifo = TaskBag::new(GlobalFifo);
         let plan = start_bag(&mut fifo, &topo, &jobs);
         assert_eq!(
             (0..6).map(|j| cpu_of(&plan, j)).collect::<Vec<_>>(),
@@ -295,7 +420,27 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn rr_shares_every_core_among_all_tasks() {
+    fn rr_time_shares_each_core_among_the_tasks_bound_to_it() {
+        let topo = synthetic::parse("package:2 core:2").unwrap();
+        let mut jobs: Vec<ActiveJob> = (0..6).map(|i| task(i, 10.0, 1.0)).collect();
+        let ctx = Context {
+            topology: &topo,
+            now: 0.0,
+            jobs: &jobs,
+        };
+        let mut rr = RoundRobin::default();
+        let plan = rr.decide(&ctx, &Event::Arrived { job: JobId(5) }).unwrap();
+        assert_eq!(
+            (0..6).map(|j| cpu_of(&plan, j)).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 0, 1].map(Some)
+        );
+        // Bindings hold when others leave: task 5 stays on core 1 though core 2 is free.
+        let plan = finish(&mut rr, &topo, &mut jobs, 2);
+        assert_eq!(cpu_of(&plan, 5), Some(1));
+    }
+
+    #[test]
+    fn global_rr_shares_every_core_among_all_tasks() {
         let topo = synthetic::parse("package:2 core:2").unwrap();
         let jobs: Vec<ActiveJob> = (0..6).map(|i| task(i, 10.0, 1.0)).collect();
         let ctx = Context {
@@ -303,7 +448,7 @@ pub(crate) mod tests {
             now: 0.0,
             jobs: &jobs,
         };
-        let plan = RoundRobin
+        let plan = GlobalRoundRobin
             .decide(&ctx, &Event::Arrived { job: JobId(5) })
             .unwrap();
         assert_eq!(plan.slots[0].assignments.len(), 6);

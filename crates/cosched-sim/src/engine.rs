@@ -7,6 +7,7 @@ use crate::sink::TraceSink;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy};
 use cosched_core::{RateSource, Sample, Topology};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +29,11 @@ pub struct SimOptions {
     pub workload: String,
     /// Seed the workload was generated with, if any.
     pub seed: Option<u64>,
+    /// A closed experiment (CaSAS §4.1, after Snavely & Tullsen's SMT job scheduling): every job is
+    /// started again as soon as it finishes, as a new job, until each has completed this many runs;
+    /// runs still going then are stopped (`failed`, with the reason), so that every counted run saw the
+    /// same mix. `None`: every job runs once.
+    pub min_runs: Option<std::num::NonZeroU32>,
 }
 
 impl SimOptions {
@@ -212,9 +218,33 @@ struct JobState {
     held_seconds: f64,
 }
 
+impl JobState {
+    fn new(work: f64) -> JobState {
+        JobState {
+            remaining: work,
+            arrived: false,
+            started: false,
+            finished: false,
+            threads: 0,
+            pending: None,
+            home: CpuSet::new(),
+            rate: 0.0,
+            cpu_share: 0.0,
+            held: 0.0,
+            llc_miss: 0.0,
+            stall_until: 0.0,
+            sample_t: 0.0,
+            sample_remaining: work,
+            cpu_seconds: 0.0,
+            held_seconds: 0.0,
+        }
+    }
+}
+
 struct Engine<'a> {
     topology: &'a Topology,
-    jobs: &'a [SimJob],
+    /// The workload's jobs, then (closed experiments) the later runs.
+    jobs: Cow<'a, [SimJob]>,
     policy: &'a mut dyn Policy,
     options: &'a SimOptions,
     sink: &'a mut dyn TraceSink,
@@ -223,6 +253,10 @@ struct Engine<'a> {
     index: HashMap<JobId, usize>,
     isolated_cache: HashMap<(usize, JobKind, u32, u32), f64>,
     states: Vec<JobState>,
+    /// Closed experiments: the workload job each run repeats, and the runs each has completed.
+    run_of: Vec<usize>,
+    completed_runs: Vec<u32>,
+    next_id: u32,
     /// Jobs in arrival order, for the policy.
     active: Vec<ActiveJob>,
     /// Started, unfinished jobs.
@@ -267,29 +301,12 @@ impl<'a> Engine<'a> {
         });
         let states = jobs
             .iter()
-            .map(|job| JobState {
-                remaining: job.profile.work,
-                arrived: false,
-                started: false,
-                finished: false,
-                threads: 0,
-                pending: None,
-                home: CpuSet::new(),
-                rate: 0.0,
-                cpu_share: 0.0,
-                held: 0.0,
-                llc_miss: 0.0,
-                stall_until: 0.0,
-                sample_t: 0.0,
-                sample_remaining: job.profile.work,
-                cpu_seconds: 0.0,
-                held_seconds: 0.0,
-            })
+            .map(|job| JobState::new(job.profile.work))
             .collect();
         let machine = MachineModel::new(topology, &options.params);
         let mut engine = Engine {
             topology,
-            jobs,
+            jobs: Cow::Borrowed(jobs),
             policy,
             options,
             sink,
@@ -298,6 +315,9 @@ impl<'a> Engine<'a> {
             index,
             isolated_cache: HashMap::new(),
             states,
+            run_of: (0..jobs.len()).collect(),
+            completed_runs: vec![0; jobs.len()],
+            next_id: jobs.iter().map(|j| j.spec.id.0 + 1).max().unwrap_or(0),
             active: Vec::new(),
             running: Vec::new(),
             arrivals,
@@ -418,7 +438,10 @@ impl<'a> Engine<'a> {
             })
             .collect();
         for i in finishing {
-            self.finish(i)?;
+            // A closed experiment may have stopped the other runs finishing now.
+            if !self.states[i].finished {
+                self.finish(i)?;
+            }
         }
         let due: Vec<(usize, u32)> = self
             .running
@@ -497,17 +520,19 @@ impl<'a> Engine<'a> {
                 t
             }
         };
+        let spec = job.spec.clone();
         self.states[i].arrived = true;
         self.active.push(ActiveJob {
-            spec: job.spec.clone(),
+            spec: spec.clone(),
             started: None,
             threads: 0,
         });
+        let id = spec.id;
         self.emit(Record::Arrival {
-            job: job.spec.clone(),
+            job: spec,
             isolated: Some(isolated),
         })?;
-        self.decide(Event::Arrived { job: job.spec.id })
+        self.decide(Event::Arrived { job: id })
     }
 
     fn finish(&mut self, i: usize) -> Result<(), SimError> {
@@ -525,7 +550,48 @@ impl<'a> Engine<'a> {
             exit_code: None,
             error: None,
         })?;
-        self.decide(Event::Finished { job: id })
+        self.decide(Event::Finished { job: id })?;
+        match self.options.min_runs {
+            Some(runs) => self.run_again_or_stop(i, runs.get()),
+            None => Ok(()),
+        }
+    }
+
+    /// Closed experiments: once every workload job has completed `runs` runs, stops the runs still
+    /// going; until then starts the finished job again, as a new job arriving now.
+    fn run_again_or_stop(&mut self, i: usize, runs: u32) -> Result<(), SimError> {
+        let origin = self.run_of[i];
+        self.completed_runs[origin] += 1;
+        if self.completed_runs.iter().all(|&done| done >= runs) {
+            let reason =
+                format!("stopped: every job has completed {runs} runs (closed experiment)");
+            for job in std::mem::take(&mut self.active) {
+                let j = self.index[&job.spec.id];
+                self.states[j].finished = true;
+                self.emit(Record::Finish {
+                    job: job.spec.id,
+                    status: ExitStatus::Failed,
+                    exit_code: None,
+                    error: Some(reason.clone()),
+                })?;
+            }
+            self.running.clear();
+            self.next_arrival = self.arrivals.len();
+            self.timer = None;
+            self.plan = Plan::default();
+            return Ok(());
+        }
+        let mut job = self.jobs[origin].clone();
+        job.spec.id = JobId(self.next_id);
+        job.spec.arrival = self.now;
+        job.spec.name = format!("{}#{}", job.spec.name, self.completed_runs[origin] + 1);
+        self.next_id += 1;
+        let j = self.jobs.len();
+        self.index.insert(job.spec.id, j);
+        self.states.push(JobState::new(job.profile.work));
+        self.run_of.push(origin);
+        self.jobs.to_mut().push(job);
+        self.arrive(j)
     }
 
     fn change_threads(&mut self, i: usize, threads: u32) -> Result<(), SimError> {

@@ -23,7 +23,8 @@
 //!   with errors naming file, line, job and the valid profiles; [`profile::parse`] reads one profile string.
 //! - [`isolated_time`] is the denominator of slowdown (also written into each `arrival` record).
 //! - [`generate`] makes Poisson workloads (TACO §4.1); [`scenario`] runs scenario files
-//!   (`scenarios/README.md`): policies × seeds, summarised with `cosched_core::metrics`.
+//!   (`scenarios/README.md`): policies × seeds (× workload sets), summarised with
+//!   `cosched_core::metrics`; [`sweep`] runs their parameter sweeps.
 //! - [`SimOptions`] holds the mode ([`Mode::Fluid`] or [`Mode::Exact`]), one switch per model effect
 //!   ([`Effects`]) and the model's constants ([`ModelParams`]).
 //!
@@ -36,6 +37,7 @@ pub mod model;
 pub mod profile;
 pub mod scenario;
 mod sink;
+pub mod sweep;
 
 pub use engine::{isolated_time, simulate, simulate_into, SimError, SimJob, SimOptions, SimStats};
 pub use model::{Effects, Mode, ModelParams, SpeedupModel};

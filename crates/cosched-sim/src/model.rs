@@ -344,9 +344,12 @@ fn serial_phase_rate(profile: &Profile, share: f64, serial_speed: f64) -> Option
 
 /// Progress lost to synchronisation when a job's threads are time-shared without coordination.
 ///
-/// Each synchronisation waits for the slowest thread. A spinning job whose threads share CPUs waits, on
-/// average, about one OS time slice per other thread on the CPU for its straggler to be scheduled again
-/// (TACO §4.3 on lu.A; seed 003 §3); a blocking job only pays the block/wake-up cost (seed 003 §2).
+/// Each synchronisation waits for the slowest thread, which under time sharing is usually descheduled:
+/// about one OS time slice per other thread on its CPU (TACO §4.3 on lu.A; seed 003 §3). What the job
+/// loses is the time its waiters hold their CPUs meanwhile. A spinning job spins through the whole wait;
+/// a blocking job only pays the block/wake-up cost (seed 003 §2), since the CPU time it leaves goes to
+/// the others and comes back to it by fair sharing; a spin-then-block job (seed 003 §3, 50 µs) spins up
+/// to its limit first, then blocks.
 fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     let oversubscription = r.threads as f64 / share.max(1e-12);
     if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 || rate <= 0.0 {
@@ -355,9 +358,10 @@ fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     // The profile's interval holds when every thread has its own CPU; at a lower rate it stretches.
     let dedicated = r.profile.speedup.traditional(r.threads as f64);
     let interval = r.profile.sync_interval * dedicated / rate;
+    let straggler_wait = (oversubscription - 1.0) * params.os_quantum;
     let penalty = match r.profile.sync {
-        SyncKind::Spin => (oversubscription - 1.0) * params.os_quantum,
-        SyncKind::Block => BLOCK_COST,
+        SyncKind::Spin => straggler_wait,
+        SyncKind::Block => r.profile.spin_limit.min(straggler_wait) + BLOCK_COST,
         SyncKind::None => 0.0,
     };
     interval / (interval + penalty)

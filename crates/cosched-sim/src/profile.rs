@@ -15,8 +15,11 @@ const NAS_CSV: &str = include_str!("../../../data/nas_profiles.csv");
 const NAS_SYNC_CSV: &str = include_str!("../../../data/nas_sync.csv");
 const POLYBENCH_CSV: &str = include_str!("../../../data/polybench_tasks.csv");
 
-/// Size of one PolyBench data element (double precision), bytes; converts Scalpel's footprints to MB.
-const POLYBENCH_ELEMENT_BYTES: f64 = 8.0;
+/// Bytes per element of Scalpel's footprints (Table II), to convert them to MB. Eq. 3 sets the window to
+/// l = LLC / (element size × C) accesses, and a window of l accesses touches at most l elements; Table II
+/// reaches 530,390 elements, above l = 393,216 for 8-byte elements but within l = 786,432 for 4-byte
+/// ones, so the table counts 4-byte elements.
+const POLYBENCH_ELEMENT_BYTES: f64 = 4.0;
 /// Cost of one blocking synchronisation (block + wake-up) on Linux, seconds (seed 003, §2: 7.4 µs).
 pub const BLOCK_COST: f64 = 7.4e-6;
 
@@ -45,6 +48,9 @@ pub struct Profile {
     pub sync: SyncKind,
     /// Seconds between two synchronisations while each of its threads has a CPU of its own.
     pub sync_interval: f64,
+    /// `sync = block` only: seconds a waiting thread spins before it blocks (a spin-then-block barrier,
+    /// seed 003 §3 [Kontothanassis et al.]); 0 blocks at once (passive waiting).
+    pub spin_limit: f64,
     /// Seconds from a new thread-count advice until a malleable job uses it (TACO Table 2).
     pub reconfig_delay: f64,
     /// Average LLC footprint, MB (Scalpel eq. 2–4); 0 when unknown.
@@ -213,6 +219,7 @@ fn parametric(speedup: Speedup, params: &mut Params) -> Result<Profile, String> 
         speedup,
         sync: SyncKind::None,
         sync_interval: f64::INFINITY,
+        spin_limit: 0.0,
         reconfig_delay: 0.0,
         footprint_mb: 0.0,
         bandwidth_gbs: 0.0,
@@ -256,6 +263,9 @@ impl Params {
             }
             profile.sync_interval = v;
         }
+        if let Some(v) = self.number("spin")? {
+            profile.spin_limit = v;
+        }
         if let Some(v) = self.number("reconfig_delay")? {
             profile.reconfig_delay = v;
         }
@@ -277,9 +287,15 @@ impl Params {
         if profile.sync != SyncKind::None && !profile.sync_interval.is_finite() {
             return Err("sync=spin|block needs sync_interval=SECONDS".into());
         }
+        if profile.spin_limit > 0.0 && profile.sync != SyncKind::Block {
+            return Err(
+                "spin=SECONDS is how long a blocking waiter spins first: it needs sync=block (sync=spin spins without limit)"
+                    .into(),
+            );
+        }
         if let Some((key, _)) = self.items.iter().find(|(k, _)| !self.used.contains(k)) {
             return Err(format!(
-                "unknown parameter {key:?}; parameters: serial, A, sigma, runtime, sync, sync_interval, reconfig_delay, footprint, bandwidth"
+                "unknown parameter {key:?}; parameters: serial, A, sigma, runtime, sync, sync_interval, spin, reconfig_delay, footprint, bandwidth"
             ));
         }
         Ok(())
@@ -353,6 +369,7 @@ fn nas(bench: &str) -> Option<Profile> {
             SyncKind::Block
         },
         sync_interval: best / syncs,
+        spin_limit: 0.0,
         reconfig_delay: number(14) / 1000.0,
         footprint_mb: 0.0,
         bandwidth_gbs: 0.0,
@@ -383,6 +400,7 @@ fn polybench(kernel: &str) -> Option<Profile> {
         },
         sync: SyncKind::None,
         sync_interval: f64::INFINITY,
+        spin_limit: 0.0,
         reconfig_delay: 0.0,
         footprint_mb: number(2) * POLYBENCH_ELEMENT_BYTES / (1024.0 * 1024.0),
         bandwidth_gbs: 0.0,
@@ -430,12 +448,24 @@ mod tests {
         assert!(e.reason.contains("nas/lu.A"), "{e}");
         let e = parse("amdahl(serial=0.1, runtime=5, sync=spin)").unwrap_err();
         assert!(e.reason.contains("sync_interval"), "{e}");
+        let p = parse("amdahl(serial=0, runtime=5, sync=block, sync_interval=1e-6, spin=5e-5)")
+            .unwrap();
+        assert_eq!((p.sync_interval, p.spin_limit), (1e-6, 5e-5));
+        let e = parse("amdahl(serial=0, runtime=5, sync=spin, sync_interval=1e-6, spin=5e-5)")
+            .unwrap_err();
+        assert!(e.reason.contains("sync=block"), "{e}");
     }
 
     #[test]
     fn polybench_tasks_are_sequential_with_footprints() {
         let adi = parse("polybench/adi").unwrap();
         assert_eq!(adi.speedup.traditional(8.0), 1.0);
-        assert!(adi.footprint_mb > 3.0 && adi.footprint_mb < 3.5);
+        // 423,390 four-byte elements.
+        assert!((adi.footprint_mb - 1.615).abs() < 1e-3);
+        // Eq. 3: no footprint exceeds the per-core share of the 12 MB L3 it was measured against.
+        for row in polybench_rows() {
+            let task = parse(&format!("polybench/{}", row[0])).unwrap();
+            assert!(task.footprint_mb <= 12.0 / 4.0, "{}", row[0]);
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! Scenario files (`scenarios/README.md`) and the runner behind `cosched sim`: every policy × every
-//! seed on identical workloads, each run summarised by `cosched_core::metrics`.
+//! seed on identical workloads, each run summarised by `cosched_core::metrics`. A scenario gives its
+//! jobs as a workload file, a `[generator]`, several `[[set]]`s of generated workloads (one table each),
+//! or a `[sweep]` (`crate::sweep`).
 
 use crate::engine::{simulate_into, SimError, SimJob, SimOptions, SimStats};
 use crate::generate::{GenerateError, Poisson};
 use crate::jobs::{self, JobsError};
 use crate::model::{Effects, Mode, ModelParams};
 use crate::sink::{JsonLinesSink, TraceSink};
+use crate::sweep::Sweep;
 use cosched_core::metrics::{summarize, RunSummary};
 use cosched_core::topology::presets;
 use cosched_core::Topology;
@@ -23,8 +26,25 @@ pub struct ScenarioFile {
     /// Jobs drawn by the Poisson generator, one workload per seed.
     #[serde(default)]
     pub generator: Option<Poisson>,
+    /// Several generated workload sets, each its own table (TACO Table 3's sets A–D).
+    #[serde(default, rename = "set")]
+    pub sets: Vec<WorkloadSet>,
+    #[serde(default)]
+    pub sweep: Option<Sweep>,
     #[serde(default)]
     pub model: ModelConfig,
+    #[serde(default)]
+    pub paper: Option<PaperFigures>,
+}
+
+/// `[[set]]`: one set of generated workloads and the paper's figures for it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSet {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub generator: Poisson,
     #[serde(default)]
     pub paper: Option<PaperFigures>,
 }
@@ -57,6 +77,9 @@ pub struct ModelConfig {
     pub mode: Mode,
     pub effects: Effects,
     pub params: ModelParams,
+    /// A closed experiment: jobs run again until each has completed this many runs (`SimOptions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_runs: Option<std::num::NonZeroU32>,
 }
 
 /// `[paper]`: published figures to print next to the simulated ones, per policy name.
@@ -65,6 +88,8 @@ pub struct ModelConfig {
 pub struct PaperFigures {
     /// Where the figures come from (seed file, table).
     pub source: String,
+    /// What the paper reports in words, where its figures are plots without numbers.
+    pub finding: String,
     pub makespan_vs_bp: BTreeMap<String, f64>,
     pub mean_slowdown: BTreeMap<String, f64>,
     pub antt: BTreeMap<String, f64>,
@@ -119,18 +144,20 @@ impl ScenarioFile {
                 None => e.message().trim().to_string(),
             })
         })?;
-        match (&file.scenario.workload, &file.generator) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    "give either `workload = FILE` in [scenario] or a [generator] table, not both".into(),
-                ))
-            }
-            (None, None) => {
-                return Err(invalid(
-                    "no jobs: add `workload = FILE` to [scenario] or a [generator] table (jobs, rate_per_min, mix, seed)".into(),
-                ))
-            }
-            _ => {}
+        let sources = [
+            file.scenario.workload.is_some(),
+            file.generator.is_some(),
+            !file.sets.is_empty(),
+            file.sweep.is_some(),
+        ];
+        match sources.iter().filter(|given| **given).count() {
+            1 => {}
+            0 => return Err(invalid(
+                "no jobs: add `workload = FILE` to [scenario], a [generator] table (jobs, rate_per_min, mix, seed), [[set]] tables or a [sweep] table".into(),
+            )),
+            _ => return Err(invalid(
+                "give only one of `workload = FILE` in [scenario], [generator], [[set]] and [sweep]".into(),
+            )),
         }
         if let Some(workload) = &mut file.scenario.workload {
             if workload.is_relative() {
@@ -139,6 +166,15 @@ impl ScenarioFile {
         }
         for policy in &file.scenario.policies {
             cosched_policies::create(policy).map_err(|e| invalid(format!("policies: {e}")))?;
+        }
+        if let Some(sweep) = &file.sweep {
+            let cpus = file
+                .topology()
+                .map_err(|e| invalid(format!("machine: {e}")))?
+                .num_cpus();
+            sweep
+                .validate(&file.scenario.policies, cpus)
+                .map_err(invalid)?;
         }
         Ok(file)
     }
@@ -206,47 +242,105 @@ pub fn run_all(
     let total = all.len() * instances.len();
     let mut results = Vec::with_capacity(total);
     for instance in instances {
-        for policy_name in &all {
-            let mut policy =
-                cosched_policies::create(policy_name).map_err(|e| ScenarioError::Invalid {
-                    path: "--policy".into(),
-                    message: e.to_string(),
-                })?;
-            let options = SimOptions {
-                mode: model.mode,
-                effects: model.effects,
-                params: model.params.clone(),
-                workload: instance.name.clone(),
-                seed: instance.seed,
-            };
-            let sim_error = |source| ScenarioError::Sim {
-                policy: policy_name.clone(),
-                workload: instance.name.clone(),
-                source: Box::new(source),
-            };
-            let mut trace = Vec::new();
-            let stats = simulate_into(
-                topology,
-                &instance.jobs,
-                policy.as_mut(),
-                &options,
-                &mut trace,
-            )
-            .map_err(sim_error)?;
-            if let Some(dir) = trace_dir {
-                write_trace(dir, &instance.name, policy_name, &trace)?;
-            }
-            results.push(RunResult {
-                policy: policy_name.clone(),
-                workload: instance.name.clone(),
-                seed: instance.seed,
-                summary: summarize(&trace),
-                stats,
-            });
+        for policy in &all {
+            results.push(run_one(topology, instance, policy, model, trace_dir)?);
             progress(results.len(), total);
         }
     }
     Ok(results)
+}
+
+/// One policy on one instance, its trace kept in `trace_dir` when given.
+pub fn run_one(
+    topology: &Topology,
+    instance: &Instance,
+    policy_name: &str,
+    model: &ModelConfig,
+    trace_dir: Option<&Path>,
+) -> Result<RunResult, ScenarioError> {
+    let mut policy = cosched_policies::create(policy_name).map_err(|e| ScenarioError::Invalid {
+        path: "--policy".into(),
+        message: e.to_string(),
+    })?;
+    let options = SimOptions {
+        mode: model.mode,
+        effects: model.effects,
+        params: model.params.clone(),
+        workload: instance.name.clone(),
+        seed: instance.seed,
+        min_runs: model.min_runs,
+    };
+    let mut trace = Vec::new();
+    let stats = simulate_into(
+        topology,
+        &instance.jobs,
+        policy.as_mut(),
+        &options,
+        &mut trace,
+    )
+    .map_err(|source| ScenarioError::Sim {
+        policy: policy_name.to_string(),
+        workload: instance.name.clone(),
+        source: Box::new(source),
+    })?;
+    if let Some(dir) = trace_dir {
+        write_trace(dir, &instance.name, policy_name, &trace)?;
+    }
+    Ok(RunResult {
+        policy: policy_name.to_string(),
+        workload: instance.name.clone(),
+        seed: instance.seed,
+        summary: summarize(&trace),
+        stats,
+    })
+}
+
+/// One `[[set]]`'s table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SetResult {
+    pub set: String,
+    pub description: String,
+    pub workloads: Vec<String>,
+    pub rows: Vec<PolicyRow>,
+}
+
+/// Runs every set as [`run_all`] does (`seeds` workloads each) and makes one table per set. Workload
+/// names start with the set's name, so traces of different sets do not collide.
+pub fn run_sets(
+    topology: &Topology,
+    sets: &[WorkloadSet],
+    seeds: u64,
+    policies: &[String],
+    model: &ModelConfig,
+    trace_dir: Option<&Path>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<SetResult>, ScenarioError> {
+    let per_set = policies.len() + usize::from(!policies.iter().any(|p| p == REFERENCE_POLICY));
+    let total = sets.len() * seeds.max(1) as usize * per_set;
+    let mut done_before = 0;
+    sets.iter()
+        .map(|set| {
+            let mut instances = generated_instances(&set.generator, seeds, topology.num_cpus())?;
+            for instance in &mut instances {
+                instance.name = format!("{}-{}", set.name, instance.name);
+            }
+            let results = run_all(
+                topology,
+                &instances,
+                policies,
+                model,
+                trace_dir,
+                &mut |done, _| progress(done_before + done, total),
+            )?;
+            done_before += results.len();
+            Ok(SetResult {
+                set: set.name.clone(),
+                description: set.description.clone(),
+                workloads: instances.into_iter().map(|i| i.name).collect(),
+                rows: rows(&results, policies),
+            })
+        })
+        .collect()
 }
 
 fn write_trace(
@@ -323,11 +417,17 @@ mod tests {
     #[test]
     fn repository_scenarios_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        for name in ["taco-set-b.toml", "taco-set-c.toml"] {
-            let file = ScenarioFile::load(&dir.join(name)).unwrap();
-            assert!(file.generator.is_some() && file.paper.is_some(), "{name}");
-            assert_eq!(file.topology().unwrap().num_cpus(), 24);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                ScenarioFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            }
         }
+        let table4 = ScenarioFile::load(&dir.join("taco-table4.toml")).unwrap();
+        let names: Vec<&str> = table4.sets.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["A", "B", "C", "D"]);
+        assert!(table4.sets.iter().all(|s| s.paper.is_some()));
+        assert_eq!(table4.topology().unwrap().num_cpus(), 24);
     }
 
     fn load_text(text: &str) -> String {
@@ -344,7 +444,10 @@ mod tests {
         let err = load_text(&format!("{head}seeds = \"many\"\n[generator]\njobs = 1\n"));
         assert!(err.contains("line 5"), "{err}");
         let err = load_text(head);
-        assert!(err.contains("[generator]"), "{err}");
+        assert!(
+            err.contains("[generator]") && err.contains("[sweep]"),
+            "{err}"
+        );
         let generator = "[generator]\njobs = 4\nrate_per_min = 2.0\nmix = [\"nas\"]\n";
         let err = load_text(&format!(
             "{}{generator}",

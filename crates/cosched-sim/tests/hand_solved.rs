@@ -326,3 +326,47 @@ fn a_policy_looping_on_timers_is_reported() {
     let err = simulate(&topo, &jobs, &mut Impatient, &SimOptions::default()).unwrap_err();
     assert!(matches!(err, SimError::NoProgress { .. }), "{err}");
 }
+
+#[test]
+fn a_closed_experiment_restarts_jobs_until_each_has_its_runs_and_stops_the_rest() {
+    // One core each: a 10 s and a 24 s job, each restarted at once, until both have 2 runs.
+    let jobs = [
+        job(0, 0.0, JobKind::Rigid, 1, "amdahl(serial=0, runtime=10)"),
+        job(1, 0.0, JobKind::Rigid, 1, "amdahl(serial=0, runtime=24)"),
+    ];
+    let topo = synthetic::parse("core:2").unwrap();
+    let mut policy = cosched_policies::create("eq").unwrap();
+    let options = SimOptions {
+        min_runs: std::num::NonZeroU32::new(2),
+        ..SimOptions::default()
+    };
+    let trace = simulate(&topo, &jobs, policy.as_mut(), &options).unwrap();
+    let summary = summarize(&trace);
+    let done: Vec<(&str, f64)> = summary
+        .jobs
+        .iter()
+        .filter(|j| !j.failed)
+        .map(|j| (j.name.as_str(), j.finish.unwrap()))
+        .collect();
+    assert_eq!(
+        done,
+        [
+            ("j0", 10.0),
+            ("j1", 24.0),
+            ("j0#2", 20.0),
+            ("j0#3", 30.0),
+            ("j1#2", 48.0),
+            ("j0#4", 40.0)
+        ]
+    );
+    // At 48 s the fifth run of j0, started at 40 s, is stopped and not counted.
+    let stopped: Vec<&str> = summary
+        .jobs
+        .iter()
+        .filter(|j| j.failed)
+        .map(|j| j.name.as_str())
+        .collect();
+    assert_eq!(stopped, ["j0#5"]);
+    assert_eq!(summary.makespan, Some(48.0));
+    assert_eq!(summary.antt, Some(1.0));
+}

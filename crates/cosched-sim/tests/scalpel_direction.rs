@@ -1,13 +1,48 @@
-//! Scalpel §VI-C brute-force check: 8 tasks on the paper's 2 × 4-core node, every distinct 4 + 4 split
-//! of the tasks over the two L3s (35), each simulated with the tasks pinned one per core; where does
-//! Scalpel's Algorithm 1 grouping rank? (The paper: 10th of its 70 ordered combinations, 1.8% behind
-//! the best.) Run with `--nocapture` to see the ranking.
+//! Scalpel's direction (seed 004, §VI-B) on the scenarios' task sets, and the §VI-C brute-force check:
+//! 8 tasks on the paper's 2 × 4-core node, every distinct 4 + 4 split of the tasks over the two L3s (35),
+//! each simulated with the tasks pinned one per core; where does Scalpel's Algorithm 1 grouping rank?
+//! (The paper: 10th of its 70 ordered combinations, 1.8% behind the best.) Run with `--nocapture` to see
+//! the figures. What does not reproduce (LLC miss rates) is explained in docs/policies.md.
 
+use cosched_core::metrics::summarize;
 use cosched_core::topology::presets;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
 use cosched_policies::scalpel::grouping::group;
-use cosched_sim::{jobs, simulate_into, OutcomeSink, SimOptions};
+use cosched_sim::{jobs, simulate, simulate_into, OutcomeSink, SimOptions};
 use std::path::Path;
+
+fn task_set(tasks: usize) -> Vec<cosched_sim::SimJob> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../../scenarios/workloads/scalpel-tasks-{tasks}.toml"
+    ));
+    let (_, jobs) = jobs::load(&path, 8).unwrap();
+    assert_eq!(jobs.len(), tasks);
+    jobs
+}
+
+/// Fig. 4 and Table III: with more tasks than cores, Scalpel finishes the set before Linux FIFO and RR
+/// as the paper ran them (tasks bound to cores in turn, §VI-A).
+#[test]
+fn scalpel_finishes_before_fifo_and_rr_when_tasks_outnumber_cores() {
+    let machine = presets::preset("scalpel-xeon-e5620").unwrap();
+    for tasks in [11, 15, 16, 23] {
+        let jobs = task_set(tasks);
+        let makespan = |policy: &str| {
+            let mut policy = cosched_policies::create(policy).unwrap();
+            let trace = simulate(&machine, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
+            summarize(&trace).makespan.unwrap()
+        };
+        let scalpel = makespan("scalpel");
+        for baseline in ["fifo", "rr"] {
+            let other = makespan(baseline);
+            eprintln!("{tasks} tasks: scalpel {scalpel:.1} s, {baseline} {other:.1} s");
+            assert!(
+                scalpel < other,
+                "{tasks} tasks: scalpel {scalpel:.1} s vs {baseline} {other:.1} s"
+            );
+        }
+    }
+}
 
 /// Pins the tasks of `first` to the first L3 domain's cores and the others to the second's.
 struct FixedSplit {
@@ -43,9 +78,7 @@ impl Policy for FixedSplit {
 #[test]
 fn scalpel_grouping_against_all_35_splits_of_8_tasks() {
     let machine = presets::preset("scalpel-xeon-e5620").unwrap();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/scalpel-tasks-8.toml");
-    let (_, tasks) = jobs::load(&path, machine.num_cpus()).unwrap();
-    assert_eq!(tasks.len(), 8);
+    let tasks = task_set(8);
     let domains: Vec<Vec<u32>> = machine
         .llc_domains()
         .iter()
@@ -117,20 +150,7 @@ fn scalpel_grouping_against_all_35_splits_of_8_tasks() {
         100.0 * (scalpel / best - 1.0)
     );
 
-    // The contention model must make the split matter: putting the four largest footprints on one L3
-    // misses more than Scalpel's balanced grouping.
-    let mut by_footprint = footprints.clone();
-    by_footprint.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut largest: Vec<usize> = by_footprint[..4].iter().map(|f| f.0).collect();
-    if !largest.contains(&0) {
-        largest = (0..8).filter(|i| !largest.contains(i)).collect();
-    }
-    largest.sort_unstable();
-    let clustered = splits.iter().find(|s| s.2 == largest).unwrap();
-    assert!(
-        clustered.1 > splits[rank].1,
-        "largest footprints together miss {:.4}, Scalpel's grouping {:.4}",
-        clustered.1,
-        splits[rank].1
-    );
+    // Table II's footprints, read consistently with eq. 3, never fill an L3 four at a time, so no split
+    // misses and every one ends with the longest task: Scalpel's grouping ties for the best.
+    assert_eq!(faster, 0, "{faster} splits beat Scalpel's grouping");
 }

@@ -76,3 +76,59 @@ fn bad_profile_is_a_one_line_error_naming_file_line_and_field() {
         "{stderr}"
     );
 }
+
+fn scenario(name: &str) -> String {
+    format!("{}/../../scenarios/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn workload_sets_print_one_block_per_set_with_the_papers_figures() {
+    let out = cosched(&["sim", &scenario("taco-table4.toml"), "--seeds", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("makespan (BP = 100%)") && text.contains("paper reconfigs"),
+        "{text}"
+    );
+    for set in ["A", "B", "C", "D"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{set}    ue "))),
+            "set {set}:\n{text}"
+        );
+    }
+    // Set C's published UE row sits next to the simulated one.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("C ") && l.contains("198%")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_sweep_prints_each_policys_figure_and_the_ratio_to_its_baseline() {
+    let out = cosched(&["sim", &scenario("gang-granularity.toml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("interval") && text.contains("ue / gang"),
+        "{text}"
+    );
+    assert!(text.contains("paper finding:"), "{text}");
+    let out = cosched(&[
+        "sim",
+        &scenario("gang-granularity.toml"),
+        "--policy",
+        "ue,eq",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("baseline"), "{err}");
+}

@@ -49,7 +49,7 @@ impl Topology {
             .collect();
         let k = child_sizes.len();
         if child_sizes.iter().all(|s| *s == child_sizes[0]) {
-            for group in (1..k).filter(|g| k % g == 0) {
+            for group in (1..k).filter(|g| k.is_multiple_of(*g)) {
                 sizes.insert(group * child_sizes[0]);
             }
         }
@@ -82,7 +82,7 @@ impl Topology {
             .all(|&c| self.node(c).cpus.len() == child_size);
         if homogeneous && size > child_size {
             let group = size / child_size;
-            if size % child_size == 0 && node.children.len() % group == 0 {
+            if size.is_multiple_of(child_size) && node.children.len().is_multiple_of(group) {
                 for chunk in node.children.chunks(group) {
                     out.push(
                         chunk

@@ -9,4 +9,5 @@ pub mod machine;
 pub mod report;
 pub mod run;
 pub mod sim;
+mod sim_tables;
 pub mod topo;

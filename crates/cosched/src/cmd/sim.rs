@@ -1,9 +1,10 @@
 //! `cosched sim`: simulate policies on a workload or a scenario and compare them in one table.
 
+use super::sim_tables;
 use anyhow::{bail, Context as _};
 use cosched_core::topology::presets;
-use cosched_sim::scenario::{self, Instance, ModelConfig, PaperFigures, PolicyRow, ScenarioFile};
-use cosched_sim::{jobs, Mode};
+use cosched_sim::scenario::{self, Instance, ModelConfig, PaperFigures, ScenarioFile};
+use cosched_sim::{jobs, sweep, Mode};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -14,10 +15,12 @@ use std::time::{Duration, Instant};
     after_help = "INPUT is a workload (TOML with [[job]] tables, each with a `profile`; see \
 docs/workload-format.md) or a scenario (a [scenario] table; see scenarios/README.md).\n\nPrints one row \
 per policy: makespan (mean over seeds), makespan relative to BP on the same workload, mean slowdown, \
-ANTT and reconfigurations.\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
+ANTT and reconfigurations; with [[set]]s, those rows per set (TACO Table 4's shape); with a [sweep], \
+the measured jobs' completion time per point and policy, and its ratio to the sweep's baseline.\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
 cosched sim w.toml --machine taco-opteron8435 --policy ue,bp,eq\n  \
 cosched sim w.toml --machine 'package:16 l3:1(size=32MB) core:64' --policy eq --json\n  \
-cosched sim scenarios/taco-set-b.toml --seeds 8 --trace-dir traces/\n  \
+cosched sim scenarios/taco-table4.toml --seeds 8 --trace-dir traces/\n  \
+cosched sim scenarios/gang-granularity.toml\n  \
 cosched report traces/*.jsonl"
 )]
 pub struct Args {
@@ -31,7 +34,7 @@ pub struct Args {
     /// Policies to compare, comma-separated [default: the scenario's, else every policy]
     #[arg(long, value_name = "P[,P...]", value_delimiter = ',')]
     policy: Vec<String>,
-    /// Number of generated workloads (consecutive seeds); scenarios with a [generator] only
+    /// Number of generated workloads (consecutive seeds); scenarios with a [generator] or [[set]]s only
     #[arg(long, value_name = "N")]
     seeds: Option<u64>,
     /// Integrate plans slot by slot instead of as a fluid average (slower; for validation)
@@ -67,18 +70,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let topology = presets::machine(&machine_spec)?;
     let cpus = topology.num_cpus();
-    let instances = match &scenario {
-        Some(file) => match (&file.generator, &file.scenario.workload) {
-            (Some(generator), _) => scenario::generated_instances(
-                generator,
-                args.seeds.unwrap_or(file.scenario.seeds),
-                cpus,
-            )?,
-            (None, Some(path)) => vec![workload_instance(path, cpus, args.seeds)?],
-            (None, None) => unreachable!("ScenarioFile::load checks that jobs are given"),
-        },
-        None => vec![workload_instance(&args.input, cpus, args.seeds)?],
-    };
     let policies: Vec<String> = if !args.policy.is_empty() {
         args.policy.clone()
     } else if let Some(file) = &scenario {
@@ -99,34 +90,92 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.exact {
         model.mode = Mode::Exact;
     }
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, ETA {eta}")
-            .expect("valid template"),
-    );
-    let started = Instant::now();
+    let mut progress = Progress::new();
+    let paper = scenario.as_ref().and_then(|f| f.paper.as_ref());
+    if let Some(file) = scenario.as_ref().filter(|f| !f.sets.is_empty()) {
+        let results = scenario::run_sets(
+            &topology,
+            &file.sets,
+            args.seeds.unwrap_or(file.scenario.seeds),
+            &policies,
+            &model,
+            args.trace_dir.as_deref(),
+            &mut |done, total| progress.update(done, total),
+        )?;
+        progress.finish();
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&results)?);
+            return Ok(());
+        }
+        let seeds = results.first().map_or(0, |r| r.workloads.len());
+        println!(
+            "machine {} ({cpus} CPUs), {} sets × {seeds} workload(s)",
+            topology.name,
+            results.len()
+        );
+        for set in &file.sets {
+            println!("set {}: {}", set.name, set.description);
+        }
+        let papers: Vec<_> = file.sets.iter().map(|s| s.paper.as_ref()).collect();
+        print!("{}", sim_tables::sets_table(&results, &papers));
+        print_closing(paper, args.trace_dir.as_deref());
+        return Ok(());
+    }
+    if let Some(sweep) = scenario.as_ref().and_then(|f| f.sweep.as_ref()) {
+        if args.seeds.is_some() {
+            bail!("--seeds applies to generated workloads; a [sweep] scenario has one workload per point");
+        }
+        sweep
+            .validate(&policies, cpus)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))?;
+        let points = sweep::run_sweep(
+            &topology,
+            sweep,
+            &policies,
+            &model,
+            args.trace_dir.as_deref(),
+            &mut |done, total| progress.update(done, total),
+        )?;
+        progress.finish();
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&points)?);
+            return Ok(());
+        }
+        println!(
+            "machine {} ({cpus} CPUs), {} points",
+            topology.name,
+            points.len()
+        );
+        print!("{}", sim_tables::sweep_tables(sweep, &points, &policies));
+        print_closing(paper, args.trace_dir.as_deref());
+        return Ok(());
+    }
+    let instances = match &scenario {
+        Some(file) => match (&file.generator, &file.scenario.workload) {
+            (Some(generator), _) => scenario::generated_instances(
+                generator,
+                args.seeds.unwrap_or(file.scenario.seeds),
+                cpus,
+            )?,
+            (None, Some(path)) => vec![workload_instance(path, cpus, args.seeds)?],
+            (None, None) => unreachable!("ScenarioFile::load checks that jobs are given"),
+        },
+        None => vec![workload_instance(&args.input, cpus, args.seeds)?],
+    };
     let results = scenario::run_all(
         &topology,
         &instances,
         &policies,
         &model,
         args.trace_dir.as_deref(),
-        &mut |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-            // Only sweeps that take a while earn a progress bar.
-            if started.elapsed() > Duration::from_secs(1) && bar.is_hidden() {
-                bar.set_draw_target(ProgressDrawTarget::stderr());
-            }
-        },
+        &mut |done, total| progress.update(done, total),
     )?;
-    bar.finish_and_clear();
+    progress.finish();
     let rows = scenario::rows(&results, &policies);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    let paper = scenario.as_ref().and_then(|f| f.paper.as_ref());
     println!(
         "machine {} ({cpus} CPUs), {} workload(s): {}",
         topology.name,
@@ -137,14 +186,54 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    print!("{}", table(&rows, paper));
+    print!("{}", sim_tables::policy_table(&rows, paper));
+    print_closing(paper, args.trace_dir.as_deref());
+    Ok(())
+}
+
+/// The paper's source and findings, and where the traces went.
+fn print_closing(paper: Option<&PaperFigures>, trace_dir: Option<&std::path::Path>) {
     if let Some(paper) = paper {
         println!("paper: {}", paper.source);
+        if !paper.finding.is_empty() {
+            println!("paper finding: {}", paper.finding);
+        }
     }
-    if let Some(dir) = &args.trace_dir {
+    if let Some(dir) = trace_dir {
         println!("traces: {}", dir.display());
     }
-    Ok(())
+}
+
+/// A progress bar that appears only once a run has taken more than a second.
+struct Progress {
+    bar: ProgressBar,
+    started: Instant,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, ETA {eta}")
+                .expect("valid template"),
+        );
+        Progress {
+            bar,
+            started: Instant::now(),
+        }
+    }
+
+    fn update(&mut self, done: usize, total: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(done as u64);
+        if self.started.elapsed() > Duration::from_secs(1) && self.bar.is_hidden() {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 fn workload_instance(
@@ -164,69 +253,4 @@ with a [generator] table, or `cosched gen --seed N` for each seed"
         seed: None,
         jobs,
     })
-}
-
-fn table(rows: &[PolicyRow], paper: Option<&PaperFigures>) -> String {
-    let number =
-        |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
-    let percent = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.0}%", v * 100.0));
-    let mut header = vec![
-        "policy",
-        "runs",
-        "makespan s",
-        "vs BP",
-        "mean slowdown",
-        "ANTT",
-        "reconfigs",
-    ];
-    if paper.is_some() {
-        header.extend(["paper vs BP", "paper slowdown"]);
-    }
-    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
-    for row in rows {
-        let mut line = vec![
-            row.policy.clone(),
-            row.runs.to_string(),
-            number(row.makespan, 1),
-            percent(row.makespan_vs_bp),
-            number(row.mean_slowdown, 2),
-            number(row.antt, 2),
-            format!("{:.0}", row.reconfigurations),
-        ];
-        if let Some(paper) = paper {
-            line.push(percent(paper.makespan_vs_bp.get(&row.policy).copied()));
-            line.push(number(paper.mean_slowdown.get(&row.policy).copied(), 1));
-        }
-        if row.unfinished > 0 {
-            line[0] = format!("{} ({} unfinished)", row.policy, row.unfinished);
-        }
-        lines.push(line);
-    }
-    let widths: Vec<usize> = (0..lines[0].len())
-        .map(|c| {
-            lines
-                .iter()
-                .map(|l| l[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for line in lines {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (cell, w))| {
-                if c == 0 {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
 }
