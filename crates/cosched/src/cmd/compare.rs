@@ -12,7 +12,7 @@ use cosched_sim::{simulate_into, JsonLinesSink, SimJob, SimOptions};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The policies compared when none are named, in this order, as far as they exist.
 const DEFAULT_POLICIES: &[&str] = &["ue", "bp", "eq", "ta", "taco", "gang"];
@@ -116,6 +116,7 @@ fn compare_real(
     out: &Path,
 ) -> anyhow::Result<Vec<Run>> {
     let topology = sysfs::discover()?;
+    warn_if_busy();
     let isolated = isolated_times(workload_path, workload, &topology, mechanism, out)?;
     eprintln!(
         "comparing {} ({} jobs) on {} ({} CPUs), real runs: {}",
@@ -280,7 +281,39 @@ fn chosen_policies(named: &[String]) -> anyhow::Result<Vec<String>> {
 }
 
 fn default_workload() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/default.toml")
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/default.toml");
+    path.canonicalize().unwrap_or(path)
+}
+
+/// Warns when other work is running: it competes with the jobs and makes every figure noisy.
+fn warn_if_busy() {
+    let Some(busy) = busy_fraction(Duration::from_millis(500)) else {
+        return;
+    };
+    if busy > 0.1 {
+        eprintln!(
+            "warning: other work keeps {:.0}% of this machine's CPU time busy; it competes with the \
+jobs, so the figures will be noisy",
+            busy * 100.0
+        );
+    }
+}
+
+/// The fraction of all CPUs' time spent not idle during `window`, from /proc/stat.
+fn busy_fraction(window: Duration) -> Option<f64> {
+    let totals = || -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let fields: Vec<u64> = (stat.lines().next()?.split_whitespace().skip(1))
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let idle = fields.get(3)? + fields.get(4).unwrap_or(&0);
+        Some((fields.iter().sum(), idle))
+    };
+    let (total_before, idle_before) = totals()?;
+    std::thread::sleep(window);
+    let (total_after, idle_after) = totals()?;
+    let total = total_after.checked_sub(total_before)?;
+    (total > 0).then(|| 1.0 - (idle_after - idle_before) as f64 / total as f64)
 }
 
 fn default_out_dir(workload: &str) -> PathBuf {
