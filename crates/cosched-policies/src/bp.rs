@@ -38,25 +38,12 @@ impl Policy for Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_jobs::waiting;
     use cosched_core::topology::synthetic;
-    use cosched_core::{ActiveJob, JobHints, JobId, JobKind, JobSpec};
+    use cosched_core::{ActiveJob, JobKind};
 
     fn active(id: u32) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
-                id: JobId(id),
-                name: format!("j{id}"),
-                arrival: 0.0,
-                kind: JobKind::Rigid,
-                min_threads: 4,
-                max_threads: 4,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints::default(),
-            },
-            started: None,
-            threads: 0,
-        }
+        waiting(id, JobKind::Rigid, 4, 4)
     }
 
     #[test]

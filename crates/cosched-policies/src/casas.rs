@@ -405,26 +405,13 @@ fn probe_plan(ctx: &Context, job: JobId, home: usize, count: usize) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_jobs::waiting;
     use cosched_core::topology::presets;
-    use cosched_core::{ActiveJob, JobHints, JobKind, JobSpec, RateSource, Sample};
+    use cosched_core::{ActiveJob, JobKind, RateSource, Sample};
     use proptest::prelude::*;
 
     fn job(id: u32) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
-                id: JobId(id),
-                name: format!("app{id}"),
-                arrival: 0.0,
-                kind: JobKind::Malleable,
-                min_threads: 1,
-                max_threads: 48,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints::default(),
-            },
-            started: None,
-            threads: 0,
-        }
+        waiting(id, JobKind::Malleable, 1, 48)
     }
 
     fn objective(ntt: &[Vec<f64>], counts: &[usize]) -> f64 {

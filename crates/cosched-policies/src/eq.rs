@@ -92,25 +92,14 @@ fn equal_shares(cpus: usize, caps: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_jobs::waiting;
     use cosched_core::topology::synthetic;
-    use cosched_core::{ActiveJob, JobHints, JobKind, JobSpec};
+    use cosched_core::{ActiveJob, JobKind};
 
     fn job(id: u32, max_threads: u32, started: bool) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
-                id: JobId(id),
-                name: format!("j{id}"),
-                arrival: 0.0,
-                kind: JobKind::Malleable,
-                min_threads: 1,
-                max_threads,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints::default(),
-            },
-            started: started.then_some(0.0),
-            threads: 0,
-        }
+        let mut job = waiting(id, JobKind::Malleable, 1, max_threads);
+        job.started = started.then_some(0.0);
+        job
     }
 
     fn sets(plan: &Plan) -> Vec<CpuSet> {

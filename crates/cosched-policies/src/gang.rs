@@ -182,25 +182,14 @@ impl Gang {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_jobs::waiting;
     use cosched_core::topology::presets;
-    use cosched_core::{ActiveJob, JobHints, JobId, JobSpec};
+    use cosched_core::{ActiveJob, JobId};
 
     fn job(id: u32, threads: u32) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
-                id: JobId(id),
-                name: format!("j{id}"),
-                arrival: id as f64,
-                kind: JobKind::Rigid,
-                min_threads: threads,
-                max_threads: threads,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints::default(),
-            },
-            started: None,
-            threads,
-        }
+        let mut job = waiting(id, JobKind::Rigid, threads, threads);
+        job.threads = threads;
+        job
     }
 
     fn decide(gang: &mut Gang, jobs: &[ActiveJob], event: Event) -> Plan {

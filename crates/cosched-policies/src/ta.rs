@@ -129,26 +129,16 @@ fn nests(fine: &[CpuSet], coarse: &[CpuSet]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_jobs::waiting;
     use cosched_core::topology::presets;
-    use cosched_core::{ActiveJob, JobHints, JobKind, JobSpec, Topology};
+    use cosched_core::{ActiveJob, JobKind, Topology};
     use proptest::prelude::*;
 
     fn job(id: u32) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
-                id: JobId(id),
-                name: format!("j{id}"),
-                arrival: id as f64,
-                kind: JobKind::Malleable,
-                min_threads: 1,
-                max_threads: 24,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints::default(),
-            },
-            started: Some(0.0),
-            threads: 1,
-        }
+        let mut job = waiting(id, JobKind::Malleable, 1, 24);
+        job.started = Some(0.0);
+        job.threads = 1;
+        job
     }
 
     fn decide(ta: &mut TopologyAware, topo: &Topology, jobs: &[ActiveJob], event: Event) -> Plan {

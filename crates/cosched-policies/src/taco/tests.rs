@@ -1,27 +1,14 @@
 //! Behaviour of the whole policy: Fig. 2's schedules, equal CPU time, alignment, grace, opt-out.
 
 use super::*;
+use crate::test_jobs::waiting;
 use cosched_core::topology::{presets, synthetic};
-use cosched_core::{ActiveJob, JobHints, JobId, JobKind, JobSpec, Topology};
+use cosched_core::{ActiveJob, JobId, JobKind, Topology};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn job(id: u32) -> ActiveJob {
-    ActiveJob {
-        spec: JobSpec {
-            id: JobId(id),
-            name: format!("j{id}"),
-            arrival: id as f64,
-            kind: JobKind::Malleable,
-            min_threads: 1,
-            max_threads: 1024,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints::default(),
-        },
-        started: None,
-        threads: 0,
-    }
+    waiting(id, JobKind::Malleable, 1, 1024)
 }
 
 /// Delivers `event` and marks every placed job started with its advice, as an executor would.
@@ -218,8 +205,8 @@ fn arrivals_within_a_level_move_nobody() {
     }
 }
 
-#[test]
-fn grace_keeps_the_old_partition_until_the_job_adapts() {
+/// On 2 × 2 CPUs with a 5 s grace: job 0 arrives at 0 s and takes all CPUs, job 1 arrives at 1 s.
+fn second_arrival_in_grace() -> (Taco, Topology, Vec<ActiveJob>, Plan) {
     let topo = synthetic::parse("package:2 core:2").unwrap();
     let mut options = TacoOptions::full();
     options.hysteresis = 0.0;
@@ -242,6 +229,12 @@ fn grace_keeps_the_old_partition_until_the_job_adapts() {
         Event::Arrived { job: JobId(1) },
     )
     .unwrap();
+    (taco, topo, jobs, plan)
+}
+
+#[test]
+fn grace_keeps_the_old_partition_until_the_job_adapts() {
+    let (mut taco, topo, mut jobs, plan) = second_arrival_in_grace();
     // Job 0 is asked for 2 threads but keeps all 4 CPUs, in a level of its own, until it adapts.
     assert_eq!(plan.advice[&JobId(0)], 2);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(4));
@@ -270,27 +263,7 @@ fn grace_keeps_the_old_partition_until_the_job_adapts() {
 
 #[test]
 fn grace_ends_at_the_timer() {
-    let topo = synthetic::parse("package:2 core:2").unwrap();
-    let mut options = TacoOptions::full();
-    options.hysteresis = 0.0;
-    options.grace = Some(5.0);
-    let mut taco = Taco::new("taco", options);
-    let mut jobs = vec![job(0)];
-    step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        0.0,
-        Event::Arrived { job: JobId(0) },
-    );
-    jobs.push(job(1));
-    step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        1.0,
-        Event::Arrived { job: JobId(1) },
-    );
+    let (mut taco, topo, mut jobs, _) = second_arrival_in_grace();
     let plan = step(&mut taco, &topo, &mut jobs, 6.0, Event::Timer).unwrap();
     assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(2));
     assert_eq!(plan.timer, None);
