@@ -45,6 +45,11 @@ impl Geometry {
             .unwrap_or(self.sizes.len() - 1)
     }
 
+    /// The finest level whose size is at least `cpus` (the coarsest level when none is).
+    pub fn level_at_least(&self, cpus: usize) -> usize {
+        self.sizes.iter().rposition(|&s| s >= cpus).unwrap_or(0)
+    }
+
     pub fn level_of_size(&self, size: usize) -> Option<usize> {
         self.sizes.iter().position(|&s| s == size)
     }

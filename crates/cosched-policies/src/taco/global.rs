@@ -69,9 +69,19 @@ impl Global {
             .iter()
             .map(|job| geometry.level_at_most(usable_threads(job) as usize))
             .collect();
-        let mut targets: Vec<Option<usize>> = caps
+        let mut targets: Vec<Option<usize>> = coscheduled
             .iter()
-            .map(|&cap| (cap.max(base)..geometry.sizes.len()).find(|&l| !available[l].is_empty()))
+            .zip(&caps)
+            .map(|(job, &cap)| {
+                let mut finest = cap.max(base);
+                if let Some(threads) = fixed_threads(job) {
+                    // Its threads cannot follow a smaller partition; squeezed, they would time-share
+                    // CPUs and, if they spin, stall each other. Coscheduled in a partition they fit,
+                    // it gets the same CPU time by taking shorter turns (§2.2).
+                    finest = finest.min(geometry.level_at_least(threads as usize));
+                }
+                (finest..geometry.sizes.len()).find(|&l| !available[l].is_empty())
+            })
             .collect();
         if options.balance_levels {
             self.promote_odd_jobs(
@@ -237,12 +247,16 @@ impl Global {
 
 /// Threads a job can use: what it runs with if that can no longer change, else its maximum.
 fn usable_threads(job: &ActiveJob) -> u32 {
+    fixed_threads(job).unwrap_or(job.spec.max_threads).max(1)
+}
+
+/// The thread count a job is bound to: a rigid job's, or a started moldable job's.
+fn fixed_threads(job: &ActiveJob) -> Option<u32> {
     match (job.spec.kind, job.started) {
-        (JobKind::Rigid, _) => job.spec.max_threads,
-        (JobKind::Moldable, Some(_)) => job.threads,
-        _ => job.spec.max_threads,
+        (JobKind::Rigid, _) => Some(job.spec.max_threads),
+        (JobKind::Moldable, Some(_)) => Some(job.threads),
+        _ => None,
     }
-    .max(1)
 }
 
 /// §2.4: partitions set aside for jobs opted out of coscheduling, which share them uncoordinated and

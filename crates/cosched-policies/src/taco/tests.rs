@@ -407,3 +407,48 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_started_moldable_job_keeps_a_partition_its_threads_fit() {
+    let topo = synthetic::parse("core:2").unwrap();
+    let mut taco = Taco::new("taco", settled(0.0));
+    let mut jobs = vec![waiting(0, JobKind::Moldable, 1, 2)];
+    step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        0.0,
+        Event::Arrived { job: JobId(0) },
+    );
+    assert_eq!(jobs[0].threads, 2);
+    jobs.push(job(1));
+    step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        1.0,
+        Event::Arrived { job: JobId(1) },
+    );
+    jobs.push(job(2));
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        2.0,
+        Event::Arrived { job: JobId(2) },
+    )
+    .unwrap();
+    for (slot, contents) in plan.slots.iter().enumerate() {
+        for id in 0..3 {
+            if let Some(cpus) = plan.cpus_in_slot(slot, JobId(id)) {
+                let want = if id == 0 { 2 } else { 1 };
+                assert_eq!(cpus.len(), want, "job {id} in {contents:?}");
+            }
+        }
+    }
+    let times = cpu_time(&plan);
+    assert!(
+        (0..3).all(|id| (times[&JobId(id)] - times[&JobId(1)]).abs() < 0.01 * times[&JobId(1)]),
+        "equal CPU time: {times:?}"
+    );
+}
