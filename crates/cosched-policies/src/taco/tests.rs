@@ -36,6 +36,17 @@ fn step(
     Some(plan)
 }
 
+/// Delivers the arrival of job `id`, already in `jobs`.
+fn arrive(
+    policy: &mut Taco,
+    topo: &Topology,
+    jobs: &mut [ActiveJob],
+    now: f64,
+    id: u32,
+) -> Option<Plan> {
+    step(policy, topo, jobs, now, Event::Arrived { job: JobId(id) })
+}
+
 /// Runs `n` arrivals and returns the last plan.
 fn arrivals(policy: &mut Taco, topo: &Topology, n: u32) -> (Vec<ActiveJob>, Plan) {
     let mut jobs = Vec::new();
@@ -213,22 +224,9 @@ fn second_arrival_in_grace() -> (Taco, Topology, Vec<ActiveJob>, Plan) {
     options.grace = Some(5.0);
     let mut taco = Taco::new("taco", options);
     let mut jobs = vec![job(0)];
-    step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        0.0,
-        Event::Arrived { job: JobId(0) },
-    );
+    arrive(&mut taco, &topo, &mut jobs, 0.0, 0);
     jobs.push(job(1));
-    let plan = step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        1.0,
-        Event::Arrived { job: JobId(1) },
-    )
-    .unwrap();
+    let plan = arrive(&mut taco, &topo, &mut jobs, 1.0, 1).unwrap();
     (taco, topo, jobs, plan)
 }
 
@@ -275,14 +273,7 @@ fn opted_out_jobs_are_pinned_apart_and_never_frozen() {
     let mut taco = Taco::new("taco", TacoOptions::full());
     let mut jobs: Vec<ActiveJob> = (0..6).map(job).collect();
     jobs[5].spec.coschedule = false;
-    let plan = step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        0.0,
-        Event::Arrived { job: JobId(5) },
-    )
-    .unwrap();
+    let plan = arrive(&mut taco, &topo, &mut jobs, 0.0, 5).unwrap();
     assert_eq!(plan.pinned.len(), 1);
     let pinned = &plan.pinned[0].cpus;
     assert!(plan.slots.iter().all(|s| s
@@ -299,14 +290,7 @@ fn weights_scale_cpu_time() {
     let mut jobs: Vec<ActiveJob> = (0..4).map(job).collect();
     jobs[0].spec.weight = 2.0;
     jobs[1].spec.max_threads = 3;
-    let plan = step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        0.0,
-        Event::Arrived { job: JobId(3) },
-    )
-    .unwrap();
+    let plan = arrive(&mut taco, &topo, &mut jobs, 0.0, 3).unwrap();
     let times = cpu_time(&plan);
     assert!(
         (times[&JobId(0)] / times[&JobId(2)] - 2.0).abs() < 1e-9,
@@ -413,31 +397,12 @@ fn a_started_moldable_job_keeps_a_partition_its_threads_fit() {
     let topo = synthetic::parse("core:2").unwrap();
     let mut taco = Taco::new("taco", settled(0.0));
     let mut jobs = vec![waiting(0, JobKind::Moldable, 1, 2)];
-    step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        0.0,
-        Event::Arrived { job: JobId(0) },
-    );
+    arrive(&mut taco, &topo, &mut jobs, 0.0, 0);
     assert_eq!(jobs[0].threads, 2);
     jobs.push(job(1));
-    step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        1.0,
-        Event::Arrived { job: JobId(1) },
-    );
+    arrive(&mut taco, &topo, &mut jobs, 1.0, 1);
     jobs.push(job(2));
-    let plan = step(
-        &mut taco,
-        &topo,
-        &mut jobs,
-        2.0,
-        Event::Arrived { job: JobId(2) },
-    )
-    .unwrap();
+    let plan = arrive(&mut taco, &topo, &mut jobs, 2.0, 2).unwrap();
     for (slot, contents) in plan.slots.iter().enumerate() {
         for id in 0..3 {
             if let Some(cpus) = plan.cpus_in_slot(slot, JobId(id)) {
