@@ -543,10 +543,7 @@ mod tests {
             .decide(&ctx(topo, *now, jobs), &Event::Arrived { job: JobId(job) })
             .unwrap();
         loop {
-            let held = plan.slots[0]
-                .assignments
-                .iter()
-                .find(|a| a.job == JobId(job));
+            let held = plan.cpus_in_slot(0, JobId(job));
             let Some(held) = held.filter(|_| plan.timer.is_some()) else {
                 return plan;
             };
@@ -555,7 +552,7 @@ mod tests {
                 1,
                 "others wait during a probe"
             );
-            let domains = held.cpus.len() / 6;
+            let domains = held.len() / 6;
             *now = plan.timer.unwrap();
             casas.decide(&ctx(topo, *now, jobs), &sample(job, rate(domains)));
             plan = casas.decide(&ctx(topo, *now, jobs), &Event::Timer).unwrap();
@@ -576,15 +573,7 @@ mod tests {
             "probing takes time: {now}"
         );
         let plan = probe(&mut casas, &topo, &jobs, 1, &mut now, |k| k.min(2) as f64);
-        let cpus = |id| {
-            plan.slots[0]
-                .assignments
-                .iter()
-                .find(|a| a.job == JobId(id))
-                .unwrap()
-                .cpus
-                .len()
-        };
+        let cpus = |id| plan.cpus_in_slot(0, JobId(id)).unwrap().len();
         assert_eq!((cpus(0), cpus(1)), (36, 12));
         assert!(plan.timer.is_none());
         // Departure: the survivor gets the machine back without a new probe.
@@ -618,15 +607,7 @@ mod tests {
             k.min(2) as f64
         });
         let plan = probe(&mut casas, &topo, &jobs, 2, &mut now, |k| k.min(2) as f64);
-        let cpus = |id| {
-            plan.slots[0]
-                .assignments
-                .iter()
-                .find(|a| a.job == JobId(id))
-                .unwrap()
-                .cpus
-                .clone()
-        };
+        let cpus = |id| plan.cpus_in_slot(0, JobId(id)).unwrap().clone();
         for (id, home) in [(0, 0), (1, 1), (2, 2)] {
             assert!(domains[home].is_subset(&cpus(id)), "job {id}: {}", cpus(id));
         }

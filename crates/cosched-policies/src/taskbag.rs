@@ -343,11 +343,8 @@ pub(crate) mod tests {
     }
 
     pub fn cpu_of(plan: &Plan, job: u32) -> Option<u32> {
-        plan.slots[0]
-            .assignments
-            .iter()
-            .find(|a| a.job == JobId(job))
-            .map(|a| a.cpus.first().unwrap())
+        plan.cpus_in_slot(0, JobId(job))
+            .map(|cpus| cpus.first().unwrap())
     }
 
     /// Finishes `job` and returns the plan that follows.
