@@ -63,18 +63,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         !args.sim || (args.mechanism.mechanism.is_none() && args.mechanism.freezer.is_none()),
         "--mechanism and --freezer apply to real runs only; drop them or drop --sim"
     );
-    let workload = Workload::load(&workload_path)?;
+    // A simulation needs the machine before the jobs (profiles are sized to it); a real run, this one.
+    let (workload, simulated) = if args.sim {
+        let topology = presets::machine(args.machine.as_deref().unwrap_or(presets::THIS_MACHINE))?;
+        let (workload, jobs) = cosched_sim::jobs::load(&workload_path, topology.num_cpus())?;
+        (workload, Some((topology, jobs)))
+    } else {
+        (Workload::load(&workload_path)?, None)
+    };
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| default_out_dir(&workload.info.name));
     std::fs::create_dir_all(&out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    let mut runs = if args.sim {
-        let topology = presets::machine(args.machine.as_deref().unwrap_or(presets::THIS_MACHINE))?;
-        compare_simulated(&workload_path, &topology, &policies, &out)?
-    } else {
-        compare_real(&workload_path, &workload, &args.mechanism, &policies, &out)?
+    let mut runs = match simulated {
+        Some((topology, jobs)) => compare_simulated(&workload, &jobs, &topology, &policies, &out)?,
+        None => compare_real(&workload_path, &workload, &args.mechanism, &policies, &out)?,
     };
     disambiguate_labels(&mut runs);
     let written = write_report(&runs, &out)?;
@@ -84,12 +89,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn compare_simulated(
-    workload_path: &Path,
+    workload: &Workload,
+    jobs: &[SimJob],
     topology: &Topology,
     policies: &[String],
     out: &Path,
 ) -> anyhow::Result<Vec<Run>> {
-    let (workload, jobs) = cosched_sim::jobs::load(workload_path, topology.num_cpus())?;
     eprintln!(
         "comparing {} on {} ({} CPUs, simulated): {}",
         workload.info.name,
@@ -102,7 +107,7 @@ fn compare_simulated(
         let trace = out.join(format!("{policy}.jsonl"));
         let started = Instant::now();
         eprint!("[{}/{}] {policy} … ", i + 1, policies.len());
-        simulate(topology, &jobs, &workload, policy, &trace)?;
+        simulate(topology, jobs, workload, policy, &trace)?;
         runs.push(finished(&trace, started)?);
     }
     Ok(runs)
