@@ -103,23 +103,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &mut |done, total| progress.update(done, total),
         )?;
         progress.finish();
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&results)?);
-            return Ok(());
-        }
         let seeds = results.first().map_or(0, |r| r.workloads.len());
-        println!(
+        let mut header = format!(
             "machine {} ({cpus} CPUs), {} sets × {seeds} workload(s)",
             topology.name,
             results.len()
         );
         for set in &file.sets {
-            println!("set {}: {}", set.name, set.description);
+            header += &format!("\nset {}: {}", set.name, set.description);
         }
         let papers: Vec<_> = file.sets.iter().map(|s| s.paper.as_ref()).collect();
-        print!("{}", sim_tables::sets_table(&results, &papers));
-        print_closing(paper, args.trace_dir.as_deref());
-        return Ok(());
+        return print_results(&args, &results, &header, paper, || {
+            sim_tables::sets_table(&results, &papers)
+        });
     }
     if let Some(sweep) = scenario.as_ref().and_then(|f| f.sweep.as_ref()) {
         if args.seeds.is_some() {
@@ -137,18 +133,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &mut |done, total| progress.update(done, total),
         )?;
         progress.finish();
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&points)?);
-            return Ok(());
-        }
-        println!(
+        let header = format!(
             "machine {} ({cpus} CPUs), {} points",
             topology.name,
             points.len()
         );
-        print!("{}", sim_tables::sweep_tables(sweep, &points, &policies));
-        print_closing(paper, args.trace_dir.as_deref());
-        return Ok(());
+        return print_results(&args, &points, &header, paper, || {
+            sim_tables::sweep_tables(sweep, &points, &policies)
+        });
     }
     let instances = match &scenario {
         Some(file) => match (&file.generator, &file.scenario.workload) {
@@ -172,11 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     progress.finish();
     let rows = scenario::rows(&results, &policies);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    println!(
+    let header = format!(
         "machine {} ({cpus} CPUs), {} workload(s): {}",
         topology.name,
         instances.len(),
@@ -186,7 +174,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    print!("{}", sim_tables::policy_table(&rows, paper));
+    print_results(&args, &rows, &header, paper, || {
+        sim_tables::policy_table(&rows, paper)
+    })
+}
+
+/// `results` as JSON with `--json`; otherwise the header, the table and the closing lines.
+fn print_results(
+    args: &Args,
+    results: &impl serde::Serialize,
+    header: &str,
+    paper: Option<&PaperFigures>,
+    table: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(results)?);
+        return Ok(());
+    }
+    println!("{header}");
+    print!("{}", table());
     print_closing(paper, args.trace_dir.as_deref());
     Ok(())
 }
