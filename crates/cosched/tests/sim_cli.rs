@@ -9,12 +9,23 @@ fn cosched(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `cosched args`, which must succeed, and returns its standard output.
+fn stdout_of(args: &[&str]) -> String {
+    let out = cosched(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn generated_workload_simulates_with_one_row_per_policy() {
     let dir = tempfile::tempdir().unwrap();
     let workload = dir.path().join("w.toml");
     let traces = dir.path().join("traces");
-    let gen = cosched(&[
+    stdout_of(&[
         "gen",
         "--jobs",
         "12",
@@ -25,12 +36,7 @@ fn generated_workload_simulates_with_one_row_per_policy() {
         "-o",
         workload.to_str().unwrap(),
     ]);
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
-    let out = cosched(&[
+    let stdout = stdout_of(&[
         "sim",
         workload.to_str().unwrap(),
         "--machine",
@@ -40,12 +46,6 @@ fn generated_workload_simulates_with_one_row_per_policy() {
         "--trace-dir",
         traces.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let rows: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("eq ") || l.starts_with("ue "))
@@ -83,13 +83,7 @@ fn scenario(name: &str) -> String {
 
 #[test]
 fn workload_sets_print_one_block_per_set_with_the_papers_figures() {
-    let out = cosched(&["sim", &scenario("taco-table4.toml"), "--seeds", "1"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = stdout_of(&["sim", &scenario("taco-table4.toml"), "--seeds", "1"]);
     assert!(
         text.contains("makespan (BP = 100%)") && text.contains("paper reconfigs"),
         "{text}"
@@ -111,13 +105,7 @@ fn workload_sets_print_one_block_per_set_with_the_papers_figures() {
 
 #[test]
 fn a_sweep_prints_each_policys_figure_and_the_ratio_to_its_baseline() {
-    let out = cosched(&["sim", &scenario("gang-granularity.toml")]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = stdout_of(&["sim", &scenario("gang-granularity.toml")]);
     assert!(
         text.contains("interval") && text.contains("ue / gang"),
         "{text}"
