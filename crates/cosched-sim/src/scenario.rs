@@ -235,10 +235,7 @@ pub fn run_all(
     trace_dir: Option<&Path>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RunResult>, ScenarioError> {
-    let mut all: Vec<String> = policies.to_vec();
-    if !all.iter().any(|p| p == REFERENCE_POLICY) {
-        all.push(REFERENCE_POLICY.to_string());
-    }
+    let all = with_reference(policies);
     let total = all.len() * instances.len();
     let mut results = Vec::with_capacity(total);
     for instance in instances {
@@ -248,6 +245,15 @@ pub fn run_all(
         }
     }
     Ok(results)
+}
+
+/// `policies`, followed by the reference policy when they lack it.
+fn with_reference(policies: &[String]) -> Vec<String> {
+    let mut all = policies.to_vec();
+    if !all.iter().any(|p| p == REFERENCE_POLICY) {
+        all.push(REFERENCE_POLICY.to_string());
+    }
+    all
 }
 
 /// One policy on one instance, its trace kept in `trace_dir` when given.
@@ -315,7 +321,7 @@ pub fn run_sets(
     trace_dir: Option<&Path>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<SetResult>, ScenarioError> {
-    let per_set = policies.len() + usize::from(!policies.iter().any(|p| p == REFERENCE_POLICY));
+    let per_set = with_reference(policies).len();
     let total = sets.len() * seeds.max(1) as usize * per_set;
     let mut done_before = 0;
     sets.iter()
