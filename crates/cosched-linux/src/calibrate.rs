@@ -68,6 +68,18 @@ impl IsolatedTimes {
             .map(|e| e.seconds)
     }
 
+    /// Adds the time of every job that succeeded in `results`; returns how many failed.
+    pub fn record(&mut self, results: Vec<Calibrated>) -> usize {
+        let mut failed = 0;
+        for result in results {
+            match result {
+                Calibrated::Time(time) => self.insert(time),
+                Calibrated::Failed { .. } => failed += 1,
+            }
+        }
+        failed
+    }
+
     /// Adds an entry, replacing the one for the same machine and job.
     pub fn insert(&mut self, time: IsolatedTime) {
         self.entries.retain(|e| {

@@ -60,13 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Calibrated::Failed { job, error } => println!("{job:<24} failed: {error}"),
         },
     )?;
-    let mut failed = 0;
-    for result in results {
-        match result {
-            Calibrated::Time(time) => times.insert(time),
-            Calibrated::Failed { .. } => failed += 1,
-        }
-    }
+    let failed = times.record(results);
     times.save(&path)?;
     println!("isolated times: {}", path.display());
     anyhow::ensure!(

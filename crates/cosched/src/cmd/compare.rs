@@ -208,11 +208,7 @@ fn isolated_times(
             }
         },
     )?;
-    for result in results {
-        if let Calibrated::Time(time) = result {
-            times.insert(time);
-        }
-    }
+    times.record(results);
     if let Err(e) = times.save(&path) {
         eprintln!("    warning: {e}; the times are used for this comparison only");
     }
