@@ -93,7 +93,8 @@ pub struct SimStats {
     /// Simulated time at the end of the run, seconds.
     pub sim_time: f64,
     pub wall_seconds: f64,
-    /// Time-weighted mean LLC miss rate of running jobs with a footprint (None when no job has one).
+    /// LLC miss ratio of all accesses of the jobs with a footprint (None when no job has one): each
+    /// job's miss ratio weighted by its CPU time.
     pub llc_miss_rate: Option<f64>,
 }
 
@@ -122,7 +123,8 @@ pub fn simulate_into(
     engine.run()?;
     let mut stats = engine.stats.clone();
     stats.wall_seconds = wall.elapsed().as_secs_f64();
-    stats.llc_miss_rate = (engine.llc_time > 0.0).then(|| engine.llc_integral / engine.llc_time);
+    stats.llc_miss_rate =
+        (engine.llc_accesses > 0.0).then(|| engine.llc_misses / engine.llc_accesses);
     let note = match stats.llc_miss_rate {
         Some(miss) => format!("{}; llc_miss_rate={miss:.4}", options.describe()),
         None => options.describe(),
@@ -273,8 +275,9 @@ struct Engine<'a> {
     now: f64,
     dirty: bool,
     stats: SimStats,
-    llc_integral: f64,
-    llc_time: f64,
+    /// Integrals over the run of miss ratio × CPU share and of CPU share (accesses, in CPU-seconds).
+    llc_misses: f64,
+    llc_accesses: f64,
 }
 
 impl<'a> Engine<'a> {
@@ -331,8 +334,8 @@ impl<'a> Engine<'a> {
             now: 0.0,
             dirty: false,
             stats: SimStats::default(),
-            llc_integral: 0.0,
-            llc_time: 0.0,
+            llc_misses: 0.0,
+            llc_accesses: 0.0,
         };
         let policy_name = engine.policy.name().to_string();
         engine.emit(Record::RunStart {
@@ -415,9 +418,9 @@ impl<'a> Engine<'a> {
             s.remaining -= s.rate * productive;
             s.cpu_seconds += s.cpu_share * dt;
             s.held_seconds += s.held * dt;
-            if self.jobs[i].profile.footprint_mb > 0.0 && s.cpu_share > 0.0 {
-                self.llc_integral += s.llc_miss * dt;
-                self.llc_time += dt;
+            if self.jobs[i].profile.footprint.is_some() {
+                self.llc_misses += s.llc_miss * s.cpu_share * dt;
+                self.llc_accesses += s.cpu_share * dt;
             }
         }
         self.now = t;
@@ -767,12 +770,11 @@ impl<'a> Engine<'a> {
     /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
     /// LLC (TACO §3.3: the whole LLC in about 1 ms).
     fn switch_cost(&self, i: usize) -> f64 {
-        let footprint = self.jobs[i].profile.footprint_mb;
-        let fraction = if footprint > 0.0 {
-            (footprint / self.machine.llc_mb()).min(1.0)
-        } else {
-            1.0
-        };
+        let llc = self.machine.llc_mb();
+        let fraction = self.jobs[i]
+            .profile
+            .footprint
+            .map_or(1.0, |curve| (curve.mb(llc) / llc).min(1.0));
         self.options.params.context_switch + self.options.params.llc_refill * fraction
     }
 

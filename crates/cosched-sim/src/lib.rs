@@ -31,6 +31,7 @@
 //! New model features belong in new modules called from [`model`], each with a switch in [`Effects`].
 
 mod engine;
+pub mod footprint;
 pub mod generate;
 pub mod jobs;
 pub mod model;
@@ -40,6 +41,7 @@ mod sink;
 pub mod sweep;
 
 pub use engine::{isolated_time, simulate, simulate_into, SimError, SimJob, SimOptions, SimStats};
+pub use footprint::Footprint;
 pub use model::{Effects, Mode, ModelParams, SpeedupModel};
 pub use profile::Profile;
 pub use sink::{JsonLinesSink, OutcomeSink, TraceSink};

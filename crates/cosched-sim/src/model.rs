@@ -1,6 +1,7 @@
 //! The performance model: how fast each job progresses while a set of jobs shares the machine in one
 //! slot. `docs/simulation-model.md` explains every effect, its source and its switch in [`Effects`].
 
+use crate::footprint::{self, Footprint};
 use crate::profile::{Profile, Speedup, BLOCK_COST};
 use cosched_core::{CpuSet, Level, SyncKind, Topology};
 use serde::{Deserialize, Serialize};
@@ -69,7 +70,7 @@ pub struct ModelParams {
     pub llc_refill: f64,
     /// LLC size in MB where the topology does not say.
     pub llc_mb: f64,
-    /// Slowdown per unit of extra LLC miss rate: time = alone × (1 + penalty × Δmiss).
+    /// Slowdown per unit of extra LLC miss ratio: time = alone × (1 + penalty × Δmiss).
     pub llc_miss_penalty: f64,
     /// Memory bandwidth of one NUMA node, GB/s.
     pub numa_bandwidth_gbs: f64,
@@ -164,9 +165,12 @@ pub(crate) struct SlotRate {
 #[derive(Default)]
 pub(crate) struct Scratch {
     load: Vec<f64>,
-    llc_demand: Vec<f64>,
     /// CPUs' worth of each runner in each LLC domain, runner-major.
     domain_share: Vec<f64>,
+    /// (footprint curve, access rate) of the runners sharing one LLC domain.
+    sharers: Vec<(Footprint, f64)>,
+    /// Per LLC domain: the window at which its sharers fill it (None: their data fits).
+    fill_window: Vec<Option<f64>>,
     numa_demand: Vec<f64>,
 }
 
@@ -367,11 +371,12 @@ fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     interval / (interval + penalty)
 }
 
-/// (miss rate in this slot, miss rate alone on the whole machine) per runner. Footprints compose by
-/// addition (Scalpel eq. 2–4). A job's footprint occupies an LLC for the part of the time one of its
-/// threads runs there: fully when it holds at least one CPU's worth of that domain (its threads share
-/// its data), in proportion below that (time-shared with other jobs' threads). A job's miss rate is the
-/// part of each domain's demand that does not fit, weighted by its CPU time in each domain.
+/// (miss ratio in this slot, miss ratio alone) per runner, by composing footprint curves (Scalpel
+/// §III-A eq. 4; its ref. [50], Xiang et al.'s higher-order theory of locality). A runner accesses its
+/// data in an LLC domain at the rate of the CPUs' worth its threads get there (its threads share its
+/// data). Co-runners fill the domain at the window w where Σ fp_j(r_j·w) = LLC, and each one's miss
+/// ratio there is its curve's slope at r·w. A job's miss ratio is the mean over its domains weighted by
+/// its accesses; alone, it has one domain to itself.
 fn llc_misses(
     machine: &MachineModel,
     runners: &[Runner],
@@ -379,12 +384,10 @@ fn llc_misses(
     effects: &Effects,
     scratch: &mut Scratch,
 ) -> Vec<(f64, f64)> {
-    if !effects.llc || runners.iter().all(|r| r.profile.footprint_mb <= 0.0) {
+    if !effects.llc || runners.iter().all(|r| r.profile.footprint.is_none()) {
         return vec![(0.0, 0.0); runners.len()];
     }
     let domains = machine.llc_domains;
-    scratch.llc_demand.clear();
-    scratch.llc_demand.resize(domains, 0.0);
     scratch.domain_share.clear();
     scratch.domain_share.resize(domains * runners.len(), 0.0);
     for (i, r) in runners.iter().enumerate() {
@@ -396,30 +399,41 @@ fn llc_misses(
             let other = (scratch.load[cpu as usize] - counted).max(0.0);
             row[machine.llc_of_cpu[cpu as usize] as usize] += own / (own + other).max(1.0);
         }
-        for (demand, share) in scratch.llc_demand.iter_mut().zip(row.iter()) {
-            *demand += r.profile.footprint_mb * share.min(1.0);
-        }
     }
     let llc = machine.llc_mb;
+    scratch.fill_window.clear();
+    for d in 0..domains {
+        scratch.sharers.clear();
+        for (i, r) in runners.iter().enumerate() {
+            let rate = scratch.domain_share[i * domains + d];
+            if let (true, Some(curve)) = (rate > 0.0, r.profile.footprint) {
+                scratch.sharers.push((curve, rate));
+            }
+        }
+        scratch
+            .fill_window
+            .push(footprint::fill_window(&scratch.sharers, llc));
+    }
     runners
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            if r.profile.footprint_mb <= 0.0 {
+            let Some(curve) = r.profile.footprint else {
                 return (0.0, 0.0);
-            }
+            };
             let row = &scratch.domain_share[i * domains..(i + 1) * domains];
-            let held: f64 = row.iter().sum();
-            let miss = if held > 0.0 {
+            let accesses: f64 = row.iter().sum();
+            let miss = if accesses > 0.0 {
                 row.iter()
-                    .zip(&scratch.llc_demand)
-                    .map(|(share, demand)| share * (1.0 - llc / demand).max(0.0))
+                    .zip(&scratch.fill_window)
+                    .filter_map(|(&rate, window)| Some(rate * curve.miss_ratio(rate * (*window)?)))
                     .sum::<f64>()
-                    / held
+                    / accesses
             } else {
                 0.0
             };
-            let alone = (1.0 - llc / r.profile.footprint_mb).max(0.0);
+            let alone = footprint::fill_window(&[(curve, 1.0)], llc)
+                .map_or(0.0, |window| curve.miss_ratio(window));
             (miss, alone)
         })
         .collect()

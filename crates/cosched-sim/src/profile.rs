@@ -6,8 +6,9 @@
 //! - a parametric one, `amdahl(serial=0.05, runtime=60)` or `downey(A=32, sigma=1, runtime=120)`.
 //!
 //! Any profile takes overrides in parentheses: `nas/lu.A(sync_interval=0.001)`,
-//! `amdahl(serial=0.1, runtime=30, sync=spin, footprint=4)`. See `docs/workload-format.md`.
+//! `amdahl(serial=0.1, runtime=30, sync=spin, working_set=4)`. See `docs/workload-format.md`.
 
+use crate::footprint::Footprint;
 use cosched_core::SyncKind;
 use std::fmt;
 
@@ -20,6 +21,9 @@ const POLYBENCH_CSV: &str = include_str!("../../../data/polybench_tasks.csv");
 /// reaches 530,390 elements, above l = 393,216 for 8-byte elements but within l = 786,432 for 4-byte
 /// ones, so the table counts 4-byte elements.
 const POLYBENCH_ELEMENT_BYTES: f64 = 4.0;
+/// Eq. 3's window on the machine Table II was measured on (Xeon E5620: a 12 MB L3 shared by C = 4
+/// cores), in elements.
+const POLYBENCH_WINDOW: f64 = 12.0 * 1024.0 * 1024.0 / (POLYBENCH_ELEMENT_BYTES * 4.0);
 /// Cost of one blocking synchronisation (block + wake-up) on Linux, seconds (seed 003, §2: 7.4 µs).
 pub const BLOCK_COST: f64 = 7.4e-6;
 
@@ -53,8 +57,8 @@ pub struct Profile {
     pub spin_limit: f64,
     /// Seconds from a new thread-count advice until a malleable job uses it (TACO Table 2).
     pub reconfig_delay: f64,
-    /// Average LLC footprint, MB (Scalpel eq. 2–4); 0 when unknown.
-    pub footprint_mb: f64,
+    /// The job's footprint curve, from which the LLC model derives its misses; None when unknown.
+    pub footprint: Option<Footprint>,
     /// Memory bandwidth one thread demands at full speed, GB/s; 0 when unknown.
     pub bandwidth_gbs: f64,
 }
@@ -221,7 +225,7 @@ fn parametric(speedup: Speedup, params: &mut Params) -> Result<Profile, String> 
         sync_interval: f64::INFINITY,
         spin_limit: 0.0,
         reconfig_delay: 0.0,
-        footprint_mb: 0.0,
+        footprint: None,
         bandwidth_gbs: 0.0,
     })
 }
@@ -269,8 +273,8 @@ impl Params {
         if let Some(v) = self.number("reconfig_delay")? {
             profile.reconfig_delay = v;
         }
-        if let Some(v) = self.number("footprint")? {
-            profile.footprint_mb = v;
+        if let Some(v) = self.number("working_set")? {
+            profile.footprint = (v > 0.0).then_some(Footprint::WorkingSet { mb: v });
         }
         if let Some(v) = self.number("bandwidth")? {
             profile.bandwidth_gbs = v;
@@ -295,7 +299,7 @@ impl Params {
         }
         if let Some((key, _)) = self.items.iter().find(|(k, _)| !self.used.contains(k)) {
             return Err(format!(
-                "unknown parameter {key:?}; parameters: serial, A, sigma, runtime, sync, sync_interval, spin, reconfig_delay, footprint, bandwidth"
+                "unknown parameter {key:?}; parameters: serial, A, sigma, runtime, sync, sync_interval, spin, reconfig_delay, working_set, bandwidth"
             ));
         }
         Ok(())
@@ -371,7 +375,7 @@ fn nas(bench: &str) -> Option<Profile> {
         sync_interval: best / syncs,
         spin_limit: 0.0,
         reconfig_delay: number(14) / 1000.0,
-        footprint_mb: 0.0,
+        footprint: None,
         bandwidth_gbs: 0.0,
     })
 }
@@ -402,7 +406,11 @@ fn polybench(kernel: &str) -> Option<Profile> {
         sync_interval: f64::INFINITY,
         spin_limit: 0.0,
         reconfig_delay: 0.0,
-        footprint_mb: number(2) * POLYBENCH_ELEMENT_BYTES / (1024.0 * 1024.0),
+        footprint: Some(Footprint::power_law_through(
+            number(2),
+            POLYBENCH_WINDOW,
+            POLYBENCH_ELEMENT_BYTES,
+        )),
         bandwidth_gbs: 0.0,
     })
 }
@@ -457,15 +465,17 @@ mod tests {
     }
 
     #[test]
-    fn polybench_tasks_are_sequential_with_footprints() {
+    fn polybench_tasks_are_sequential_with_footprints_through_table_2() {
         let adi = parse("polybench/adi").unwrap();
         assert_eq!(adi.speedup.traditional(8.0), 1.0);
-        // 423,390 four-byte elements.
-        assert!((adi.footprint_mb - 1.615).abs() < 1e-3);
-        // Eq. 3: no footprint exceeds the per-core share of the 12 MB L3 it was measured against.
-        for row in polybench_rows() {
-            let task = parse(&format!("polybench/{}", row[0])).unwrap();
-            assert!(task.footprint_mb <= 12.0 / 4.0, "{}", row[0]);
-        }
+        // 423,390 four-byte elements in eq. 3's window of 786,432 accesses.
+        let window = 12.0 / 4.0;
+        let fp = adi.footprint.unwrap().mb(window);
+        assert!(
+            (fp - 423_390.47 * 4.0 / (1024.0 * 1024.0)).abs() < 1e-6,
+            "{fp}"
+        );
+        let custom = parse("polybench/adi(working_set=6)").unwrap();
+        assert_eq!(custom.footprint, Some(Footprint::WorkingSet { mb: 6.0 }));
     }
 }

@@ -90,10 +90,14 @@ pub struct PaperFigures {
     pub source: String,
     /// What the paper reports in words, where its figures are plots without numbers.
     pub finding: String,
+    /// Makespan, seconds (Scalpel Fig. 4, Table III).
+    pub makespan_s: BTreeMap<String, f64>,
     pub makespan_vs_bp: BTreeMap<String, f64>,
     pub mean_slowdown: BTreeMap<String, f64>,
     pub antt: BTreeMap<String, f64>,
     pub reconfigurations: BTreeMap<String, f64>,
+    /// LLC miss rate as a fraction (Scalpel: L3 misses per L3 reference, measured with perf).
+    pub llc_miss_rate: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -381,6 +385,8 @@ pub struct PolicyRow {
     pub mean_slowdown: Option<f64>,
     pub antt: Option<f64>,
     pub reconfigurations: f64,
+    /// Mean over workloads of the simulated LLC miss ratio (`SimStats::llc_miss_rate`).
+    pub llc_miss_rate: Option<f64>,
     pub unfinished: usize,
 }
 
@@ -410,6 +416,7 @@ pub fn rows(results: &[RunResult], policies: &[String]) -> Vec<PolicyRow> {
                 antt: mean_of(&|r| r.summary.antt),
                 reconfigurations: mean_of(&|r| Some(f64::from(r.summary.reconfigurations)))
                     .unwrap_or(0.0),
+                llc_miss_rate: mean_of(&|r| r.stats.llc_miss_rate),
                 unfinished: runs.iter().map(|r| r.summary.unfinished).sum(),
             }
         })

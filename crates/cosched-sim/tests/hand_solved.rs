@@ -162,14 +162,14 @@ fn fluid_and_exact_modes_agree_on_a_gang_plan_with_10ms_slots() {
             0.0,
             JobKind::Malleable,
             8,
-            "amdahl(serial=0.05, runtime=20, footprint=2)",
+            "amdahl(serial=0.05, runtime=20, working_set=2)",
         ),
         job(
             1,
             0.0,
             JobKind::Malleable,
             8,
-            "amdahl(serial=0.05, runtime=30, footprint=8)",
+            "amdahl(serial=0.05, runtime=30, working_set=8)",
         ),
     ];
     let makespan = |mode| {

@@ -2,13 +2,13 @@
 //! 8 tasks on the paper's 2 × 4-core node, every distinct 4 + 4 split of the tasks over the two L3s (35),
 //! each simulated with the tasks pinned one per core; where does Scalpel's Algorithm 1 grouping rank?
 //! (The paper: 10th of its 70 ordered combinations, 1.8% behind the best.) Run with `--nocapture` to see
-//! the figures. What does not reproduce (LLC miss rates) is explained in docs/policies.md.
+//! the figures. What does not reproduce (LLC misses against FIFO, their levels) is explained in
+//! docs/policies.md.
 
-use cosched_core::metrics::summarize;
 use cosched_core::topology::presets;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
 use cosched_policies::scalpel::grouping::group;
-use cosched_sim::{jobs, simulate, simulate_into, OutcomeSink, SimOptions};
+use cosched_sim::{jobs, simulate_into, OutcomeSink, SimOptions};
 use std::path::Path;
 
 fn task_set(tasks: usize) -> Vec<cosched_sim::SimJob> {
@@ -21,26 +21,36 @@ fn task_set(tasks: usize) -> Vec<cosched_sim::SimJob> {
 }
 
 /// Fig. 4 and Table III: with more tasks than cores, Scalpel finishes the set before Linux FIFO and RR
-/// as the paper ran them (tasks bound to cores in turn, §VI-A).
+/// as the paper ran them (tasks bound to cores in turn, §VI-A), and misses the L3 less often than RR,
+/// whose time slices put more tasks' data in each L3 at once. Against FIFO the misses tie (within a
+/// fraction of a point either way); docs/policies.md explains why.
 #[test]
-fn scalpel_finishes_before_fifo_and_rr_when_tasks_outnumber_cores() {
+fn scalpel_finishes_before_fifo_and_rr_and_misses_less_than_rr_when_tasks_outnumber_cores() {
     let machine = presets::preset("scalpel-xeon-e5620").unwrap();
     for tasks in [11, 15, 16, 23] {
         let jobs = task_set(tasks);
-        let makespan = |policy: &str| {
+        let run = |policy: &str| {
             let mut policy = cosched_policies::create(policy).unwrap();
-            let trace = simulate(&machine, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
-            summarize(&trace).makespan.unwrap()
+            let mut sink = OutcomeSink::default();
+            let options = SimOptions::default();
+            let stats =
+                simulate_into(&machine, &jobs, policy.as_mut(), &options, &mut sink).unwrap();
+            (stats.sim_time, stats.llc_miss_rate.unwrap())
         };
-        let scalpel = makespan("scalpel");
-        for baseline in ["fifo", "rr"] {
-            let other = makespan(baseline);
-            eprintln!("{tasks} tasks: scalpel {scalpel:.1} s, {baseline} {other:.1} s");
-            assert!(
-                scalpel < other,
-                "{tasks} tasks: scalpel {scalpel:.1} s vs {baseline} {other:.1} s"
-            );
-        }
+        let (scalpel, scalpel_miss) = run("scalpel");
+        let (fifo, fifo_miss) = run("fifo");
+        let (rr, rr_miss) = run("rr");
+        eprintln!(
+            "{tasks} tasks: scalpel {scalpel:.1} s, miss {scalpel_miss:.4}; fifo {fifo:.1} s, miss {fifo_miss:.4}; rr {rr:.1} s, miss {rr_miss:.4}"
+        );
+        assert!(
+            scalpel < fifo && scalpel < rr,
+            "{tasks} tasks: scalpel {scalpel:.1} s, fifo {fifo:.1} s, rr {rr:.1} s"
+        );
+        assert!(
+            scalpel_miss < rr_miss,
+            "{tasks} tasks: scalpel misses {scalpel_miss:.4}, rr {rr_miss:.4}"
+        );
     }
 }
 
@@ -113,7 +123,7 @@ fn scalpel_grouping_against_all_35_splits_of_8_tasks() {
     let footprints: Vec<(usize, f64)> = tasks
         .iter()
         .enumerate()
-        .map(|(i, t)| (i, t.profile.footprint_mb))
+        .map(|(i, t)| (i, t.spec.hints.footprint_mb.unwrap()))
         .collect();
     let groups = group(&footprints, 2, 4);
     let scalpel_first: Vec<usize> = {
@@ -150,7 +160,16 @@ fn scalpel_grouping_against_all_35_splits_of_8_tasks() {
         100.0 * (scalpel / best - 1.0)
     );
 
-    // Table II's footprints, read consistently with eq. 3, never fill an L3 four at a time, so no split
-    // misses and every one ends with the longest task: Scalpel's grouping ties for the best.
-    assert_eq!(faster, 0, "{faster} splits beat Scalpel's grouping");
+    // Co-running footprints matter: the split decides the makespan by more than the model's noise...
+    let worst = splits[34].0;
+    assert!(
+        worst / best > 1.005,
+        "all 35 splits within 0.5%: grouping has no effect to measure"
+    );
+    // ...and Scalpel's grouping is no further from the best than the paper found (1.8%, §VI-C).
+    assert!(
+        scalpel / best < 1.018,
+        "Scalpel's grouping is {:.2}% behind the best split",
+        100.0 * (scalpel / best - 1.0)
+    );
 }

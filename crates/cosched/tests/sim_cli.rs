@@ -120,3 +120,28 @@ fn a_sweep_prints_each_policys_figure_and_the_ratio_to_its_baseline() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("baseline"), "{err}");
 }
+
+#[test]
+fn a_task_bag_scenario_prints_simulated_and_published_llc_misses() {
+    let text = stdout_of(&[
+        "sim",
+        &scenario("scalpel-23.toml"),
+        "--policy",
+        "fifo,scalpel",
+    ]);
+    let header = text.lines().find(|l| l.starts_with("policy")).unwrap();
+    for column in ["LLC miss", "paper makespan s", "paper LLC miss"] {
+        assert!(header.contains(column), "{text}");
+    }
+    // Columns the scenario publishes nothing for stay out.
+    assert!(!header.contains("paper vs BP"), "{text}");
+    let scalpel = text.lines().find(|l| l.starts_with("scalpel ")).unwrap();
+    let percents: Vec<f64> = scalpel
+        .split_whitespace()
+        .filter_map(|cell| cell.strip_suffix('%')?.parse().ok())
+        .collect();
+    // vs BP, the simulated miss ratio (tasks stream data larger than the L3), the paper's 37.8%.
+    assert_eq!(percents.len(), 3, "{scalpel}");
+    assert!(percents[1] > 5.0 && percents[1] < 95.0, "{scalpel}");
+    assert_eq!(percents[2], 37.8, "{scalpel}");
+}

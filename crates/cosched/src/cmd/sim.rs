@@ -15,12 +15,15 @@ use std::time::{Duration, Instant};
     after_help = "INPUT is a workload (TOML with [[job]] tables, each with a `profile`; see \
 docs/workload-format.md) or a scenario (a [scenario] table; see scenarios/README.md).\n\nPrints one row \
 per policy: makespan (mean over seeds), makespan relative to BP on the same workload, mean slowdown, \
-ANTT and reconfigurations; with [[set]]s, those rows per set (TACO Table 4's shape); with a [sweep], \
-the measured jobs' completion time per point and policy, and its ratio to the sweep's baseline.\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
+ANTT, reconfigurations and, where jobs have LLC footprints (polybench/*, working_set=), the simulated \
+LLC miss ratio; a scenario's [paper] figures print beside them. With [[set]]s, those rows per set \
+(TACO Table 4's shape); with a [sweep], the measured jobs' completion time per point and policy, and \
+its ratio to the sweep's baseline.\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
 cosched sim w.toml --machine taco-opteron8435 --policy ue,bp,eq\n  \
 cosched sim w.toml --machine 'package:16 l3:1(size=32MB) core:64' --policy eq --json\n  \
 cosched sim scenarios/taco-table4.toml --seeds 8 --trace-dir traces/\n  \
 cosched sim scenarios/gang-granularity.toml\n  \
+cosched sim scenarios/scalpel-23.toml --policy fifo,rr,scalpel\n  \
 cosched report traces/*.jsonl"
 )]
 pub struct Args {

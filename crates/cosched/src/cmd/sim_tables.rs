@@ -3,6 +3,7 @@
 
 use cosched_sim::scenario::{PaperFigures, PolicyRow, SetResult};
 use cosched_sim::sweep::{PointResult, Sweep};
+use std::collections::BTreeMap;
 
 fn number(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
@@ -12,6 +13,13 @@ fn percent(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| format!("{:.0}%", v * 100.0))
 }
 
+fn percent1(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0))
+}
+
+/// How a column prints a figure that may be missing.
+type Format = fn(Option<f64>) -> String;
+
 fn policy_label(row: &PolicyRow) -> String {
     if row.unfinished > 0 {
         format!("{} ({} unfinished)", row.policy, row.unfinished)
@@ -20,35 +28,45 @@ fn policy_label(row: &PolicyRow) -> String {
     }
 }
 
-/// One row per policy, with the paper's makespan and slowdown when known.
+/// One row per policy; the LLC miss ratio where jobs have footprints, and the paper's figures where
+/// the scenario gives them.
 pub fn policy_table(rows: &[PolicyRow], paper: Option<&PaperFigures>) -> String {
-    let mut header = vec![
-        "policy",
-        "runs",
-        "makespan s",
-        "vs BP",
-        "mean slowdown",
-        "ANTT",
-        "reconfigs",
+    type Cell<'a> = Box<dyn Fn(&PolicyRow) -> String + 'a>;
+    let mut columns: Vec<(&str, Cell)> = vec![
+        ("runs", Box::new(|r| r.runs.to_string())),
+        ("makespan s", Box::new(|r| number(r.makespan, 1))),
+        ("vs BP", Box::new(|r| percent(r.makespan_vs_bp))),
+        ("mean slowdown", Box::new(|r| number(r.mean_slowdown, 2))),
+        ("ANTT", Box::new(|r| number(r.antt, 2))),
+        (
+            "reconfigs",
+            Box::new(|r| format!("{:.0}", r.reconfigurations)),
+        ),
     ];
-    if paper.is_some() {
-        header.extend(["paper vs BP", "paper slowdown"]);
+    if rows.iter().any(|r| r.llc_miss_rate.is_some()) {
+        columns.push(("LLC miss", Box::new(|r| percent1(r.llc_miss_rate))));
     }
-    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
-    for row in rows {
-        let mut line = vec![
-            policy_label(row),
-            row.runs.to_string(),
-            number(row.makespan, 1),
-            percent(row.makespan_vs_bp),
-            number(row.mean_slowdown, 2),
-            number(row.antt, 2),
-            format!("{:.0}", row.reconfigurations),
+    if let Some(paper) = paper {
+        let published: [(&str, &BTreeMap<String, f64>, Format); 5] = [
+            ("paper makespan s", &paper.makespan_s, |v| number(v, 1)),
+            ("paper vs BP", &paper.makespan_vs_bp, percent),
+            ("paper slowdown", &paper.mean_slowdown, |v| number(v, 1)),
+            ("paper ANTT", &paper.antt, |v| number(v, 2)),
+            ("paper LLC miss", &paper.llc_miss_rate, percent1),
         ];
-        if let Some(paper) = paper {
-            line.push(percent(paper.makespan_vs_bp.get(&row.policy).copied()));
-            line.push(number(paper.mean_slowdown.get(&row.policy).copied(), 1));
+        for (header, figures, format) in published {
+            if !figures.is_empty() {
+                let cell = move |r: &PolicyRow| format(figures.get(&r.policy).copied());
+                columns.push((header, Box::new(cell)));
+            }
         }
+    }
+    let mut header = vec!["policy".to_string()];
+    header.extend(columns.iter().map(|(h, _)| h.to_string()));
+    let mut lines = vec![header];
+    for row in rows {
+        let mut line = vec![policy_label(row)];
+        line.extend(columns.iter().map(|(_, cell)| cell(row)));
         lines.push(line);
     }
     align(&lines, 1)
@@ -70,10 +88,9 @@ pub fn sets_table(results: &[SetResult], papers: &[Option<&PaperFigures>]) -> St
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for (set, paper) in results.iter().zip(papers) {
         for (i, row) in set.rows.iter().enumerate() {
-            let published =
-                |figures: fn(&PaperFigures) -> &std::collections::BTreeMap<String, f64>| {
-                    paper.and_then(|p| figures(p).get(&row.policy).copied())
-                };
+            let published = |figures: fn(&PaperFigures) -> &BTreeMap<String, f64>| {
+                paper.and_then(|p| figures(p).get(&row.policy).copied())
+            };
             lines.push(vec![
                 if i == 0 {
                     set.set.clone()
