@@ -370,3 +370,30 @@ fn a_closed_experiment_restarts_jobs_until_each_has_its_runs_and_stops_the_rest(
     assert_eq!(summary.makespan, Some(48.0));
     assert_eq!(summary.antt, Some(1.0));
 }
+
+#[test]
+fn a_task_beside_large_footprints_runs_slower_than_beside_small_ones() {
+    // One 12 MB L3 shared by four cores, as one package of Scalpel's node.
+    let machine = "package:1 l3:1(size=12MB) core:4";
+    let task = |id, kernel: &str| job(id, 0.0, JobKind::Rigid, 1, &format!("polybench/{kernel}"));
+    let adi_finish = |neighbour: &str| {
+        let jobs: Vec<SimJob> = std::iter::once(task(0, "adi"))
+            .chain((1..4).map(|id| task(id, neighbour)))
+            .collect();
+        let trace = run("fifo", &jobs, machine);
+        finishes(&trace)
+            .into_iter()
+            .find(|(job, _)| *job == JobId(0))
+            .unwrap()
+            .1
+    };
+    let alone = finishes(&run("fifo", &[task(0, "adi")], machine))[0].1;
+    assert!(close(alone, 41.47), "adi alone {alone}");
+    // apop reuses 11 KB; seidel-2d streams the largest footprint of Table II.
+    let (small, large) = (adi_finish("apop"), adi_finish("seidel-2d"));
+    eprintln!("adi alone {alone:.2} s, beside apop {small:.2} s, beside seidel-2d {large:.2} s");
+    assert!(
+        alone <= small && small * 1.01 < large,
+        "adi alone {alone:.2} s, beside apop {small:.2} s, beside seidel-2d {large:.2} s"
+    );
+}
