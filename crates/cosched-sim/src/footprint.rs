@@ -50,6 +50,19 @@ impl Footprint {
         }
     }
 
+    /// Miss ratio of the job alone in a cache of `capacity` MB: its curve's slope where it fills the
+    /// cache, 0 when all its data fits (`fill_window` for one sharer, in closed form).
+    pub fn miss_ratio_alone(&self, capacity: f64) -> f64 {
+        match *self {
+            Footprint::WorkingSet { mb } => (1.0 - capacity / mb).max(0.0),
+            // Filled at w/e = (capacity/e)^(1/β), where the slope β(w/e)^(β−1) is this.
+            Footprint::PowerLaw {
+                exponent,
+                element_mb,
+            } => exponent * (capacity / element_mb).max(1.0).powf(1.0 - 1.0 / exponent),
+        }
+    }
+
     /// All the data the job ever touches, MB (unbounded for a power law).
     fn data_mb(&self) -> f64 {
         match *self {
@@ -65,25 +78,43 @@ pub fn fill_window(sharers: &[(Footprint, f64)], capacity: f64) -> Option<f64> {
     if sharers.iter().map(|(f, _)| f.data_mb()).sum::<f64>() <= capacity {
         return None;
     }
-    let filled = |w: f64| -> f64 { sharers.iter().map(|(f, rate)| f.mb(rate * w)).sum() };
     // No curve grows faster than its window, so the cache is not full before capacity / Σ rate.
     let total_rate: f64 = sharers.iter().map(|(_, rate)| rate).sum();
-    let mut low = capacity / total_rate;
-    let mut high = 2.0 * low;
-    while filled(high) < capacity {
-        low = high;
-        high *= 2.0;
-    }
-    // Footprints are increasing in w: bisect on a log scale, since windows span many decades.
-    for _ in 0..64 {
-        let middle = (low * high).sqrt();
-        if filled(middle) < capacity {
-            low = middle;
+    let (mut low, mut high) = (capacity / total_rate, f64::INFINITY);
+    let mut window = low;
+    // Newton on ln fp = ln capacity against ln w, where a power law is a straight line and a working
+    // set bends below its tangent: a few steps from the lower bound. The bracket [low, high] catches a
+    // step that leaves it (then bisect on a log scale); the cap only guards against a stall.
+    for _ in 0..100 {
+        let (filled, slope) = sharers
+            .iter()
+            .fold((0.0, 0.0), |(filled, slope), (f, rate)| {
+                let w = rate * window;
+                (filled + f.mb(w), slope + w * f.miss_ratio(w))
+            });
+        if filled < capacity {
+            // Curves that have flattened out (a power law of exponent 0) never fill it.
+            if slope <= 0.0 {
+                return None;
+            }
+            low = window;
         } else {
-            high = middle;
+            high = window;
         }
+        let newton = window * (capacity / filled).powf(filled / slope);
+        let next = if newton > low && newton < high {
+            newton
+        } else if high.is_finite() {
+            low.sqrt() * high.sqrt()
+        } else {
+            2.0 * low
+        };
+        if (next - window).abs() <= window * 1e-12 || high <= low * (1.0 + 1e-12) {
+            return Some(next);
+        }
+        window = next;
     }
-    Some((low * high).sqrt())
+    Some(window)
 }
 
 #[cfg(test)]
@@ -98,6 +129,24 @@ mod tests {
         let w = fill_window(&[(job, 1.0)], 12.0).unwrap();
         assert!((job.miss_ratio(w) - (1.0 - 12.0 / 16.0)).abs() < 1e-9);
         assert_eq!(fill_window(&[(job, 1.0), (job, 3.0)], 32.0), None);
+    }
+
+    #[test]
+    fn alone_the_closed_form_agrees_with_the_fill_window() {
+        let curves = [
+            Footprint::WorkingSet { mb: 16.0 },
+            Footprint::WorkingSet { mb: 8.0 },
+            Footprint::power_law_through(423_390.47, 786_432.0, 4.0),
+            Footprint::power_law_through(2757.30, 786_432.0, 4.0),
+        ];
+        for curve in curves {
+            let by_window = fill_window(&[(curve, 1.0)], 12.0).map_or(0.0, |w| curve.miss_ratio(w));
+            let closed = curve.miss_ratio_alone(12.0);
+            assert!(
+                (closed - by_window).abs() < 1e-9,
+                "{curve:?}: {closed} vs {by_window}"
+            );
+        }
     }
 
     #[test]
@@ -135,5 +184,17 @@ mod tests {
         let sharers = [(task, 1.0), (big, 0.5)];
         let w = fill_window(&sharers, 12.0).unwrap();
         assert!((task.mb(w) + big.mb(0.5 * w) - 12.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn mixed_curves_fill_the_cache_and_flat_ones_never_do() {
+        let reuse = Footprint::WorkingSet { mb: 9.0 };
+        let stream = Footprint::power_law_through(530_390.13, 786_432.0, 4.0);
+        let sharers = [(reuse, 2.0), (stream, 0.25)];
+        let w = fill_window(&sharers, 12.0).unwrap();
+        assert!((reuse.mb(2.0 * w) + stream.mb(0.25 * w) - 12.0).abs() < 1e-9);
+        // One element, whatever the window: a power law of exponent 0 never fills 12 MB.
+        let flat = Footprint::power_law_through(1.0, 786_432.0, 4.0);
+        assert_eq!(fill_window(&[(flat, 1.0), (flat, 1.0)], 12.0), None);
     }
 }

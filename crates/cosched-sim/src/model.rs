@@ -406,7 +406,7 @@ fn llc_misses(
         scratch.sharers.clear();
         for (i, r) in runners.iter().enumerate() {
             let rate = scratch.domain_share[i * domains + d];
-            if let (true, Some(curve)) = (rate > 0.0, r.profile.footprint) {
+            if let Some(curve) = r.profile.footprint.filter(|_| rate > 0.0) {
                 scratch.sharers.push((curve, rate));
             }
         }
@@ -432,9 +432,7 @@ fn llc_misses(
             } else {
                 0.0
             };
-            let alone = footprint::fill_window(&[(curve, 1.0)], llc)
-                .map_or(0.0, |window| curve.miss_ratio(window));
-            (miss, alone)
+            (miss, curve.miss_ratio_alone(llc))
         })
         .collect()
 }
