@@ -9,12 +9,8 @@ fn number(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
 
-fn percent(v: Option<f64>) -> String {
-    v.map_or("-".to_string(), |v| format!("{:.0}%", v * 100.0))
-}
-
-fn percent1(v: Option<f64>) -> String {
-    v.map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0))
+fn percent(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".to_string(), |v| format!("{:.digits$}%", v * 100.0))
 }
 
 /// How a column prints a figure that may be missing.
@@ -35,7 +31,7 @@ pub fn policy_table(rows: &[PolicyRow], paper: Option<&PaperFigures>) -> String 
     let mut columns: Vec<(&str, Cell)> = vec![
         ("runs", Box::new(|r| r.runs.to_string())),
         ("makespan s", Box::new(|r| number(r.makespan, 1))),
-        ("vs BP", Box::new(|r| percent(r.makespan_vs_bp))),
+        ("vs BP", Box::new(|r| percent(r.makespan_vs_bp, 0))),
         ("mean slowdown", Box::new(|r| number(r.mean_slowdown, 2))),
         ("ANTT", Box::new(|r| number(r.antt, 2))),
         (
@@ -44,15 +40,15 @@ pub fn policy_table(rows: &[PolicyRow], paper: Option<&PaperFigures>) -> String 
         ),
     ];
     if rows.iter().any(|r| r.llc_miss_rate.is_some()) {
-        columns.push(("LLC miss", Box::new(|r| percent1(r.llc_miss_rate))));
+        columns.push(("LLC miss", Box::new(|r| percent(r.llc_miss_rate, 1))));
     }
     if let Some(paper) = paper {
         let published: [(&str, &BTreeMap<String, f64>, Format); 5] = [
             ("paper makespan s", &paper.makespan_s, |v| number(v, 1)),
-            ("paper vs BP", &paper.makespan_vs_bp, percent),
+            ("paper vs BP", &paper.makespan_vs_bp, |v| percent(v, 0)),
             ("paper slowdown", &paper.mean_slowdown, |v| number(v, 1)),
             ("paper ANTT", &paper.antt, |v| number(v, 2)),
-            ("paper LLC miss", &paper.llc_miss_rate, percent1),
+            ("paper LLC miss", &paper.llc_miss_rate, |v| percent(v, 1)),
         ];
         for (header, figures, format) in published {
             if !figures.is_empty() {
@@ -98,10 +94,10 @@ pub fn sets_table(results: &[SetResult], papers: &[Option<&PaperFigures>]) -> St
                     String::new()
                 },
                 policy_label(row),
-                percent(row.makespan_vs_bp),
+                percent(row.makespan_vs_bp, 0),
                 number(row.mean_slowdown, 1),
                 format!("{:.0}", row.reconfigurations),
-                percent(published(|p| &p.makespan_vs_bp)),
+                percent(published(|p| &p.makespan_vs_bp), 0),
                 number(published(|p| &p.mean_slowdown), 1),
                 number(published(|p| &p.reconfigurations), 0),
             ]);
