@@ -5,6 +5,7 @@ pub mod cpuset;
 pub mod event;
 pub mod job;
 pub mod metrics;
+pub mod names;
 pub mod plan;
 pub mod policy;
 pub mod topology;

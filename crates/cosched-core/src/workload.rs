@@ -123,6 +123,8 @@ impl Workload {
                     .into(),
             ));
         }
+        crate::names::check_name(&file.workload.name)
+            .map_err(|m| invalid(format!("[workload] field `name`: {m}")))?;
         let mut seen = BTreeMap::new();
         for spanned in &file.job {
             let line = line_of(text, spanned.span().start);
@@ -190,11 +192,7 @@ impl JobEntry {
 }
 
 fn check_job(job: &JobEntry) -> Result<(), String> {
-    if job.name.is_empty() || job.name.contains(['/', '\0']) || job.name.starts_with('.') {
-        return Err(
-            "field `name`: must be non-empty, not start with '.', and contain no '/'".into(),
-        );
-    }
+    crate::names::check_name(&job.name).map_err(|m| format!("field `name`: {m}"))?;
     if !(job.arrival.is_finite() && job.arrival >= 0.0) {
         return Err(format!(
             "field `arrival`: {} is not a time in seconds ≥ 0",
@@ -307,5 +305,16 @@ profile = "nas/ep.B"
         assert!(err.contains("command") && err.contains("profile"), "{err}");
         let err = error_of("[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n");
         assert!(err.contains("line 6") && err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn workload_name_that_leaves_the_results_directory_is_refused() {
+        let err = error_of(
+            "[workload]\nname = \"../../etc/x\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n",
+        );
+        assert!(
+            err.starts_with("w.toml: [workload] field `name`") && err.contains("'/'"),
+            "{err}"
+        );
     }
 }

@@ -40,6 +40,18 @@ const POLICIES: &[Entry] = &[
 ];
 
 /// Names of all policies, for help texts and error messages.
+/// Policies for bags of single-threaded tasks: they give every job one core, so they do not suit
+/// multithreaded jobs.
+pub const TASK_BAG_POLICIES: &[&str] = &[
+    "fifo",
+    "rr",
+    "fifo-global",
+    "rr-global",
+    "lpt",
+    "di",
+    "scalpel",
+];
+
 pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|(name, _, _)| *name).collect()
 }
@@ -97,4 +109,19 @@ pub fn create(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
             name: name.to_string(),
             valid: names().join(", "),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_bag_list_matches_the_descriptions() {
+        let described: Vec<&str> = descriptions()
+            .into_iter()
+            .filter(|(_, about)| about.starts_with("task bag"))
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(described, TASK_BAG_POLICIES);
+    }
 }

@@ -23,7 +23,8 @@ mod svg;
 mod table;
 
 pub use bars::JobMetric;
-pub use run::{disambiguate_labels, Run};
+pub use export::results_json;
+pub use run::{disambiguate_labels, label_experiments, Run};
 pub use table::{comparison, text_table, ComparisonRow, BASELINE_POLICY};
 
 use std::path::{Path, PathBuf};
@@ -42,6 +43,8 @@ pub enum ReportError {
     EmptyTrace(PathBuf),
     #[error("no runs to report; give at least one trace file")]
     NoRuns,
+    #[error("the traces come from different experiments ({0}), so their figures do not compare; report them separately, or add --mixed to label every row with its workload and machine")]
+    MixedExperiments(String),
 }
 
 impl ReportError {
@@ -93,7 +96,10 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
         figures.push(Figure {
             svg: gantt::render(run, &id),
             id,
-            file_name: format!("partitions-{}.svg", slug(&run.label)),
+            file_name: format!(
+                "partitions-{}.svg",
+                cosched_core::names::file_name_part(&run.label)
+            ),
             caption: format!(
                 "Partitions over time under {}: which job holds which CPUs (after TACO Fig. 2). \
 Several slots of one plan (gang scheduling) split a CPU's row into bands as tall as each slot's share \
@@ -140,18 +146,4 @@ pub fn write_report(runs: &[Run], dir: &Path) -> Result<Written, ReportError> {
         policies_csv: write("policies.csv", &export::policies_csv(&rows))?,
         results_json: write("results.json", &export::results_json(runs, &rows))?,
     })
-}
-
-/// A label as a file-name part: letters, digits, `-`, `_` and `.`, everything else `_`.
-fn slug(label: &str) -> String {
-    label
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }

@@ -131,6 +131,33 @@ fn file_stem(path: &Path) -> Option<String> {
     Some(stem)
 }
 
+/// The workload (with its seed) and machine a run belongs to.
+fn experiment(run: &Run) -> String {
+    let s = &run.summary;
+    match s.seed {
+        Some(seed) => format!("{} seed {seed} on {}", s.workload, s.machine),
+        None => format!("{} on {}", s.workload, s.machine),
+    }
+}
+
+/// Runs of different workloads or machines must not share a table unnoticed: refused, naming the
+/// experiments, unless `mixed`, in which case every label says its workload and machine.
+pub fn label_experiments(runs: &mut [Run], mixed: bool) -> Result<(), ReportError> {
+    let mut experiments: Vec<String> = runs.iter().map(experiment).collect();
+    experiments.sort();
+    experiments.dedup();
+    if experiments.len() < 2 {
+        return Ok(());
+    }
+    if !mixed {
+        return Err(ReportError::MixedExperiments(experiments.join("; ")));
+    }
+    for run in runs.iter_mut() {
+        run.label = format!("{} [{}]", run.label, experiment(run));
+    }
+    Ok(())
+}
+
 /// Gives runs that share a policy distinct labels: their file names, else a counter.
 pub fn disambiguate_labels(runs: &mut [Run]) {
     for use_file_names in [true, false] {

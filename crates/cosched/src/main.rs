@@ -2,6 +2,7 @@
 //! policies. Each subcommand lives in `cmd/`.
 
 mod cmd;
+mod exit;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -37,6 +38,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    exit::die_quietly_on_closed_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(args) => cmd::topo::run(args),
@@ -50,9 +52,6 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
-        }
+        Err(error) => exit::report(&error),
     }
 }

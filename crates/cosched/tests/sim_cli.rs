@@ -43,7 +43,7 @@ fn generated_workload_simulates_with_one_row_per_policy() {
         "taco-opteron8435",
         "--policy",
         "eq,ue",
-        "--trace-dir",
+        "-o",
         traces.to_str().unwrap(),
     ]);
     let rows: Vec<&str> = stdout

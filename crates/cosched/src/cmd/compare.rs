@@ -1,21 +1,23 @@
 //! `cosched compare`: the same workload under several policies, back to back, one table, one report.
 //! Real runs measure the isolated times they lack first (`cosched calibrate`), so slowdowns are known.
 
+use super::output::{default_results_dir, prepare_results_dir};
 use super::run::{progress_bar, show, MechanismArgs};
+use crate::exit::JobsFailed;
 use anyhow::Context as _;
+use cosched_core::names::file_name_part;
 use cosched_core::topology::{presets, sysfs};
 use cosched_core::workload::Workload;
 use cosched_core::Topology;
 use cosched_linux::{Calibrated, IsolatedTimes, RunOptions};
-use cosched_report::{comparison, disambiguate_labels, text_table, write_report, Run};
+use cosched_report::{
+    comparison, disambiguate_labels, results_json, text_table, write_report, Run,
+};
 use cosched_sim::{simulate_into, JsonLinesSink, SimJob, SimOptions};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// The policies compared when none are named, in this order, as far as they exist.
-const DEFAULT_POLICIES: &[&str] = &["ue", "bp", "eq", "ta", "taco", "gang"];
+use std::time::{Duration, Instant};
 
 /// Run one workload under several policies, back to back, and compare them in one table and report
 #[derive(clap::Args, Debug)]
@@ -31,14 +33,14 @@ from WORKLOAD.isolated.json are measured first and stored there (see `cosched ca
 Examples:\n  cosched compare                                   # bundled workload, this machine\n  \
 cosched compare examples/independent.toml --policy ue,taco\n  \
 cosched compare my.toml --sim --machine taco-opteron8435 --policy ue,bp,eq,ta,taco\n  \
-cosched compare my.toml --sim --machine 'package:2 l3:1(size=8MB) core:8' --out results/big"
+cosched compare my.toml --sim --machine 'package:2 l3:1(size=8MB) core:8' -o results/big --json"
 )]
 pub struct Args {
     /// Workload file (TOML) [default: the bundled examples/default.toml, sized to this machine]
     #[arg(value_name = "WORKLOAD")]
     workload: Option<PathBuf>,
-    /// Policies to compare, comma-separated, in the order to run them [default: those of
-    /// ue,bp,eq,ta,taco,gang that exist]
+    /// Policies to compare, comma-separated, in the order to run them [default: ue,bp,eq,ta,taco,gang;
+    /// with only single-threaded jobs, the task-bag policies too (as `cosched sim`)]
     #[arg(long, value_delimiter = ',', value_name = "P1,P2,...")]
     policy: Vec<String>,
     /// Simulate instead of running real processes
@@ -49,43 +51,72 @@ pub struct Args {
     #[arg(long, value_name = "PRESET|SYNTHETIC", requires = "sim")]
     machine: Option<String>,
     /// Directory for traces, report and CSV [default: results/<workload>-<UTC time>]
-    #[arg(long, value_name = "DIR")]
+    #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Write into --out even if it holds an earlier run's results
+    #[arg(long)]
+    force: bool,
+    /// Print the comparison and every run's summary as JSON (results.json) instead of a table
+    #[arg(long)]
+    json: bool,
     /// Real runs only: how plans are enforced, and where isolated times live
     #[command(flatten)]
     mechanism: MechanismArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let policies = chosen_policies(&args.policy)?;
     let workload_path = args.workload.clone().unwrap_or_else(default_workload);
     anyhow::ensure!(
         !args.sim || (args.mechanism.mechanism.is_none() && args.mechanism.freezer.is_none()),
         "--mechanism and --freezer apply to real runs only; drop them or drop --sim"
     );
     // A simulation needs the machine before the jobs (profiles are sized to it); a real run, this one.
-    let (workload, simulated) = if args.sim {
-        let topology = presets::machine(args.machine.as_deref().unwrap_or(presets::THIS_MACHINE))?;
+    let topology = if args.sim {
+        presets::machine(args.machine.as_deref().unwrap_or(presets::THIS_MACHINE))?
+    } else {
+        sysfs::discover()?
+    };
+    let (workload, simulated_jobs) = if args.sim {
         let (workload, jobs) = cosched_sim::jobs::load(&workload_path, topology.num_cpus())?;
-        (workload, Some((topology, jobs)))
+        (workload, Some(jobs))
     } else {
         (Workload::load(&workload_path)?, None)
     };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(&workload.info.name));
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    let mut runs = match simulated {
-        Some((topology, jobs)) => compare_simulated(&workload, &jobs, &topology, &policies, &out)?,
-        None => compare_real(&workload_path, &workload, &args.mechanism, &policies, &out)?,
+    let specs = match &simulated_jobs {
+        Some(jobs) => jobs.iter().map(|j| j.spec.clone()).collect(),
+        None => workload.specs(topology.num_cpus()),
+    };
+    let policies = super::policies::chosen(&args.policy, &specs)?;
+    let out = (args.out.clone()).unwrap_or_else(|| default_results_dir(&[&workload.info.name]));
+    prepare_results_dir(&out, args.force)?;
+    let (mut runs, incomplete) = match simulated_jobs {
+        Some(jobs) => (
+            compare_simulated(&workload, &jobs, &topology, &policies, &out)?,
+            None,
+        ),
+        None => compare_real(
+            &workload_path,
+            &workload,
+            &topology,
+            &args.mechanism,
+            &policies,
+            &out,
+        )?,
     };
     disambiguate_labels(&mut runs);
     let written = write_report(&runs, &out)?;
-    print!("{}", text_table(&comparison(&runs)));
-    println!("report: {}", written.html.display());
-    Ok(())
+    let rows = comparison(&runs);
+    if args.json {
+        print!("{}", results_json(&runs, &rows));
+    } else {
+        print!("{}", text_table(&rows));
+        println!("report: {}", written.html.display());
+    }
+    if let Some(error) = incomplete {
+        return Err(error.into());
+    }
+    let failed = runs.iter().map(|r| r.summary.failed + r.summary.unfinished);
+    JobsFailed::check(failed.sum(), runs.len() * workload.jobs.len())
 }
 
 fn compare_simulated(
@@ -104,7 +135,7 @@ fn compare_simulated(
     );
     let mut runs = Vec::new();
     for (i, policy) in policies.iter().enumerate() {
-        let trace = out.join(format!("{policy}.jsonl"));
+        let trace = out.join(format!("{}.jsonl", file_name_part(policy)));
         let started = Instant::now();
         eprint!("[{}/{}] {policy} … ", i + 1, policies.len());
         simulate(topology, jobs, workload, policy, &trace)?;
@@ -113,16 +144,17 @@ fn compare_simulated(
     Ok(runs)
 }
 
+/// Real runs of every policy, and the error of the first that could not complete (its row is left out).
 fn compare_real(
     workload_path: &Path,
     workload: &Workload,
+    topology: &Topology,
     mechanism: &MechanismArgs,
     policies: &[String],
     out: &Path,
-) -> anyhow::Result<Vec<Run>> {
-    let topology = sysfs::discover()?;
+) -> anyhow::Result<(Vec<Run>, Option<cosched_linux::Error>)> {
     warn_if_busy();
-    let isolated = isolated_times(workload_path, workload, &topology, mechanism, out)?;
+    let isolated = isolated_times(workload_path, workload, topology, mechanism, out)?;
     eprintln!(
         "comparing {} ({} jobs) on {} ({} CPUs), real runs: {}",
         workload.info.name,
@@ -132,11 +164,13 @@ fn compare_real(
         policies.join(", ")
     );
     let mut runs = Vec::new();
+    let mut incomplete = None;
     for (i, name) in policies.iter().enumerate() {
-        let trace = out.join(format!("{name}.jsonl"));
+        let file_name = file_name_part(name);
+        let trace = out.join(format!("{file_name}.jsonl"));
         let options = RunOptions {
             isolated: isolated.clone(),
-            ..mechanism.apply(RunOptions::new(&trace, out.join(name)))
+            ..mechanism.apply(RunOptions::new(&trace, out.join(&file_name)))
         };
         std::fs::create_dir_all(&options.output_dir)
             .with_context(|| format!("cannot create directory {}", options.output_dir.display()))?;
@@ -144,7 +178,7 @@ fn compare_real(
         eprintln!("[{}/{}] {name} …", i + 1, policies.len());
         let bar = progress_bar(workload.jobs.len());
         let policy = cosched_policies::create(name)?;
-        let result = cosched_linux::run_observed(workload, &topology, policy, &options, &mut |p| {
+        let result = cosched_linux::run_observed(workload, topology, policy, &options, &mut |p| {
             show(&bar, p)
         });
         bar.finish_and_clear();
@@ -152,14 +186,18 @@ fn compare_real(
             Ok(_) => runs.push(finished(&trace, started)?),
             // Ctrl-C means stop everything; any other run error spoils only this policy's row.
             Err(e @ cosched_linux::Error::Interrupted(_)) => return Err(e.into()),
-            Err(e) => eprintln!("    {name} could not complete: {e}; it is left out of the table"),
+            Err(e) => {
+                eprintln!("    {name} could not complete: {e}; it is left out of the table");
+                incomplete.get_or_insert(e);
+            }
         }
     }
-    anyhow::ensure!(
-        !runs.is_empty(),
-        "no policy completed a run; see the errors above"
-    );
-    Ok(runs)
+    match incomplete {
+        Some(e) if runs.is_empty() => {
+            Err(anyhow::Error::from(e).context("no policy completed a run; see the errors above"))
+        }
+        incomplete => Ok((runs, incomplete)),
+    }
 }
 
 /// The isolated times of every job, measuring (and storing) those the file lacks.
@@ -251,36 +289,6 @@ fn simulate(
     Ok(())
 }
 
-/// The named policies, all of which must exist; or the default list, as far as it exists.
-fn chosen_policies(named: &[String]) -> anyhow::Result<Vec<String>> {
-    if named.is_empty() {
-        let known = cosched_policies::names();
-        let defaults: Vec<String> = DEFAULT_POLICIES
-            .iter()
-            .filter(|p| known.contains(p))
-            .map(|p| p.to_string())
-            .collect();
-        anyhow::ensure!(
-            !defaults.is_empty(),
-            "no policy of the default list ({}) is available; name some with --policy",
-            DEFAULT_POLICIES.join(",")
-        );
-        return Ok(defaults);
-    }
-    for name in named {
-        cosched_policies::create(name)?;
-    }
-    let mut unique: Vec<String> = Vec::new();
-    for name in named {
-        anyhow::ensure!(
-            !unique.contains(name),
-            "policy {name:?} is named twice in --policy"
-        );
-        unique.push(name.clone());
-    }
-    Ok(unique)
-}
-
 fn default_workload() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/default.toml");
     path.canonicalize().unwrap_or(path)
@@ -315,54 +323,4 @@ fn busy_fraction(window: Duration) -> Option<f64> {
     let (total_after, idle_after) = totals()?;
     let total = total_after.checked_sub(total_before)?;
     (total > 0).then(|| 1.0 - (idle_after - idle_before) as f64 / total as f64)
-}
-
-fn default_out_dir(workload: &str) -> PathBuf {
-    let name: String = workload
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    PathBuf::from("results").join(format!("{name}-{}", utc_timestamp(now)))
-}
-
-/// `YYYYMMDD-HHMMSS` in UTC for seconds since the epoch, for directory names that sort by time.
-fn utc_timestamp(secs: u64) -> String {
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_utc_calendar_dates() {
-        assert_eq!(utc_timestamp(0), "19700101-000000");
-        assert_eq!(utc_timestamp(951_782_400 + 3_723), "20000229-010203");
-        assert_eq!(utc_timestamp(1_767_225_599), "20251231-235959");
-    }
 }

@@ -34,7 +34,7 @@ pub struct Args {
     seed: u64,
     /// Write the workload here instead of to stdout
     #[arg(short, long, value_name = "FILE")]
-    output: Option<PathBuf>,
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
     };
     let toml = poisson.generate()?.to_toml();
-    match &args.output {
+    match &args.out {
         Some(path) => std::fs::write(path, toml)
             .with_context(|| format!("cannot write {}", path.display()))?,
         None => print!("{toml}"),

@@ -6,6 +6,8 @@ pub mod calibrate;
 pub mod compare;
 pub mod gen;
 pub mod machine;
+pub mod output;
+pub mod policies;
 pub mod report;
 pub mod run;
 pub mod sim;

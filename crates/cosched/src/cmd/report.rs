@@ -1,6 +1,8 @@
 //! `cosched report`: turn traces into an HTML report, standalone SVG figures and CSV/JSON results.
 
-use cosched_report::{comparison, disambiguate_labels, text_table, write_report, Run};
+use cosched_report::{
+    comparison, disambiguate_labels, label_experiments, text_table, write_report, Run,
+};
 use std::path::PathBuf;
 
 /// Turn run traces into a self-contained HTML report with figures, plus CSV/JSON results
@@ -8,7 +10,8 @@ use std::path::PathBuf;
 #[command(
     after_help = "Writes into DIR: report.html (one file, figures inlined), running-jobs.svg, \
 slowdown.svg, ntt.svg, partitions-<run>.svg, jobs.csv (one line per job and run), policies.csv (one \
-line per run) and results.json.\n\nExamples:\n  cosched report results/default-*/*.jsonl\n  \
+line per run) and results.json. Traces of different workloads or machines are refused unless \
+--mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl\n  \
 cosched report ue.jsonl taco.jsonl -o figures/\n  python3 -c \"import pandas; \
 print(pandas.read_csv('figures/jobs.csv'))\""
 )]
@@ -19,6 +22,9 @@ pub struct Args {
     /// Directory for the report and data files [default: the directory of the first trace]
     #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Accept traces of different workloads or machines, each row labelled with its own
+    #[arg(long)]
+    mixed: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -27,6 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|path| Run::load(path))
         .collect::<Result<Vec<_>, _>>()?;
+    label_experiments(&mut runs, args.mixed)?;
     disambiguate_labels(&mut runs);
     let dir = args.out.unwrap_or_else(|| match args.traces[0].parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),

@@ -1,15 +1,16 @@
 //! `cosched run`: run a workload's jobs for real on this machine under one policy.
 
+use super::output::{default_results_dir, prepare_results_dir};
+use crate::exit::JobsFailed;
 use anyhow::Context as _;
 use cosched_core::topology::sysfs;
 use cosched_core::trace::ExitStatus;
 use cosched_core::workload::Workload;
 use cosched_linux::{Freezer, IsolatedTimes, Placement, Progress, RunOptions};
-use cosched_report::{comparison, text_table, Run};
+use cosched_report::{comparison, results_json, text_table, Run};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The policy for practitioners: coschedules what needs it, space-shares along the topology, and stays
 /// within a few percent of plain Linux where coscheduling buys nothing (README, "Results").
@@ -22,10 +23,11 @@ pub const DEFAULT_POLICY: &str = "taco";
 the CPUs of its partition (cgroup cpuset or sched_setaffinity), freezes and thaws it for time slots, \
 and writes the trace (trace.jsonl), each job's stdout/stderr and a summary into the output directory. \
 Whatever ends cosched (Ctrl-C, SIGTERM, a crash, SIGKILL), no job stays frozen and no cgroup is left; \
-see docs/executor.md. Under sudo the jobs run as the invoking user.\n\n\
+see docs/executor.md. Under sudo the jobs run as the invoking user. Exits with 1 when a job failed \
+(README, \"Exit status\").\n\n\
 Run `cosched calibrate WORKLOAD` once first, so that slowdowns can be computed.\n\n\
 Examples:\n  cosched run examples/default.toml --policy eq\n  \
-cosched run my.toml --policy casas --mechanism affinity --freezer signal --out results/casas\n  \
+cosched run my.toml --policy casas --mechanism affinity --freezer signal -o results/casas\n  \
 cosched report results/casas/trace.jsonl"
 )]
 pub struct Args {
@@ -35,9 +37,15 @@ pub struct Args {
     /// Policy to run (see `cosched sim --help` or docs/policies.md for the list)
     #[arg(long, value_name = "P", default_value = DEFAULT_POLICY)]
     policy: String,
-    /// Output directory [default: results/<workload>-<policy>-<unix time>]
-    #[arg(long, value_name = "DIR")]
+    /// Output directory [default: results/<workload>-<policy>-<UTC time>]
+    #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Write into --out even if it holds an earlier run's results
+    #[arg(long)]
+    force: bool,
+    /// Print the run's summary with every job's result as JSON instead of a table
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     mechanism: MechanismArgs,
     /// Seconds between two measurements of every job
@@ -53,12 +61,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--sample-interval must be a positive number of seconds"
     );
     let topology = sysfs::discover()?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        PathBuf::from("results").join(format!("{}-{}-{now}", workload.info.name, args.policy))
-    });
+    let out = (args.out.clone())
+        .unwrap_or_else(|| default_results_dir(&[&workload.info.name, &args.policy]));
+    prepare_results_dir(&out, args.force)?;
     let isolated_path = args
         .mechanism
         .isolated
@@ -100,13 +105,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     .with_context(|| format!("run of {} under {} failed", workload.info.name, args.policy))?;
     bar.finish_and_clear();
     eprintln!("mechanism: {}", report.mechanism);
-    let run = Run::load(&report.trace)?;
-    print!("{}", text_table(&comparison(std::slice::from_ref(&run))));
-    for job in report
-        .jobs
-        .iter()
+    let runs = [Run::load(&report.trace)?];
+    let failed: Vec<_> = (report.jobs.iter())
         .filter(|j| j.status == ExitStatus::Failed)
-    {
+        .collect();
+    if args.json {
+        print!("{}", results_json(&runs, &comparison(&runs)));
+        return JobsFailed::check(failed.len(), report.jobs.len());
+    }
+    print!("{}", text_table(&comparison(&runs)));
+    for job in &failed {
         let why = job
             .error
             .clone()
@@ -115,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("failed: {} ({why}); see {}", job.name, job.stderr.display());
     }
     println!("trace: {}", report.trace.display());
-    Ok(())
+    JobsFailed::check(failed.len(), report.jobs.len())
 }
 
 /// A progress bar on a terminal, nothing otherwise.

@@ -1,5 +1,6 @@
 //! `cosched sim`: simulate policies on a workload or a scenario and compare them in one table.
 
+use super::output::prepare_results_dir;
 use super::sim_tables;
 use anyhow::{bail, Context as _};
 use cosched_core::topology::presets;
@@ -21,20 +22,22 @@ LLC miss ratio; a scenario's [paper] figures print beside them. With [[set]]s, t
 its ratio to the sweep's baseline.\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
 cosched sim w.toml --machine taco-opteron8435 --policy ue,bp,eq\n  \
 cosched sim w.toml --machine 'package:16 l3:1(size=32MB) core:64' --policy eq --json\n  \
-cosched sim scenarios/taco-table4.toml --seeds 8 --trace-dir traces/\n  \
+cosched sim scenarios/taco-table4.toml --seeds 8 -o traces/\n  \
 cosched sim scenarios/gang-granularity.toml\n  \
 cosched sim scenarios/scalpel-23.toml --policy fifo,rr,scalpel\n  \
-cosched report traces/*.jsonl"
+cosched report --mixed traces/*.jsonl"
 )]
 pub struct Args {
     /// Workload file or scenario file
     #[arg(value_name = "WORKLOAD|SCENARIO")]
     input: PathBuf,
-    /// Machine: a preset (taco-opteron8435, casas-opteron6172, gang-opteron8380, scalpel-xeon-e5620) or
-    /// a synthetic description such as "package:4 l3:1(size=6MB) core:6" [default: the scenario's]
+    /// Machine: a preset (taco-opteron8435, casas-opteron6172, gang-opteron8380, scalpel-xeon-e5620,
+    /// this) or a synthetic description such as "package:4 l3:1(size=6MB) core:6" [default: the
+    /// scenario's; for a workload file, this machine, as `cosched compare --sim`]
     #[arg(long, value_name = "PRESET|SYNTHETIC")]
     machine: Option<String>,
-    /// Policies to compare, comma-separated [default: the scenario's, else every policy]
+    /// Policies to compare, comma-separated [default: the scenario's; else ue,bp,eq,ta,taco,gang,
+    /// and with only single-threaded jobs the task-bag policies too, as `cosched compare`]
     #[arg(long, value_name = "P[,P...]", value_delimiter = ',')]
     policy: Vec<String>,
     /// Number of generated workloads (consecutive seeds); scenarios with a [generator] or [[set]]s only
@@ -47,8 +50,11 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Write one trace per run (JSON Lines) into DIR, for `cosched report`
-    #[arg(long, value_name = "DIR")]
-    trace_dir: Option<PathBuf>,
+    #[arg(short, long, value_name = "DIR", alias = "trace-dir")]
+    out: Option<PathBuf>,
+    /// Write into --out even if it holds earlier traces
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -62,29 +68,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|| file.scenario.machine.clone());
         (Some(file), machine)
     } else {
-        let Some(machine) = args.machine.clone() else {
-            bail!(
-                "--machine is required with a workload file, e.g. --machine taco-opteron8435 \
-(presets: {})",
-                presets::preset_names().join(", ")
-            );
-        };
+        let machine = (args.machine.clone()).unwrap_or_else(|| presets::THIS_MACHINE.to_string());
         (None, machine)
     };
     let topology = presets::machine(&machine_spec)?;
     let cpus = topology.num_cpus();
-    let policies: Vec<String> = if !args.policy.is_empty() {
-        args.policy.clone()
-    } else if let Some(file) = &scenario {
-        file.scenario.policies.clone()
-    } else {
-        cosched_policies::names()
-            .into_iter()
-            .map(String::from)
-            .collect()
+    // Unnamed policies are chosen by the jobs, which generated sets and sweeps make only while they
+    // run: those get the default for multithreaded jobs.
+    let named = match &scenario {
+        Some(file) if args.policy.is_empty() => file.scenario.policies.clone(),
+        _ => args.policy.clone(),
     };
-    for policy in &policies {
-        cosched_policies::create(policy)?;
+    let mut policies = super::policies::chosen(&named, &[])?;
+    if let Some(dir) = &args.out {
+        prepare_results_dir(dir, args.force)?;
     }
     let mut model = scenario
         .as_ref()
@@ -102,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.seeds.unwrap_or(file.scenario.seeds),
             &policies,
             &model,
-            args.trace_dir.as_deref(),
+            args.out.as_deref(),
             &mut |done, total| progress.update(done, total),
         )?;
         progress.finish();
@@ -132,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             sweep,
             &policies,
             &model,
-            args.trace_dir.as_deref(),
+            args.out.as_deref(),
             &mut |done, total| progress.update(done, total),
         )?;
         progress.finish();
@@ -157,12 +154,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         None => vec![workload_instance(&args.input, cpus, args.seeds)?],
     };
+    if named.is_empty() {
+        let specs: Vec<_> = (instances.iter())
+            .flat_map(|i| i.jobs.iter().map(|j| j.spec.clone()))
+            .collect();
+        policies = super::policies::default_for(&specs);
+    }
     let results = scenario::run_all(
         &topology,
         &instances,
         &policies,
         &model,
-        args.trace_dir.as_deref(),
+        args.out.as_deref(),
         &mut |done, total| progress.update(done, total),
     )?;
     progress.finish();
@@ -196,7 +199,7 @@ fn print_results(
     }
     println!("{header}");
     print!("{}", table());
-    print_closing(paper, args.trace_dir.as_deref());
+    print_closing(paper, args.out.as_deref());
     Ok(())
 }
 

@@ -1,0 +1,87 @@
+//! What cosched's exit status says (README, "Exit status"): 0 every job succeeded, 1 a job failed or was
+//! cancelled, 2 bad usage or input, 3 an internal error, 130 interrupted by a signal.
+
+use std::process::ExitCode;
+
+/// Some jobs of a run did not succeed; the run itself completed and wrote its results.
+#[derive(Debug, thiserror::Error)]
+#[error("{failed} of {total} job(s) failed or were cancelled")]
+pub struct JobsFailed {
+    pub failed: usize,
+    pub total: usize,
+}
+
+impl JobsFailed {
+    /// `Ok` when no job failed, so a subcommand can end with `JobsFailed::check(failed, total)`.
+    pub fn check(failed: usize, total: usize) -> anyhow::Result<()> {
+        if failed == 0 {
+            Ok(())
+        } else {
+            Err(JobsFailed { failed, total }.into())
+        }
+    }
+}
+
+pub const JOB_FAILED: u8 = 1;
+pub const BAD_INPUT: u8 = 2;
+pub const INTERNAL: u8 = 3;
+pub const INTERRUPTED: u8 = 130;
+
+/// The exit status for an error that ended a subcommand. Errors are bad input unless the chain shows a
+/// failed job, an interruption, or a failure of cosched itself while running jobs.
+pub fn status_of(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if cause.is::<JobsFailed>() {
+            return JOB_FAILED;
+        }
+        if let Some(run_error) = cause.downcast_ref::<cosched_linux::Error>() {
+            return match run_error {
+                cosched_linux::Error::Interrupted(_) => INTERRUPTED,
+                cosched_linux::Error::Workload(_) | cosched_linux::Error::Mechanism(_) => BAD_INPUT,
+                _ => INTERNAL,
+            };
+        }
+    }
+    BAD_INPUT
+}
+
+/// Prints the error and gives the exit status it calls for.
+pub fn report(error: &anyhow::Error) -> ExitCode {
+    let status = status_of(error);
+    eprintln!("error: {error:#}");
+    ExitCode::from(status)
+}
+
+/// A closed pipe ends cosched quietly, as it does `cat` or `grep`: the default action of SIGPIPE.
+/// Rust ignores SIGPIPE, which turns `cosched gen | head -1` into a panic. Jobs launched later get
+/// the default disposition anyway, and a real run killed this way is cleaned up by its watchdog.
+pub fn die_quietly_on_closed_pipe() {
+    // SAFETY: sets a signal disposition before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_the_error_chain() {
+        let failed = anyhow::Error::from(JobsFailed {
+            failed: 1,
+            total: 2,
+        })
+        .context("run");
+        assert_eq!(status_of(&failed), JOB_FAILED);
+        let interrupted =
+            anyhow::Error::from(cosched_linux::Error::Interrupted("SIGINT")).context("run");
+        assert_eq!(status_of(&interrupted), INTERRUPTED);
+        let stalled = anyhow::Error::from(cosched_linux::Error::Stalled {
+            policy: "p".into(),
+            waiting: 1,
+        });
+        assert_eq!(status_of(&stalled), INTERNAL);
+        assert_eq!(status_of(&anyhow::anyhow!("no such file")), BAD_INPUT);
+    }
+}
