@@ -10,6 +10,7 @@ use crate::model::{Effects, Mode, ModelParams};
 use crate::sink::{JsonLinesSink, TraceSink};
 use crate::sweep::Sweep;
 use cosched_core::metrics::{summarize, RunSummary};
+use cosched_core::names::file_name_part;
 use cosched_core::topology::presets;
 use cosched_core::Topology;
 use serde::{Deserialize, Serialize};
@@ -359,7 +360,11 @@ fn write_trace(
     policy: &str,
     trace: &[cosched_core::trace::TraceLine],
 ) -> Result<(), ScenarioError> {
-    let path = dir.join(format!("{workload}-{policy}.jsonl"));
+    let path = dir.join(format!(
+        "{}-{}.jsonl",
+        file_name_part(workload),
+        file_name_part(policy)
+    ));
     let error = |source| ScenarioError::Trace {
         path: path.display().to_string(),
         source,
