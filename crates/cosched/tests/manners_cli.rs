@@ -21,6 +21,25 @@ fn write_workload(dir: &Path, name: &str, jobs: &str) -> std::path::PathBuf {
     path
 }
 
+const PARALLEL_JOB: &str = "[[job]]\nname = \"a\"\nprofile = \"amdahl(serial=0.1, runtime=5)\"\n";
+
+/// A workload of one parallel job, for simulation.
+fn simulated_workload(dir: &Path, name: &str) -> std::path::PathBuf {
+    write_workload(dir, name, PARALLEL_JOB)
+}
+
+/// `compare --sim` on two cores.
+fn compare_sim(workload: &Path, policies: &str, out: &Path, extra: &[&str]) -> Output {
+    cosched()
+        .arg("compare")
+        .arg(workload)
+        .args(["--sim", "--machine", "core:2", "--policy", policies, "-o"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 /// A real run without privileges, so that it works wherever the tests run.
 fn real_run(workload: &Path, out: &Path) -> Command {
     let mut command = cosched();
@@ -126,23 +145,11 @@ fn a_workload_name_that_leaves_the_results_directory_is_refused() {
 #[test]
 fn an_earlier_runs_results_are_not_overwritten_without_force() {
     let dir = tempfile::tempdir().unwrap();
-    let workload = write_workload(
-        dir.path(),
-        "pair",
-        "[[job]]\nname = \"a\"\nprofile = \"amdahl(serial=0.1, runtime=5)\"\n",
-    );
+    let workload = simulated_workload(dir.path(), "pair");
     let out_dir = dir.path().join("out");
     let compare = |force: bool| {
-        let mut command = cosched();
-        command
-            .arg("compare")
-            .arg(&workload)
-            .args(["--sim", "--machine", "core:2", "--policy", "ue", "-o"])
-            .arg(&out_dir);
-        if force {
-            command.arg("--force");
-        }
-        command.output().unwrap()
+        let extra: &[&str] = if force { &["--force"] } else { &[] };
+        compare_sim(&workload, "ue", &out_dir, extra)
     };
     assert!(compare(false).status.success());
     let first = std::fs::metadata(out_dir.join("ue.jsonl"))
@@ -166,26 +173,8 @@ fn an_earlier_runs_results_are_not_overwritten_without_force() {
 #[test]
 fn compare_prints_json_with_one_row_per_policy() {
     let dir = tempfile::tempdir().unwrap();
-    let workload = write_workload(
-        dir.path(),
-        "pair",
-        "[[job]]\nname = \"a\"\nprofile = \"amdahl(serial=0.1, runtime=5)\"\n",
-    );
-    let out = cosched()
-        .arg("compare")
-        .arg(&workload)
-        .args([
-            "--sim",
-            "--machine",
-            "core:2",
-            "--policy",
-            "ue,bp",
-            "--json",
-            "-o",
-        ])
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
+    let workload = simulated_workload(dir.path(), "pair");
+    let out = compare_sim(&workload, "ue,bp", &dir.path().join("out"), &["--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let policies: Vec<&str> = doc["comparison"]
@@ -200,11 +189,7 @@ fn compare_prints_json_with_one_row_per_policy() {
 #[test]
 fn sim_of_a_parallel_workload_needs_no_machine_and_skips_task_bag_policies() {
     let dir = tempfile::tempdir().unwrap();
-    let workload = write_workload(
-        dir.path(),
-        "parallel",
-        "[[job]]\nname = \"a\"\nprofile = \"amdahl(serial=0.1, runtime=5)\"\n",
-    );
+    let workload = simulated_workload(dir.path(), "parallel");
     let out = cosched()
         .arg("sim")
         .arg(&workload)
@@ -227,19 +212,9 @@ fn report_refuses_traces_of_different_workloads_unless_mixed() {
     let dir = tempfile::tempdir().unwrap();
     let mut traces = Vec::new();
     for name in ["first", "second"] {
-        let workload = write_workload(
-            dir.path(),
-            name,
-            "[[job]]\nname = \"a\"\nprofile = \"amdahl(serial=0.1, runtime=5)\"\n",
-        );
+        let workload = simulated_workload(dir.path(), name);
         let out_dir = dir.path().join(name);
-        let out = cosched()
-            .arg("compare")
-            .arg(&workload)
-            .args(["--sim", "--machine", "core:2", "--policy", "ue", "-o"])
-            .arg(&out_dir)
-            .output()
-            .unwrap();
+        let out = compare_sim(&workload, "ue", &out_dir, &[]);
         assert!(out.status.success(), "{}", stderr(&out));
         traces.push(out_dir.join("ue.jsonl"));
     }
