@@ -34,6 +34,9 @@ pub enum RateSource {
     Model,
 }
 
+/// One interval of a running job. The fields after `interval` say what the job really did, for
+/// `crate::observe`; they are absent where the executor cannot see them (traces written before they
+/// existed read as absent too).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub job: JobId,
@@ -46,4 +49,42 @@ pub struct Sample {
     pub cpu_seconds: f64,
     /// Length of the interval, seconds.
     pub interval: f64,
+    /// Threads of the job's processes at the end of the interval (procfs; idle pool threads included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_threads: Option<u32>,
+    /// Team size of the job's latest top-level parallel region (control page `last_team_size`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_size: Option<u32>,
+    /// Top-level parallel regions started during the interval (control page `regions_started`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regions_started: Option<u64>,
+    /// Whether the job had applied the latest advice by the end of the interval (control page
+    /// `seen_generation` against `generation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advice_seen: Option<bool>,
+}
+
+impl Sample {
+    /// A sample with only the measurements every executor has.
+    pub fn new(
+        job: JobId,
+        rate: f64,
+        source: RateSource,
+        cpus: u32,
+        cpu_seconds: f64,
+        interval: f64,
+    ) -> Sample {
+        Sample {
+            job,
+            rate,
+            source,
+            cpus,
+            cpu_seconds,
+            interval,
+            os_threads: None,
+            team_size: None,
+            regions_started: None,
+            advice_seen: None,
+        }
+    }
 }

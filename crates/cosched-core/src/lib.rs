@@ -6,6 +6,7 @@ pub mod event;
 pub mod job;
 pub mod metrics;
 pub mod names;
+pub mod observe;
 pub mod plan;
 pub mod policy;
 pub mod topology;

@@ -13,7 +13,7 @@ use crate::{cgroup::Cgroup, Error};
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceWriter, TRACE_VERSION};
 use cosched_core::workload::Workload;
 use cosched_core::{
-    ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy, Topology,
+    ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy, Sample, Topology,
 };
 use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::collections::VecDeque;
@@ -904,23 +904,30 @@ impl<'a> Executor<'a> {
             let State::Running(r) = &mut self.states[i] else {
                 continue;
             };
-            let cpu_seconds = self
+            let stats: Vec<_> = self
                 .enforcer
                 .members(&r.control, &groups)
                 .into_iter()
                 .filter_map(|pid| crate::procfs::stat(pid).ok())
-                .map(|s| s.cpu_seconds())
-                .sum::<f64>();
+                .collect();
+            let cpu_seconds = stats.iter().map(|s| s.cpu_seconds()).sum::<f64>();
+            let counters = r.page.counters();
             let reading = Reading {
                 t: now,
                 // Processes that exited take their CPU time with them; never report negative use.
                 cpu_seconds: cpu_seconds.max(r.mark.cpu_seconds),
-                progress: r.page.counters().progress(),
+                progress: counters.progress(),
+                regions_started: counters.regions_started,
                 held: r.held_total,
             };
             if let Some(sample) = r.mark.sample_until(&reading, JobId(i as u32)) {
                 r.mark = reading;
-                samples.push(sample);
+                samples.push(Sample {
+                    os_threads: Some(stats.iter().map(|s| s.num_threads).sum()),
+                    team_size: (counters.last_team_size > 0).then_some(counters.last_team_size),
+                    advice_seen: Some(counters.seen_generation == r.page.generation()),
+                    ..sample
+                });
             }
         }
         for sample in samples {
@@ -1002,6 +1009,7 @@ impl<'a> Executor<'a> {
             t: now,
             cpu_seconds: cpu_seconds.max(r.mark.cpu_seconds),
             progress: r.page.counters().progress(),
+            regions_started: r.page.counters().regions_started,
             held: r.held_total,
         };
         if let Some(sample) = r.mark.sample_until(&final_reading, id) {

@@ -10,13 +10,16 @@ pub struct Reading {
     pub cpu_seconds: f64,
     /// Control-page progress (regions completed + heartbeats).
     pub progress: u64,
+    /// Control-page count of top-level parallel regions started.
+    pub regions_started: u64,
     /// Integral of the CPUs the job held over time, CPU-seconds.
     pub held: f64,
 }
 
 impl Reading {
     /// The sample covering `self` → `now`, or `None` for an empty interval. Control-page progress is the
-    /// rate source once the job has reported any; before that, CPU time.
+    /// rate source once the job has reported any; before that, CPU time. Regions started are counted
+    /// once the job has started any (a job without the preload library reports none).
     pub fn sample_until(&self, now: &Reading, job: JobId) -> Option<Sample> {
         let interval = now.t - self.t;
         if interval <= 0.0 {
@@ -32,12 +35,16 @@ impl Reading {
             (cpu_seconds / interval, RateSource::CpuTime)
         };
         Some(Sample {
-            job,
-            rate,
-            source,
-            cpus: ((now.held - self.held) / interval).round() as u32,
-            cpu_seconds,
-            interval,
+            regions_started: (now.regions_started > 0)
+                .then(|| now.regions_started.saturating_sub(self.regions_started)),
+            ..Sample::new(
+                job,
+                rate,
+                source,
+                ((now.held - self.held) / interval).round() as u32,
+                cpu_seconds,
+                interval,
+            )
         })
     }
 }
@@ -112,12 +119,14 @@ mod tests {
             t: 1.0,
             cpu_seconds: 0.5,
             progress: 0,
+            regions_started: 0,
             held: 2.0,
         };
         let after = Reading {
             t: 3.0,
             cpu_seconds: 2.5,
             progress: 0,
+            regions_started: 0,
             held: 6.0,
         };
         let s = before.sample_until(&after, JobId(1)).unwrap();
@@ -131,6 +140,13 @@ mod tests {
         };
         let s = before.sample_until(&after, JobId(1)).unwrap();
         assert_eq!((s.source, s.rate), (RateSource::ControlPage, 20.0));
+        assert_eq!(s.regions_started, None, "no region reported yet");
+        let after = Reading {
+            regions_started: 3,
+            ..after
+        };
+        let s = before.sample_until(&after, JobId(1)).unwrap();
+        assert_eq!(s.regions_started, Some(3));
         assert!(after.sample_until(&after, JobId(1)).is_none());
     }
 

@@ -14,6 +14,7 @@ pub struct ProcStat {
     pub cpu_ticks: u64,
     /// User + system time of waited-for children, in clock ticks.
     pub children_ticks: u64,
+    pub num_threads: u32,
 }
 
 impl ProcStat {
@@ -41,6 +42,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
         pgid: field(5)?.parse().ok()?,
         cpu_ticks: number(14)? + number(15)?,
         children_ticks: number(16)? + number(17)?,
+        num_threads: field(20)?.parse().ok()?,
     })
 }
 
@@ -87,6 +89,7 @@ mod tests {
         let stat = parse_stat(line).unwrap();
         assert_eq!((stat.pid, stat.state, stat.pgid), (1234, 'T', 1230));
         assert_eq!((stat.cpu_ticks, stat.children_ticks), (300, 10));
+        assert_eq!(stat.num_threads, 2);
     }
 
     #[test]

@@ -520,14 +520,14 @@ mod tests {
     }
 
     fn sample(job: u32, rate: f64) -> Event {
-        Event::Sample(Sample {
-            job: JobId(job),
+        Event::Sample(Sample::new(
+            JobId(job),
             rate,
-            source: RateSource::Model,
-            cpus: 6,
-            cpu_seconds: 0.0,
-            interval: PROBE_INTERVAL,
-        })
+            RateSource::Model,
+            6,
+            0.0,
+            PROBE_INTERVAL,
+        ))
     }
 
     /// Runs a whole probe of `job`, answering each interval with `rate(domains)`.

@@ -3,6 +3,7 @@
 
 use cosched_core::Policy;
 
+mod advice_check;
 mod bp;
 mod casas;
 mod di;
@@ -72,10 +73,18 @@ pub enum UnknownPolicy {
     Settings { name: String, reason: String },
 }
 
-/// The policy called `name`. TACO's variants and `gang` also take settings after a colon
+/// The policy called `name`, checking that malleable jobs follow its advice ([`advice_check`]): a job
+/// that keeps its threads past the deadline is treated as rigid at the threads it runs.
+pub fn create(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
+    Ok(Box::new(advice_check::AdviceCheck::new(create_unchecked(
+        name,
+    )?)))
+}
+
+/// The policy called `name` as it is, taking every job's label on trust. TACO's variants and `gang` also take settings after a colon
 /// (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.015`; see docs/policies.md); the policy then
 /// reports the full string as its name, so that variants stay apart in traces and tables.
-pub fn create(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
+fn create_unchecked(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
     let (base, settings) = name.split_once(':').unwrap_or((name, ""));
     let bad_settings = |reason: String| UnknownPolicy::Settings {
         name: name.to_string(),

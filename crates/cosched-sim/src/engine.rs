@@ -618,13 +618,19 @@ impl<'a> Engine<'a> {
             if interval <= 0.0 {
                 continue;
             }
+            // Simulated jobs run exactly their thread count and apply advice after their delay.
             samples.push(Sample {
-                job: self.jobs[i].spec.id,
-                rate: (s.sample_remaining - s.remaining) / interval,
-                source: RateSource::Model,
-                cpus: (s.held_seconds / interval).round() as u32,
-                cpu_seconds: s.cpu_seconds,
-                interval,
+                os_threads: Some(s.threads),
+                team_size: Some(s.threads),
+                advice_seen: Some(s.pending.is_none()),
+                ..Sample::new(
+                    self.jobs[i].spec.id,
+                    (s.sample_remaining - s.remaining) / interval,
+                    RateSource::Model,
+                    (s.held_seconds / interval).round() as u32,
+                    s.cpu_seconds,
+                    interval,
+                )
             });
             s.sample_t = now;
             s.sample_remaining = s.remaining;

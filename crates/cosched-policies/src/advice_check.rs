@@ -1,0 +1,279 @@
+//! The one place where every policy checks that malleable jobs follow its advice.
+//!
+//! [`AdviceCheck`] wraps any policy (`create` wraps them all). It feeds every event to an
+//! [`Observer`], records the advice of every plan, and asks for a timer at each advice deadline. A job
+//! still running its old thread count after `cosched_core::observe::ADVICE_DEADLINE` is shown to the wrapped policy as rigid
+//! at the threads it really runs; if it later applies advice after all, it is shown as malleable again.
+//! Either change is presented to the policy as the job leaving and arriving again, which every policy
+//! already handles, so none of them needs code of its own for jobs that do not follow advice.
+
+use cosched_core::observe::Observer;
+use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, Policy};
+use std::collections::BTreeSet;
+
+pub struct AdviceCheck {
+    inner: Box<dyn Policy>,
+    observer: Observer,
+    /// Jobs shown to the inner policy as rigid.
+    fixed: BTreeSet<JobId>,
+    /// The last plan given to the executor, and the timer the inner policy asked for in it.
+    plan: Option<Plan>,
+    inner_timer: Option<f64>,
+}
+
+impl AdviceCheck {
+    pub fn new(inner: Box<dyn Policy>) -> AdviceCheck {
+        AdviceCheck {
+            inner,
+            observer: Observer::default(),
+            fixed: BTreeSet::new(),
+            plan: None,
+            inner_timer: None,
+        }
+    }
+
+    /// The jobs of `ctx` as the inner policy must see them, without `leaving` if given.
+    fn shown_jobs(&self, ctx: &Context, leaving: Option<JobId>) -> Vec<ActiveJob> {
+        ctx.jobs
+            .iter()
+            .filter(|j| Some(j.spec.id) != leaving)
+            .map(|job| match self.observer.fixed_threads(job) {
+                Some(threads) if self.fixed.contains(&job.spec.id) => {
+                    let mut shown = job.clone();
+                    shown.spec.kind = JobKind::Rigid;
+                    shown.spec.min_threads = threads;
+                    shown.spec.max_threads = threads;
+                    shown.threads = threads;
+                    shown
+                }
+                _ => job.clone(),
+            })
+            .collect()
+    }
+
+    fn ask(&mut self, ctx: &Context, jobs: &[ActiveJob], event: &Event) -> Option<Plan> {
+        let shown = Context {
+            topology: ctx.topology,
+            now: ctx.now,
+            jobs,
+        };
+        let plan = self.inner.decide(&shown, event)?;
+        self.inner_timer = plan.timer;
+        Some(plan)
+    }
+
+    /// Shows each job whose status changed leave and arrive again; returns the last plan it gave.
+    fn readmit(&mut self, ctx: &Context, changed: &[JobId]) -> Option<Plan> {
+        let mut plan = None;
+        for &job in changed {
+            let without = self.shown_jobs(ctx, Some(job));
+            plan = self.ask(ctx, &without, &Event::Finished { job }).or(plan);
+            let with = self.shown_jobs(ctx, None);
+            plan = self.ask(ctx, &with, &Event::Arrived { job }).or(plan);
+        }
+        plan
+    }
+}
+
+impl Policy for AdviceCheck {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        self.observer.observe(ctx.now, event);
+        if let Event::Finished { job } = event {
+            self.fixed.remove(job);
+        }
+        self.observer.expire(ctx.now);
+        let now_fixed: BTreeSet<JobId> = ctx
+            .jobs
+            .iter()
+            .filter(|j| self.observer.fixed_threads(j).is_some())
+            .map(|j| j.spec.id)
+            .collect();
+        let changed: Vec<JobId> = now_fixed
+            .symmetric_difference(&self.fixed)
+            .copied()
+            .collect();
+        self.fixed = now_fixed;
+
+        let inner_due = self.inner_timer.is_some_and(|t| t <= ctx.now + 1e-9);
+        let mut plan = if matches!(event, Event::Timer) && !inner_due {
+            None
+        } else {
+            let jobs = self.shown_jobs(ctx, None);
+            self.ask(ctx, &jobs, event)
+        };
+        plan = self.readmit(ctx, &changed).or(plan);
+
+        if let Some(plan) = &plan {
+            for (&id, &threads) in &plan.advice {
+                if let Some(job) = ctx.job(id) {
+                    self.observer.advised(ctx.now, job, threads);
+                }
+            }
+        }
+        let deadline = self.observer.next_deadline();
+        let plan = match plan {
+            Some(plan) => plan,
+            // A deadline the executor's current plan does not wake us for: the same plan, new timer.
+            None if deadline.is_some()
+                && self.plan.as_ref().and_then(|p| p.timer)
+                    != combine(self.inner_timer, deadline) =>
+            {
+                self.plan.clone()?
+            }
+            None => return None,
+        };
+        let plan = Plan {
+            timer: combine(self.inner_timer, deadline),
+            ..plan
+        };
+        self.plan = Some(plan.clone());
+        Some(plan)
+    }
+}
+
+/// The earlier of the inner policy's timer and the next advice deadline, if either is in the future.
+fn combine(inner: Option<f64>, deadline: Option<f64>) -> Option<f64> {
+    inner.into_iter().chain(deadline).reduce(f64::min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_jobs::waiting;
+    use cosched_core::observe::ADVICE_DEADLINE;
+    use cosched_core::topology::presets;
+    use cosched_core::{RateSource, Sample, Topology};
+
+    /// A job inside one long region: two threads, no region starts, advice never applied.
+    fn stuck(job: u32, cpus: u32) -> Event {
+        Event::Sample(Sample {
+            os_threads: Some(2),
+            team_size: Some(2),
+            regions_started: Some(0),
+            advice_seen: Some(false),
+            ..Sample::new(JobId(job), 0.0, RateSource::ControlPage, cpus, 1.0, 1.0)
+        })
+    }
+
+    struct Run {
+        topology: Topology,
+        jobs: Vec<ActiveJob>,
+        policy: AdviceCheck,
+    }
+
+    impl Run {
+        fn new(policy: &str, jobs: usize) -> Run {
+            let mut run = Run {
+                topology: presets::machine("package:1 core:2").unwrap(),
+                jobs: Vec::new(),
+                policy: AdviceCheck::new(crate::create_unchecked(policy).unwrap()),
+            };
+            for id in 0..jobs as u32 {
+                let mut job = waiting(id, JobKind::Malleable, 1, 2);
+                job.spec.arrival = 0.0;
+                run.jobs.push(job);
+                let plan = run.at(0.0, Event::Arrived { job: JobId(id) });
+                for job in &mut run.jobs {
+                    job.started.get_or_insert(0.0);
+                    job.threads = plan
+                        .as_ref()
+                        .and_then(|p| p.advice.get(&job.spec.id).copied())
+                        .unwrap_or(2);
+                }
+            }
+            run
+        }
+
+        fn at(&mut self, now: f64, event: Event) -> Option<Plan> {
+            let ctx = Context {
+                topology: &self.topology,
+                now,
+                jobs: &self.jobs,
+            };
+            self.policy.decide(&ctx, &event)
+        }
+    }
+
+    /// Job 0 starts alone with two threads and enters a region it never leaves; two more join at 0.5 s.
+    /// Returns the run and the plan the joins gave.
+    fn crowded(policy: &str) -> (Run, Plan) {
+        let mut run = Run::new(policy, 1);
+        let mut plan = None;
+        for id in [1, 2] {
+            run.jobs.push(waiting(id, JobKind::Malleable, 1, 2));
+            plan = run.at(0.5, Event::Arrived { job: JobId(id) }).or(plan);
+        }
+        // CaSAS plans a newcomer only after probing it.
+        let plan = plan.unwrap_or_default();
+        for job in &mut run.jobs[1..] {
+            job.started = Some(0.5);
+            job.threads = plan.advice.get(&job.spec.id).copied().unwrap_or(2);
+        }
+        (run, plan)
+    }
+
+    #[test]
+    fn taco_gives_a_job_that_keeps_its_threads_cpus_for_all_of_them() {
+        let (mut run, plan) = crowded("taco");
+        assert_eq!(plan.advice[&JobId(0)], 1, "TACO shrinks job 0 at first");
+        let deadline = plan.timer.expect("a timer at the advice deadline");
+        assert!(deadline <= 0.5 + ADVICE_DEADLINE + 1e-9);
+        run.at(1.5, stuck(0, 1));
+        let plan = run.at(0.5 + ADVICE_DEADLINE, Event::Timer).unwrap();
+        let slots: Vec<usize> = (0..plan.slots.len())
+            .filter_map(|s| plan.cpus_in_slot(s, JobId(0)).map(|c| c.len()))
+            .collect();
+        assert!(
+            !slots.is_empty() && slots.iter().all(|&n| n == 2),
+            "{slots:?}"
+        );
+    }
+
+    #[test]
+    fn every_policy_stops_advising_fewer_threads_than_a_job_keeps() {
+        for policy in crate::names() {
+            let (mut run, _) = crowded(policy);
+            run.at(1.5, stuck(0, 1));
+            let plan = run.at(0.5 + ADVICE_DEADLINE, Event::Timer);
+            let shown = run.policy.shown_jobs(
+                &Context {
+                    topology: &run.topology,
+                    now: 3.0,
+                    jobs: &run.jobs,
+                },
+                None,
+            );
+            if run.policy.fixed.contains(&JobId(0)) {
+                assert_eq!((shown[0].spec.kind, shown[0].threads), (JobKind::Rigid, 2));
+                let advice = plan.and_then(|p| p.advice.get(&JobId(0)).copied());
+                assert!(
+                    advice.is_none_or(|a| a >= 2),
+                    "{policy}: advised {advice:?}"
+                );
+            } else {
+                assert_eq!(shown[0].spec.kind, JobKind::Malleable, "{policy}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_job_that_follows_is_left_to_the_policy() {
+        let (mut run, plan) = crowded("taco");
+        assert_eq!(plan.advice[&JobId(0)], 1);
+        run.jobs[0].threads = 1;
+        run.at(
+            1.0,
+            Event::ThreadsChanged {
+                job: JobId(0),
+                threads: 1,
+            },
+        );
+        let plan = run.at(2.5, Event::Timer);
+        assert!(run.policy.fixed.is_empty());
+        assert!(plan.is_none_or(|p| p.advice[&JobId(0)] == 1));
+    }
+}
