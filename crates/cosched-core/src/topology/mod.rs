@@ -56,23 +56,6 @@ impl Level {
         }
     }
 
-    /// Accepts hwloc's names and their usual aliases (`socket`, `node`, `numanode`, `l3cache`, …).
-    pub fn parse(name: &str) -> Option<Level> {
-        let level = match name.to_ascii_lowercase().as_str() {
-            "machine" => Level::Machine,
-            "package" | "socket" => Level::Package,
-            "die" => Level::Die,
-            "numa" | "node" | "numanode" => Level::Numa,
-            "l3" | "l3cache" | "llc" => Level::L3,
-            "l2" | "l2cache" => Level::L2,
-            "l1" | "l1cache" | "l1d" | "l1dcache" => Level::L1,
-            "core" => Level::Core,
-            "pu" | "thread" | "hwthread" => Level::Pu,
-            _ => return None,
-        };
-        Some(level)
-    }
-
     pub fn is_cache(self) -> bool {
         matches!(self, Level::L3 | Level::L2 | Level::L1)
     }
@@ -112,6 +95,11 @@ pub struct Topology {
 pub enum TopologyError {
     #[error("unknown preset {name:?}; valid presets: {valid}")]
     UnknownPreset { name: String, valid: String },
+    #[error(
+        "unknown machine {name:?}: give a preset ({presets}), a file written by `lstopo --of xml \
+         FILE`, or an hwloc synthetic description such as \"package:2 [numa] l3:1 core:8 pu:2\""
+    )]
+    UnknownMachine { name: String, presets: String },
     #[error("malformed synthetic topology {text:?}: {reason}")]
     Synthetic { text: String, reason: String },
     #[error("cannot read the machine topology from {path}: {reason}")]
@@ -357,14 +345,20 @@ impl Builder {
     }
 }
 
-fn human_bytes(bytes: u64) -> String {
+/// The size in the largest unit (GB, MB, KB) that divides it, if any does.
+fn scaled_bytes(bytes: u64) -> Option<(u64, &'static str)> {
     const UNITS: [(&str, u64); 3] = [("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)];
-    for (unit, size) in UNITS {
-        if bytes >= size && bytes.is_multiple_of(size) {
-            return format!("{}{unit}", bytes / size);
-        }
+    UNITS
+        .into_iter()
+        .find(|(_, size)| bytes >= *size && bytes.is_multiple_of(*size))
+        .map(|(unit, size)| (bytes / size, unit))
+}
+
+fn human_bytes(bytes: u64) -> String {
+    match scaled_bytes(bytes) {
+        Some((n, unit)) => format!("{n}{unit}"),
+        None => format!("{bytes}B"),
     }
-    format!("{bytes}B")
 }
 
 /// Prints the tree one node per line, collapsing runs of identical siblings so that a 1,024-CPU machine

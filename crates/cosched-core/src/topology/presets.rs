@@ -1,6 +1,6 @@
 //! The machines of the seed papers, so that their experiments can be simulated as published.
 
-use super::{synthetic, sysfs, Topology, TopologyError};
+use super::{synthetic, sysfs, xml, Topology, TopologyError};
 
 /// (name, synthetic description, where it comes from)
 pub const PRESETS: &[(&str, &str, &str)] = &[
@@ -53,13 +53,24 @@ pub fn preset(name: &str) -> Result<Topology, TopologyError> {
     Ok(topo)
 }
 
-/// Resolves a machine given on the command line: a preset name, or else a synthetic description.
+/// Resolves a machine given on the command line (`--machine`) or in a scenario: a preset name, an
+/// `lstopo --of xml` file, or a description in hwloc's synthetic syntax.
 pub fn machine(spec: &str) -> Result<Topology, TopologyError> {
-    if spec.contains(':') {
-        synthetic::parse(spec)
-    } else {
-        preset(spec)
+    let spec = spec.trim();
+    if preset_names().contains(&spec) {
+        return preset(spec);
     }
+    let path = std::path::Path::new(spec);
+    if path.is_file() || spec.ends_with(".xml") {
+        return xml::import(path);
+    }
+    if spec.contains([':', '[', '(']) {
+        return synthetic::parse(spec);
+    }
+    Err(TopologyError::UnknownMachine {
+        name: spec.to_string(),
+        presets: preset_names().join(", "),
+    })
 }
 
 #[cfg(test)]
@@ -75,6 +86,26 @@ mod tests {
             ("scalpel-xeon-e5620", 8),
         ] {
             assert_eq!(preset(name).unwrap().num_cpus(), cpus, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_machine_is_a_preset_a_file_or_a_synthetic_description() {
+        assert_eq!(
+            machine("gang-opteron8380").unwrap().name,
+            "gang-opteron8380"
+        );
+        assert_eq!(machine(" pack:2 core:3 ").unwrap().num_cpus(), 6);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.xml");
+        let topo = synthetic::parse("package:2 core:2").unwrap();
+        std::fs::write(&file, xml::to_xml(&topo)).unwrap();
+        assert_eq!(machine(file.to_str().unwrap()).unwrap().num_cpus(), 4);
+        let missing = machine("nowhere.xml").unwrap_err().to_string();
+        assert!(missing.contains("nowhere.xml"), "{missing}");
+        let unknown = machine("opteron").unwrap_err().to_string();
+        for expect in ["taco-opteron8435", "synthetic", "lstopo --of xml"] {
+            assert!(unknown.contains(expect), "{unknown}");
         }
     }
 

@@ -1,7 +1,13 @@
-//! hwloc's synthetic topology syntax: `package:4 numa:1 l3:1(size=6MB) core:6 pu:2`.
+//! hwloc's synthetic topology syntax, as `lstopo --input` reads it:
+//! `pack:2 [numa(memory=1GB)] l3:1(size=6MB) core:6 pu:2`.
 //!
-//! Each `level:count` gives the number of children per parent at that level; `(size=…)` gives a cache's
-//! size. A missing `pu` level means one hardware thread per core.
+//! Each `type:count` gives the number of children per parent at that level. Type names follow hwloc:
+//! any unambiguous prefix of `package`/`socket`, `die`, `numanode`/`node`, `core`, `pu`, `group`,
+//! `machine`, and cache names `l1`..`l5` with an optional `i`/`d`/`u` and `cache` (`L2Cache`, `l1d`).
+//! Attributes go in parentheses, separated by spaces: `size=` on caches, `memory=` on NUMA nodes and
+//! the machine. A NUMA node attached as a memory child (`package:2 [numa]`) becomes a NUMA level below
+//! that level. Groups, instruction caches and L4/L5 caches are not partition levels: their counts
+//! multiply into the level below. A missing `pu` level means one hardware thread per core.
 
 use super::{Level, Shape, Topology, TopologyError};
 
@@ -12,36 +18,29 @@ struct LevelSpec {
     cache_bytes: Option<u64>,
 }
 
+/// What a type name in the string stands for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Level(Level),
+    /// hwloc levels that add no partition here (groups, instruction caches, L4/L5).
+    Transparent,
+}
+
+/// One `type:count(attrs)` item and the memory children written after it (`[numa(memory=…)]`).
+struct Item<'a> {
+    token: &'a str,
+    kind: Kind,
+    count: u32,
+    cache_bytes: Option<u64>,
+    memory_children: usize,
+}
+
 pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     let error = |reason: String| TopologyError::Synthetic {
         text: text.to_string(),
         reason,
     };
-    let mut specs: Vec<LevelSpec> = Vec::new();
-    for token in text.split_whitespace() {
-        let spec = parse_token(token).map_err(error)?;
-        if let Some(previous) = specs.last() {
-            if spec.level <= previous.level {
-                return Err(error(format!(
-                    "level {} cannot come below {}; levels go from the top (package) down to pu",
-                    spec.level, previous.level
-                )));
-            }
-        }
-        specs.push(spec);
-    }
-    if specs.is_empty() {
-        return Err(error(
-            "it is empty; write levels with counts, e.g. \"package:2 core:4\"".into(),
-        ));
-    }
-    if specs.last().map(|s| s.level) != Some(Level::Pu) {
-        specs.push(LevelSpec {
-            level: Level::Pu,
-            count: 1,
-            cache_bytes: None,
-        });
-    }
+    let specs = level_specs(text).map_err(error)?;
     let total: u64 = specs.iter().map(|s| s.count as u64).product();
     if total > 1 << 20 {
         return Err(error(format!(
@@ -58,6 +57,304 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
             children,
         },
     ))
+}
+
+fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
+    let tokens = tokens(text)?;
+    let mut items: Vec<Item> = Vec::new();
+    let mut machine_memory = 0;
+    for (i, token) in tokens.iter().enumerate() {
+        if let Some(attrs) = token.strip_prefix('(') {
+            if i > 0 {
+                return Err(format!(
+                    "{token:?}: attributes must follow a level without a space, as in l3:1(size=6MB)"
+                ));
+            }
+            check_attrs(
+                attrs.strip_suffix(')').unwrap_or(attrs),
+                Level::Machine,
+                token,
+            )?;
+        } else if let Some(inner) = token.strip_prefix('[') {
+            let inner = inner
+                .strip_suffix(']')
+                .ok_or_else(|| format!("{token:?} opens '[' without closing it"))?;
+            memory_child(inner, token)?;
+            match items.last_mut() {
+                Some(item) => item.memory_children += 1,
+                None => machine_memory += 1,
+            }
+        } else {
+            items.push(parse_item(token)?);
+        }
+    }
+    if machine_memory > 1 {
+        return Err(several_numa("the machine", machine_memory));
+    }
+    let mut specs: Vec<LevelSpec> = Vec::new();
+    let mut multiplier = 1u32;
+    for item in &items {
+        let count = item
+            .count
+            .checked_mul(multiplier)
+            .ok_or_else(|| format!("{:?}: too many objects", item.token))?;
+        if item.memory_children > 1 {
+            return Err(several_numa(item.token, item.memory_children));
+        }
+        let level = match item.kind {
+            // A group that carries memory is a NUMA domain (sub-NUMA clustering, AMD NPS).
+            Kind::Transparent if item.memory_children == 1 => Level::Numa,
+            Kind::Transparent => {
+                multiplier = count;
+                continue;
+            }
+            Kind::Level(level) => level,
+        };
+        multiplier = 1;
+        if let Some(previous) = specs.last_mut() {
+            // hwloc 1.x style `node:2 pack:1`: one package per NUMA node is one NUMA node per package.
+            if previous.level == Level::Numa && level < Level::Numa && count == 1 {
+                previous.level = level;
+                specs.push(LevelSpec {
+                    level: Level::Numa,
+                    count: 1,
+                    cache_bytes: None,
+                });
+                continue;
+            }
+            if level <= previous.level {
+                let hint = if Level::Numa == level || Level::Numa == previous.level {
+                    "; write NUMA nodes as memory children of the level that holds them, e.g. \
+                     \"package:2 [numa] core:4\""
+                } else {
+                    ""
+                };
+                return Err(format!(
+                    "level {level} cannot come below {}; levels go from the top (package) down to \
+                     pu{hint}",
+                    previous.level
+                ));
+            }
+        }
+        specs.push(LevelSpec {
+            level,
+            count,
+            cache_bytes: item.cache_bytes,
+        });
+        if item.memory_children == 1 && level != Level::Numa {
+            if level > Level::Numa {
+                return Err(format!(
+                    "a NUMA node attached to {:?} cannot be represented: cosched's tree holds NUMA \
+                     nodes above caches and cores; attach it to the package, die or a group",
+                    item.token
+                ));
+            }
+            specs.push(LevelSpec {
+                level: Level::Numa,
+                count: 1,
+                cache_bytes: None,
+            });
+        }
+    }
+    if multiplier != 1 || items.last().is_some_and(|i| i.kind == Kind::Transparent) {
+        return Err("the last level must be pu (or a core, for one thread per core)".into());
+    }
+    if specs.is_empty() {
+        return Err("it is empty; write levels with counts, e.g. \"package:2 core:4\"".into());
+    }
+    if specs.last().map(|s| s.level) != Some(Level::Pu) {
+        specs.push(LevelSpec {
+            level: Level::Pu,
+            count: 1,
+            cache_bytes: None,
+        });
+    }
+    Ok(specs)
+}
+
+fn several_numa(holder: &str, count: usize) -> String {
+    format!(
+        "{holder} has {count} NUMA nodes ([numa] given {count} times); cosched gives every CPU one \
+         NUMA node: keep one"
+    )
+}
+
+/// Splits on spaces outside parentheses and brackets (hwloc separates attributes with spaces).
+fn tokens(text: &str) -> Result<Vec<&str>, String> {
+    let mut tokens = Vec::new();
+    let mut depth = 0i32;
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(format!("unbalanced {c:?} at byte {i}"));
+                }
+            }
+            _ => {}
+        }
+        if c.is_whitespace() && depth == 0 {
+            if let Some(s) = start.take() {
+                tokens.push(&text[s..i]);
+            }
+        } else if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if depth != 0 {
+        return Err("a '(' or '[' is never closed".into());
+    }
+    if let Some(s) = start {
+        tokens.push(&text[s..]);
+    }
+    Ok(tokens)
+}
+
+/// Splits `name(attrs)` into the name and the attribute text, if any.
+fn split_attrs(token: &str) -> Result<(&str, Option<&str>), String> {
+    match token.split_once('(') {
+        Some((head, rest)) => {
+            let attrs = rest
+                .strip_suffix(')')
+                .ok_or_else(|| format!("{token:?}: nothing may follow the closing ')'"))?;
+            Ok((head, Some(attrs)))
+        }
+        None => Ok((token, None)),
+    }
+}
+
+fn memory_child(inner: &str, token: &str) -> Result<(), String> {
+    let (name, attrs) = split_attrs(inner)?;
+    if parse_type(name) != Some(Kind::Level(Level::Numa)) {
+        return Err(format!(
+            "{token:?}: only NUMA nodes can be memory children, as in [numa(memory=1GB)]"
+        ));
+    }
+    check_attrs(attrs.unwrap_or(""), Level::Numa, token)?;
+    Ok(())
+}
+
+fn parse_item(token: &str) -> Result<Item<'_>, String> {
+    let (head, attrs) = split_attrs(token)?;
+    let Some((name, count)) = head.split_once(':') else {
+        if !head.is_empty() && head.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!(
+                "{token:?} has no type; cosched does not guess types, write e.g. core:{head}"
+            ));
+        }
+        return Err(format!("{token:?} is not of the form type:count"));
+    };
+    let kind = parse_type(name).ok_or_else(|| {
+        format!(
+            "unknown level {name:?}; hwloc's types are package (pack, socket), die, numa (node, \
+             NUMANode), group, l1..l5 caches (L2, l1d, L3Cache), core and pu"
+        )
+    })?;
+    if kind == Kind::Level(Level::Machine) {
+        return Err(
+            "the machine level is implicit; start with package (or any lower level)".into(),
+        );
+    }
+    let count: u32 = count
+        .parse()
+        .ok()
+        .filter(|c| *c > 0)
+        .ok_or_else(|| format!("{count:?} in {token:?} is not a positive count"))?;
+    let cache_bytes = match (kind, attrs) {
+        (Kind::Level(level), Some(attrs)) => check_attrs(attrs, level, token)?,
+        _ => None,
+    };
+    Ok(Item {
+        token,
+        kind,
+        count,
+        cache_bytes,
+        memory_children: 0,
+    })
+}
+
+/// Checks a level's attributes as hwloc would and returns the cache size, if one is given.
+fn check_attrs(attrs: &str, level: Level, token: &str) -> Result<Option<u64>, String> {
+    let mut cache_bytes = None;
+    for attr in attrs.split_whitespace() {
+        match attr.split_once('=') {
+            Some(("size", size)) if level.is_cache() => cache_bytes = Some(parse_size(size)?),
+            Some(("memory", size)) if !level.is_cache() => {
+                parse_size(size)?;
+            }
+            Some(("indexes", _)) => {
+                return Err(format!(
+                    "{token:?}: indexes= (a custom OS numbering) is not supported; cosched numbers \
+                     CPUs in order"
+                ))
+            }
+            Some((key, _)) => {
+                let allowed = if level.is_cache() { "size=" } else { "memory=" };
+                return Err(format!(
+                    "{token:?}: attribute {key:?} does not apply to {level}; it takes {allowed}"
+                ));
+            }
+            None => return Err(format!("attribute {attr:?} in {token:?} is not key=value")),
+        }
+    }
+    Ok(cache_bytes)
+}
+
+/// hwloc's type names: case-insensitive, any prefix of at least two letters (`pa`, `sock`, `NUMANode`).
+fn parse_type(name: &str) -> Option<Kind> {
+    let lower = name.to_ascii_lowercase();
+    let prefix_of = |full: &str| lower.len() >= 2 && full.starts_with(lower.as_str());
+    if let Some(rest) = lower.strip_prefix('l') {
+        return parse_cache(rest);
+    }
+    let level = if prefix_of("machine") {
+        Level::Machine
+    } else if prefix_of("numanode") || prefix_of("node") {
+        Level::Numa
+    } else if prefix_of("package") || prefix_of("socket") {
+        Level::Package
+    } else if prefix_of("die") {
+        Level::Die
+    } else if prefix_of("core") {
+        Level::Core
+    } else if prefix_of("pu") {
+        Level::Pu
+    } else if is_group(&lower) {
+        return Some(Kind::Transparent);
+    } else {
+        return None;
+    };
+    Some(Kind::Level(level))
+}
+
+/// `group`, `gr`, `Group0`: hwloc numbers group levels.
+fn is_group(lower: &str) -> bool {
+    let name = lower.trim_end_matches(|c: char| c.is_ascii_digit());
+    name.len() >= 2 && "group".starts_with(name)
+}
+
+/// `l2`, `L2Cache`, `l1d`, `l1i`, `l3u` (the leading `l` already removed).
+fn parse_cache(rest: &str) -> Option<Kind> {
+    let mut chars = rest.chars();
+    let depth = chars.next()?.to_digit(10)?;
+    let rest = chars.as_str();
+    let (instruction, suffix) = match rest.chars().next() {
+        Some('i') => (true, &rest[1..]),
+        Some('d' | 'u') => (false, &rest[1..]),
+        _ => (false, rest),
+    };
+    if !"cache".starts_with(suffix) {
+        return None;
+    }
+    match (depth, instruction) {
+        (1..=3, true) | (4..=5, false) => Some(Kind::Transparent),
+        (1, false) => Some(Kind::Level(Level::L1)),
+        (2, false) => Some(Kind::Level(Level::L2)),
+        (3, false) => Some(Kind::Level(Level::L3)),
+        _ => None,
+    }
 }
 
 fn build(specs: &[LevelSpec], next_cpu: &mut u32) -> Vec<Shape> {
@@ -80,53 +377,6 @@ fn build(specs: &[LevelSpec], next_cpu: &mut u32) -> Vec<Shape> {
         .collect()
 }
 
-fn parse_token(token: &str) -> Result<LevelSpec, String> {
-    let (head, attrs) = match token.split_once('(') {
-        Some((head, rest)) => {
-            let attrs = rest
-                .strip_suffix(')')
-                .ok_or_else(|| format!("{token:?} opens '(' without closing it"))?;
-            (head, Some(attrs))
-        }
-        None => (token, None),
-    };
-    let (name, count) = head
-        .split_once(':')
-        .ok_or_else(|| format!("{token:?} is not of the form level:count"))?;
-    let level = Level::parse(name).ok_or_else(|| {
-        format!("unknown level {name:?}; known levels: package, die, numa, l3, l2, l1, core, pu")
-    })?;
-    if level == Level::Machine {
-        return Err(
-            "the machine level is implicit; start with package (or any lower level)".into(),
-        );
-    }
-    let count: u32 = count
-        .parse()
-        .ok()
-        .filter(|c| *c > 0)
-        .ok_or_else(|| format!("{count:?} in {token:?} is not a positive count"))?;
-    let mut cache_bytes = None;
-    for attr in attrs.into_iter().flat_map(|a| a.split(',')) {
-        match attr.split_once('=') {
-            Some(("size", size)) => cache_bytes = Some(parse_size(size)?),
-            // hwloc also writes memory sizes and other attributes; they do not affect scheduling here.
-            Some(_) => {}
-            None => return Err(format!("attribute {attr:?} in {token:?} is not key=value")),
-        }
-    }
-    if cache_bytes.is_some() && !level.is_cache() {
-        return Err(format!(
-            "{token:?}: only cache levels (l1, l2, l3) take a size"
-        ));
-    }
-    Ok(LevelSpec {
-        level,
-        count,
-        cache_bytes,
-    })
-}
-
 fn parse_size(text: &str) -> Result<u64, String> {
     let upper = text.to_ascii_uppercase();
     let digits_end = upper
@@ -135,19 +385,22 @@ fn parse_size(text: &str) -> Result<u64, String> {
     let (number, unit) = upper.split_at(digits_end);
     let number: u64 = number
         .parse()
-        .map_err(|_| format!("cache size {text:?} does not start with a number"))?;
+        .map_err(|_| format!("size {text:?} does not start with a number"))?;
     let factor = match unit {
         "" | "B" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
         "M" | "MB" | "MIB" => 1 << 20,
         "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
         _ => {
             return Err(format!(
-                "unknown unit in cache size {text:?}; use KB, MB or GB"
+                "unknown unit in size {text:?}; use kB, MB, GB or TB"
             ))
         }
     };
-    Ok(number * factor)
+    number
+        .checked_mul(factor)
+        .ok_or_else(|| format!("size {text:?} is too large"))
 }
 
 /// Writes a tree back in the synthetic syntax. Only trees where all nodes of a level have the same
@@ -178,12 +431,21 @@ pub fn to_synthetic(topo: &Topology) -> Option<String> {
             next.extend(node.children.iter().copied());
         }
         let size = cache
-            .map(|b| format!("(size={})", super::human_bytes(b)))
+            .map(|b| format!("(size={})", hwloc_size(b)))
             .unwrap_or_default();
         parts.push(format!("{child_level}:{count}{size}"));
         frontier = next;
     }
     Some(parts.join(" "))
+}
+
+/// A size as hwloc reads it back: a whole number of kB, MB or GB, else plain bytes.
+fn hwloc_size(bytes: u64) -> String {
+    match super::scaled_bytes(bytes) {
+        Some((n, "KB")) => format!("{n}kB"),
+        Some((n, unit)) => format!("{n}{unit}"),
+        None => bytes.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -208,6 +470,53 @@ mod tests {
         let topo = parse("Socket:2 NUMANode:1 L3Cache:1 Core:2 PU:1").unwrap();
         assert_eq!(topo.num_cpus(), 4);
         assert_eq!(topo.numa_domains().len(), 2);
+        // The example of hwloc's documentation, with its abbreviations.
+        let topo = parse("pack:2 node:1 l2:1 core:2 pu:1").unwrap();
+        assert_eq!(topo.nodes_at(Level::Package).count(), 2);
+        assert_eq!(topo.nodes_at(Level::L2).count(), 2);
+        assert_eq!(topo.numa_domains().len(), 2);
+        assert_eq!(topo.nodes_at(Level::Core).count(), 4);
+        // hwloc 1.x put NUMA nodes above packages.
+        let old = parse("node:2 sock:1 l2:1 core:2 pu:1").unwrap();
+        assert_eq!(old.nodes, topo.nodes);
+    }
+
+    #[test]
+    fn memory_children_become_numa_levels() {
+        let topo = parse("pack:2 [NUMANode(memory=1GB)] l3:1(size=8MB) core:2 pu:2").unwrap();
+        let numa: Vec<String> = topo.numa_domains().iter().map(|c| c.to_string()).collect();
+        assert_eq!(numa, ["0-3", "4-7"]);
+        assert_eq!(topo.llc_bytes(), Some(8 << 20));
+        // A machine-wide NUMA node is what a tree without a NUMA level means.
+        let topo = parse("[numa(memory=4GB)] package:2 core:2").unwrap();
+        assert_eq!(topo.nodes_at(Level::Numa).count(), 0);
+        // Sub-NUMA clusters: groups that carry memory are NUMA domains.
+        let topo = parse("package:2 group:2 [numa] core:2 pu:1").unwrap();
+        assert_eq!(topo.numa_domains().len(), 4);
+        assert_eq!(topo.numa_domains()[1].to_string(), "2-3");
+    }
+
+    #[test]
+    fn reads_lstopo_synthetic_exports() {
+        // `lstopo --of synthetic` on a 2-vCPU EPYC virtual machine.
+        let text = "Package:1 [NUMANode(memory=17139793920)] L3Cache:1(size=33554432) \
+                    L2Cache:2(size=524288) L1dCache:1(size=32768) L1iCache:1(size=32768) Core:1 PU:1";
+        let topo = parse(text).unwrap();
+        assert_eq!(topo.num_cpus(), 2);
+        assert_eq!(topo.nodes_at(Level::Core).count(), 2);
+        assert_eq!(topo.nodes_at(Level::L2).count(), 2);
+        assert_eq!(topo.nodes_at(Level::L1).count(), 2);
+        assert_eq!(topo.llc_bytes(), Some(32 << 20));
+    }
+
+    #[test]
+    fn groups_and_instruction_caches_multiply_into_the_level_below() {
+        let topo = parse("pack:2 group:2 core:3 l1i:1 pu:2").unwrap();
+        assert_eq!(topo.num_cpus(), 24);
+        assert_eq!(
+            topo.nodes_at(Level::Package).next().unwrap().children.len(),
+            6
+        );
     }
 
     #[test]
@@ -217,14 +526,32 @@ mod tests {
             ("package:x", "positive count"),
             ("package:0", "positive count"),
             ("core:2 package:2", "cannot come below"),
+            ("node:2 pack:2 core:2", "memory children"),
             ("gpu:2", "unknown level"),
-            ("package4", "level:count"),
+            ("package4", "type:count"),
+            ("2 2 2", "no type"),
             ("l3:1(size=6XB)", "unit"),
-            ("core:2(size=1MB)", "only cache levels"),
+            ("core:2(size=1MB)", "it takes memory="),
+            ("l3:1(memory=1GB)", "it takes size="),
+            ("l3:1(size=6MB", "never closed"),
+            ("core:2 pu:2(indexes=0,2,1,3)", "indexes"),
+            ("pack:2 [core] core:2", "only NUMA nodes"),
+            ("pack:2 [numa] [numa] core:2", "2 NUMA nodes"),
+            ("pack:2 l3:1 [numa] core:2", "cannot be represented"),
+            ("pack:2 group:2", "last level"),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(expect), "{text:?} gave {err:?}");
         }
+    }
+
+    #[test]
+    fn odd_cache_sizes_are_written_in_bytes() {
+        let topo = parse("package:1 l2:2(size=1536kB) l1:1(size=1000) core:1").unwrap();
+        assert_eq!(
+            to_synthetic(&topo).unwrap(),
+            "package:1 l2:2(size=1536kB) l1:1(size=1000) core:1 pu:1"
+        );
     }
 
     proptest! {

@@ -1,11 +1,12 @@
-//! Import of `lstopo --of xml` files (hwloc 1.x and 2.x).
+//! `lstopo --of xml` files (hwloc 1.x and 2.x): import, and export in hwloc 2's format.
 //!
 //! Every object's CPUs are taken from the PUs below it, except NUMA nodes, which hwloc 2 attaches as
 //! memory children without PUs and which therefore carry their CPUs in their `cpuset` attribute.
 
-use super::{Grouping, Level, Topology, TopologyError};
+use super::{Grouping, Level, NodeId, Topology, TopologyError};
 use crate::cpuset::CpuSet;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::Path;
 
 pub fn import(path: &Path) -> Result<Topology, TopologyError> {
@@ -22,7 +23,12 @@ pub fn import(path: &Path) -> Result<Topology, TopologyError> {
 }
 
 pub fn parse(name: &str, text: &str) -> Result<Topology, String> {
-    let doc = roxmltree::Document::parse(text).map_err(|e| e.to_string())?;
+    // lstopo writes `<!DOCTYPE topology SYSTEM "hwloc2.dtd">`; the DTD is only named, never fetched.
+    let options = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc = roxmltree::Document::parse_with_options(text, options).map_err(|e| e.to_string())?;
     let objects = || doc.descendants().filter(|n| n.has_tag_name("object"));
     let mut cpus = CpuSet::new();
     for pu in objects().filter(|n| n.attribute("type") == Some("PU")) {
@@ -90,12 +96,126 @@ fn level_of(object: &roxmltree::Node) -> Option<Level> {
     }
 }
 
+/// Writes the tree as hwloc 2 XML, which `lstopo --input FILE` reads. A NUMA node becomes a group
+/// holding the NUMA node as its memory child (hwloc drops the group where it repeats its parent); a
+/// tree without NUMA nodes gets one for the whole machine, as hwloc requires.
+pub fn to_xml(topo: &Topology) -> String {
+    let mut out = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n\
+         <topology version=\"2.0\">\n",
+    );
+    let numa: Vec<&CpuSet> = topo.nodes_at(Level::Numa).map(|n| &n.cpus).collect();
+    let nodeset = |cpus: &CpuSet| -> CpuSet {
+        if numa.is_empty() {
+            return CpuSet::from_range(0..1);
+        }
+        (0..numa.len() as u32)
+            .filter(|&i| !numa[i as usize].is_disjoint(cpus))
+            .collect()
+    };
+    write_object(topo, 0, 1, &nodeset, &mut out);
+    out.push_str("</topology>\n");
+    out
+}
+
+fn write_object(
+    topo: &Topology,
+    id: NodeId,
+    depth: usize,
+    nodeset: &dyn Fn(&CpuSet) -> CpuSet,
+    out: &mut String,
+) {
+    let node = topo.node(id);
+    let indent = "  ".repeat(depth);
+    let sets = format!(
+        "cpuset=\"{cpus}\" complete_cpuset=\"{cpus}\" nodeset=\"{nodes}\" complete_nodeset=\"{nodes}\"",
+        cpus = bitmap(&node.cpus),
+        nodes = bitmap(&nodeset(&node.cpus)),
+    );
+    let numa_child = |out: &mut String, os_index: u32| {
+        let _ = writeln!(
+            out,
+            "{indent}  <object type=\"NUMANode\" os_index=\"{os_index}\" {sets}/>"
+        );
+    };
+    let (kind, extra) = match node.level {
+        Level::Machine => (
+            "Machine",
+            format!(
+                " allowed_cpuset=\"{}\" allowed_nodeset=\"{}\"",
+                bitmap(&node.cpus),
+                bitmap(&nodeset(&node.cpus))
+            ),
+        ),
+        Level::Package => ("Package", String::new()),
+        Level::Die => ("Die", String::new()),
+        Level::Numa => ("Group", String::new()),
+        Level::L3 | Level::L2 | Level::L1 => {
+            let depth = match node.level {
+                Level::L3 => 3,
+                Level::L2 => 2,
+                _ => 1,
+            };
+            let kind = ["L1Cache", "L2Cache", "L3Cache"][depth - 1];
+            let size = node.cache_bytes.unwrap_or(0);
+            (
+                kind,
+                format!(
+                    " cache_size=\"{size}\" depth=\"{depth}\" cache_linesize=\"64\" \
+                     cache_associativity=\"0\" cache_type=\"0\""
+                ),
+            )
+        }
+        Level::Core => ("Core", String::new()),
+        Level::Pu => ("PU", String::new()),
+    };
+    let os_index = match node.level {
+        Level::Pu => node.cpus.first().unwrap_or(0),
+        _ => node.index,
+    };
+    let _ = write!(
+        out,
+        "{indent}<object type=\"{kind}\" os_index=\"{os_index}\" {sets}{extra}"
+    );
+    if node.children.is_empty() {
+        out.push_str("/>\n");
+        return;
+    }
+    out.push_str(">\n");
+    if node.level == Level::Numa {
+        numa_child(out, node.index);
+    } else if node.level == Level::Machine && topo.nodes_at(Level::Numa).next().is_none() {
+        numa_child(out, 0);
+    }
+    for &child in &node.children {
+        write_object(topo, child, depth + 1, nodeset, out);
+    }
+    let _ = writeln!(out, "{indent}</object>");
+}
+
+/// A set in hwloc's bitmap format: 32-bit hex words, most significant first.
+fn bitmap(set: &CpuSet) -> String {
+    let words = set.iter().last().map_or(1, |max| max as usize / 32 + 1);
+    let mut values = vec![0u32; words];
+    for cpu in set.iter() {
+        values[cpu as usize / 32] |= 1 << (cpu % 32);
+    }
+    values
+        .iter()
+        .rev()
+        .map(|w| format!("0x{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// hwloc bitmaps: comma-separated 32-bit hex words, most significant first (`0x000000ff,0xffffffff`).
 fn parse_bitmap(text: &str) -> Result<CpuSet, String> {
     let mut set = CpuSet::new();
     let words: Vec<&str> = text.split(',').collect();
     for (i, word) in words.iter().rev().enumerate() {
         let digits = word.trim().trim_start_matches("0x");
+        // hwloc leaves zero words empty: `0x0000ffff,,0x0`.
+        let digits = if digits.is_empty() { "0" } else { digits };
         let value = u32::from_str_radix(digits, 16)
             .map_err(|_| format!("malformed cpuset {text:?} (expected hwloc hex words)"))?;
         for bit in 0..32 {
@@ -154,7 +274,40 @@ mod tests {
             parse_bitmap("0x00000001,0x00000003").unwrap().to_string(),
             "0-1,32"
         );
+        assert_eq!(
+            parse_bitmap("0x0000ffff,,0x0").unwrap().to_string(),
+            "64-79"
+        );
+        let set: CpuSet = "0-1,32".parse().unwrap();
+        assert_eq!(bitmap(&set), "0x00000001,0x00000003");
         assert!(parse_bitmap("zz").is_err());
+    }
+
+    #[test]
+    fn lstopo_files_with_a_doctype_are_read() {
+        let text = HWLOC2.replacen(
+            "<topology",
+            "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology",
+            1,
+        );
+        assert_eq!(parse("dtd", &text).unwrap().num_cpus(), 8);
+    }
+
+    #[test]
+    fn exported_xml_reads_back_as_the_same_tree() {
+        for text in [
+            "package:2 numa:1 l3:1(size=6MB) core:3 pu:2",
+            "package:2 die:2 numa:1 l3:1(size=6MB) l2:2(size=512kB) core:2",
+            "package:2 l3:1(size=12MB) core:4",
+        ] {
+            let topo = super::super::synthetic::parse(text).unwrap();
+            let back = parse(text, &to_xml(&topo)).unwrap();
+            let count = |t: &Topology, level| t.nodes_at(level).count();
+            for level in Level::ALL {
+                assert_eq!(count(&back, level), count(&topo, level), "{text}: {level}");
+            }
+            assert_eq!(back.llc_bytes(), topo.llc_bytes(), "{text}");
+        }
     }
 
     #[test]

@@ -47,8 +47,9 @@ pub struct Args {
     #[arg(long)]
     sim: bool,
     /// The machine to simulate: a preset (taco-opteron8435, casas-opteron6172, gang-opteron8380,
-    /// scalpel-xeon-e5620, this) or an hwloc synthetic description [default: this machine]
-    #[arg(long, value_name = "PRESET|SYNTHETIC", requires = "sim")]
+    /// scalpel-xeon-e5620, this), an `lstopo --of xml` file or an hwloc synthetic description
+    /// [default: this machine]
+    #[arg(long, value_name = "PRESET|FILE|SYNTHETIC", requires = "sim")]
     machine: Option<String>,
     /// Directory for traces, report and CSV [default: results/<workload>-<UTC time>]
     #[arg(short, long, value_name = "DIR")]

@@ -32,9 +32,10 @@ pub struct Args {
     #[arg(value_name = "WORKLOAD|SCENARIO")]
     input: PathBuf,
     /// Machine: a preset (taco-opteron8435, casas-opteron6172, gang-opteron8380, scalpel-xeon-e5620,
-    /// this) or a synthetic description such as "package:4 l3:1(size=6MB) core:6" [default: the
-    /// scenario's; for a workload file, this machine, as `cosched compare --sim`]
-    #[arg(long, value_name = "PRESET|SYNTHETIC")]
+    /// this), an `lstopo --of xml` file, or hwloc's synthetic syntax such as
+    /// "package:4 l3:1(size=6MB) core:6" [default: the scenario's; for a workload file, this
+    /// machine, as `cosched compare --sim`]
+    #[arg(long, value_name = "PRESET|FILE|SYNTHETIC")]
     machine: Option<String>,
     /// Policies to compare, comma-separated [default: the scenario's; else ue,bp,eq,ta,taco,gang,
     /// and with only single-threaded jobs the task-bag policies too, as `cosched compare`]
