@@ -1,5 +1,7 @@
 //! Compiles the C side (`native/`): the preload library, the benchmark programs and the test
-//! programs, with the system C compiler and OpenMP, into `OUT_DIR/native`.
+//! programs, with the system C compiler and OpenMP, into `OUT_DIR/native`. Where clang and LLVM
+//! libomp's `omp-tools.h` are installed, the preload library also gets the OMPT tool for libomp
+//! programs, and the test program is built a second time with clang against libomp.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -10,6 +12,9 @@ const INSTALL_HINT: &str =
 const PRELOAD_SOURCES: &[&str] = &["cosched_omp.c", "gomp_wrap.c"];
 const BENCHMARKS: &[&str] = &["barrier", "stress", "dense", "stencil", "spmv"];
 const TEST_PROGRAMS: &[&str] = &["teamsize"];
+/// Built with clang and LLVM libomp where they exist: `<name>-libomp`.
+const LIBOMP_TEST_PROGRAMS: &[&str] = &["teamsize"];
+const LIBOMP_HINT: &str = "apt-get install clang libomp-dev";
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
@@ -29,7 +34,19 @@ fn main() {
     check_toolchain(&cc, &scratch);
 
     let preload = native.join("preload");
-    let preload_sources: Vec<PathBuf> = PRELOAD_SOURCES.iter().map(|s| preload.join(s)).collect();
+    let mut preload_sources: Vec<PathBuf> =
+        PRELOAD_SOURCES.iter().map(|s| preload.join(s)).collect();
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_string());
+    println!("cargo:rerun-if-env-changed=CLANG");
+    let ompt_include = ompt_headers(&clang, &scratch);
+    match &ompt_include {
+        Some(_) => preload_sources.push(preload.join("ompt_tool.c")),
+        None => println!(
+            "cargo:warning=LLVM libomp support not built (no clang with omp-tools.h): programs \
+             built with clang will not follow cosched's thread advice; {LIBOMP_HINT}"
+        ),
+    }
+    let preload_includes: Vec<&Path> = ompt_include.iter().map(PathBuf::as_path).collect();
     let mut jobs = vec![(
         "libcosched-omp.so".to_string(),
         compile(
@@ -37,7 +54,7 @@ fn main() {
             &preload_sources,
             &out.join("libcosched-omp.so"),
             &["-shared", "-fPIC", "-ldl"],
-            &[],
+            &preload_includes,
         ),
     )];
     let bench = native.join("bench");
@@ -64,6 +81,25 @@ fn main() {
                 &[source],
                 &test_out.join(name),
                 &["-fopenmp"],
+                &[&preload],
+            ),
+        ));
+    }
+    for name in LIBOMP_TEST_PROGRAMS {
+        let program = test_out.join(format!("{name}-libomp"));
+        if ompt_include.is_none() {
+            // A build from before clang went away must not pass for one with the OMPT tool.
+            let _ = std::fs::remove_file(&program);
+            continue;
+        }
+        let source = tests.join(format!("{name}.c"));
+        jobs.push((
+            format!("{name}-libomp"),
+            compile(
+                &clang,
+                &[source],
+                &program,
+                &["-fopenmp=libomp"],
                 &[&preload],
             ),
         ));
@@ -106,6 +142,23 @@ fn compile(
     command.spawn().unwrap_or_else(|e| {
         panic!("cosched-native: cannot run the C compiler `{cc}`: {e}; {INSTALL_HINT}")
     })
+}
+
+/// The directory holding a copy of LLVM's `omp-tools.h` (alone, so that the C compiler does not
+/// pick up clang's other built-in headers), or `None` when clang or the header is missing.
+fn ompt_headers(clang: &str, scratch: &Path) -> Option<PathBuf> {
+    let output = Command::new(clang)
+        .arg("-print-resource-dir")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let resource_dir = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    let header = resource_dir.join("include/omp-tools.h");
+    let include = scratch.join("ompt-include");
+    std::fs::create_dir_all(&include).ok()?;
+    std::fs::copy(&header, include.join("omp-tools.h")).ok()?;
+    println!("cargo:rerun-if-changed={}", header.display());
+    Some(include)
 }
 
 /// Fails early, with the package to install, if there is no C compiler or no OpenMP.

@@ -34,9 +34,19 @@ void *cosched_next_symbol(const char *name);
  * page and the calling thread is outside any parallel region. */
 int cosched_at_top_level(void);
 
-/* For a top-level region the program asked `requested` threads for (0 = the ICV default): records
- * it as started and returns the team size to ask the runtime for, never more than a non-zero
- * request. */
+/* Set once the OMPT tool (ompt_tool.c) is registered with LLVM libomp: the runtime then reports
+ * every region through OMPT, and the GOMP_* wrappers, which libomp also exports, stand aside so
+ * that no region is counted twice. */
+extern int cosched_ompt_active;
+
+/* Records the start of a top-level region that wants `wanted` threads and returns the team size the
+ * advice allows. `can_cap` is zero where the runtime cannot be told a smaller team: the region is
+ * then recorded at the size it wants. */
+unsigned cosched_region_start(unsigned wanted, int can_cap);
+
+/* For a top-level libgomp region the program asked `requested` threads for (0 = the ICV default):
+ * records it as started and returns the team size to ask the runtime for, never more than a
+ * non-zero request. */
 unsigned cosched_region_begin(unsigned requested);
 
 /* Records the end of a region that cosched_region_begin() counted. */

@@ -67,22 +67,30 @@ __attribute__((constructor)) static void map_control_page(void)
     cosched_page = page;
 }
 
+int cosched_ompt_active;
+
 int cosched_at_top_level(void)
 {
     return cosched_page && omp_get_level_fn() == 0;
 }
 
-unsigned cosched_region_begin(unsigned requested)
+unsigned cosched_region_start(unsigned wanted, int can_cap)
 {
     struct cosched_page *page = cosched_page;
     /* Generation before advice: a change racing with this read is reported as not yet seen. */
     uint32_t generation = atomic_load_explicit(&page->generation, memory_order_acquire);
     uint32_t advice = atomic_load_explicit(&page->advised_threads, memory_order_acquire);
-    unsigned wanted = requested ? requested : (unsigned)omp_get_max_threads_fn();
-    unsigned team = advice != 0 && advice < wanted ? advice : wanted;
+    unsigned team = can_cap && advice != 0 && advice < wanted ? advice : wanted;
     atomic_fetch_add_explicit(&page->regions_started, 1, memory_order_relaxed);
     atomic_store_explicit(&page->last_team_size, team, memory_order_relaxed);
     atomic_store_explicit(&page->seen_generation, generation, memory_order_release);
+    return team;
+}
+
+unsigned cosched_region_begin(unsigned requested)
+{
+    unsigned wanted = requested ? requested : (unsigned)omp_get_max_threads_fn();
+    unsigned team = cosched_region_start(wanted, 1);
     /* Leave a default request alone when the advice does not lower it, so the runtime keeps its
      * own rules (dynamic adjustment, thread limits) exactly as without the library. */
     return requested == 0 && team == wanted ? 0 : team;

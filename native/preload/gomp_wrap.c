@@ -11,6 +11,13 @@
 
 #include <stdbool.h>
 
+/* A region these wrappers manage: top-level, and not already seen by the OMPT tool (LLVM libomp
+ * exports GOMP_* too, for GCC-built programs). */
+static int managed_here(void)
+{
+    return !cosched_ompt_active && cosched_at_top_level();
+}
+
 typedef void (*region_fn)(void *);
 
 /* The next definition of the wrapped function `name`, resolved once. */
@@ -31,7 +38,7 @@ typedef void (*region_fn)(void *);
     ret name params;                                                                              \
     ret name params                                                                               \
     {                                                                                             \
-        int top = cosched_at_top_level();                                                         \
+        int top = managed_here();                                                                 \
         if (top)                                                                                  \
             threads = cosched_region_begin(threads);                                              \
         WRAP_CALL_##ret(name, args)                                                               \
@@ -51,7 +58,7 @@ typedef void (*region_fn)(void *);
     void name params;                                                                             \
     void name params                                                                              \
     {                                                                                             \
-        if (cosched_at_top_level())                                                               \
+        if (managed_here())                                                                       \
             threads = cosched_region_begin(threads);                                              \
         NEXT(name) args;                                                                          \
     }
@@ -105,6 +112,6 @@ void GOMP_parallel_end(void)
 {
     NEXT(GOMP_parallel_end)();
     /* Back at level 0 means the region that just ended was a top-level one, counted at its start. */
-    if (cosched_at_top_level())
+    if (managed_here())
         cosched_region_end();
 }

@@ -1,6 +1,7 @@
-//! Runs a real OpenMP program (native/tests/teamsize.c, GNU libgomp) under libcosched-omp.so and
-//! checks, from the program's own output, that each parallel region follows the advice written
-//! to the control page just before it.
+//! Runs a real OpenMP program (native/tests/teamsize.c) under libcosched-omp.so and checks, from
+//! the program's own output, that each parallel region follows the advice written to the control
+//! page just before it: built with GCC against GNU libgomp (the GOMP_* wrappers), and built with
+//! clang against LLVM libomp (the OMPT tool) where build.rs found clang and libomp.
 
 use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::io::{BufRead, BufReader, Write};
@@ -14,8 +15,22 @@ fn teamsize_program() -> PathBuf {
     Path::new(env!("COSCHED_NATIVE_TEST_DIR")).join("teamsize")
 }
 
+/// The program built with clang against LLVM libomp, or `None` after saying the test is skipped.
+fn libomp_program() -> Option<PathBuf> {
+    let program = Path::new(env!("COSCHED_NATIVE_TEST_DIR")).join("teamsize-libomp");
+    if !program.exists() {
+        eprintln!("skipped: clang or LLVM libomp missing at build time (apt-get install clang libomp-dev)");
+        return None;
+    }
+    Some(program)
+}
+
 fn command(preload: bool, control: Option<&Path>) -> Command {
-    let mut command = Command::new(teamsize_program());
+    command_for(&teamsize_program(), preload, control)
+}
+
+fn command_for(program: &Path, preload: bool, control: Option<&Path>) -> Command {
+    let mut command = Command::new(program);
     command
         .env("OMP_NUM_THREADS", DEFAULT_TEAM.to_string())
         .env_remove(CONTROL_ENV)
@@ -38,7 +53,11 @@ struct Program {
 
 impl Program {
     fn start(page: &ControlPage) -> Program {
-        let mut child = command(true, Some(page.path()))
+        Program::start_built(&teamsize_program(), page)
+    }
+
+    fn start_built(program: &Path, page: &ControlPage) -> Program {
+        let mut child = command_for(program, true, Some(page.path()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -89,11 +108,9 @@ const CONSTRUCTS: &[&str] = &[
     "teams",
 ];
 
-#[test]
-fn every_construct_shrinks_and_grows_back_with_the_advice() {
-    let (_dir, page) = page();
-    let mut program = Program::start(&page);
-    for construct in CONSTRUCTS {
+/// Every construct of `constructs` follows a shrink to 2 and 1 and a grow-back to 2 and the default.
+fn follows_advice_down_and_up(program: &mut Program, page: &ControlPage, constructs: &[&str]) {
+    for construct in constructs {
         for advice in [2, 1, 2, 0] {
             page.set_advice(advice);
             let expected = if advice == 0 { DEFAULT_TEAM } else { advice };
@@ -104,6 +121,74 @@ fn every_construct_shrinks_and_grows_back_with_the_advice() {
             );
         }
     }
+}
+
+#[test]
+fn every_construct_shrinks_and_grows_back_with_the_advice() {
+    let (_dir, page) = page();
+    let mut program = Program::start(&page);
+    follows_advice_down_and_up(&mut program, &page, CONSTRUCTS);
+}
+
+/// Under libomp: the legacy GOMP pair is GCC's, and host teams get libomp's own per-team limit.
+const LIBOMP_CONSTRUCTS: &[&str] = &[
+    "parallel",
+    "static",
+    "dynamic",
+    "guided",
+    "runtime",
+    "sections",
+    "task_reduction",
+];
+
+/// A fresh page and the libomp build of the program under it, or `None` where it was not built.
+fn libomp_started() -> Option<(tempfile::TempDir, ControlPage, Program)> {
+    let built = libomp_program()?;
+    let (dir, page) = page();
+    let program = Program::start_built(&built, &page);
+    Some((dir, page, program))
+}
+
+#[test]
+fn libomp_regions_shrink_and_grow_back_with_the_advice() {
+    let Some((_dir, page, mut program)) = libomp_started() else {
+        return;
+    };
+    follows_advice_down_and_up(&mut program, &page, LIBOMP_CONSTRUCTS);
+}
+
+#[test]
+fn libomp_counters_report_regions_and_the_advice_applied() {
+    let Some((_dir, page, mut program)) = libomp_started() else {
+        return;
+    };
+    page.set_advice(2);
+    program.team("parallel");
+    program.team("dynamic");
+    page.set_advice(1);
+    program.team("static");
+    program.team("heartbeat");
+    let counters = page.counters();
+    assert_eq!(counters.regions_started, 3);
+    assert_eq!(counters.regions_completed, 3);
+    assert_eq!(counters.heartbeats, 1);
+    assert_eq!(counters.last_team_size, 1);
+    assert_eq!(counters.seen_generation, page.generation());
+}
+
+#[test]
+fn libomp_num_threads_clauses_run_at_their_size_and_are_recorded_so() {
+    let Some((_dir, page, mut program)) = libomp_started() else {
+        return;
+    };
+    page.set_advice(1);
+    assert_eq!(program.team("parallel"), 1);
+    assert_eq!(program.team("three"), 3);
+    assert_eq!(page.counters().last_team_size, 3);
+    // The advice still holds for the next region without a clause, and lifts as before.
+    assert_eq!(program.team("parallel"), 1);
+    page.set_advice(0);
+    assert_eq!(program.team("parallel"), DEFAULT_TEAM as i32);
 }
 
 #[test]
