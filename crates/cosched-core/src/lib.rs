@@ -3,6 +3,7 @@
 
 pub mod cpuset;
 pub mod event;
+pub mod guard;
 pub mod job;
 pub mod metrics;
 pub mod names;
@@ -15,6 +16,7 @@ pub mod workload;
 
 pub use cpuset::CpuSet;
 pub use event::{Event, RateSource, Sample};
+pub use guard::{check_stall, PlanError, TimerLoopGuard};
 pub use job::{JobHints, JobId, JobKind, JobSpec, SyncKind};
 pub use plan::{Assignment, Plan, Slot};
 pub use policy::{ActiveJob, Context, Policy};

@@ -1,4 +1,8 @@
 //! Putting a plan into effect for one job: its cgroups, its CPUs, frozen or running, and its removal.
+//!
+//! The enforcer owns the watchdog: whatever it creates that must be undone if cosched dies (a control
+//! page, cgroups, a process group) it registers there itself, before the thing exists or is joined, and
+//! it unregisters it once it has undone it. The executor never talks to the watchdog.
 
 use crate::affinity::Mask;
 use crate::cgroup::{numa_nodes_of, Cgroup};
@@ -8,7 +12,7 @@ use crate::watchdog::Watchdog;
 use cosched_core::CpuSet;
 use std::collections::HashMap;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Distinguishes runs made by one process (tests run several at once).
@@ -18,21 +22,31 @@ pub struct Enforcer {
     pub mechanisms: Mechanisms,
     /// `cosched-<pid>-<run>`: prefix of every cgroup of this run.
     tag: String,
+    /// Which entries of the watchdog's table hold a job (started, or with cgroups still to remove).
+    entries_used: Vec<bool>,
+    /// Cgroups whose processes were still exiting when their job was released, with their entry.
+    busy: Vec<(usize, Cgroup)>,
+    // Dropped last: its sweep must come after the enforcer's own cleanup.
+    watchdog: Watchdog,
 }
 
 /// The executor's handle on one running job.
 #[derive(Debug)]
 pub struct JobControl {
-    pub index: usize,
+    /// The job's entry in the watchdog's table.
+    entry: usize,
     pub pgid: i32,
     pub cgroups: Vec<Cgroup>,
     pub cpus: CpuSet,
     pub frozen: bool,
 }
 
-/// Cgroups created for a job before its process exists, and what the process must do before exec.
+/// A job's control page and cgroups, created and registered before its process exists, and what the
+/// process must do before exec.
 pub struct Prepared {
-    pub cgroups: Vec<Cgroup>,
+    entry: usize,
+    cgroups: Vec<Cgroup>,
+    cpus: CpuSet,
     pub join: Vec<PathBuf>,
     pub mask: Option<Mask>,
 }
@@ -49,12 +63,17 @@ pub fn process_groups() -> ProcessGroups {
 }
 
 impl Enforcer {
-    pub fn new(mechanisms: Mechanisms) -> Enforcer {
+    /// Starts the watchdog, with room for `capacity` jobs at once.
+    pub fn new(mechanisms: Mechanisms, capacity: usize) -> io::Result<Enforcer> {
         let run = RUNS.fetch_add(1, Ordering::Relaxed);
-        Enforcer {
+        let capacity = capacity.max(1);
+        Ok(Enforcer {
             mechanisms,
             tag: format!("cosched-{}-{run}", std::process::id()),
-        }
+            entries_used: vec![false; capacity],
+            busy: Vec::new(),
+            watchdog: Watchdog::start(capacity)?,
+        })
     }
 
     /// `cosched-<pid>-<run>`, the prefix of this run's cgroups and control pages.
@@ -66,20 +85,38 @@ impl Enforcer {
         self.mechanisms.placement == Placement::Affinity
     }
 
-    /// Creates the job's cgroups (registered with the watchdog before anything joins them).
-    pub fn prepare(
-        &self,
-        index: usize,
-        cpus: &CpuSet,
-        watchdog: &Watchdog,
-    ) -> io::Result<Prepared> {
-        let name = format!("{}-{index}", self.tag);
-        let mems = numa_nodes_of(cpus);
+    /// Registers the job's control page and creates its cgroups on `cpus`, each registered with the
+    /// watchdog before anything joins it. On error nothing is left behind.
+    pub fn prepare(&mut self, cpus: &CpuSet, page: &Path) -> io::Result<Prepared> {
+        let entry = self
+            .entries_used
+            .iter()
+            .position(|used| !used)
+            .ok_or_else(|| {
+                io::Error::other(format!(
+                    "more than {} jobs at once; the watchdog has no room for another",
+                    self.entries_used.len()
+                ))
+            })?;
+        self.entries_used[entry] = true;
         let mut prepared = Prepared {
+            entry,
             cgroups: Vec::new(),
+            cpus: cpus.clone(),
             join: Vec::new(),
             mask: None,
         };
+        if let Err(e) = self.create_cgroups(&mut prepared, page) {
+            self.abandon(prepared);
+            return Err(e);
+        }
+        Ok(prepared)
+    }
+
+    fn create_cgroups(&mut self, prepared: &mut Prepared, page: &Path) -> io::Result<()> {
+        self.watchdog.set_control_page(prepared.entry, page)?;
+        let name = format!("{}-{}", self.tag, prepared.entry);
+        let mems = numa_nodes_of(&prepared.cpus);
         let hierarchies = [
             self.mechanisms.placement_hierarchy.as_ref(),
             self.mechanisms.freezer_hierarchy.as_ref(),
@@ -90,21 +127,34 @@ impl Enforcer {
             if i == 1 && prepared.cgroups.iter().any(|c| c.kind == hierarchy.kind) {
                 continue;
             }
-            let cgroup = match hierarchy.create(&name, cpus, &mems) {
-                Ok(cgroup) => cgroup,
-                Err(e) => {
-                    self.remove_now(&prepared.cgroups, index, watchdog);
-                    return Err(e);
-                }
-            };
-            watchdog.add_cgroup(index, &cgroup)?;
+            let cgroup = hierarchy.create(&name, &prepared.cpus, &mems)?;
+            let registered = self.watchdog.add_cgroup(prepared.entry, &cgroup);
             prepared.join.push(cgroup.procs_file());
             prepared.cgroups.push(cgroup);
+            registered?;
         }
         if self.uses_affinity() {
-            prepared.mask = Some(Mask::new(cpus)?);
+            prepared.mask = Some(Mask::new(&prepared.cpus)?);
         }
-        Ok(prepared)
+        Ok(())
+    }
+
+    /// Undoes [`Enforcer::prepare`] for a job whose process could not be started.
+    pub fn abandon(&mut self, prepared: Prepared) {
+        self.watchdog.clear_control_page(prepared.entry);
+        self.remove_cgroups(prepared.entry, prepared.cgroups);
+    }
+
+    /// The job's process started as `pgid`, the leader of its own process group: registers the group.
+    pub fn started(&mut self, prepared: Prepared, pgid: i32) -> JobControl {
+        self.watchdog.set_process_group(prepared.entry, pgid);
+        JobControl {
+            entry: prepared.entry,
+            pgid,
+            cgroups: prepared.cgroups,
+            cpus: prepared.cpus,
+            frozen: false,
+        }
     }
 
     fn placement_cgroup<'a>(&self, job: &'a JobControl) -> Option<&'a Cgroup> {
@@ -174,9 +224,10 @@ impl Enforcer {
     }
 
     /// Kills whatever is left of the job (after its main process ended, or when the run stops) and
-    /// removes its cgroups; returns those that could not be removed yet (processes still exiting).
-    pub fn release(&self, job: &mut JobControl, watchdog: &Watchdog) -> Vec<Cgroup> {
-        let _ = self.set_frozen(job, false);
+    /// removes its cgroups; those still busy with exiting processes are retried by
+    /// [`Enforcer::retry_busy`].
+    pub fn release(&mut self, mut job: JobControl) {
+        let _ = self.set_frozen(&mut job, false);
         for cgroup in &job.cgroups {
             let _ = cgroup.set_frozen(false);
         }
@@ -185,29 +236,38 @@ impl Enforcer {
             libc::kill(-job.pgid, libc::SIGKILL);
             libc::kill(-job.pgid, libc::SIGCONT);
         }
-        watchdog.clear_process_group(job.index);
-        let cgroups = std::mem::take(&mut job.cgroups);
-        self.remove_now(&cgroups, job.index, watchdog)
+        self.watchdog.clear_process_group(job.entry);
+        self.watchdog.clear_control_page(job.entry);
+        self.remove_cgroups(job.entry, job.cgroups);
     }
 
-    /// Tries to remove cgroups once; returns those still busy.
-    pub fn remove_now(&self, cgroups: &[Cgroup], index: usize, watchdog: &Watchdog) -> Vec<Cgroup> {
-        cgroups
-            .iter()
-            .filter(|cgroup| {
-                for pid in cgroup.pids() {
-                    // SAFETY: only processes inside the job's own cgroup are signalled.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-                match cgroup.remove() {
-                    Ok(()) => {
-                        watchdog.remove_cgroup(index, cgroup);
-                        false
-                    }
-                    Err(_) => true,
-                }
-            })
-            .cloned()
-            .collect()
+    /// Tries once to remove cgroups (killing what is left in them); keeps the busy ones for a retry and
+    /// frees the job's watchdog entry once none is left.
+    fn remove_cgroups(&mut self, entry: usize, cgroups: Vec<Cgroup>) {
+        for cgroup in cgroups {
+            for pid in cgroup.pids() {
+                // SAFETY: only processes inside the job's own cgroup are signalled.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            match cgroup.remove() {
+                Ok(()) => self.watchdog.remove_cgroup(entry, &cgroup),
+                Err(_) => self.busy.push((entry, cgroup)),
+            }
+        }
+        if !self.busy.iter().any(|(e, _)| *e == entry) {
+            self.entries_used[entry] = false;
+        }
+    }
+
+    /// Tries again to remove the cgroups that were busy; true when none is left.
+    pub fn retry_busy(&mut self) -> bool {
+        let mut busy = std::mem::take(&mut self.busy);
+        while let Some((entry, _)) = busy.first() {
+            let entry = *entry;
+            let (same, rest): (Vec<_>, Vec<_>) = busy.into_iter().partition(|(e, _)| *e == entry);
+            busy = rest;
+            self.remove_cgroups(entry, same.into_iter().map(|(_, c)| c).collect());
+        }
+        self.busy.is_empty()
     }
 }

@@ -31,6 +31,7 @@ pub mod cgroup;
 mod enforce;
 mod executor;
 mod interrupt;
+mod isolated;
 mod launch;
 mod measure;
 mod mechanism;
@@ -38,13 +39,17 @@ mod priority;
 pub mod procfs;
 mod watchdog;
 
-pub use calibrate::{calibrate, Calibrated, IsolatedTime, IsolatedTimes};
-pub use executor::{run, run_observed, JobOutcome, Progress, RunOptions, RunReport};
+pub use calibrate::calibrate;
+pub use executor::{
+    execute, run, run_observed, ArrivingJob, JobOutcome, JobSource, Progress, RunOptions,
+    RunReport, RunSetup, RunStats, WorkloadReplay,
+};
+pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes};
 pub use launch::InvokingUser;
 pub use measure::instruction_counter_status;
 pub use mechanism::{Freezer, Mechanisms, Placement};
 
-use cosched_core::JobId;
+use cosched_core::{JobId, PlanError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -59,10 +64,8 @@ pub enum Error {
     },
     #[error("cannot enforce the plan on job {job}: {source}")]
     Enforce { job: JobId, source: std::io::Error },
-    #[error("policy {policy:?} {message}")]
-    Plan { policy: String, message: String },
-    #[error("policy {policy:?} left {waiting} arrived job(s) unplaced with nothing running and no timer set; does it place every job eventually?")]
-    Stalled { policy: String, waiting: usize },
+    #[error("policy {policy:?} {source}")]
+    Plan { policy: String, source: PlanError },
     #[error("run interrupted by {0}; every job was stopped and its cgroups removed")]
     Interrupted(&'static str),
     #[error("{0}")]

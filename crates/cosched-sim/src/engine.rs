@@ -5,8 +5,8 @@ use crate::model::{slot_rates, Effects, MachineModel, Mode, ModelParams, Runner,
 use crate::profile::Profile;
 use crate::sink::TraceSink;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
+use cosched_core::{check_stall, PlanError, RateSource, Sample, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy};
-use cosched_core::{RateSource, Sample, Topology};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -59,26 +59,12 @@ impl SimOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("policy {policy:?} placed job {job} at t={t:.3}, but that job is not active (not arrived yet, finished or unknown)")]
-    InactiveJob { policy: String, job: JobId, t: f64 },
-    #[error(
-        "policy {policy:?} gave job {job} CPUs {cpus} at t={t:.3}; the machine has only {machine}"
-    )]
-    CpusOutsideMachine {
+    #[error("policy {policy:?} at t={t:.3}: {source}")]
+    Plan {
         policy: String,
-        job: JobId,
-        cpus: CpuSet,
-        machine: CpuSet,
         t: f64,
+        source: PlanError,
     },
-    #[error("simulation stalled at t={t:.3}: {waiting} job(s) can make no progress and policy {policy:?} set no timer; does the policy place every arrived job eventually?")]
-    Stalled {
-        policy: String,
-        waiting: usize,
-        t: f64,
-    },
-    #[error("policy {policy:?} keeps asking for timers at t={t:.3} without letting time pass")]
-    NoProgress { policy: String, t: f64 },
     #[error("two jobs share the id {0}; job ids must be unique")]
     DuplicateId(JobId),
     #[error("cannot write the trace: {0}")]
@@ -195,9 +181,6 @@ fn thread_candidates(low: u32, high: u32, cpus: u32) -> Vec<u32> {
     out
 }
 
-/// A policy that keeps asking for a timer at the current time is looping, not deciding.
-const MAX_TIMERS_AT_ONE_TIME: u32 = 1000;
-
 struct JobState {
     remaining: f64,
     arrived: bool,
@@ -267,8 +250,7 @@ struct Engine<'a> {
     next_arrival: usize,
     plan: Plan,
     timer: Option<f64>,
-    last_timer: Option<f64>,
-    timers_without_progress: u32,
+    timer_guard: TimerLoopGuard,
     /// Exact mode: current slot and when it ends.
     slot: usize,
     slot_end: f64,
@@ -327,8 +309,7 @@ impl<'a> Engine<'a> {
             next_arrival: 0,
             plan: Plan::default(),
             timer: None,
-            last_timer: None,
-            timers_without_progress: 0,
+            timer_guard: TimerLoopGuard::default(),
             slot: 0,
             slot_end: f64::INFINITY,
             now: 0.0,
@@ -370,12 +351,7 @@ impl<'a> Engine<'a> {
             }
             let t = self.next_time();
             if !t.is_finite() {
-                let waiting = self.active.len();
-                return Err(SimError::Stalled {
-                    policy: self.policy.name().to_string(),
-                    waiting,
-                    t: self.now,
-                });
+                check_stall(self.active.len(), false, None).map_err(|e| self.plan_error(e))?;
             }
             if t > self.now {
                 self.advance(t);
@@ -469,22 +445,21 @@ impl<'a> Engine<'a> {
         }
         if self.timer.is_some_and(|t| t <= now) {
             self.timer = None;
-            if self.last_timer == Some(now) {
-                self.timers_without_progress += 1;
-                if self.timers_without_progress > MAX_TIMERS_AT_ONE_TIME {
-                    return Err(SimError::NoProgress {
-                        policy: self.policy.name().to_string(),
-                        t: now,
-                    });
-                }
-            } else {
-                self.last_timer = Some(now);
-                self.timers_without_progress = 0;
-            }
+            self.timer_guard
+                .fired(now)
+                .map_err(|e| self.plan_error(e))?;
             self.deliver_samples()?;
             self.decide(Event::Timer)?;
         }
         Ok(())
+    }
+
+    fn plan_error(&self, source: PlanError) -> SimError {
+        SimError::Plan {
+            policy: self.policy.name().to_string(),
+            t: self.now,
+            source,
+        }
     }
 
     fn decide(&mut self, event: Event) -> Result<(), SimError> {
@@ -645,34 +620,12 @@ impl<'a> Engine<'a> {
     }
 
     fn apply(&mut self, plan: Plan) -> Result<(), SimError> {
-        let all = self.topology.cpus();
-        for a in plan
-            .slots
-            .iter()
-            .flat_map(|s| &s.assignments)
-            .chain(&plan.pinned)
-        {
-            let live = self
-                .index
-                .get(&a.job)
-                .is_some_and(|&i| self.states[i].arrived && !self.states[i].finished);
-            if !live {
-                return Err(SimError::InactiveJob {
-                    policy: self.policy.name().to_string(),
-                    job: a.job,
-                    t: self.now,
-                });
-            }
-            if !a.cpus.is_subset(all) {
-                return Err(SimError::CpusOutsideMachine {
-                    policy: self.policy.name().to_string(),
-                    job: a.job,
-                    cpus: a.cpus.clone(),
-                    machine: all.clone(),
-                    t: self.now,
-                });
-            }
-        }
+        plan.validate(self.topology.cpus(), |job| {
+            self.index
+                .get(&job)
+                .is_some_and(|&i| self.states[i].arrived && !self.states[i].finished)
+        })
+        .map_err(|e| self.plan_error(e))?;
         let line = TraceLine {
             t: self.now,
             record: Record::Plan { plan },
@@ -688,17 +641,7 @@ impl<'a> Engine<'a> {
             let advice = plan.advice.get(&id).copied();
             let s = &mut self.states[i];
             if !s.started {
-                let widest = (0..plan.slots.len().max(1))
-                    .filter_map(|slot| plan.cpus_in_slot(slot, id))
-                    .map(CpuSet::len)
-                    .max()
-                    .unwrap_or(0);
-                let threads = match job.spec.kind {
-                    JobKind::Rigid => job.spec.max_threads,
-                    JobKind::Moldable | JobKind::Malleable => advice
-                        .map(|a| a.clamp(job.spec.min_threads, job.spec.max_threads))
-                        .unwrap_or_else(|| job.spec.threads_for(widest)),
-                };
+                let threads = job.spec.threads_at_start(&plan);
                 s.started = true;
                 s.threads = threads;
                 s.sample_t = self.now;

@@ -4,7 +4,7 @@ use cosched_core::metrics::summarize;
 use cosched_core::topology::synthetic;
 use cosched_core::trace::{Record, TraceLine};
 use cosched_core::{
-    Assignment, Context, Event, JobHints, JobId, JobKind, JobSpec, Plan, Policy, Slot,
+    Assignment, Context, Event, JobHints, JobId, JobKind, JobSpec, Plan, PlanError, Policy, Slot,
 };
 use cosched_sim::{profile, simulate, Mode, SimError, SimJob, SimOptions};
 use std::sync::Arc;
@@ -269,7 +269,16 @@ fn a_policy_that_never_places_a_job_is_reported_not_looped() {
         "amdahl(serial=0, runtime=1)",
     )];
     let err = simulate(&topo, &jobs, &mut Forgetful, &SimOptions::default()).unwrap_err();
-    assert!(matches!(err, SimError::Stalled { waiting: 1, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            SimError::Plan {
+                source: PlanError::Stalled { waiting: 1 },
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -324,7 +333,16 @@ fn a_policy_looping_on_timers_is_reported() {
         "amdahl(serial=0, runtime=1)",
     )];
     let err = simulate(&topo, &jobs, &mut Impatient, &SimOptions::default()).unwrap_err();
-    assert!(matches!(err, SimError::NoProgress { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            SimError::Plan {
+                source: PlanError::TimerLoop,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

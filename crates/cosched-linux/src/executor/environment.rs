@@ -1,0 +1,129 @@
+//! The launch environment of one job: its control page, output files, environment variables and
+//! placeholders, then its enforcement prepared (cgroups, mask) and its process started in it.
+
+use super::source::ArrivingJob;
+use super::Running;
+use crate::enforce::Enforcer;
+use crate::launch::{self, InvokingUser, Launch, Placeholders};
+use crate::measure::Reading;
+use cosched_core::{CpuSet, JobKind};
+use cosched_native::control::{ControlPage, CONTROL_ENV};
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// What every job of a run shares.
+pub struct LaunchEnvironment {
+    /// Directory of the jobs' control pages.
+    pub control_dir: PathBuf,
+    pub bench: PathBuf,
+    pub preload: PathBuf,
+    pub interleave: bool,
+    pub user: Option<InvokingUser>,
+}
+
+impl LaunchEnvironment {
+    /// Creates the job's control page and output files, prepares its enforcement on `cpus` and starts
+    /// its process with `threads`. Errors are the job's, not the run's (they become a failed `finish`),
+    /// and leave nothing behind.
+    pub fn launch(
+        &self,
+        job: &ArrivingJob,
+        cpus: &CpuSet,
+        threads: u32,
+        enforcer: &mut Enforcer,
+        now: f64,
+    ) -> Result<Running, String> {
+        let spec = &job.spec;
+        let page_path = self
+            .control_dir
+            .join(format!("{}-{}", enforcer.tag(), spec.id.0));
+        let page = ControlPage::create(&page_path).map_err(|e| e.to_string())?;
+        page.set_advice(threads);
+        let open = |path: &Path| {
+            File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
+        };
+        let stdout = open(&job.stdout)?;
+        let stderr = open(&job.stderr)?;
+        if let Some(user) = &self.user {
+            for path in [&job.stdout, &job.stderr, &page_path] {
+                let _ = user.chown(path);
+            }
+        }
+        // A malleable job's OpenMP runtime must leave room for the advice to grow again
+        // (docs/control-page.md), so it is told its maximum and the page caps each region.
+        let omp_threads = match spec.kind {
+            JobKind::Malleable => spec.max_threads,
+            _ => threads,
+        };
+        let mut env: Vec<(String, OsString)> = vec![
+            ("OMP_NUM_THREADS".into(), omp_threads.to_string().into()),
+            (CONTROL_ENV.into(), page_path.clone().into_os_string()),
+        ];
+        env.extend(self.preload_for(job).map(|p| ("LD_PRELOAD".into(), p)));
+        let mut prepared = enforcer
+            .prepare(cpus, &page_path)
+            .map_err(|e| e.to_string())?;
+        let placeholders = Placeholders {
+            threads: omp_threads,
+            bench: self.bench.clone(),
+            workload_dir: job.workload_dir.clone(),
+        };
+        let interleave = self
+            .interleave
+            .then(|| crate::cgroup::numa_nodes_of(cpus))
+            .filter(|nodes| nodes.len() > 1);
+        let spawned = launch::spawn(Launch {
+            command: &job.command,
+            env: &job.env,
+            placeholders: &placeholders,
+            executor_env: env,
+            stdout,
+            stderr,
+            join: std::mem::take(&mut prepared.join),
+            mask: prepared.mask.take(),
+            interleave,
+            user: self.user.clone(),
+        });
+        let child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                enforcer.abandon(prepared);
+                return Err(e.to_string());
+            }
+        };
+        let pid = child.id() as i32;
+        Ok(Running {
+            control: enforcer.started(prepared, pid),
+            pid,
+            page,
+            threads,
+            held_total: 0.0,
+            held_since: now,
+            mark: Reading {
+                t: now,
+                ..Reading::default()
+            },
+        })
+    }
+
+    /// Every job gets the preload library: it caps a malleable job's regions at the advice, and gives
+    /// every cooperating program (heartbeats, OpenMP regions) a progress counter. Other jobs' advice
+    /// stays at their start thread count, so the cap never bites them. A preload of their own follows.
+    fn preload_for(&self, job: &ArrivingJob) -> Option<OsString> {
+        let mut preload = self.preload.clone().into_os_string();
+        if !self.preload.is_file() {
+            preload.clear();
+        }
+        if let Some(theirs) = job
+            .env
+            .get("LD_PRELOAD")
+            .cloned()
+            .or_else(|| std::env::var("LD_PRELOAD").ok())
+        {
+            preload.push(" ");
+            preload.push(theirs);
+        }
+        (!preload.is_empty()).then_some(preload)
+    }
+}

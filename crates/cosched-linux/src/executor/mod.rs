@@ -1,0 +1,729 @@
+//! The event loop of a real run: arrivals, plans, slot switches, samples, timers and exits, in the
+//! order the simulator handles them, written to the same trace.
+//!
+//! Each pass of the loop, in this order:
+//! 1. reap jobs whose main process ended (`finish`, the policy hears `Finished`);
+//! 2. notice thread-count changes reported on control pages (`sampling`);
+//! 3. take the jobs that arrived from the [`JobSource`] (the policy hears `Arrived`);
+//! 4. switch to the next slot when its deadline passed (`slots`);
+//! 5. fire the policy's timer;
+//! 6. sample every running job and re-apply affinity masks when due (`sampling`);
+//! 7. sleep until the next deadline, exit, signal or news from the source (`clock`).
+//!
+//! Applying a plan goes one way: the plan is validated (`cosched_core::guard`), then enforced on the
+//! running jobs ([`crate::enforce`], which registers with the watchdog whatever must be undone), then
+//! newly placed jobs are launched into their enforcement (`environment`). `shutdown` ends a run.
+
+mod clock;
+mod environment;
+mod sampling;
+mod shutdown;
+mod slots;
+mod source;
+
+pub use source::{ArrivingJob, JobSource, WorkloadReplay};
+
+use crate::enforce::{Enforcer, JobControl};
+use crate::interrupt::Interrupts;
+use crate::isolated::IsolatedTimes;
+use crate::launch::InvokingUser;
+use crate::measure::{instruction_counter_status, Reading};
+use crate::mechanism::{Freezer, Mechanisms, Placement};
+use crate::priority::Realtime;
+use crate::Error;
+use clock::{monotonic, pidfd_open, thread_cpu_seconds, Sleeper};
+use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceWriter, TRACE_VERSION};
+use cosched_core::workload::Workload;
+use cosched_core::{
+    check_stall, ActiveJob, Context, Event, JobId, JobKind, Plan, PlanError, Policy,
+    TimerLoopGuard, Topology,
+};
+use cosched_native::control::ControlPage;
+use environment::LaunchEnvironment;
+use std::collections::{BTreeMap, VecDeque};
+use std::fs::File;
+use std::io::BufWriter;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// How to run a workload for real.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Trace file to write (JSON Lines).
+    pub trace: PathBuf,
+    /// Directory for each job's `<name>.stdout` and `<name>.stderr`.
+    pub output_dir: PathBuf,
+    /// Placement mechanism; `None` picks the first available.
+    pub placement: Option<Placement>,
+    /// Freezer; `None` picks the first available.
+    pub freezer: Option<Freezer>,
+    /// Seconds between two samples of every running job (into the trace and to the policy).
+    pub sample_interval: f64,
+    /// Seconds between two passes re-applying affinity masks (affinity placement only).
+    pub reapply_interval: f64,
+    /// Interleave each job's memory over the NUMA nodes of its first partition.
+    pub interleave: bool,
+    /// Isolated times from `cosched calibrate`, written into the `arrival` records.
+    pub isolated: IsolatedTimes,
+    /// Directory for the jobs' control pages (`/dev/shm` when it exists).
+    pub control_dir: PathBuf,
+}
+
+impl RunOptions {
+    pub fn new(trace: impl Into<PathBuf>, output_dir: impl Into<PathBuf>) -> RunOptions {
+        let output_dir = output_dir.into();
+        let shm = Path::new("/dev/shm");
+        RunOptions {
+            trace: trace.into(),
+            control_dir: if shm.is_dir() {
+                shm.to_path_buf()
+            } else {
+                output_dir.clone()
+            },
+            output_dir,
+            placement: None,
+            freezer: None,
+            sample_interval: 1.0,
+            reapply_interval: 1.0,
+            interleave: false,
+            isolated: IsolatedTimes::default(),
+        }
+    }
+}
+
+/// Counts for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub done: usize,
+    pub failed: usize,
+    pub running: usize,
+    /// Arrived or yet to arrive, not started.
+    pub pending: usize,
+    pub elapsed: f64,
+}
+
+/// What became of one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobOutcome {
+    pub id: JobId,
+    pub name: String,
+    pub pid: Option<u32>,
+    /// Thread count it was started with (0 if it never started).
+    pub threads: u32,
+    pub started: Option<f64>,
+    pub finished: Option<f64>,
+    pub status: ExitStatus,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    /// CPU time of the job's main process and the children it waited for (from wait4).
+    pub cpu_seconds: f64,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+/// The result of a real run; the trace has the details.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub trace: PathBuf,
+    /// `placement=… freezer=…`, as in the trace's `run_start`.
+    pub mechanism: String,
+    pub jobs: Vec<JobOutcome>,
+    pub wall_seconds: f64,
+    /// CPU seconds the executor thread used.
+    pub overhead_seconds: f64,
+    /// For every slot switch that thawed jobs: seconds from the first thaw to the last one done.
+    pub switch_skew: Vec<f64>,
+    /// For every slot switch: seconds between its deadline and the moment it began.
+    pub switch_lateness: Vec<f64>,
+}
+
+/// Runs `workload` on this machine under `policy` and writes the trace; see the crate documentation.
+pub fn run(
+    workload: &Workload,
+    topology: &Topology,
+    policy: Box<dyn Policy>,
+    options: &RunOptions,
+) -> Result<RunReport, Error> {
+    run_observed(workload, topology, policy, options, &mut |_| {})
+}
+
+/// [`run`], calling `progress` whenever the counts change and at least every sample interval.
+pub fn run_observed(
+    workload: &Workload,
+    topology: &Topology,
+    policy: Box<dyn Policy>,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RunReport, Error> {
+    if let Some(job) = workload.jobs.iter().find(|j| j.command.is_empty()) {
+        return Err(Error::Workload(format!(
+            "job {:?} has no `command`, so it can only be simulated; add a command or use --sim",
+            job.name
+        )));
+    }
+    let mut replay =
+        WorkloadReplay::new(workload, topology, &options.isolated, &options.output_dir);
+    let run = RunSetup {
+        name: workload.info.name.clone(),
+        capacity: workload.jobs.len(),
+        user: InvokingUser::from_sudo(),
+    };
+    let stats = execute(&run, topology, policy, &mut replay, options, progress)?;
+    Ok(RunReport {
+        trace: options.trace.clone(),
+        mechanism: stats.mechanism,
+        jobs: replay.into_outcomes(),
+        wall_seconds: stats.wall_seconds,
+        overhead_seconds: stats.overhead_seconds,
+        switch_skew: stats.switch_skew,
+        switch_lateness: stats.switch_lateness,
+    })
+}
+
+/// What a run needs beyond its options: the name written into the trace, how many jobs may run at
+/// once, and whom they run as.
+pub struct RunSetup {
+    pub name: String,
+    pub capacity: usize,
+    pub user: Option<InvokingUser>,
+}
+
+/// Figures about an executed run; what became of each job went to its source.
+pub struct RunStats {
+    pub mechanism: String,
+    pub wall_seconds: f64,
+    pub overhead_seconds: f64,
+    pub switch_skew: Vec<f64>,
+    pub switch_lateness: Vec<f64>,
+}
+
+/// Runs the jobs of `source` under `policy` until the source is exhausted and every job is done, or
+/// until an error or a signal stops the run (then every job still running is stopped).
+pub fn execute(
+    run: &RunSetup,
+    topology: &Topology,
+    policy: Box<dyn Policy>,
+    source: &mut dyn JobSource,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RunStats, Error> {
+    let mechanisms =
+        Mechanisms::choose(options.placement, options.freezer).map_err(Error::Mechanism)?;
+    let mut executor = Executor::new(run, topology, policy, source, options, mechanisms, progress)?;
+    let result = executor.run_loop(&run.name);
+    let note = match &result {
+        Ok(()) => None,
+        Err(e) => Some(e.to_string()),
+    };
+    executor.shutdown(note.as_deref());
+    result?;
+    Ok(executor.stats())
+}
+
+struct Running {
+    control: JobControl,
+    pid: i32,
+    page: ControlPage,
+    threads: u32,
+    held_total: f64,
+    held_since: f64,
+    mark: Reading,
+}
+
+enum State {
+    Arrived,
+    Running(Box<Running>),
+}
+
+/// A job between its arrival and its end.
+struct Job {
+    arriving: ArrivingJob,
+    state: State,
+    outcome: JobOutcome,
+}
+
+struct Executor<'a> {
+    topology: &'a Topology,
+    policy: Box<dyn Policy>,
+    source: &'a mut dyn JobSource,
+    options: &'a RunOptions,
+    mechanism: String,
+    jobs: BTreeMap<JobId, Job>,
+    active: Vec<ActiveJob>,
+    plan: Plan,
+    slot: usize,
+    slot_deadline: f64,
+    timer: Option<f64>,
+    timer_guard: TimerLoopGuard,
+    next_sample: f64,
+    next_reapply: f64,
+    events: VecDeque<Event>,
+    deciding: bool,
+    trace: TraceWriter<BufWriter<File>>,
+    origin: f64,
+    cpu_origin: f64,
+    environment: LaunchEnvironment,
+    switch_skew: Vec<f64>,
+    switch_lateness: Vec<f64>,
+    done: usize,
+    failed: usize,
+    last_progress: Option<(usize, usize, usize)>,
+    progress: &'a mut dyn FnMut(&Progress),
+    sleeper: Sleeper,
+    interrupts: Interrupts,
+    _realtime: Realtime,
+    // Dropped last: its watchdog's sweep must come after the executor's own cleanup.
+    enforcer: Enforcer,
+}
+
+fn io_error(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { what, source }
+}
+
+impl<'a> Executor<'a> {
+    fn new(
+        run: &RunSetup,
+        topology: &'a Topology,
+        policy: Box<dyn Policy>,
+        source: &'a mut dyn JobSource,
+        options: &'a RunOptions,
+        mechanisms: Mechanisms,
+        progress: &'a mut dyn FnMut(&Progress),
+    ) -> Result<Executor<'a>, Error> {
+        std::fs::create_dir_all(&options.output_dir).map_err(io_error(format!(
+            "cannot create output directory {}",
+            options.output_dir.display()
+        )))?;
+        if let Some(user) = &run.user {
+            let _ = user.chown(&options.output_dir);
+        }
+        let trace_file = File::create(&options.trace).map_err(io_error(format!(
+            "cannot write trace {}",
+            options.trace.display()
+        )))?;
+        let sleeper = Sleeper::new().map_err(io_error("cannot create a timerfd".into()))?;
+        let mechanism_line = mechanisms.describe();
+        let enforcer = Enforcer::new(mechanisms, run.capacity)
+            .map_err(io_error("cannot start the watchdog process".into()))?;
+        let interrupts =
+            Interrupts::register().map_err(io_error("cannot install signal handlers".into()))?;
+        let (realtime, priority) = Realtime::raise();
+        let mechanism = format!(
+            "{mechanism_line}; {priority}; {}",
+            instruction_counter_status()
+        );
+        let origin = monotonic();
+        Ok(Executor {
+            topology,
+            policy,
+            source,
+            options,
+            mechanism,
+            jobs: BTreeMap::new(),
+            active: Vec::new(),
+            plan: Plan::default(),
+            slot: 0,
+            slot_deadline: f64::INFINITY,
+            timer: None,
+            timer_guard: TimerLoopGuard::default(),
+            next_sample: options.sample_interval,
+            next_reapply: options.reapply_interval,
+            events: VecDeque::new(),
+            deciding: false,
+            trace: TraceWriter::new(BufWriter::new(trace_file)),
+            origin,
+            cpu_origin: thread_cpu_seconds(),
+            environment: LaunchEnvironment {
+                control_dir: options.control_dir.clone(),
+                bench: cosched_native::bench_dir(),
+                preload: cosched_native::preload_library(),
+                interleave: options.interleave,
+                user: run.user.clone(),
+            },
+            switch_skew: Vec::new(),
+            switch_lateness: Vec::new(),
+            done: 0,
+            failed: 0,
+            last_progress: None,
+            progress,
+            sleeper,
+            interrupts,
+            _realtime: realtime,
+            enforcer,
+        })
+    }
+
+    fn now(&self) -> f64 {
+        monotonic() - self.origin
+    }
+
+    fn emit(&mut self, record: Record) -> Result<(), Error> {
+        let t = self.now();
+        self.trace.write(t, record).map_err(io_error(format!(
+            "cannot write trace {}",
+            self.options.trace.display()
+        )))
+    }
+
+    fn run_loop(&mut self, name: &str) -> Result<(), Error> {
+        self.emit(Record::RunStart {
+            version: TRACE_VERSION,
+            executor: ExecutorKind::Real,
+            policy: self.policy.name().to_string(),
+            machine: self.topology.name.clone(),
+            cpus: self.topology.num_cpus(),
+            workload: name.to_string(),
+            seed: None,
+            mechanism: Some(self.mechanism.clone()),
+        })?;
+        loop {
+            if let Some(signal) = self.interrupts.received() {
+                return Err(Error::Interrupted(signal));
+            }
+            self.reap_exited()?;
+            self.notice_thread_changes()?;
+            self.arrive_due()?;
+            self.switch_slot_if_due()?;
+            self.fire_timer_if_due()?;
+            self.sample_if_due()?;
+            self.reapply_if_due()?;
+            self.enforcer.retry_busy();
+            self.report_progress(false);
+            if self.jobs.is_empty() && self.source.exhausted() {
+                return Ok(());
+            }
+            self.check_stalled()?;
+            self.wait();
+        }
+    }
+
+    fn running(&self) -> impl Iterator<Item = (JobId, &Running)> {
+        self.jobs.iter().filter_map(|(&id, job)| match &job.state {
+            State::Running(r) => Some((id, r.as_ref())),
+            State::Arrived => None,
+        })
+    }
+
+    fn running_ids(&self) -> Vec<JobId> {
+        self.running().map(|(id, _)| id).collect()
+    }
+
+    /// Sleeps until the next deadline, a job's exit or an interrupt.
+    fn wait(&mut self) {
+        let mut deadline = self.slot_deadline.min(self.next_sample);
+        if let Some(arrival) = self.source.next_arrival() {
+            deadline = deadline.min(arrival);
+        }
+        if let Some(timer) = self.timer {
+            deadline = deadline.min(timer);
+        }
+        if self.enforcer.uses_affinity() {
+            deadline = deadline.min(self.next_reapply);
+        }
+        // Exits are noticed through pidfds; a short bound keeps a missed wake-up from hanging the run.
+        deadline = deadline.min(self.now() + 1.0);
+        let pidfds: Vec<OwnedFd> = self
+            .running()
+            .filter_map(|(_, r)| pidfd_open(r.pid))
+            .collect();
+        let fds: Vec<_> = std::iter::once(self.interrupts.fd())
+            .chain(pidfds.iter().map(|fd| fd.as_raw_fd()))
+            .collect();
+        self.sleeper.sleep_until(self.origin + deadline, &fds);
+    }
+
+    fn plan_error(&self, source: PlanError) -> Error {
+        Error::Plan {
+            policy: self.policy.name().to_string(),
+            source,
+        }
+    }
+
+    fn check_stalled(&self) -> Result<(), Error> {
+        let waiting = self
+            .jobs
+            .values()
+            .filter(|j| matches!(j.state, State::Arrived))
+            .count();
+        let progresses = self.running().next().is_some() || self.source.next_arrival().is_some();
+        check_stall(waiting, progresses, self.timer).map_err(|e| self.plan_error(e))
+    }
+
+    fn decide(&mut self, event: Event) -> Result<(), Error> {
+        self.events.push_back(event);
+        if self.deciding {
+            return Ok(());
+        }
+        self.deciding = true;
+        while let Some(event) = self.events.pop_front() {
+            let now = self.now();
+            let ctx = Context {
+                topology: self.topology,
+                now,
+                jobs: &self.active,
+            };
+            if let Some(plan) = self.policy.decide(&ctx, &event) {
+                self.apply(plan)?;
+            }
+        }
+        self.deciding = false;
+        Ok(())
+    }
+
+    fn arrive_due(&mut self) -> Result<(), Error> {
+        for arriving in self.source.take_arrived(self.now()) {
+            let spec = arriving.spec.clone();
+            self.active.push(ActiveJob {
+                spec: spec.clone(),
+                started: None,
+                threads: 0,
+            });
+            let isolated = arriving.isolated;
+            self.jobs.insert(
+                spec.id,
+                Job {
+                    outcome: JobOutcome::pending(&arriving),
+                    arriving,
+                    state: State::Arrived,
+                },
+            );
+            self.emit(Record::Arrival {
+                job: spec.clone(),
+                isolated,
+            })?;
+            self.decide(Event::Arrived { job: spec.id })?;
+        }
+        Ok(())
+    }
+
+    /// Applies a plan in one direction: check it, enforce its first slot on running jobs, then launch
+    /// the jobs it places for the first time.
+    fn apply(&mut self, plan: Plan) -> Result<(), Error> {
+        plan.validate(self.topology.cpus(), |id| self.jobs.contains_key(&id))
+            .map_err(|e| self.plan_error(e))?;
+        self.emit(Record::Plan { plan: plan.clone() })?;
+        let mut new = Vec::new();
+        for id in plan.placed_jobs() {
+            let job = &self.jobs[&id];
+            match &job.state {
+                State::Arrived => new.push(id),
+                State::Running(r) if job.arriving.spec.kind == JobKind::Malleable => {
+                    if let Some(&advised) = plan.advice.get(&id) {
+                        let spec = &job.arriving.spec;
+                        r.page
+                            .set_advice(advised.clamp(spec.min_threads, spec.max_threads));
+                    }
+                }
+                State::Running(_) => {}
+            }
+        }
+        let now = self.now();
+        self.timer = plan.timer;
+        self.slot = 0;
+        self.slot_deadline = match plan.slots.as_slice() {
+            [first, _, ..] => now + first.length.max(0.0),
+            _ => f64::INFINITY,
+        };
+        self.plan = plan;
+        self.enforce_slot(false)?;
+        if new.is_empty() {
+            return Ok(());
+        }
+        for id in new {
+            self.start(id)?;
+        }
+        // Jobs launched on CPUs of a later slot wait frozen for it.
+        self.enforce_slot(false)
+    }
+
+    /// Starts job `id` on its first CPUs of the current plan.
+    fn start(&mut self, id: JobId) -> Result<(), Error> {
+        let plan = &self.plan;
+        let first = (0..plan.slots.len().max(1))
+            .find_map(|slot| plan.cpus_in_slot(slot, id))
+            .expect("placed jobs hold CPUs in some slot")
+            .clone();
+        let job = &self.jobs[&id];
+        let threads = job.arriving.spec.threads_at_start(plan);
+        let now = self.now();
+        let launched =
+            self.environment
+                .launch(&job.arriving, &first, threads, &mut self.enforcer, now);
+        match launched {
+            Ok(running) => {
+                let pid = running.pid;
+                let job = self.jobs.get_mut(&id).expect("checked above");
+                job.outcome.pid = Some(pid as u32);
+                job.outcome.threads = threads;
+                job.outcome.started = Some(now);
+                job.outcome.error = None;
+                job.state = State::Running(Box::new(running));
+                if let Some(a) = self.active.iter_mut().find(|a| a.spec.id == id) {
+                    a.started = Some(now);
+                    a.threads = threads;
+                }
+                self.emit(Record::Start {
+                    job: id,
+                    threads,
+                    pid: Some(pid as u32),
+                })
+            }
+            Err(error) => {
+                let mut job = self.jobs.remove(&id).expect("checked above");
+                job.outcome.error = Some(error.clone());
+                job.outcome.finished = Some(now);
+                self.active.retain(|a| a.spec.id != id);
+                self.emit(Record::Finish {
+                    job: id,
+                    status: ExitStatus::Failed,
+                    exit_code: None,
+                    error: Some(error),
+                })?;
+                self.failed += 1;
+                self.source.finished(job.outcome);
+                self.report_progress(true);
+                self.decide(Event::Finished { job: id })
+            }
+        }
+    }
+
+    fn fire_timer_if_due(&mut self) -> Result<(), Error> {
+        let now = self.now();
+        if !self.timer.is_some_and(|t| t <= now) {
+            return Ok(());
+        }
+        self.timer = None;
+        self.timer_guard
+            .fired(now)
+            .map_err(|e| self.plan_error(e))?;
+        self.sample_all()?;
+        self.decide(Event::Timer)
+    }
+
+    fn reap_exited(&mut self) -> Result<(), Error> {
+        for id in self.running_ids() {
+            let Some(r) = running_mut(&mut self.jobs, id) else {
+                continue;
+            };
+            let Some((status, cpu)) = shutdown::try_wait(r.pid) else {
+                continue;
+            };
+            self.finish(id, status, cpu, None)?;
+        }
+        Ok(())
+    }
+
+    /// Records the end of job `id`, whose main process ended with wait status `status`; `stopped` says
+    /// why the run stopped it, if it did.
+    fn finish(
+        &mut self,
+        id: JobId,
+        status: libc::c_int,
+        cpu_seconds: f64,
+        stopped: Option<String>,
+    ) -> Result<(), Error> {
+        let now = self.now();
+        self.account_held(id, now);
+        let Some(job) = self.jobs.remove(&id) else {
+            return Ok(());
+        };
+        let State::Running(r) = job.state else {
+            return Ok(());
+        };
+        let Running {
+            control,
+            page,
+            mark,
+            held_total,
+            ..
+        } = *r;
+        self.enforcer.release(control);
+        let final_reading = Reading {
+            t: now,
+            cpu_seconds: cpu_seconds.max(mark.cpu_seconds),
+            progress: page.counters().progress(),
+            regions_started: page.counters().regions_started,
+            held: held_total,
+        };
+        drop(page);
+        if let Some(sample) = mark.sample_until(&final_reading, id) {
+            self.emit(Record::Sample(sample))?;
+        }
+        let (status, exit_code, error) = shutdown::describe_wait_status(status);
+        let mut outcome = job.outcome;
+        outcome.finished = Some(now);
+        outcome.status = status.clone();
+        outcome.exit_code = exit_code;
+        outcome.error = stopped.or(error.clone());
+        outcome.cpu_seconds = cpu_seconds;
+        if status == ExitStatus::Ok {
+            self.done += 1;
+        } else {
+            self.failed += 1;
+        }
+        self.source.finished(outcome);
+        self.active.retain(|a| a.spec.id != id);
+        self.emit(Record::Finish {
+            job: id,
+            status,
+            exit_code,
+            error,
+        })?;
+        self.report_progress(true);
+        self.decide(Event::Finished { job: id })
+    }
+
+    fn report_progress(&mut self, force: bool) {
+        let running = self.running().count();
+        let counts = (self.done, self.failed, running);
+        if force || self.last_progress != Some(counts) || self.next_sample <= self.now() + 0.01 {
+            self.last_progress = Some(counts);
+            let progress = Progress {
+                done: self.done,
+                failed: self.failed,
+                running,
+                pending: self.jobs.len() - running + self.source.not_arrived(),
+                elapsed: self.now(),
+            };
+            (self.progress)(&progress);
+        }
+    }
+
+    fn stats(&self) -> RunStats {
+        RunStats {
+            mechanism: self.mechanism.clone(),
+            wall_seconds: self.now(),
+            overhead_seconds: thread_cpu_seconds() - self.cpu_origin,
+            switch_skew: self.switch_skew.clone(),
+            switch_lateness: self.switch_lateness.clone(),
+        }
+    }
+}
+
+/// Job `id` if it is running; a free function so that the rest of the executor stays borrowable.
+fn running_mut(jobs: &mut BTreeMap<JobId, Job>, id: JobId) -> Option<&mut Running> {
+    match &mut jobs.get_mut(&id)?.state {
+        State::Running(r) => Some(r),
+        State::Arrived => None,
+    }
+}
+
+impl JobOutcome {
+    /// Arrived or known, and not started yet.
+    fn pending(job: &ArrivingJob) -> JobOutcome {
+        JobOutcome {
+            id: job.spec.id,
+            name: job.spec.name.clone(),
+            pid: None,
+            threads: 0,
+            started: None,
+            finished: None,
+            status: ExitStatus::Failed,
+            exit_code: None,
+            error: Some("never started".into()),
+            cpu_seconds: 0.0,
+            stdout: job.stdout.clone(),
+            stderr: job.stderr.clone(),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Where the executor's jobs come from. The loop asks its source for the jobs that have arrived and
+//! tells it what became of each; a workload file replayed against the clock ([`WorkloadReplay`]) is one
+//! source, live submissions to a daemon are another.
+
+use super::JobOutcome;
+use crate::isolated::IsolatedTimes;
+use cosched_core::workload::Workload;
+use cosched_core::{JobSpec, Topology};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A job handed to the executor: what the policy sees and how to start it.
+#[derive(Debug, Clone)]
+pub struct ArrivingJob {
+    /// Its id must be new to the run.
+    pub spec: JobSpec,
+    pub command: Vec<String>,
+    /// Set on top of the executor's own environment.
+    pub env: BTreeMap<String, String>,
+    /// What `{workload_dir}` expands to.
+    pub workload_dir: PathBuf,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// Seconds the job takes alone on the machine, if measured.
+    pub isolated: Option<f64>,
+}
+
+/// A live supply of jobs for the executor's loop.
+pub trait JobSource {
+    /// Jobs that have arrived by `now` (seconds since the run began), in arrival order.
+    fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob>;
+    /// When the next job already known to the source arrives.
+    fn next_arrival(&self) -> Option<f64>;
+    /// Jobs known to the source that have not arrived yet.
+    fn not_arrived(&self) -> usize;
+    /// True once no job will ever come again: the run ends when the last one is done.
+    fn exhausted(&self) -> bool;
+    /// A job is done (finished, failed to start, or stopped with the run).
+    fn finished(&mut self, outcome: JobOutcome);
+}
+
+/// A workload file's jobs, each arriving at its `arrival` time after the start of the run.
+pub struct WorkloadReplay {
+    /// Not arrived yet, latest first (popped from the end).
+    coming: Vec<ArrivingJob>,
+    /// Every job's outcome, in the workload's order; "never started" until told otherwise.
+    outcomes: Vec<JobOutcome>,
+}
+
+impl WorkloadReplay {
+    pub fn new(
+        workload: &Workload,
+        topology: &Topology,
+        isolated: &IsolatedTimes,
+        output_dir: &std::path::Path,
+    ) -> WorkloadReplay {
+        // `Workload::load("w.toml")` leaves an empty directory: the current one.
+        let workload_dir =
+            std::path::absolute(workload.dir.join(".")).unwrap_or_else(|_| workload.dir.clone());
+        let specs = workload.specs(topology.num_cpus());
+        let mut coming: Vec<ArrivingJob> = workload
+            .jobs
+            .iter()
+            .zip(specs)
+            .map(|(entry, spec)| ArrivingJob {
+                spec,
+                command: entry.command.clone(),
+                env: entry.env.clone(),
+                workload_dir: workload_dir.clone(),
+                stdout: output_dir.join(format!("{}.stdout", entry.name)),
+                stderr: output_dir.join(format!("{}.stderr", entry.name)),
+                isolated: isolated.lookup(topology, entry),
+            })
+            .collect();
+        let outcomes = coming.iter().map(JobOutcome::pending).collect();
+        // A stable sort keeps jobs arriving together in the file's order; reversed, they pop in it.
+        coming.sort_by(|a, b| a.spec.arrival.total_cmp(&b.spec.arrival));
+        coming.reverse();
+        WorkloadReplay { coming, outcomes }
+    }
+
+    /// Every job's outcome, in the workload's order.
+    pub fn into_outcomes(self) -> Vec<JobOutcome> {
+        self.outcomes
+    }
+}
+
+impl JobSource for WorkloadReplay {
+    fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob> {
+        let mut arrived = Vec::new();
+        while self.coming.last().is_some_and(|j| j.spec.arrival <= now) {
+            arrived.extend(self.coming.pop());
+        }
+        arrived
+    }
+
+    fn next_arrival(&self) -> Option<f64> {
+        self.coming.last().map(|j| j.spec.arrival)
+    }
+
+    fn not_arrived(&self) -> usize {
+        self.coming.len()
+    }
+
+    fn exhausted(&self) -> bool {
+        self.coming.is_empty()
+    }
+
+    fn finished(&mut self, outcome: JobOutcome) {
+        let i = outcome.id.0 as usize;
+        self.outcomes[i] = outcome;
+    }
+}
