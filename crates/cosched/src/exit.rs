@@ -77,9 +77,9 @@ mod tests {
         let interrupted =
             anyhow::Error::from(cosched_linux::Error::Interrupted("SIGINT")).context("run");
         assert_eq!(status_of(&interrupted), INTERRUPTED);
-        let stalled = anyhow::Error::from(cosched_linux::Error::Stalled {
+        let stalled = anyhow::Error::from(cosched_linux::Error::Plan {
             policy: "p".into(),
-            waiting: 1,
+            source: cosched_core::PlanError::Stalled { waiting: 1 },
         });
         assert_eq!(status_of(&stalled), INTERNAL);
         assert_eq!(status_of(&anyhow::anyhow!("no such file")), BAD_INPUT);
