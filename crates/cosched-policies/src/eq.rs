@@ -36,25 +36,12 @@ impl Policy for Equipartition {
                 .map(|j| j.spec.max_threads as usize)
                 .collect::<Vec<_>>(),
         );
-        let mut held: HashMap<JobId, CpuSet> = HashMap::with_capacity(receivers.len());
-        for (job, &target) in receivers.iter().zip(&targets) {
-            let mut cpus = self.held.remove(&job.spec.id).unwrap_or_default();
-            if cpus.len() > target {
-                cpus = cpus.take(target);
-            }
-            held.insert(job.spec.id, cpus);
-        }
-        let mut free = held
-            .values()
-            .fold(machine.clone(), |free, cpus| free.difference(cpus));
-        for (job, &target) in receivers.iter().zip(&targets) {
-            let cpus = held.get_mut(&job.spec.id).expect("inserted above");
-            if cpus.len() < target {
-                let extra = free.take(target - cpus.len());
-                free = free.difference(&extra);
-                *cpus = cpus.union(&extra);
-            }
-        }
+        let wanted: Vec<(JobId, usize)> = receivers
+            .iter()
+            .zip(&targets)
+            .map(|(job, &target)| (job.spec.id, target))
+            .collect();
+        let held = grow_in_place(machine, &mut self.held, &wanted);
         let mut plan = Plan::space_sharing(
             receivers
                 .iter()
@@ -74,9 +61,39 @@ impl Policy for Equipartition {
     }
 }
 
+/// CPUs of `region` for each `(job, count)`: a job keeps the CPUs of `held` it still may have, trimmed or
+/// grown from the free ones, so that resizing moves as little as possible. Consumes the jobs' entries of
+/// `held`. The counts must add up to at most the region's size.
+pub(crate) fn grow_in_place(
+    region: &CpuSet,
+    held: &mut HashMap<JobId, CpuSet>,
+    wanted: &[(JobId, usize)],
+) -> HashMap<JobId, CpuSet> {
+    let mut kept: HashMap<JobId, CpuSet> = HashMap::with_capacity(wanted.len());
+    for &(job, target) in wanted {
+        let mut cpus = held.remove(&job).unwrap_or_default().intersection(region);
+        if cpus.len() > target {
+            cpus = cpus.take(target);
+        }
+        kept.insert(job, cpus);
+    }
+    let mut free = kept
+        .values()
+        .fold(region.clone(), |free, cpus| free.difference(cpus));
+    for &(job, target) in wanted {
+        let cpus = kept.get_mut(&job).expect("inserted above");
+        if cpus.len() < target {
+            let extra = free.take(target - cpus.len());
+            free = free.difference(&extra);
+            *cpus = cpus.union(&extra);
+        }
+    }
+    kept
+}
+
 /// Splits `cpus` equally among jobs, none above its cap, giving what capped jobs leave to the others.
 /// Needs `caps.len() <= cpus` and every cap ≥ 1; then every job gets at least one CPU.
-fn equal_shares(cpus: usize, caps: &[usize]) -> Vec<usize> {
+pub(crate) fn equal_shares(cpus: usize, caps: &[usize]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..caps.len()).collect();
     order.sort_by_key(|&i| caps[i]);
     let mut shares = vec![0; caps.len()];

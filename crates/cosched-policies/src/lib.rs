@@ -4,6 +4,7 @@
 use cosched_core::Policy;
 
 mod advice_check;
+mod auto;
 mod bp;
 mod casas;
 mod di;
@@ -38,6 +39,7 @@ const POLICIES: &[Entry] = &[
     ("scalpel", "task bag: footprint-balanced groups per LLC, two-level LPT dispatch (Scalpel Alg. 1-2)", || Box::new(taskbag::TaskBag::new(scalpel::Scalpel::default()))),
     ("casas", "probes each new job on 1..D LLC domains, then gives whole domains to minimise ANTT; surplus jobs wait (CaSAS §3)", || Box::new(casas::Casas::space_sharing())),
     ("casas-ts", "CaSAS, time-sharing slots of domain allocations when jobs outnumber LLC domains", || Box::new(casas::Casas::time_sharing())),
+    ("auto", "beyond the papers: coschedules jobs at the threads they really run, space-shares those that follow advice, least estimated remaining work first with aging when run times are known (docs/policies.md)", || Box::<auto::Auto>::default()),
 ];
 
 /// Names of all policies, for help texts and error messages.

@@ -39,7 +39,7 @@ pub struct Args {
     /// Workload file (TOML) [default: the bundled examples/default.toml, sized to this machine]
     #[arg(value_name = "WORKLOAD")]
     workload: Option<PathBuf>,
-    /// Policies to compare, comma-separated, in the order to run them [default: ue,bp,eq,ta,taco,gang;
+    /// Policies to compare, comma-separated, in the order to run them [default: ue,bp,eq,ta,taco,gang,auto;
     /// with only single-threaded jobs, the task-bag policies too (as `cosched sim`)]
     #[arg(long, value_delimiter = ',', value_name = "P1,P2,...")]
     policy: Vec<String>,

@@ -6,7 +6,7 @@ use cosched_policies::TASK_BAG_POLICIES;
 
 /// The policies compared when none are named, in this order, as far as they exist; with only
 /// single-threaded jobs, the task-bag policies after them.
-const DEFAULT_POLICIES: &[&str] = &["ue", "bp", "eq", "ta", "taco", "gang"];
+const DEFAULT_POLICIES: &[&str] = &["ue", "bp", "eq", "ta", "taco", "gang", "auto"];
 
 /// The named policies, all of which must exist, each named once; or the default for `jobs`.
 pub fn chosen(named: &[String], jobs: &[JobSpec]) -> anyhow::Result<Vec<String>> {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 /// The policy for practitioners: coschedules what needs it, space-shares along the topology, and stays
 /// within a few percent of plain Linux where coscheduling buys nothing (README, "Results").
-pub const DEFAULT_POLICY: &str = "taco";
+pub const DEFAULT_POLICY: &str = "auto";
 
 /// Run a workload's jobs for real on this machine under one policy
 #[derive(clap::Args, Debug)]

@@ -1,0 +1,273 @@
+//! `auto`: per job, space sharing or coscheduling, and its width, from what is known or observed about
+//! it. This goes beyond the five papers: it combines their mechanisms, choosing by what it checks.
+//!
+//! 1. **Fixed jobs** — rigid, started moldable, or malleable jobs that do not follow advice (shown as
+//!    rigid by `advice_check`) — are coscheduled at the threads they really run: gang rows of aligned
+//!    partitions their threads fit (Ousterhout matrix, as `gang`), inside the smallest partition
+//!    that holds the widest of them.
+//! 2. **Elastic jobs** (malleable jobs that follow advice, moldable jobs not started) share the rest of
+//!    the machine by equal shares (as `eq`): on most workloads a job runs more efficiently on fewer
+//!    CPUs, and space sharing costs no slot switches. They are present in every slot, so they never
+//!    stop. When no CPU is left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they
+//!    take turns in rows of their own instead of waiting (time sharing, as `gang` and `taco`).
+//! 3. **Known remaining work.** When every job has an estimated run time (`hints.runtime`, declared or
+//!    from the run history), jobs run one after another at full width, least remaining work first,
+//!    with backfilling of idle CPUs (shortest remaining processing time, which minimises mean response
+//!    time). Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
+//!    has not, oldest first. So a job waits behind shorter newcomers for at most 3 × its estimate;
+//!    after that only the urgent jobs older than itself run before it, and its slowdown is at most
+//!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
+//!    estimate is assumed to need as long again as it has run, so a wrong estimate costs a doubling
+//!    search, not starvation.
+
+mod remaining;
+
+use crate::eq::{equal_shares, grow_in_place};
+use cosched_core::{
+    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot,
+};
+use remaining::Service;
+use std::collections::HashMap;
+
+/// Slot length of coscheduled rows, seconds (`gang`'s and TACO's §3.3 slice).
+const SLICE: f64 = crate::taco::DEFAULT_SLICE;
+
+#[derive(Debug, Default)]
+pub struct Auto {
+    held: HashMap<JobId, CpuSet>,
+    service: Service,
+    plan: Option<Plan>,
+}
+
+impl Policy for Auto {
+    fn name(&self) -> &str {
+        "auto"
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        if matches!(event, Event::Sample(_)) {
+            return None;
+        }
+        self.service.credit(ctx, self.plan.as_ref());
+        let known = !ctx.jobs.is_empty()
+            && ctx
+                .jobs
+                .iter()
+                .all(|j| j.spec.hints.runtime.is_some_and(|r| r > 0.0));
+        let plan = if known {
+            self.least_remaining_first(ctx)
+        } else {
+            self.shared(ctx)
+        };
+        self.plan = Some(plan.clone());
+        Some(plan)
+    }
+}
+
+/// The threads a job is bound to, if it cannot change them any more.
+fn fixed_threads(job: &ActiveJob) -> Option<u32> {
+    match (job.spec.kind, job.started) {
+        (JobKind::Rigid, _) => Some(job.spec.max_threads.max(1)),
+        (JobKind::Moldable, Some(_)) => Some(job.threads.max(1)),
+        _ => None,
+    }
+}
+
+/// How wide a job runs alone: its fixed threads or its maximum, at most the machine.
+fn full_width(job: &ActiveJob, machine: usize) -> usize {
+    (fixed_threads(job).unwrap_or(job.spec.max_threads) as usize).clamp(1, machine)
+}
+
+impl Auto {
+    /// Known remaining work: full width, least remaining first with aging, idle CPUs backfilled.
+    fn least_remaining_first(&mut self, ctx: &Context) -> Plan {
+        let machine = ctx.topology.num_cpus();
+        let mut order: Vec<(&ActiveJob, (bool, f64))> = ctx
+            .jobs
+            .iter()
+            .map(|job| {
+                let runtime = job.spec.hints.runtime.unwrap_or(0.0);
+                let remaining = self.service.remaining(job.spec.id, runtime);
+                let key = remaining::priority(ctx.now, job.spec.arrival, runtime, remaining);
+                (job, key)
+            })
+            .collect();
+        order.sort_by(|a, b| a.1.partial_cmp(&b.1).expect("finite keys"));
+        let mut free = machine;
+        let mut wanted = Vec::new();
+        for (job, _) in &order {
+            let width = full_width(job, machine);
+            let take = match fixed_threads(job) {
+                Some(_) if width > free => 0,
+                _ => width.min(free),
+            };
+            if take > 0 {
+                wanted.push((job.spec.id, take));
+                free -= take;
+            }
+        }
+        let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
+        plan.timer = ctx
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                let at = remaining::urgent_at(j.spec.arrival, j.spec.hints.runtime?);
+                (at > ctx.now).then_some(at)
+            })
+            .reduce(f64::min);
+        plan
+    }
+
+    /// Nothing known: fixed jobs coscheduled at their threads, elastic jobs space-shared beside them.
+    fn shared(&mut self, ctx: &Context) -> Plan {
+        let machine = ctx.topology.cpus();
+        let (fixed, elastic): (Vec<&ActiveJob>, Vec<&ActiveJob>) =
+            ctx.jobs.iter().partition(|j| fixed_threads(j).is_some());
+        let mut rows = gang_rows(ctx, &fixed);
+        let gang_cpus = rows
+            .iter()
+            .flatten()
+            .fold(CpuSet::new(), |all, a| all.union(&a.cpus));
+        let beside = machine.difference(&gang_cpus);
+        let mut held = HashMap::new();
+        let mut always = Vec::new();
+        let mut advice = HashMap::new();
+        if !elastic.is_empty() && elastic.len() <= beside.len() {
+            let wanted = equal_wanted(&elastic, beside.len());
+            let placed = grow_in_place(&beside, &mut self.held, &wanted);
+            for (id, cpus) in placed {
+                always.push(Assignment { job: id, cpus });
+            }
+        } else {
+            // No room beside the fixed jobs: the elastic ones take turns on the whole machine.
+            for chunk in elastic.chunks(machine.len()) {
+                let wanted = equal_wanted(chunk, machine.len());
+                let placed = grow_in_place(machine, &mut self.held, &wanted);
+                rows.push(
+                    chunk
+                        .iter()
+                        .map(|j| Assignment {
+                            job: j.spec.id,
+                            cpus: placed[&j.spec.id].clone(),
+                        })
+                        .collect(),
+                );
+                held.extend(placed);
+            }
+        }
+        always.sort_by_key(|a| a.job);
+        for a in &always {
+            held.insert(a.job, a.cpus.clone());
+        }
+        for a in rows.iter().flatten() {
+            held.entry(a.job).or_insert_with(|| a.cpus.clone());
+        }
+        if rows.is_empty() {
+            rows.push(Vec::new());
+        }
+        let mut plan = Plan::default();
+        for row in rows {
+            let weight = row
+                .iter()
+                .filter_map(|a| ctx.job(a.job))
+                .map(|j| j.spec.weight)
+                .fold(0.0, f64::max);
+            let mut assignments = row;
+            assignments.extend(always.iter().cloned());
+            plan.slots.push(Slot {
+                length: SLICE * if weight > 0.0 { weight } else { 1.0 },
+                assignments,
+            });
+        }
+        for job in ctx.jobs {
+            if let Some(cpus) = held.get(&job.spec.id) {
+                let threads = fixed_threads(job).unwrap_or(job.spec.threads_for(cpus.len()));
+                advice.insert(job.spec.id, threads);
+            }
+        }
+        plan.advice = advice.into_iter().collect();
+        self.held = held;
+        plan
+    }
+
+    /// One slot in which each `(job, count)` gets `count` CPUs of `region`, moving as little as possible.
+    fn space_shared(&mut self, ctx: &Context, region: &CpuSet, wanted: &[(JobId, usize)]) -> Plan {
+        let held = grow_in_place(region, &mut self.held, wanted);
+        let mut assignments: Vec<Assignment> = held
+            .iter()
+            .map(|(&job, cpus)| Assignment {
+                job,
+                cpus: cpus.clone(),
+            })
+            .collect();
+        assignments.sort_by_key(|a| a.job);
+        let mut plan = Plan::space_sharing(assignments);
+        plan.advice = wanted
+            .iter()
+            .filter_map(|&(id, count)| {
+                let job = ctx.job(id)?;
+                Some((
+                    id,
+                    fixed_threads(job).unwrap_or(job.spec.threads_for(count)),
+                ))
+            })
+            .collect();
+        self.held = held;
+        plan
+    }
+}
+
+/// Equal shares of `cpus` CPUs among `jobs`, none above its maximum.
+fn equal_wanted(jobs: &[&ActiveJob], cpus: usize) -> Vec<(JobId, usize)> {
+    let caps: Vec<usize> = jobs.iter().map(|j| j.spec.max_threads as usize).collect();
+    jobs.iter()
+        .map(|j| j.spec.id)
+        .zip(equal_shares(cpus, &caps))
+        .collect()
+}
+
+/// Ousterhout rows for fixed jobs: each gets an aligned partition its threads fit, in the first row
+/// where one is free, all inside the first partition that holds the widest of them.
+fn gang_rows(ctx: &Context, fixed: &[&ActiveJob]) -> Vec<Vec<Assignment>> {
+    let machine = ctx.topology.num_cpus();
+    let sizes = ctx.topology.partition_sizes();
+    let fit = |threads: usize| {
+        sizes
+            .iter()
+            .copied()
+            .filter(|&s| s >= threads)
+            .min()
+            .unwrap_or(machine)
+    };
+    let Some(widest) = fixed.iter().map(|j| full_width(j, machine)).max() else {
+        return Vec::new();
+    };
+    let region = ctx.topology.partitions(fit(widest))[0].clone();
+    let mut rows: Vec<Vec<Assignment>> = Vec::new();
+    for job in fixed {
+        let partitions: Vec<CpuSet> = ctx
+            .topology
+            .partitions(fit(full_width(job, machine)))
+            .into_iter()
+            .filter(|p| p.is_subset(&region))
+            .collect();
+        let spot = rows.iter().enumerate().find_map(|(r, row)| {
+            partitions
+                .iter()
+                .find(|p| row.iter().all(|a| a.cpus.is_disjoint(p)))
+                .map(|p| (r, p.clone()))
+        });
+        let (row, cpus) = spot.unwrap_or_else(|| {
+            rows.push(Vec::new());
+            (rows.len() - 1, partitions[0].clone())
+        });
+        rows[row].push(Assignment {
+            job: job.spec.id,
+            cpus,
+        });
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests;

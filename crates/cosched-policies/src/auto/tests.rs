@@ -1,0 +1,113 @@
+use super::*;
+use crate::test_jobs::waiting;
+use cosched_core::topology::presets;
+use cosched_core::Topology;
+
+fn decide(auto: &mut Auto, topo: &Topology, now: f64, jobs: &[ActiveJob]) -> Plan {
+    let ctx = Context {
+        topology: topo,
+        now,
+        jobs,
+    };
+    auto.decide(
+        &ctx,
+        &Event::Arrived {
+            job: jobs.last().unwrap().spec.id,
+        },
+    )
+    .unwrap()
+}
+
+fn started(mut job: ActiveJob, threads: u32) -> ActiveJob {
+    job.started = Some(0.0);
+    job.threads = threads;
+    job
+}
+
+#[test]
+fn a_fixed_job_is_coscheduled_at_its_threads_and_elastic_jobs_share_the_rest() {
+    let topo = presets::preset("gang-opteron8380").unwrap();
+    let jobs = vec![
+        started(waiting(0, JobKind::Rigid, 4, 4), 4),
+        started(waiting(1, JobKind::Rigid, 4, 4), 4),
+        waiting(2, JobKind::Malleable, 1, 16),
+        waiting(3, JobKind::Malleable, 1, 16),
+    ];
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    // Both rigid jobs fit one 4-CPU partition at a time: two rows there, the rest space-shared.
+    assert_eq!(plan.slots.len(), 2);
+    for slot in 0..2 {
+        let elastic: Vec<usize> = [2, 3]
+            .iter()
+            .map(|&j| plan.cpus_in_slot(slot, JobId(j)).unwrap().len())
+            .collect();
+        assert_eq!(elastic, vec![6, 6], "elastic jobs run in every slot");
+    }
+    for rigid in [0, 1] {
+        let cpus: Vec<usize> = (0..2)
+            .filter_map(|s| plan.cpus_in_slot(s, JobId(rigid)).map(|c| c.len()))
+            .collect();
+        assert_eq!(cpus, vec![4], "job {rigid} once per cycle on 4 CPUs");
+        assert_eq!(plan.advice[&JobId(rigid)], 4);
+    }
+    assert_eq!(plan.advice[&JobId(2)], 6);
+}
+
+#[test]
+fn with_no_cpu_beside_a_fixed_job_the_others_take_turns_instead_of_waiting() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let jobs = vec![
+        started(waiting(0, JobKind::Rigid, 2, 2), 2),
+        waiting(1, JobKind::Malleable, 1, 2),
+        waiting(2, JobKind::Malleable, 1, 2),
+    ];
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    assert_eq!(plan.slots.len(), 2);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).unwrap().len(), 2);
+    assert_eq!(plan.cpus_in_slot(1, JobId(1)).unwrap().len(), 1);
+    assert_eq!(plan.cpus_in_slot(1, JobId(2)).unwrap().len(), 1);
+}
+
+#[test]
+fn more_single_threaded_tasks_than_cpus_take_turns() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let jobs: Vec<ActiveJob> = (0..5).map(|i| waiting(i, JobKind::Rigid, 1, 1)).collect();
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    assert_eq!(plan.placed_jobs().len(), 5, "nobody waits");
+    for slot in &plan.slots {
+        assert!(slot.assignments.len() <= 2);
+    }
+}
+
+fn estimated(id: u32, arrival: f64, runtime: f64) -> ActiveJob {
+    let mut job = waiting(id, JobKind::Malleable, 1, 2);
+    job.spec.arrival = arrival;
+    job.spec.hints.runtime = Some(runtime);
+    job
+}
+
+#[test]
+fn known_run_times_run_the_least_remaining_first_at_full_width() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let jobs = vec![estimated(0, 0.0, 30.0), estimated(1, 0.0, 5.0)];
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    assert_eq!(plan.slots.len(), 1);
+    assert_eq!(plan.cpus_in_slot(0, JobId(1)).unwrap().len(), 2);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)), None, "the long job waits");
+    assert_eq!(plan.timer, Some(15.0), "when the short job turns urgent");
+}
+
+#[test]
+fn a_job_that_waited_long_enough_goes_before_shorter_newcomers() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let mut auto = Auto::default();
+    let jobs = vec![estimated(0, 0.0, 5.0), estimated(1, 14.0, 1.0)];
+    let plan = decide(&mut auto, &topo, 14.0, &jobs);
+    assert!(plan.cpus_in_slot(0, JobId(1)).is_some(), "shorter first");
+    let plan = decide(&mut auto, &topo, 15.0, &jobs);
+    assert_eq!(
+        plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()),
+        Some(2),
+        "waited 3 × 5 s: now first"
+    );
+}
