@@ -1,7 +1,10 @@
 //! Compiles the C side (`native/`): the preload library, the benchmark programs and the test
 //! programs, with the system C compiler and OpenMP, into `OUT_DIR/native`. Where clang and LLVM
 //! libomp's `omp-tools.h` are installed, the preload library also gets the OMPT tool for libomp
-//! programs, and the test program is built a second time with clang against libomp.
+//! programs, and the test program is built a second time with clang against libomp. The preload
+//! library and the benchmarks are then placed where an installed cosched keeps them: `lib/cosched/`
+//! beside the directory of the executable (`<target>/lib/cosched` for `<target>/<profile>/cosched`), so
+//! the build tree and an install are laid out alike and nothing needs a compiled-in path.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -116,11 +119,31 @@ fn main() {
             failed.join(", ")
         );
     }
-    println!("cargo:rustc-env=COSCHED_NATIVE_BUILD_DIR={}", out.display());
+    place_beside_executables(&scratch, &out);
     println!(
         "cargo:rustc-env=COSCHED_NATIVE_TEST_DIR={}",
         test_out.display()
     );
+}
+
+/// Copies the preload library and the benchmarks to `<target>/lib/cosched`, where `OUT_DIR` is
+/// `<target>/<profile>/build/<package>/out`. Each file is written under a temporary name and renamed, so
+/// that a debug and a release build running at once never leave a partial file.
+fn place_beside_executables(scratch: &Path, built: &Path) {
+    let Some(target) = scratch.ancestors().nth(4) else {
+        panic!(
+            "cosched-native: unexpected OUT_DIR layout {}",
+            scratch.display()
+        );
+    };
+    let lib = target.join("lib/cosched");
+    std::fs::create_dir_all(&lib).unwrap();
+    let names = BENCHMARKS.iter().copied().chain(["libcosched-omp.so"]);
+    for name in names {
+        let partial = lib.join(format!(".{name}.{}", std::process::id()));
+        std::fs::copy(built.join(name), &partial).unwrap();
+        std::fs::rename(&partial, lib.join(name)).unwrap();
+    }
 }
 
 /// Starts one compilation; stderr goes to cargo's build log so errors are visible.

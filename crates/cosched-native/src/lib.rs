@@ -2,7 +2,9 @@
 //! the Rust end of the control page they share with the executor (layout in `docs/control-page.md`).
 //!
 //! The C sources under `native/` are compiled by this crate's build script, so `cargo build` builds
-//! everything; the artefacts live in the build's `OUT_DIR`.
+//! everything. The preload library and the benchmarks are found relative to the running executable,
+//! in `lib/cosched/` beside its directory: `$PREFIX/lib/cosched` for `$PREFIX/bin/cosched` (`make
+//! install`), `<target>/lib/cosched` for `<target>/release/cosched` (the build script puts them there).
 
 pub mod control;
 
@@ -18,12 +20,51 @@ pub const PRELOAD_LIBRARY_NAME: &str = "libcosched-omp.so";
 /// Benchmark programs built from `native/bench/`, by file name.
 pub const BENCHMARKS: &[&str] = &["barrier", "stress", "dense", "stencil", "spmv"];
 
-/// Directory holding the built benchmark executables (and the preload library).
-pub fn bench_dir() -> PathBuf {
-    match std::env::var_os(NATIVE_DIR_ENV) {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(env!("COSCHED_NATIVE_BUILD_DIR")),
+/// Where the preload library and the benchmarks are looked for, in order: `COSCHED_NATIVE_DIR`, then
+/// `lib/cosched` beside the executable's directory (`<exe dir>/../lib/cosched`), then one level higher
+/// for test programs, which cargo puts in `<target>/<profile>/deps/`.
+pub fn candidate_dirs() -> Vec<PathBuf> {
+    if let Some(dir) = std::env::var_os(NATIVE_DIR_ENV).filter(|d| !d.is_empty()) {
+        return vec![PathBuf::from(dir)];
     }
+    let exe = std::env::current_exe().and_then(|p| p.canonicalize());
+    let Some(exe_dir) = exe.ok().and_then(|p| p.parent().map(PathBuf::from)) else {
+        return Vec::new();
+    };
+    exe_dir
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("lib/cosched"))
+        .collect()
+}
+
+/// The directory that holds the preload library and the benchmarks, or an error saying where they
+/// were looked for and how to get them.
+pub fn locate() -> Result<PathBuf, String> {
+    let candidates = candidate_dirs();
+    if let Some(dir) = candidates
+        .iter()
+        .find(|d| d.join(PRELOAD_LIBRARY_NAME).is_file())
+    {
+        return Ok(dir.clone());
+    }
+    let looked: Vec<String> = candidates.iter().map(|d| d.display().to_string()).collect();
+    Err(format!(
+        "{PRELOAD_LIBRARY_NAME} and the benchmarks are not in {}; install cosched with `make install \
+PREFIX=...` (which puts them in PREFIX/lib/cosched), or set {NATIVE_DIR_ENV} to their directory",
+        if looked.is_empty() {
+            "any known place".to_string()
+        } else {
+            looked.join(" or ")
+        }
+    ))
+}
+
+/// Directory holding the benchmark executables and the preload library; where they were expected
+/// when they are missing, so that a failed launch names that place.
+pub fn bench_dir() -> PathBuf {
+    locate().unwrap_or_else(|_| candidate_dirs().into_iter().next().unwrap_or_default())
 }
 
 /// Path of `libcosched-omp.so`, for `LD_PRELOAD`.
@@ -41,7 +82,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn build_produced_every_artefact() {
+    fn build_placed_every_artefact_where_an_executable_finds_it() {
+        locate().unwrap();
         assert!(
             preload_library().is_file(),
             "{}",

@@ -1,5 +1,5 @@
-//! CaSAS, the Contention and Scalability-Aware Scheduler (Tanimoto et al.; seed 002_38eaede3cb547414.txt,
-//! summarised in English in `shared/seeds/README.md`).
+//! CaSAS, the Contention and Scalability-Aware Scheduler (Tanimoto et al., IPSJ, in
+//! Japanese; summarised in English in docs/references.md).
 //!
 //! - **Contention**: jobs get whole LLC domains (on the paper's Opteron 6172 a die: its L3 and memory
 //!   controller, §3.1.1), so co-running jobs share no LLC and no memory controller.

@@ -1,8 +1,8 @@
 //! Gang scheduling with an Ousterhout matrix: rows are time slots, columns CPUs. Each job takes an
 //! aligned partition wide enough for its threads (usually the whole row) in the first row that has one
 //! free; rows run round robin, one slot each, and every job's threads run together or not at all.
-//! This is Peter et al.'s user-space gang scheduler (seed 003, §3.1). Frachtenberg & Etsion's wrapper
-//! (seed 001, §3.2.1: per slot one parallel program, or all the sequential ones, SIGSTOP for the rest)
+//! This is Peter et al.'s user-space gang scheduler (§3.1). Frachtenberg & Etsion's wrapper
+//! (§3.2.1: per slot one parallel program, or all the sequential ones, SIGSTOP for the rest)
 //! is the setting `sequential=shared`: single-threaded jobs then share one extra slot on every CPU,
 //! time-shared by the OS, instead of being packed into rows.
 //!
@@ -15,7 +15,7 @@
 use cosched_core::{ActiveJob, Assignment, Context, Event, JobKind, Plan, Policy, Slot};
 
 /// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
-/// slices are long (≥ 100 ms, seed 003 §2) next to Linux's 15 ms.
+/// slices are long (≥ 100 ms, Peter et al. §2) next to Linux's 15 ms.
 pub const DEFAULT_SLICE: f64 = crate::taco::DEFAULT_SLICE;
 
 #[derive(Debug)]

@@ -29,7 +29,7 @@ const POLICIES: &[Entry] = &[
     ("taco", "TACO with hysteresis, equal CPU time across levels, grace periods, opt-out (TACO §2); settings: taco:KEY=VALUE:...", || Box::new(taco::Taco::new("taco", taco::TacoOptions::full()))),
     ("taco-basic", "TACO as measured in the paper: level thresholds, coscheduling inside partitions, nothing else (TACO §4.2)", || Box::new(taco::Taco::new("taco-basic", taco::TacoOptions::basic()))),
     ("taco-local", "TACO's local variant: each unit splits and merges on its own job count (TACO §2.1)", || Box::new(taco::Taco::new("taco-local", taco::TacoOptions::local()))),
-    ("gang", "gang scheduling, Ousterhout matrix: rows of aligned partitions, round robin, slot length x weight (seeds 001, 003); gang:slice=S, gang:sequential=shared (stressors share one slot)", || Box::<gang::Gang>::default()),
+    ("gang", "gang scheduling, Ousterhout matrix: rows of aligned partitions, round robin, slot length x weight (Frachtenberg & Etsion; Peter et al.); gang:slice=S, gang:sequential=shared (stressors share one slot)", || Box::<gang::Gang>::default()),
     ("fifo", "task bag: tasks bound to cores in turn on arrival, each core runs its queue in order, as Scalpel ran Linux SCHED_FIFO (§VI-A/B)", || Box::new(taskbag::TaskBag::new(taskbag::Fifo::default()))),
     ("rr", "task bag: tasks bound to cores in turn on arrival, each core time-slices its tasks, as Scalpel ran Linux SCHED_RR (§VI-A/B)", || Box::<taskbag::RoundRobin>::default()),
     ("fifo-global", "task bag: the oldest waiting task takes the lowest free core and runs to completion (SCHED_FIFO without affinity)", || Box::new(taskbag::TaskBag::new(taskbag::GlobalFifo))),

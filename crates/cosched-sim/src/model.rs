@@ -62,7 +62,7 @@ impl Default for Effects {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelParams {
-    /// Average time slice of the OS scheduler when threads share a CPU, seconds (seed 003 §3: 15 ms).
+    /// Average time slice of the OS scheduler when threads share a CPU, seconds (Peter et al. §3: 15 ms).
     pub os_quantum: f64,
     /// Direct cost of one context switch, seconds (TACO §3.3: single-digit microseconds).
     pub context_switch: f64,
@@ -349,10 +349,10 @@ fn serial_phase_rate(profile: &Profile, share: f64, serial_speed: f64) -> Option
 /// Progress lost to synchronisation when a job's threads are time-shared without coordination.
 ///
 /// Each synchronisation waits for the slowest thread, which under time sharing is usually descheduled:
-/// about one OS time slice per other thread on its CPU (TACO §4.3 on lu.A; seed 003 §3). What the job
+/// about one OS time slice per other thread on its CPU (TACO §4.3 on lu.A; Peter et al. §3). What the job
 /// loses is the time its waiters hold their CPUs meanwhile. A spinning job spins through the whole wait;
-/// a blocking job only pays the block/wake-up cost (seed 003 §2), since the CPU time it leaves goes to
-/// the others and comes back to it by fair sharing; a spin-then-block job (seed 003 §3, 50 µs) spins up
+/// a blocking job only pays the block/wake-up cost (Peter et al. §2), since the CPU time it leaves goes to
+/// the others and comes back to it by fair sharing; a spin-then-block job (Peter et al. §3, 50 µs) spins up
 /// to its limit first, then blocks.
 fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     let oversubscription = r.threads as f64 / share.max(1e-12);

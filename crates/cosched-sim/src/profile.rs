@@ -12,9 +12,9 @@ use crate::footprint::Footprint;
 use cosched_core::SyncKind;
 use std::fmt;
 
-const NAS_CSV: &str = include_str!("../../../data/nas_profiles.csv");
-const NAS_SYNC_CSV: &str = include_str!("../../../data/nas_sync.csv");
-const POLYBENCH_CSV: &str = include_str!("../../../data/polybench_tasks.csv");
+const NAS_CSV: &str = include_str!("../data/nas_profiles.csv");
+const NAS_SYNC_CSV: &str = include_str!("../data/nas_sync.csv");
+const POLYBENCH_CSV: &str = include_str!("../data/polybench_tasks.csv");
 
 /// Bytes per element of Scalpel's footprints (Table II), to convert them to MB. Eq. 3 sets the window to
 /// l = LLC / (element size × C) accesses, and a window of l accesses touches at most l elements; Table II
@@ -24,7 +24,7 @@ const POLYBENCH_ELEMENT_BYTES: f64 = 4.0;
 /// Eq. 3's window on the machine Table II was measured on (Xeon E5620: a 12 MB L3 shared by C = 4
 /// cores), in elements.
 const POLYBENCH_WINDOW: f64 = 12.0 * 1024.0 * 1024.0 / (POLYBENCH_ELEMENT_BYTES * 4.0);
-/// Cost of one blocking synchronisation (block + wake-up) on Linux, seconds (seed 003, §2: 7.4 µs).
+/// Cost of one blocking synchronisation (block + wake-up) on Linux, seconds (Peter et al. §2: 7.4 µs).
 pub const BLOCK_COST: f64 = 7.4e-6;
 
 /// Speedup on `n` cores alone on the machine, and optionally under full load (effective speedup).
@@ -53,7 +53,7 @@ pub struct Profile {
     /// Seconds between two synchronisations while each of its threads has a CPU of its own.
     pub sync_interval: f64,
     /// `sync = block` only: seconds a waiting thread spins before it blocks (a spin-then-block barrier,
-    /// seed 003 §3 [Kontothanassis et al.]); 0 blocks at once (passive waiting).
+    /// Peter et al. §3 [Kontothanassis et al.]); 0 blocks at once (passive waiting).
     pub spin_limit: f64,
     /// Seconds from a new thread-count advice until a malleable job uses it (TACO Table 2).
     pub reconfig_delay: f64,

@@ -87,7 +87,7 @@ pub struct ModelConfig {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PaperFigures {
-    /// Where the figures come from (seed file, table).
+    /// Where the figures come from: authors, short title, venue, and the table or figure.
     pub source: String,
     /// What the paper reports in words, where its figures are plots without numbers.
     pub finding: String,

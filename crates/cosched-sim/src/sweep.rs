@@ -3,8 +3,8 @@
 //! which one group of its jobs has finished, under every policy.
 //!
 //! This is the shape of the gang-scheduling experiments: Frachtenberg & Etsion's BSP programs against
-//! stressors (seed 001 §3.2, a surface over programs × stressors) and Peter et al.'s synchronisation
-//! granularity (seed 003 §3.2, a curve over the interval).
+//! stressors (Frachtenberg & Etsion §3.2, a surface over programs × stressors) and Peter et al.'s synchronisation
+//! granularity (Peter et al. §3.2, a curve over the interval).
 
 use crate::scenario::{run_one, Instance, ModelConfig, ScenarioError};
 use crate::{jobs, profile};

@@ -1,4 +1,4 @@
-//! CaSAS's direction (seed 002, §4.2) on the repository's scenarios, run as the paper measures (every
+//! CaSAS's direction (CaSAS §4.2) on the repository's scenarios, run as the paper measures (every
 //! application restarted until each has completed 3 runs): space sharing by scalability beats Linux-like
 //! uncontrolled sharing on mixes of poorly scalable applications and loses on mixes of highly scalable
 //! ones. How far the margins are from the paper's is explained in docs/policies.md.

@@ -1,6 +1,6 @@
 //! The two gang-scheduling experiments, from their scenario files: Peter et al.'s synchronisation
-//! granularity (`scenarios/gang-granularity.toml`, seed 003 §3.2) and Frachtenberg & Etsion's BSP
-//! programs against stressors (`scenarios/gang-bsp-stressors.toml`, seed 001 §3.2).
+//! granularity (`scenarios/gang-granularity.toml`, Peter et al. §3.2) and Frachtenberg & Etsion's BSP
+//! programs against stressors (`scenarios/gang-bsp-stressors.toml`, Frachtenberg & Etsion §3.2).
 
 use cosched_sim::scenario::ScenarioFile;
 use cosched_sim::sweep::{run_sweep, PointResult, Sweep};
@@ -119,7 +119,7 @@ fn stressors_slow_default_scheduling_down_but_not_gang_scheduling() {
         );
         slowdown_at_most.push(slowdown(most));
     }
-    // Most visible with one parallel program (seed 001 §3.2.2: "the Parallel=1 axis").
+    // Most visible with one parallel program (Frachtenberg & Etsion §3.2.2: "the Parallel=1 axis").
     assert!(
         slowdown_at_most.windows(2).all(|w| w[0] >= w[1]),
         "{slowdown_at_most:?}"

@@ -1,4 +1,4 @@
-//! Scalpel's direction (seed 004, §VI-B) on the scenarios' task sets, and the §VI-C brute-force check:
+//! Scalpel's direction (Scalpel §VI-B) on the scenarios' task sets, and the §VI-C brute-force check:
 //! 8 tasks on the paper's 2 × 4-core node, every distinct 4 + 4 split of the tasks over the two L3s (35),
 //! each simulated with the tasks pinned one per core; where does Scalpel's Algorithm 1 grouping rank?
 //! (The paper: 10th of its 70 ordered combinations, 1.8% behind the best.) Run with `--nocapture` to see

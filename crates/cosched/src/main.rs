@@ -4,7 +4,7 @@
 mod cmd;
 mod exit;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -35,6 +35,8 @@ enum Command {
     Bench(cmd::bench::Args),
     Run(cmd::run::Args),
     Calibrate(cmd::calibrate::Args),
+    Completions(cmd::completions::CompletionsArgs),
+    Man(cmd::completions::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Calibrate(args) => cmd::calibrate::run(args),
+        Command::Completions(args) => cmd::completions::completions(args, Cli::command()),
+        Command::Man(args) => cmd::completions::man(args, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

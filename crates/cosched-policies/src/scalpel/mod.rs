@@ -1,4 +1,4 @@
-//! Scalpel (Liu et al., IEEE TC 2025; seed 004_9b7025223e9a8811.txt): contention-aware co-scheduling of
+//! Scalpel (Liu et al., IEEE Transactions on Computers 2025): contention-aware co-scheduling of
 //! many independent single-threaded tasks on a machine of P processors with C cores sharing each LLC.
 //!
 //! Tasks are grouped so that the summed average footprints of the groups are about equal

@@ -1,4 +1,4 @@
-//! TACO, topology-aware coscheduling (Schönherr et al.; seed 000_8a4e1c3a19b875f5.txt, §2).
+//! TACO, topology-aware coscheduling (Schönherr et al., Scientific Programming 2014, §2).
 //!
 //! Jobs get partitions aligned to the topology, all of one size (a level of the hierarchy); when there
 //! are more jobs than partitions of a level but too few for the next finer one, several jobs are

@@ -31,6 +31,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let workload = Workload::load(&args.workload)?;
     let topology = sysfs::discover()?;
+    cosched_native::locate().map_err(anyhow::Error::msg)?;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!("calibrate-{}", workload.info.name))
     });

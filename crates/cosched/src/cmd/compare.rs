@@ -66,7 +66,6 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let workload_path = args.workload.clone().unwrap_or_else(default_workload);
     anyhow::ensure!(
         !args.sim || (args.mechanism.mechanism.is_none() && args.mechanism.freezer.is_none()),
         "--mechanism and --freezer apply to real runs only; drop them or drop --sim"
@@ -78,10 +77,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sysfs::discover()?
     };
     let (workload, simulated_jobs) = if args.sim {
-        let (workload, jobs) = cosched_sim::jobs::load(&workload_path, topology.num_cpus())?;
+        let (workload, jobs) = match &args.workload {
+            Some(path) => cosched_sim::jobs::load(path, topology.num_cpus())?,
+            None => {
+                let workload = bundled_workload();
+                let jobs = cosched_sim::jobs::sim_jobs(
+                    &workload,
+                    topology.num_cpus(),
+                    BUNDLED_SOURCE,
+                    Some(BUNDLED_WORKLOAD),
+                )?;
+                (workload, jobs)
+            }
+        };
         (workload, Some(jobs))
     } else {
-        (Workload::load(&workload_path)?, None)
+        let workload = match &args.workload {
+            Some(path) => Workload::load(path)?,
+            None => bundled_workload(),
+        };
+        (workload, None)
     };
     let specs = match &simulated_jobs {
         Some(jobs) => jobs.iter().map(|j| j.spec.clone()).collect(),
@@ -96,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None,
         ),
         None => compare_real(
-            &workload_path,
+            &isolated_path(&args),
             &workload,
             &topology,
             &args.mechanism,
@@ -147,7 +162,7 @@ fn compare_simulated(
 
 /// Real runs of every policy, and the error of the first that could not complete (its row is left out).
 fn compare_real(
-    workload_path: &Path,
+    isolated_path: &Path,
     workload: &Workload,
     topology: &Topology,
     mechanism: &MechanismArgs,
@@ -155,7 +170,8 @@ fn compare_real(
     out: &Path,
 ) -> anyhow::Result<(Vec<Run>, Option<cosched_linux::Error>)> {
     warn_if_busy();
-    let isolated = isolated_times(workload_path, workload, topology, mechanism, out)?;
+    cosched_native::locate().map_err(anyhow::Error::msg)?;
+    let isolated = isolated_times(isolated_path, workload, topology, mechanism, out)?;
     eprintln!(
         "comparing {} ({} jobs) on {} ({} CPUs), real runs: {}",
         workload.info.name,
@@ -203,17 +219,13 @@ fn compare_real(
 
 /// The isolated times of every job, measuring (and storing) those the file lacks.
 fn isolated_times(
-    workload_path: &Path,
+    path: &Path,
     workload: &Workload,
     topology: &Topology,
     mechanism: &MechanismArgs,
     out: &Path,
 ) -> anyhow::Result<IsolatedTimes> {
-    let path = mechanism
-        .isolated
-        .clone()
-        .unwrap_or_else(|| IsolatedTimes::default_path(workload_path));
-    let mut times = IsolatedTimes::load(&path)?;
+    let mut times = IsolatedTimes::load(path)?;
     let missing = Workload {
         jobs: (workload.jobs.iter())
             .filter(|job| times.lookup(topology, job).is_none())
@@ -248,7 +260,11 @@ fn isolated_times(
         },
     )?;
     times.record(results);
-    if let Err(e) = times.save(&path) {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // Best effort: a failure to create it shows as the save's error below.
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Err(e) = times.save(path) {
         eprintln!("    warning: {e}; the times are used for this comparison only");
     }
     Ok(times)
@@ -290,9 +306,32 @@ fn simulate(
     Ok(())
 }
 
-fn default_workload() -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/default.toml");
-    path.canonicalize().unwrap_or(path)
+/// The bundled workload (`examples/default.toml` in the sources), compiled in so that an installed
+/// cosched has it.
+const BUNDLED_WORKLOAD: &str = include_str!("../../workloads/default.toml");
+const BUNDLED_SOURCE: &str = "the bundled workload (examples/default.toml)";
+
+fn bundled_workload() -> Workload {
+    Workload::parse(BUNDLED_WORKLOAD, BUNDLED_SOURCE).expect("the bundled workload is valid")
+}
+
+/// `--isolated`, else next to the workload file; the bundled workload's in the user's cache
+/// directory, since an installed cosched has no writable place of its own.
+fn isolated_path(args: &Args) -> PathBuf {
+    if let Some(path) = &args.mechanism.isolated {
+        return path.clone();
+    }
+    if let Some(path) = &args.workload {
+        return IsolatedTimes::default_path(path);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")));
+    match cache {
+        Some(dir) => dir.join("cosched/default.isolated.json"),
+        None => PathBuf::from("results/default.isolated.json"),
+    }
 }
 
 /// Warns when other work is running: it competes with the jobs and makes every figure noisy.

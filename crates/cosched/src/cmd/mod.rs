@@ -4,6 +4,7 @@ pub mod bench_executor;
 pub mod bench_policy;
 pub mod calibrate;
 pub mod compare;
+pub mod completions;
 pub mod gen;
 pub mod machine;
 pub mod output;

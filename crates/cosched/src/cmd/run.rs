@@ -61,6 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--sample-interval must be a positive number of seconds"
     );
     let topology = sysfs::discover()?;
+    cosched_native::locate().map_err(anyhow::Error::msg)?;
     let out = (args.out.clone())
         .unwrap_or_else(|| default_results_dir(&[&workload.info.name, &args.policy]));
     prepare_results_dir(&out, args.force)?;
