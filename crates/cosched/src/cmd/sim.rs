@@ -37,7 +37,7 @@ pub struct Args {
     /// machine, as `cosched compare --sim`]
     #[arg(long, value_name = "PRESET|FILE|SYNTHETIC")]
     machine: Option<String>,
-    /// Policies to compare, comma-separated [default: the scenario's; else ue,bp,eq,ta,taco,gang,
+    /// Policies to compare, comma-separated [default: the scenario's; else ue,bp,eq,ta,taco,gang,auto,
     /// and with only single-threaded jobs the task-bag policies too, as `cosched compare`]
     #[arg(long, value_name = "P[,P...]", value_delimiter = ',')]
     policy: Vec<String>,
