@@ -13,7 +13,14 @@ const INSTALL_HINT: &str =
     "install a C compiler with OpenMP: `apt-get install gcc libgomp1` (Debian/Ubuntu)";
 
 const PRELOAD_SOURCES: &[&str] = &["cosched_omp.c", "gomp_wrap.c"];
-const BENCHMARKS: &[&str] = &["barrier", "stress", "dense", "stencil", "spmv", "longregion"];
+const BENCHMARKS: &[&str] = &[
+    "barrier",
+    "stress",
+    "dense",
+    "stencil",
+    "spmv",
+    "longregion",
+];
 const TEST_PROGRAMS: &[&str] = &["teamsize"];
 /// Built with clang and LLVM libomp where they exist: `<name>-libomp`.
 const LIBOMP_TEST_PROGRAMS: &[&str] = &["teamsize"];

@@ -62,14 +62,20 @@ impl WorkloadReplay {
             .jobs
             .iter()
             .zip(specs)
-            .map(|(entry, spec)| ArrivingJob {
-                spec,
-                command: entry.command.clone(),
-                env: entry.env.clone(),
-                workload_dir: workload_dir.clone(),
-                stdout: output_dir.join(format!("{}.stdout", entry.name)),
-                stderr: output_dir.join(format!("{}.stderr", entry.name)),
-                isolated: isolated.lookup(topology, entry),
+            .map(|(entry, mut spec)| {
+                let isolated = isolated.lookup(topology, entry);
+                // The run history: a past run of the same command alone here estimates its run time
+                // where the workload declares none (`auto` then prefers the least remaining work).
+                spec.hints.runtime = spec.hints.runtime.or(isolated);
+                ArrivingJob {
+                    spec,
+                    command: entry.command.clone(),
+                    env: entry.env.clone(),
+                    workload_dir: workload_dir.clone(),
+                    stdout: output_dir.join(format!("{}.stdout", entry.name)),
+                    stderr: output_dir.join(format!("{}.stderr", entry.name)),
+                    isolated,
+                }
             })
             .collect();
         let outcomes = coming.iter().map(JobOutcome::pending).collect();

@@ -19,6 +19,9 @@
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
 //!    estimate is assumed to need as long again as it has run, so a wrong estimate costs a doubling
 //!    search, not starvation.
+//! 4. **Bags of single-threaded tasks with known run times**: each task is dealt to a CPU once, longest
+//!    first onto the CPU with the least work left (LPT), and each CPU runs its own tasks least remaining
+//!    first with the same aging: the makespan is LPT's, the mean slowdown close to shortest-first.
 
 mod remaining;
 
@@ -35,6 +38,8 @@ const SLICE: f64 = crate::taco::DEFAULT_SLICE;
 #[derive(Debug, Default)]
 pub struct Auto {
     held: HashMap<JobId, CpuSet>,
+    /// Single-threaded jobs with known run times: the CPU each was dealt to (LPT).
+    dealt: HashMap<JobId, u32>,
     service: Service,
     plan: Option<Plan>,
 }
@@ -54,7 +59,10 @@ impl Policy for Auto {
                 .jobs
                 .iter()
                 .all(|j| j.spec.hints.runtime.is_some_and(|r| r > 0.0));
-        let plan = if known {
+        let tasks = ctx.jobs.iter().all(|j| j.spec.max_threads <= 1);
+        let plan = if known && tasks {
+            self.dealt_tasks(ctx)
+        } else if known {
             self.least_remaining_first(ctx)
         } else {
             self.shared(ctx)
@@ -107,15 +115,71 @@ impl Auto {
             }
         }
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
-        plan.timer = ctx
+        plan.timer = self.urgency_timer(ctx);
+        plan
+    }
+
+    /// Single-threaded jobs with known run times: each is dealt to a CPU once, longest first onto the
+    /// CPU with the least work left (LPT, so the makespan is LPT's), and every CPU runs its jobs least
+    /// remaining work first with aging (which only reorders a CPU's own work, so the makespan stays).
+    fn dealt_tasks(&mut self, ctx: &Context) -> Plan {
+        self.dealt.retain(|id, _| ctx.job(*id).is_some());
+        let remaining = |job: &ActiveJob| {
+            self.service
+                .remaining(job.spec.id, job.spec.hints.runtime.unwrap_or(0.0))
+        };
+        let mut load: HashMap<u32, f64> = ctx.topology.cpus().iter().map(|c| (c, 0.0)).collect();
+        for job in ctx.jobs {
+            if let Some(cpu) = self.dealt.get(&job.spec.id) {
+                *load.entry(*cpu).or_default() += remaining(job);
+            }
+        }
+        let mut new: Vec<&ActiveJob> = ctx
             .jobs
+            .iter()
+            .filter(|j| !self.dealt.contains_key(&j.spec.id))
+            .collect();
+        new.sort_by(|a, b| remaining(b).total_cmp(&remaining(a)));
+        for job in new {
+            let (&cpu, _) = load
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
+                .expect("a machine has CPUs");
+            *load.get_mut(&cpu).expect("listed") += remaining(job);
+            self.dealt.insert(job.spec.id, cpu);
+        }
+        let mut first: HashMap<u32, (&ActiveJob, (bool, f64))> = HashMap::new();
+        for job in ctx.jobs {
+            let runtime = job.spec.hints.runtime.unwrap_or(0.0);
+            let key = remaining::priority(ctx.now, job.spec.arrival, runtime, remaining(job));
+            let cpu = self.dealt[&job.spec.id];
+            if first.get(&cpu).is_none_or(|(_, best)| key < *best) {
+                first.insert(cpu, (job, key));
+            }
+        }
+        let mut assignments: Vec<Assignment> = first
+            .iter()
+            .map(|(&cpu, (job, _))| Assignment {
+                job: job.spec.id,
+                cpus: CpuSet::from_range(cpu..cpu + 1),
+            })
+            .collect();
+        assignments.sort_by_key(|a| a.job);
+        let mut plan = Plan::space_sharing(assignments);
+        plan.advice = ctx.jobs.iter().map(|j| (j.spec.id, 1)).collect();
+        plan.timer = self.urgency_timer(ctx);
+        plan
+    }
+
+    /// When the next job turns urgent.
+    fn urgency_timer(&self, ctx: &Context) -> Option<f64> {
+        ctx.jobs
             .iter()
             .filter_map(|j| {
                 let at = remaining::urgent_at(j.spec.arrival, j.spec.hints.runtime?);
                 (at > ctx.now).then_some(at)
             })
-            .reduce(f64::min);
-        plan
+            .reduce(f64::min)
     }
 
     /// Nothing known: fixed jobs coscheduled at their threads, elastic jobs space-shared beside them.
@@ -123,69 +187,56 @@ impl Auto {
         let machine = ctx.topology.cpus();
         let (fixed, elastic): (Vec<&ActiveJob>, Vec<&ActiveJob>) =
             ctx.jobs.iter().partition(|j| fixed_threads(j).is_some());
-        let mut rows = gang_rows(ctx, &fixed);
-        let gang_cpus = rows
-            .iter()
-            .flatten()
-            .fold(CpuSet::new(), |all, a| all.union(&a.cpus));
-        let beside = machine.difference(&gang_cpus);
-        let mut held = HashMap::new();
+        if fixed.is_empty() && elastic.len() <= machine.len() {
+            let wanted = equal_wanted(&elastic, machine.len());
+            return self.space_shared(ctx, machine, &wanted);
+        }
+        let region = fixed_region(ctx, &fixed);
+        let beside = machine.difference(&region);
+        let mut rows = gang_rows(ctx, &fixed, &region);
         let mut always = Vec::new();
-        let mut advice = HashMap::new();
         if !elastic.is_empty() && elastic.len() <= beside.len() {
             let wanted = equal_wanted(&elastic, beside.len());
-            let placed = grow_in_place(&beside, &mut self.held, &wanted);
-            for (id, cpus) in placed {
-                always.push(Assignment { job: id, cpus });
-            }
+            let mut placed: Vec<Assignment> = grow_in_place(&beside, &mut self.held, &wanted)
+                .into_iter()
+                .map(|(job, cpus)| Assignment { job, cpus })
+                .collect();
+            placed.sort_by_key(|a| a.job);
+            always = placed;
         } else {
-            // No room beside the fixed jobs: the elastic ones take turns on the whole machine.
-            for chunk in elastic.chunks(machine.len()) {
-                let wanted = equal_wanted(chunk, machine.len());
-                let placed = grow_in_place(machine, &mut self.held, &wanted);
-                rows.push(
-                    chunk
-                        .iter()
-                        .map(|j| Assignment {
-                            job: j.spec.id,
-                            cpus: placed[&j.spec.id].clone(),
-                        })
-                        .collect(),
-                );
-                held.extend(placed);
-            }
-        }
-        always.sort_by_key(|a| a.job);
-        for a in &always {
-            held.insert(a.job, a.cpus.clone());
-        }
-        for a in rows.iter().flatten() {
-            held.entry(a.job).or_insert_with(|| a.cpus.clone());
+            // No room beside the fixed jobs: the elastic ones fill their rows' idle CPUs, then rows
+            // of their own, and take turns instead of waiting.
+            fill_rows(ctx, &mut rows, &elastic, &mut self.held);
         }
         if rows.is_empty() {
             rows.push(Vec::new());
         }
         let mut plan = Plan::default();
-        for row in rows {
+        let mut held = HashMap::new();
+        for mut row in rows {
             let weight = row
                 .iter()
                 .filter_map(|a| ctx.job(a.job))
                 .map(|j| j.spec.weight)
                 .fold(0.0, f64::max);
-            let mut assignments = row;
-            assignments.extend(always.iter().cloned());
+            row.extend(always.iter().cloned());
+            for a in &row {
+                held.entry(a.job).or_insert_with(|| a.cpus.clone());
+            }
             plan.slots.push(Slot {
                 length: SLICE * if weight > 0.0 { weight } else { 1.0 },
-                assignments,
+                assignments: row,
             });
         }
-        for job in ctx.jobs {
-            if let Some(cpus) = held.get(&job.spec.id) {
+        plan.advice = ctx
+            .jobs
+            .iter()
+            .filter_map(|job| {
+                let cpus = held.get(&job.spec.id)?;
                 let threads = fixed_threads(job).unwrap_or(job.spec.threads_for(cpus.len()));
-                advice.insert(job.spec.id, threads);
-            }
-        }
-        plan.advice = advice.into_iter().collect();
+                Some((job.spec.id, threads))
+            })
+            .collect();
         self.held = held;
         plan
     }
@@ -226,30 +277,45 @@ fn equal_wanted(jobs: &[&ActiveJob], cpus: usize) -> Vec<(JobId, usize)> {
         .collect()
 }
 
-/// Ousterhout rows for fixed jobs: each gets an aligned partition its threads fit, in the first row
-/// where one is free, all inside the first partition that holds the widest of them.
-fn gang_rows(ctx: &Context, fixed: &[&ActiveJob]) -> Vec<Vec<Assignment>> {
+/// The smallest aligned partition size at least `threads` wide.
+fn fit(ctx: &Context, threads: usize) -> usize {
+    ctx.topology
+        .partition_sizes()
+        .into_iter()
+        .filter(|&s| s >= threads)
+        .min()
+        .unwrap_or(ctx.topology.num_cpus())
+}
+
+/// Where fixed jobs are coscheduled: a partition that holds the widest of them, as large as their
+/// share of the jobs warrants, so that elastic jobs keep the rest.
+fn fixed_region(ctx: &Context, fixed: &[&ActiveJob]) -> CpuSet {
     let machine = ctx.topology.num_cpus();
-    let sizes = ctx.topology.partition_sizes();
-    let fit = |threads: usize| {
-        sizes
-            .iter()
-            .copied()
-            .filter(|&s| s >= threads)
-            .min()
-            .unwrap_or(machine)
-    };
     let Some(widest) = fixed.iter().map(|j| full_width(j, machine)).max() else {
-        return Vec::new();
+        return CpuSet::new();
     };
-    let region = ctx.topology.partitions(fit(widest))[0].clone();
+    let share = (machine * fixed.len()).div_ceil(ctx.jobs.len().max(1));
+    let size = ctx
+        .topology
+        .partition_sizes()
+        .into_iter()
+        .filter(|&s| s >= widest && s <= share.max(widest))
+        .max()
+        .unwrap_or_else(|| fit(ctx, widest));
+    ctx.topology.partitions(size)[0].clone()
+}
+
+/// Ousterhout rows for fixed jobs inside `region`: each gets an aligned partition its threads fit, in
+/// the first row where one is free.
+fn gang_rows(ctx: &Context, fixed: &[&ActiveJob], region: &CpuSet) -> Vec<Vec<Assignment>> {
+    let machine = ctx.topology.num_cpus();
     let mut rows: Vec<Vec<Assignment>> = Vec::new();
     for job in fixed {
         let partitions: Vec<CpuSet> = ctx
             .topology
-            .partitions(fit(full_width(job, machine)))
+            .partitions(fit(ctx, full_width(job, machine)))
             .into_iter()
-            .filter(|p| p.is_subset(&region))
+            .filter(|p| p.is_subset(region))
             .collect();
         let spot = rows.iter().enumerate().find_map(|(r, row)| {
             partitions
@@ -267,6 +333,45 @@ fn gang_rows(ctx: &Context, fixed: &[&ActiveJob]) -> Vec<Vec<Assignment>> {
         });
     }
     rows
+}
+
+/// Places elastic jobs into the idle CPUs of `rows` (one job per idle CPU, in arrival order), then
+/// into new rows of the whole machine; each row's idle CPUs are split equally among its elastic jobs.
+fn fill_rows(
+    ctx: &Context,
+    rows: &mut Vec<Vec<Assignment>>,
+    elastic: &[&ActiveJob],
+    held: &mut HashMap<JobId, CpuSet>,
+) {
+    let machine = ctx.topology.cpus();
+    let mut members: Vec<Vec<&ActiveJob>> = vec![Vec::new(); rows.len()];
+    let idle = |row: &Vec<Assignment>| {
+        row.iter()
+            .fold(machine.clone(), |free, a| free.difference(&a.cpus))
+    };
+    let mut waiting = elastic.iter();
+    for (row, joined) in rows.iter().zip(&mut members) {
+        let room = idle(row).len();
+        joined.extend(waiting.by_ref().take(room));
+    }
+    let rest: Vec<&ActiveJob> = waiting.copied().collect();
+    for chunk in rest.chunks(machine.len()) {
+        rows.push(Vec::new());
+        members.push(chunk.to_vec());
+    }
+    for (row, joined) in rows.iter_mut().zip(&members) {
+        if joined.is_empty() {
+            continue;
+        }
+        let free = idle(row);
+        let wanted = equal_wanted(joined, free.len());
+        let mut placed: Vec<Assignment> = grow_in_place(&free, held, &wanted)
+            .into_iter()
+            .map(|(job, cpus)| Assignment { job, cpus })
+            .collect();
+        placed.sort_by_key(|a| a.job);
+        row.extend(placed);
+    }
 }
 
 #[cfg(test)]

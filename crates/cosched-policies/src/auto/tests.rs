@@ -34,23 +34,42 @@ fn a_fixed_job_is_coscheduled_at_its_threads_and_elastic_jobs_share_the_rest() {
         waiting(3, JobKind::Malleable, 1, 16),
     ];
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
-    // Both rigid jobs fit one 4-CPU partition at a time: two rows there, the rest space-shared.
-    assert_eq!(plan.slots.len(), 2);
-    for slot in 0..2 {
-        let elastic: Vec<usize> = [2, 3]
-            .iter()
-            .map(|&j| plan.cpus_in_slot(slot, JobId(j)).unwrap().len())
-            .collect();
-        assert_eq!(elastic, vec![6, 6], "elastic jobs run in every slot");
-    }
+    // Half the jobs are fixed: they get half the machine, side by side; the elastic ones the rest.
+    assert_eq!(plan.slots.len(), 1);
     for rigid in [0, 1] {
-        let cpus: Vec<usize> = (0..2)
-            .filter_map(|s| plan.cpus_in_slot(s, JobId(rigid)).map(|c| c.len()))
-            .collect();
-        assert_eq!(cpus, vec![4], "job {rigid} once per cycle on 4 CPUs");
+        assert_eq!(plan.cpus_in_slot(0, JobId(rigid)).unwrap().len(), 4);
         assert_eq!(plan.advice[&JobId(rigid)], 4);
     }
-    assert_eq!(plan.advice[&JobId(2)], 6);
+    for elastic in [2, 3] {
+        assert_eq!(plan.cpus_in_slot(0, JobId(elastic)).unwrap().len(), 4);
+        assert_eq!(plan.advice[&JobId(elastic)], 4);
+    }
+}
+
+#[test]
+fn fixed_jobs_that_outnumber_their_share_take_turns_beside_the_elastic_ones() {
+    let topo = presets::preset("gang-opteron8380").unwrap();
+    let mut jobs: Vec<ActiveJob> = (0..3)
+        .map(|i| started(waiting(i, JobKind::Rigid, 4, 4), 4))
+        .collect();
+    jobs.extend((3..6).map(|i| waiting(i, JobKind::Malleable, 1, 16)));
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    let slots = plan.slots.len();
+    assert!(slots >= 2, "three 4-thread jobs in 8 CPUs take turns");
+    for rigid in 0..3 {
+        let cpus: Vec<usize> = (0..slots)
+            .filter_map(|s| plan.cpus_in_slot(s, JobId(rigid)).map(|c| c.len()))
+            .collect();
+        assert!(!cpus.is_empty() && cpus.iter().all(|&n| n == 4), "{cpus:?}");
+    }
+    for elastic in 3..6 {
+        for slot in 0..slots {
+            assert!(
+                plan.cpus_in_slot(slot, JobId(elastic)).is_some(),
+                "never stops"
+            );
+        }
+    }
 }
 
 #[test]
@@ -110,4 +129,24 @@ fn a_job_that_waited_long_enough_goes_before_shorter_newcomers() {
         Some(2),
         "waited 3 × 5 s: now first"
     );
+}
+
+#[test]
+fn a_known_task_bag_is_dealt_longest_first_and_each_cpu_runs_its_shortest_first() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let task = |id, runtime| {
+        let mut job = waiting(id, JobKind::Rigid, 1, 1);
+        job.spec.arrival = 0.0;
+        job.spec.hints.runtime = Some(runtime);
+        job
+    };
+    // LPT: 6 → cpu A, 5 → cpu B, 4 → B (5 < 6), 1 → A (6 < 9).
+    let jobs = vec![task(0, 1.0), task(1, 4.0), task(2, 5.0), task(3, 6.0)];
+    let mut auto = Auto::default();
+    let plan = decide(&mut auto, &topo, 0.0, &jobs);
+    let running: Vec<u32> = plan.slots[0].assignments.iter().map(|a| a.job.0).collect();
+    assert_eq!(running, vec![0, 1], "each CPU's shortest task first");
+    assert_ne!(auto.dealt[&JobId(0)], auto.dealt[&JobId(1)]);
+    assert_eq!(auto.dealt[&JobId(0)], auto.dealt[&JobId(3)]);
+    assert_eq!(auto.dealt[&JobId(1)], auto.dealt[&JobId(2)]);
 }
