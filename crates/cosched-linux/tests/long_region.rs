@@ -1,0 +1,126 @@
+//! A malleable-labelled OpenMP job stuck in one long parallel region (`longregion`, spinning barrier) is
+//! shrunk to one CPU when two more jobs arrive; it cannot follow, and once its advice is overdue the
+//! policy must give its two threads CPUs again. Affinity is read back from procfs.
+
+mod common;
+
+use common::*;
+use cosched_core::observe::ADVICE_DEADLINE;
+use cosched_core::trace::{read_trace, ExitStatus, Record};
+use cosched_core::workload::Workload;
+use cosched_linux::{run, RunOptions};
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_job_stuck_in_one_region_gets_cpus_for_the_threads_it_runs() {
+    let _serial = serial();
+    let machine = topology();
+    if machine.num_cpus() != 2 {
+        eprintln!(
+            "SKIPPED: written for a 2-CPU machine, this one has {}",
+            machine.num_cpus()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A link with a unique name, so that its process can be found by its command line.
+    let stuck = dir.path().join("longregion-stuck");
+    std::os::unix::fs::symlink(cosched_native::benchmark("longregion"), &stuck).unwrap();
+    let spin = |label: &str| spin_command(1, 6.0, 0, &format!("{}-{label}", dir.path().display()));
+    let quoted = |args: Vec<String>| {
+        args.iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let text = format!(
+        r#"[workload]
+name = "stuck"
+[[job]]
+name = "stuck"
+kind = "malleable"
+max_threads = 2
+command = [{:?}, "--rounds", "6000", "--work", "1000", "--setup-regions", "1"]
+env = {{ OMP_WAIT_POLICY = "active" }}
+[[job]]
+name = "one"
+arrival = 0.5
+kind = "rigid"
+max_threads = 1
+command = [{}]
+[[job]]
+name = "two"
+arrival = 0.5
+kind = "rigid"
+max_threads = 1
+command = [{}]
+"#,
+        stuck.display().to_string(),
+        quoted(spin("one")),
+        quoted(spin("two")),
+    );
+    let mut workload = Workload::parse(&text, "stuck.toml").unwrap();
+    workload.dir = dir.path().to_path_buf();
+    let options = RunOptions {
+        sample_interval: 0.2,
+        ..RunOptions::new(dir.path().join("trace.jsonl"), dir.path().join("out"))
+    };
+    let policy = cosched_policies::create("taco-basic").unwrap();
+    let start = Instant::now();
+    let handle = std::thread::spawn({
+        let machine = machine.clone();
+        move || run(&workload, &machine, policy, &options)
+    });
+    // (seconds since start, fewest CPUs any of its threads may use, its thread count)
+    let mut seen = Vec::new();
+    while !handle.is_finished() {
+        let marker = stuck.display().to_string();
+        let threads: Vec<usize> = processes_with(&marker)
+            .into_iter()
+            .flat_map(|pid| {
+                cosched_linux::procfs::threads(pid)
+                    .into_iter()
+                    .filter_map(move |tid| cosched_linux::affinity::allowed_cpus(pid, tid).ok())
+            })
+            .map(|cpus| cpus.len())
+            .collect();
+        if let Some(&fewest) = threads.iter().min() {
+            seen.push((start.elapsed().as_secs_f64(), fewest, threads.len()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = handle.join().unwrap().unwrap();
+    for job in &report.jobs {
+        assert_eq!(job.status, ExitStatus::Ok, "{job:?}");
+    }
+    let trace = read_trace(
+        std::io::BufReader::new(std::fs::File::open(&report.trace).unwrap()),
+        "trace",
+    )
+    .unwrap();
+    let shrunk = trace.iter().any(|l| matches!(&l.record, Record::Plan { plan } if plan.advice.get(&cosched_core::JobId(0)) == Some(&1)));
+    assert!(
+        shrunk,
+        "the policy never advised the stuck job one thread; nothing was tested"
+    );
+    let followed = trace
+        .iter()
+        .any(|l| matches!(&l.record, Record::Threads { job, threads: 1 } if job.0 == 0));
+    assert!(
+        !followed,
+        "the job left its region after all; nothing was tested"
+    );
+    // Its advice was given at the earliest at 0.5 s; well after the deadline it must hold 2 CPUs.
+    let settled = 0.5 + ADVICE_DEADLINE + 1.5;
+    let late: Vec<_> = seen.iter().filter(|(t, _, _)| *t > settled).collect();
+    assert!(
+        !late.is_empty(),
+        "the job ended before {settled} s: {seen:?}"
+    );
+    for (t, fewest, threads) in late {
+        assert!(
+            *fewest >= 2,
+            "at {t:.1} s a thread of the stuck job ({threads} threads) may use only {fewest} CPU(s): {seen:?}"
+        );
+    }
+}
