@@ -184,7 +184,12 @@ impl Enforcer {
             return Ok(());
         }
         match self.placement_cgroup(job) {
-            Some(cgroup) => cgroup.set_cpus(cpus)?,
+            Some(cgroup) => {
+                cgroup.set_cpus(cpus)?;
+                // A thread bound by its OpenMP runtime (OMP_PROC_BIND, launch::placement_env) keeps
+                // that mask inside a new cpuset, so a grown partition would go unused: set it again.
+                Mask::new(cpus)?.apply_to_processes(&cgroup.pids())?
+            }
             None => {
                 let groups = process_groups();
                 Mask::new(cpus)?.apply_to_processes(&self.members(job, &groups))?

@@ -245,3 +245,50 @@ fn report_refuses_traces_of_different_workloads_unless_mixed() {
         String::from_utf8_lossy(&mixed.stdout)
     );
 }
+
+#[test]
+fn jobs_learn_their_id_and_cpus_and_keep_a_binding_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let print = r#"command = ["sh", "-c", "echo \"$COSCHED_JOB_ID|$COSCHED_CPUS|$OMP_PLACES|$OMP_PROC_BIND\""]"#;
+    let workload = write_workload(
+        dir.path(),
+        "environment",
+        &format!(
+            "[[job]]\nname = \"plain\"\n{print}\n\
+             [[job]]\nname = \"bound\"\n{print}\nenv = {{ OMP_PROC_BIND = \"spread\" }}\n"
+        ),
+    );
+    let out_dir = dir.path().join("out");
+    let out = real_run(&workload, &out_dir)
+        .env_remove("OMP_PLACES")
+        .env_remove("OMP_PROC_BIND")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let printed = |job: &str| {
+        let text = std::fs::read_to_string(out_dir.join(format!("{job}.stdout"))).unwrap();
+        text.trim().split('|').map(String::from).collect::<Vec<_>>()
+    };
+    let plain = printed("plain");
+    assert_eq!(plain[0], "0");
+    let cpus: Vec<u32> = expand_cpu_list(&plain[1]);
+    assert!(!cpus.is_empty(), "{plain:?}");
+    let place: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+    assert_eq!(plain[2], format!("{{{}}}", place.join(",")));
+    assert_eq!(plain[3], "true");
+    let bound = printed("bound");
+    assert_eq!(bound[0], "1");
+    assert!(!expand_cpu_list(&bound[1]).is_empty(), "{bound:?}");
+    assert_eq!((bound[2].as_str(), bound[3].as_str()), ("", "spread"));
+}
+
+/// `0-2,5` as [0, 1, 2, 5].
+fn expand_cpu_list(list: &str) -> Vec<u32> {
+    list.split(',')
+        .filter(|part| !part.is_empty())
+        .flat_map(|part| {
+            let (first, last) = part.split_once('-').unwrap_or((part, part));
+            first.parse::<u32>().unwrap()..=last.parse::<u32>().unwrap()
+        })
+        .collect()
+}
