@@ -70,16 +70,16 @@ pub(crate) fn grow_in_place(
     wanted: &[(JobId, usize)],
 ) -> HashMap<JobId, CpuSet> {
     let mut kept: HashMap<JobId, CpuSet> = HashMap::with_capacity(wanted.len());
+    let mut free = region.clone();
     for &(job, target) in wanted {
-        let mut cpus = held.remove(&job).unwrap_or_default().intersection(region);
+        // Sets held in different slots may overlap; the first job keeps what two claim.
+        let mut cpus = held.remove(&job).unwrap_or_default().intersection(&free);
         if cpus.len() > target {
             cpus = cpus.take(target);
         }
+        free = free.difference(&cpus);
         kept.insert(job, cpus);
     }
-    let mut free = kept
-        .values()
-        .fold(region.clone(), |free, cpus| free.difference(cpus));
     for &(job, target) in wanted {
         let cpus = kept.get_mut(&job).expect("inserted above");
         if cpus.len() < target {

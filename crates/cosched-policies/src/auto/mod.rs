@@ -1,11 +1,11 @@
 //! `auto`: per job, space sharing or coscheduling, and its width, from what is known or observed about
 //! it. This goes beyond the five papers: it combines their mechanisms, choosing by what it checks.
 //!
-//! 1. **Fixed jobs** — rigid, started moldable, or malleable jobs that do not follow advice (shown as
-//!    rigid by `advice_check`) — are coscheduled at the threads they really run: gang rows of aligned
+//! 1. **Fixed jobs** — rigid, moldable (started at their full width), or malleable jobs that do not
+//!    follow advice (shown as rigid by `advice_check`) — are coscheduled at the threads they really run: gang rows of aligned
 //!    partitions their threads fit (Ousterhout matrix, as `gang`), inside the smallest partition
 //!    that holds the widest of them.
-//! 2. **Elastic jobs** (malleable jobs that follow advice, moldable jobs not started) share the rest of
+//! 2. **Elastic jobs** (malleable jobs that follow advice) share the rest of
 //!    the machine by equal shares (as `eq`): on most workloads a job runs more efficiently on fewer
 //!    CPUs, and space sharing costs no slot switches. They are present in every slot, so they never
 //!    stop. When no CPU is left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they
@@ -185,8 +185,12 @@ impl Auto {
     /// Nothing known: fixed jobs coscheduled at their threads, elastic jobs space-shared beside them.
     fn shared(&mut self, ctx: &Context) -> Plan {
         let machine = ctx.topology.cpus();
-        let (fixed, elastic): (Vec<&ActiveJob>, Vec<&ActiveJob>) =
-            ctx.jobs.iter().partition(|j| fixed_threads(j).is_some());
+        // A moldable job keeps the threads it starts with: started at its full width, coscheduled,
+        // it never ends on a sliver of the machine once the others are gone.
+        let (fixed, elastic): (Vec<&ActiveJob>, Vec<&ActiveJob>) = ctx
+            .jobs
+            .iter()
+            .partition(|j| fixed_threads(j).is_some() || j.spec.kind == JobKind::Moldable);
         if fixed.is_empty() && elastic.len() <= machine.len() {
             let wanted = equal_wanted(&elastic, machine.len());
             return self.space_shared(ctx, machine, &wanted);

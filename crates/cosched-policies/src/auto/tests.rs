@@ -150,3 +150,18 @@ fn a_known_task_bag_is_dealt_longest_first_and_each_cpu_runs_its_shortest_first(
     assert_eq!(auto.dealt[&JobId(0)], auto.dealt[&JobId(3)]);
     assert_eq!(auto.dealt[&JobId(1)], auto.dealt[&JobId(2)]);
 }
+
+#[test]
+fn jobs_that_held_the_same_cpu_in_different_rows_never_share_it_in_one() {
+    let mut held: HashMap<JobId, CpuSet> = [(JobId(2), "1"), (JobId(3), "1")]
+        .into_iter()
+        .map(|(job, cpus)| (job, cpus.parse().unwrap()))
+        .collect();
+    let region: CpuSet = "0-1".parse().unwrap();
+    let placed = grow_in_place(&region, &mut held, &[(JobId(2), 1), (JobId(3), 1)]);
+    assert!(
+        placed[&JobId(2)].is_disjoint(&placed[&JobId(3)]),
+        "{placed:?}"
+    );
+    assert_eq!(placed[&JobId(2)].len() + placed[&JobId(3)].len(), 2);
+}
