@@ -1,5 +1,5 @@
-//! Reports from cosched traces: figures as SVG (partitions over time, running jobs over time, per-job
-//! slowdown and NTT), a self-contained HTML page with the comparison table, and CSV/JSON exports.
+//! Reports from cosched traces: figures as SVG (makespan against mean slowdown with the Pareto front,
+//! partitions over time, running jobs over time, per-job slowdown and NTT), a self-contained HTML page with the comparison table, and CSV/JSON exports.
 //!
 //! Everything is computed from traces alone, so real and simulated runs are shown by the same code.
 //! A failed job never stops a report: it is counted in the table, listed with its error, hatched red in
@@ -17,6 +17,7 @@ mod bars;
 mod export;
 mod gantt;
 mod html;
+mod pareto;
 mod run;
 mod running;
 mod svg;
@@ -91,6 +92,20 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
             svg: bars::render(runs, JobMetric::Ntt, "fig-ntt"),
         },
     ];
+    if let Some(svg) = pareto::render(&comparison(runs)) {
+        figures.insert(
+            0,
+            Figure {
+                id: "fig-pareto".into(),
+                file_name: "makespan-vs-slowdown.svg".into(),
+                caption:
+                    "Makespan against mean slowdown, one dot per run; the ringed dots joined by \
+the black staircase are the Pareto front, the runs no other run beats on both. Pick from the front."
+                        .into(),
+                svg,
+            },
+        );
+    }
     for (i, run) in runs.iter().enumerate() {
         let id = format!("fig-gantt-{i}");
         figures.push(Figure {

@@ -104,6 +104,18 @@ impl Svg {
         );
     }
 
+    /// A dot, a data mark with a tooltip; `stroke` rings it (`none` for no ring).
+    pub fn circle(&mut self, x: f64, y: f64, r: f64, fill: &str, stroke: &str, tooltip: &str) {
+        let _ = writeln!(
+            self.body,
+            r#"<circle class="mark" cx="{}" cy="{}" r="{}" fill="{fill}" stroke="{stroke}" stroke-width="2"><title>{}</title></circle>"#,
+            num(x),
+            num(y),
+            num(r),
+            escape(tooltip)
+        );
+    }
+
     pub fn polyline(&mut self, points: &[(f64, f64)], stroke: &str, tooltip: &str) {
         let pts: Vec<String> = points
             .iter()

@@ -195,8 +195,9 @@ fn read(path: &Path) -> String {
 fn report_writes_every_file_and_figures_are_well_formed_svg() {
     let dir = tempfile::tempdir().unwrap();
     let written = write_report(&runs(), dir.path()).unwrap();
-    // running jobs, slowdown, NTT, and one partition figure per run
-    assert_eq!(written.figures.len(), 3 + 3);
+    // makespan against slowdown, running jobs, slowdown, NTT, and one partition figure per run
+    assert_eq!(written.figures.len(), 1 + 3 + 3);
+    assert!(written.figures[0].ends_with("makespan-vs-slowdown.svg"));
     for path in &written.figures {
         let text = read(path);
         let doc = roxmltree::Document::parse(&text)
