@@ -168,10 +168,28 @@ fn compile(
     for include in includes {
         command.arg("-I").arg(include);
     }
+    for (from, to) in prefix_maps() {
+        command.arg(format!("-ffile-prefix-map={}={to}", from.display()));
+    }
     command.args(sources).args(flags);
     command.spawn().unwrap_or_else(|e| {
         panic!("cosched-native: cannot run the C compiler `{cc}`: {e}; {INSTALL_HINT}")
     })
+}
+
+/// Debug information names the paths of sources and outputs; the natives are compiled into cosched
+/// (`embedded.rs`), so those paths are mapped to neutral names: the workspace to `cosched`, and the
+/// build directory, where it lies elsewhere (`cargo install`), to `out`.
+fn prefix_maps() -> Vec<(PathBuf, &'static str)> {
+    let dir = |var: &str| PathBuf::from(std::env::var_os(var).unwrap());
+    let workspace = dir("CARGO_MANIFEST_DIR").join("../..");
+    let workspace = workspace.canonicalize().unwrap_or(workspace);
+    let out = dir("OUT_DIR");
+    let mut maps = vec![(workspace.clone(), "cosched")];
+    if !out.starts_with(&workspace) {
+        maps.push((out, "out"));
+    }
+    maps
 }
 
 /// The directory holding a copy of LLVM's `omp-tools.h` (alone, so that the C compiler does not

@@ -5,8 +5,11 @@
 //! everything. The preload library and the benchmarks are found relative to the running executable,
 //! in `lib/cosched/` beside its directory: `$PREFIX/lib/cosched` for `$PREFIX/bin/cosched` (`make
 //! install`), `<target>/lib/cosched` for `<target>/release/cosched` (the build script puts them there).
+//! An executable installed alone (`cargo install`) carries them too and writes them into a cache
+//! directory on first use (`embedded`).
 
 pub mod control;
+mod embedded;
 
 use std::path::PathBuf;
 
@@ -46,8 +49,10 @@ pub fn candidate_dirs() -> Vec<PathBuf> {
         .collect()
 }
 
-/// The directory that holds the preload library and the benchmarks, or an error saying where they
-/// were looked for and how to get them.
+/// The directory that holds the preload library and the benchmarks: the first of [`candidate_dirs`]
+/// that has them, else the copies compiled into this program, written to a cache directory (not when
+/// `COSCHED_NATIVE_DIR` names a place: that is where they must be). The error says where they were
+/// looked for and how to get them.
 pub fn locate() -> Result<PathBuf, String> {
     let candidates = candidate_dirs();
     if let Some(dir) = candidates
@@ -56,10 +61,22 @@ pub fn locate() -> Result<PathBuf, String> {
     {
         return Ok(dir.clone());
     }
+    let overridden = std::env::var_os(NATIVE_DIR_ENV).is_some_and(|d| !d.is_empty());
+    let extracted = if overridden {
+        String::new()
+    } else {
+        match embedded::extract() {
+            Ok(dir) => return Ok(dir),
+            Err(e) => {
+                format!(", and writing the built-in copies to a cache directory failed ({e})")
+            }
+        }
+    };
     let looked: Vec<String> = candidates.iter().map(|d| d.display().to_string()).collect();
     Err(format!(
-        "{PRELOAD_LIBRARY_NAME} and the benchmarks are not in {}; install cosched with `make install \
-PREFIX=...` (which puts them in PREFIX/lib/cosched), or set {NATIVE_DIR_ENV} to their directory",
+        "{PRELOAD_LIBRARY_NAME} and the benchmarks are not in {}{extracted}; install cosched with \
+`make install PREFIX=...` (which puts them in PREFIX/lib/cosched), or set {NATIVE_DIR_ENV} to their \
+directory",
         if looked.is_empty() {
             "any known place".to_string()
         } else {
