@@ -16,7 +16,8 @@ use crate::cpuset::CpuSet;
 use crate::job::{JobId, JobSpec};
 use crate::trace::{ExecutorKind, ExitStatus, Record, TraceLine};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use crate::plan_change::PlanReplay;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Floor of the bounded slowdown's denominator, seconds.
 pub const BOUNDED_SLOWDOWN_FLOOR: f64 = 10.0;
@@ -84,30 +85,52 @@ struct JobTrack {
 }
 
 pub fn summarize(trace: &[TraceLine]) -> RunSummary {
-    let mut summary = RunSummary {
-        policy: String::new(),
-        machine: String::new(),
-        workload: String::new(),
-        executor: None,
-        mechanism: None,
-        seed: None,
-        jobs: Vec::new(),
-        makespan: None,
-        mean_slowdown: None,
-        max_slowdown: None,
-        mean_bounded_slowdown: None,
-        antt: None,
-        stp: None,
-        fairness: None,
-        reconfigurations: 0,
-        migrations: 0,
-        thread_changes: 0,
-        failed: 0,
-        unfinished: 0,
-        overhead_seconds: None,
-    };
-    let mut jobs: BTreeMap<JobId, JobTrack> = BTreeMap::new();
+    let mut summarizer = Summarizer::default();
     for line in trace {
+        summarizer.add(line);
+    }
+    summarizer.finish()
+}
+
+/// Computes a [`RunSummary`] from trace lines as they come, keeping only the jobs still running and
+/// one [`JobResult`] per finished job, so that very long runs need not keep their trace.
+#[derive(Default)]
+pub struct Summarizer {
+    summary: RunSummary,
+    open: HashMap<JobId, JobTrack>,
+    done: BTreeMap<JobId, JobResult>,
+    plans: PlanReplay,
+}
+
+impl Default for RunSummary {
+    fn default() -> Self {
+        RunSummary {
+            policy: String::new(),
+            machine: String::new(),
+            workload: String::new(),
+            executor: None,
+            mechanism: None,
+            seed: None,
+            jobs: Vec::new(),
+            makespan: None,
+            mean_slowdown: None,
+            max_slowdown: None,
+            mean_bounded_slowdown: None,
+            antt: None,
+            stp: None,
+            fairness: None,
+            reconfigurations: 0,
+            migrations: 0,
+            thread_changes: 0,
+            failed: 0,
+            unfinished: 0,
+            overhead_seconds: None,
+        }
+    }
+}
+
+impl Summarizer {
+    pub fn add(&mut self, line: &TraceLine) {
         match &line.record {
             Record::RunStart {
                 executor,
@@ -118,6 +141,7 @@ pub fn summarize(trace: &[TraceLine]) -> RunSummary {
                 mechanism,
                 ..
             } => {
+                let summary = &mut self.summary;
                 summary.policy = policy.clone();
                 summary.machine = machine.clone();
                 summary.workload = workload.clone();
@@ -126,52 +150,74 @@ pub fn summarize(trace: &[TraceLine]) -> RunSummary {
                 summary.mechanism = mechanism.clone();
             }
             Record::Arrival { job, isolated } => {
-                let track = jobs.entry(job.id).or_default();
+                let track = self.open.entry(job.id).or_default();
                 track.spec = Some(job.clone());
                 track.isolated = *isolated;
             }
             Record::Plan { plan } => {
-                for (id, track) in jobs.iter_mut() {
-                    if track.finish.is_some() {
-                        continue;
-                    }
-                    let cpus = plan
-                        .slots
-                        .iter()
-                        .flat_map(|s| &s.assignments)
-                        .chain(&plan.pinned)
-                        .filter(|a| a.job == *id)
-                        .fold(CpuSet::new(), |acc, a| acc.union(&a.cpus));
-                    track.note_cpus(cpus);
+                self.plans.replace(plan);
+                self.note_placements(None);
+            }
+            Record::PlanChange(change) => {
+                self.plans.apply(change);
+                let touched: HashSet<JobId> = change.jobs().collect();
+                if !touched.is_empty() {
+                    self.note_placements(Some(&touched));
                 }
             }
             Record::Start { job, .. } => {
-                let track = jobs.entry(*job).or_default();
+                let track = self.open.entry(*job).or_default();
                 track.start.get_or_insert(line.t);
             }
-            Record::Threads { job, .. } => jobs.entry(*job).or_default().thread_changes += 1,
-            Record::Sample(sample) => {
-                jobs.entry(sample.job).or_default().cpu_seconds += sample.cpu_seconds
-            }
+            Record::Threads { job, .. } => self.open.entry(*job).or_default().thread_changes += 1,
+            Record::Sample(sample) => match self.done.get_mut(&sample.job) {
+                Some(result) => result.cpu_seconds += sample.cpu_seconds,
+                None => self.open.entry(sample.job).or_default().cpu_seconds += sample.cpu_seconds,
+            },
             Record::Finish {
                 job, status, error, ..
             } => {
-                let track = jobs.entry(*job).or_default();
+                let mut track = self.open.remove(job).unwrap_or_default();
                 track.finish = Some(line.t);
                 track.failed = *status == ExitStatus::Failed;
                 track.error = error.clone();
+                if let Some(result) = track.result(*job) {
+                    self.done.insert(*job, result);
+                }
             }
             Record::RunEnd {
                 overhead_seconds, ..
-            } => summary.overhead_seconds = *overhead_seconds,
+            } => self.summary.overhead_seconds = *overhead_seconds,
         }
     }
-    summary.jobs = jobs
-        .into_iter()
-        .filter_map(|(id, track)| track.result(id))
-        .collect();
-    summarize_jobs(&mut summary);
-    summary
+
+    /// Counts the reconfigurations of the running jobs in the plan now in force (`only` those jobs).
+    fn note_placements(&mut self, only: Option<&HashSet<JobId>>) {
+        let plan = self.plans.current();
+        let mut held: HashMap<JobId, CpuSet> = HashMap::new();
+        for a in plan.slots.iter().flat_map(|s| &s.assignments).chain(&plan.pinned) {
+            if only.is_none_or(|jobs| jobs.contains(&a.job)) {
+                let cpus = held.entry(a.job).or_default();
+                *cpus = cpus.union(&a.cpus);
+            }
+        }
+        for (id, cpus) in held {
+            if let Some(track) = self.open.get_mut(&id) {
+                track.note_cpus(cpus);
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> RunSummary {
+        for (id, track) in std::mem::take(&mut self.open) {
+            if let Some(result) = track.result(id) {
+                self.done.insert(id, result);
+            }
+        }
+        self.summary.jobs = self.done.into_values().collect();
+        summarize_jobs(&mut self.summary);
+        self.summary
+    }
 }
 
 impl JobTrack {

@@ -44,7 +44,7 @@ pub struct Plan {
 
 /// Advice is a JSON object keyed by job id. Inside a flattened trace record serde buffers the object and
 /// no longer turns its string keys into numbers, so the keys are read as strings and parsed here.
-mod advice_keys {
+pub(crate) mod advice_keys {
     use super::{BTreeMap, JobId};
     use serde::de::Error;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};

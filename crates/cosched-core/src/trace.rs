@@ -4,10 +4,12 @@
 use crate::event::Sample;
 use crate::job::{JobId, JobSpec};
 use crate::plan::Plan;
+use crate::plan_change::{PlanChange, PlanReplay};
 use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, Write};
 
-pub const TRACE_VERSION: u32 = 1;
+/// Version 2 added `plan_change` records; version 1 traces read unchanged.
+pub const TRACE_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceLine {
@@ -57,6 +59,9 @@ pub enum Record {
     Plan {
         plan: Plan,
     },
+    /// The plan in force from `t` on, as its difference from the previous one (large simulations).
+    /// [`read_trace`] hands these back as whole `Plan` records.
+    PlanChange(PlanChange),
     Start {
         job: JobId,
         threads: u32,
@@ -123,12 +128,14 @@ pub enum TraceReadError {
     Io(#[source] io::Error, String),
 }
 
-/// Reads a whole trace; `source_name` is only used in error messages.
+/// Reads a whole trace, `plan_change` records rebuilt into whole `Plan` records so that readers see one
+/// kind of plan; `source_name` is only used in error messages.
 pub fn read_trace(
     input: impl BufRead,
     source_name: &str,
 ) -> Result<Vec<TraceLine>, TraceReadError> {
     let mut lines = Vec::new();
+    let mut plans = PlanReplay::default();
     for (i, line) in input.lines().enumerate() {
         let line = line.map_err(|e| TraceReadError::Io(e, source_name.to_string()))?;
         if line.trim().is_empty() {
@@ -151,6 +158,22 @@ pub fn read_trace(
                 });
             }
         }
+        let parsed = match parsed.record {
+            Record::Plan { plan } => {
+                plans.replace(&plan);
+                TraceLine {
+                    t: parsed.t,
+                    record: Record::Plan { plan },
+                }
+            }
+            Record::PlanChange(change) => TraceLine {
+                t: parsed.t,
+                record: Record::Plan {
+                    plan: plans.apply(&change).clone(),
+                },
+            },
+            _ => parsed,
+        };
         lines.push(parsed);
     }
     Ok(lines)
@@ -217,6 +240,26 @@ mod tests {
             panic!("not a plan: {lines:?}");
         };
         assert_eq!(plan.advice.get(&JobId(3)), Some(&2));
+    }
+
+    #[test]
+    fn plan_changes_read_back_as_whole_plans() {
+        let text = concat!(
+            r#"{"t":0,"type":"plan","plan":{"slots":[{"length":1.0,"assignments":[{"job":0,"cpus":"0-3"}]}]}}"#,
+            "\n",
+            r#"{"t":1,"type":"plan_change","slots":1,"placed":[{"slot":0,"job":1,"cpus":"4-7"}]}"#,
+            "\n",
+            r#"{"t":2,"type":"plan_change","slots":1,"removed":[[0,0]]}"#,
+        );
+        let lines = read_trace(text.as_bytes(), "mem").unwrap();
+        let jobs: Vec<Vec<u32>> = lines
+            .iter()
+            .map(|l| match &l.record {
+                Record::Plan { plan } => plan.slots[0].assignments.iter().map(|a| a.job.0).collect(),
+                other => panic!("not a plan: {other:?}"),
+            })
+            .collect();
+        assert_eq!(jobs, [vec![0], vec![0, 1], vec![1]]);
     }
 
     #[test]

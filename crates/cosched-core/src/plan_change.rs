@@ -1,0 +1,287 @@
+//! What changed from one plan to the next: the trace's `plan_change` record.
+//!
+//! A policy hands over a whole plan at every decision, but on a large machine most of it repeats the last
+//! one. Writing only the difference keeps a trace's size proportional to what happened rather than to the
+//! number of jobs times the number of decisions. [`PlanReplay`] turns the changes back into whole plans
+//! for readers.
+
+use crate::cpuset::CpuSet;
+use crate::job::JobId;
+use crate::plan::{Assignment, Plan, Slot};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// One job's place in one slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotAssignment {
+    pub slot: usize,
+    pub job: JobId,
+    pub cpus: CpuSet,
+}
+
+/// The difference between two plans. Applied in field order: slots beyond `slots` are dropped (new
+/// ones start empty), `cleared` slots are emptied, `removed` jobs leave their slots, `placed` jobs take
+/// their CPUs in a slot (replacing what they had there), and so on for lengths, pinned jobs and advice.
+/// The order of assignments within a slot carries no meaning.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanChange {
+    /// Number of slots in the new plan.
+    pub slots: usize,
+    /// (slot, length) for every slot whose length is new.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lengths: Vec<(usize, f64)>,
+    /// Slots rebuilt from scratch: the old ones held a job twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleared: Vec<usize>,
+    /// (slot, job) pairs gone from the plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<(usize, JobId)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placed: Vec<SlotAssignment>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpinned: Vec<JobId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<Assignment>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unadvised: Vec<JobId>,
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "crate::plan::advice_keys"
+    )]
+    pub advice: BTreeMap<JobId, u32>,
+    /// The new plan's timer (not a difference: absent means none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timer: Option<f64>,
+}
+
+impl PlanChange {
+    /// What turns `old` into `new`.
+    pub fn between(old: &Plan, new: &Plan) -> PlanChange {
+        let mut change = PlanChange {
+            slots: new.slots.len(),
+            timer: new.timer,
+            ..PlanChange::default()
+        };
+        let empty = Slot {
+            length: f64::NAN,
+            assignments: Vec::new(),
+        };
+        for (s, slot) in new.slots.iter().enumerate() {
+            let before = old.slots.get(s).unwrap_or(&empty);
+            if before.length.to_bits() != slot.length.to_bits() {
+                change.lengths.push((s, slot.length));
+            }
+            if has_duplicates(&slot.assignments) || has_duplicates(&before.assignments) {
+                change.cleared.push(s);
+                change
+                    .placed
+                    .extend(slot.assignments.iter().map(|a| SlotAssignment {
+                        slot: s,
+                        job: a.job,
+                        cpus: a.cpus.clone(),
+                    }));
+                continue;
+            }
+            let (gone, placed) = diff(&before.assignments, &slot.assignments);
+            change.removed.extend(gone.into_iter().map(|job| (s, job)));
+            change
+                .placed
+                .extend(placed.into_iter().map(|a| SlotAssignment {
+                    slot: s,
+                    job: a.job,
+                    cpus: a.cpus.clone(),
+                }));
+        }
+        let (unpinned, pinned) = diff(&old.pinned, &new.pinned);
+        change.unpinned = unpinned;
+        change.pinned = pinned.into_iter().cloned().collect();
+        change.unadvised = old
+            .advice
+            .keys()
+            .filter(|job| !new.advice.contains_key(job))
+            .copied()
+            .collect();
+        change.advice = new
+            .advice
+            .iter()
+            .filter(|(job, threads)| old.advice.get(job) != Some(threads))
+            .map(|(job, threads)| (*job, *threads))
+            .collect();
+        change
+    }
+
+    /// Turns the plan this change was computed from into the new one (up to assignment order).
+    pub fn apply(&self, plan: &mut Plan) {
+        plan.slots.resize_with(self.slots, || Slot {
+            length: 0.0,
+            assignments: Vec::new(),
+        });
+        for &s in &self.cleared {
+            plan.slots[s].assignments.clear();
+        }
+        for &(s, job) in &self.removed {
+            plan.slots[s].assignments.retain(|a| a.job != job);
+        }
+        for &(s, length) in &self.lengths {
+            plan.slots[s].length = length;
+        }
+        for placed in &self.placed {
+            let slot = &mut plan.slots[placed.slot].assignments;
+            let held = slot
+                .iter_mut()
+                .find(|a| a.job == placed.job && !self.cleared.contains(&placed.slot));
+            match held {
+                Some(a) => a.cpus = placed.cpus.clone(),
+                None => slot.push(Assignment {
+                    job: placed.job,
+                    cpus: placed.cpus.clone(),
+                }),
+            }
+        }
+        plan.pinned.retain(|a| !self.unpinned.contains(&a.job));
+        for pin in &self.pinned {
+            match plan.pinned.iter_mut().find(|a| a.job == pin.job) {
+                Some(a) => a.cpus = pin.cpus.clone(),
+                None => plan.pinned.push(pin.clone()),
+            }
+        }
+        for job in &self.unadvised {
+            plan.advice.remove(job);
+        }
+        plan.advice.extend(self.advice.iter().map(|(j, t)| (*j, *t)));
+        plan.timer = self.timer;
+    }
+
+    /// Jobs whose place or advice changed.
+    pub fn jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.removed
+            .iter()
+            .map(|(_, job)| *job)
+            .chain(self.placed.iter().map(|a| a.job))
+            .chain(self.unpinned.iter().copied())
+            .chain(self.pinned.iter().map(|a| a.job))
+    }
+}
+
+fn has_duplicates(assignments: &[Assignment]) -> bool {
+    if assignments.len() < 2 {
+        return false;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(assignments.len());
+    assignments.iter().any(|a| !seen.insert(a.job))
+}
+
+/// Jobs of `old` absent from `new`, and assignments of `new` that are new or moved. Neither list may
+/// hold a job twice.
+fn diff<'a>(old: &[Assignment], new: &'a [Assignment]) -> (Vec<JobId>, Vec<&'a Assignment>) {
+    let before: HashMap<JobId, &CpuSet> = old.iter().map(|a| (a.job, &a.cpus)).collect();
+    let after: HashMap<JobId, &CpuSet> = new.iter().map(|a| (a.job, &a.cpus)).collect();
+    let gone = old
+        .iter()
+        .filter(|a| !after.contains_key(&a.job))
+        .map(|a| a.job)
+        .collect();
+    let placed = new
+        .iter()
+        .filter(|a| before.get(&a.job) != Some(&&a.cpus))
+        .collect();
+    (gone, placed)
+}
+
+/// The plan in force while a trace is read: whole plans replace it, changes update it.
+#[derive(Debug, Default, Clone)]
+pub struct PlanReplay {
+    current: Plan,
+}
+
+impl PlanReplay {
+    pub fn apply(&mut self, change: &PlanChange) -> &Plan {
+        change.apply(&mut self.current);
+        &self.current
+    }
+
+    pub fn replace(&mut self, plan: &Plan) {
+        self.current = plan.clone();
+    }
+
+    pub fn current(&self) -> &Plan {
+        &self.current
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn normalized(plan: &Plan) -> Plan {
+        let mut plan = plan.clone();
+        for slot in &mut plan.slots {
+            slot.assignments.sort_by_key(|a| (a.job, a.cpus.first()));
+        }
+        plan.pinned.sort_by_key(|a| a.job);
+        plan
+    }
+
+    fn arb_assignments() -> impl Strategy<Value = Vec<Assignment>> {
+        prop::collection::vec((0u32..6, 0u32..8, 1u32..4), 0..5).prop_map(|raw| {
+            raw.into_iter()
+                .map(|(job, first, len)| Assignment {
+                    job: JobId(job),
+                    cpus: (first..first + len).collect(),
+                })
+                .collect()
+        })
+    }
+
+    fn arb_plan() -> impl Strategy<Value = Plan> {
+        (
+            prop::collection::vec((prop::sample::select(vec![0.1, 0.2, 1.0]), arb_assignments()), 0..4),
+            arb_assignments(),
+            prop::collection::btree_map(0u32..6, 1u32..8, 0..4),
+            prop::option::of(0.0f64..10.0),
+        )
+            .prop_map(|(slots, pinned, advice, timer)| {
+                let mut pinned = pinned;
+                let mut seen = std::collections::HashSet::new();
+                pinned.retain(|a| seen.insert(a.job));
+                Plan {
+                    slots: slots
+                        .into_iter()
+                        .map(|(length, assignments)| Slot {
+                            length,
+                            assignments,
+                        })
+                        .collect(),
+                    pinned,
+                    advice: advice.into_iter().map(|(j, t)| (JobId(j), t)).collect(),
+                    timer,
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn a_change_turns_the_old_plan_into_the_new(old in arb_plan(), new in arb_plan()) {
+            let change = PlanChange::between(&old, &new);
+            let mut rebuilt = old.clone();
+            change.apply(&mut rebuilt);
+            prop_assert_eq!(normalized(&rebuilt), normalized(&new));
+        }
+    }
+
+    #[test]
+    fn an_unchanged_job_is_not_written_again() {
+        let a = |job, cpus: &str| Assignment {
+            job: JobId(job),
+            cpus: cpus.parse().unwrap(),
+        };
+        let old = Plan::space_sharing(vec![a(0, "0-3"), a(1, "4-7")]);
+        let new = Plan::space_sharing(vec![a(0, "0-3"), a(1, "4-5"), a(2, "6-7")]);
+        let change = PlanChange::between(&old, &new);
+        let jobs: Vec<JobId> = change.placed.iter().map(|p| p.job).collect();
+        assert_eq!(jobs, [JobId(1), JobId(2)]);
+        assert!(change.removed.is_empty() && change.lengths.is_empty());
+    }
+}
