@@ -14,9 +14,9 @@
 
 use crate::cpuset::CpuSet;
 use crate::job::{JobId, JobSpec};
+use crate::plan_change::PlanReplay;
 use crate::trace::{ExecutorKind, ExitStatus, Record, TraceLine};
 use serde::Serialize;
-use crate::plan_change::PlanReplay;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Floor of the bounded slowdown's denominator, seconds.
@@ -44,7 +44,7 @@ pub struct JobResult {
     pub cpu_seconds: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunSummary {
     pub policy: String,
     pub machine: String,
@@ -100,33 +100,6 @@ pub struct Summarizer {
     open: HashMap<JobId, JobTrack>,
     done: BTreeMap<JobId, JobResult>,
     plans: PlanReplay,
-}
-
-impl Default for RunSummary {
-    fn default() -> Self {
-        RunSummary {
-            policy: String::new(),
-            machine: String::new(),
-            workload: String::new(),
-            executor: None,
-            mechanism: None,
-            seed: None,
-            jobs: Vec::new(),
-            makespan: None,
-            mean_slowdown: None,
-            max_slowdown: None,
-            mean_bounded_slowdown: None,
-            antt: None,
-            stp: None,
-            fairness: None,
-            reconfigurations: 0,
-            migrations: 0,
-            thread_changes: 0,
-            failed: 0,
-            unfinished: 0,
-            overhead_seconds: None,
-        }
-    }
 }
 
 impl Summarizer {
@@ -195,7 +168,12 @@ impl Summarizer {
     fn note_placements(&mut self, only: Option<&HashSet<JobId>>) {
         let plan = self.plans.current();
         let mut held: HashMap<JobId, CpuSet> = HashMap::new();
-        for a in plan.slots.iter().flat_map(|s| &s.assignments).chain(&plan.pinned) {
+        for a in plan
+            .slots
+            .iter()
+            .flat_map(|s| &s.assignments)
+            .chain(&plan.pinned)
+        {
             if only.is_none_or(|jobs| jobs.contains(&a.job)) {
                 let cpus = held.entry(a.job).or_default();
                 *cpus = cpus.union(&a.cpus);

@@ -149,7 +149,8 @@ impl PlanChange {
         for job in &self.unadvised {
             plan.advice.remove(job);
         }
-        plan.advice.extend(self.advice.iter().map(|(j, t)| (*j, *t)));
+        plan.advice
+            .extend(self.advice.iter().map(|(j, t)| (*j, *t)));
         plan.timer = self.timer;
     }
 
@@ -237,7 +238,10 @@ mod tests {
 
     fn arb_plan() -> impl Strategy<Value = Plan> {
         (
-            prop::collection::vec((prop::sample::select(vec![0.1, 0.2, 1.0]), arb_assignments()), 0..4),
+            prop::collection::vec(
+                (prop::sample::select(vec![0.1, 0.2, 1.0]), arb_assignments()),
+                0..4,
+            ),
             arb_assignments(),
             prop::collection::btree_map(0u32..6, 1u32..8, 0..4),
             prop::option::of(0.0f64..10.0),

@@ -255,7 +255,9 @@ mod tests {
         let jobs: Vec<Vec<u32>> = lines
             .iter()
             .map(|l| match &l.record {
-                Record::Plan { plan } => plan.slots[0].assignments.iter().map(|a| a.job.0).collect(),
+                Record::Plan { plan } => {
+                    plan.slots[0].assignments.iter().map(|a| a.job.0).collect()
+                }
                 other => panic!("not a plan: {other:?}"),
             })
             .collect();

@@ -7,9 +7,9 @@ use crate::engine::{simulate_into, SimError, SimJob, SimOptions, SimStats};
 use crate::generate::{GenerateError, Poisson};
 use crate::jobs::{self, JobsError};
 use crate::model::{Effects, Mode, ModelParams};
-use crate::sink::{JsonLinesSink, TraceSink};
+use crate::sink::{JsonLinesSink, SummarySink, TraceSink};
 use crate::sweep::Sweep;
-use cosched_core::metrics::{summarize, RunSummary};
+use cosched_core::metrics::RunSummary;
 use cosched_core::names::file_name_part;
 use cosched_core::topology::presets;
 use cosched_core::Topology;
@@ -281,29 +281,68 @@ pub fn run_one(
         seed: instance.seed,
         min_runs: model.min_runs,
     };
-    let mut trace = Vec::new();
+    let mut file = match trace_dir {
+        Some(dir) => Some(TraceFile::create(dir, &instance.name, policy_name)?),
+        None => None,
+    };
+    let mut sink = SummarySink::new(file.as_mut().map(|f| &mut f.sink as &mut dyn TraceSink));
     let stats = simulate_into(
         topology,
         &instance.jobs,
         policy.as_mut(),
         &options,
-        &mut trace,
+        &mut sink,
     )
     .map_err(|source| ScenarioError::Sim {
         policy: policy_name.to_string(),
         workload: instance.name.clone(),
         source: Box::new(source),
     })?;
-    if let Some(dir) = trace_dir {
-        write_trace(dir, &instance.name, policy_name, &trace)?;
+    let summary = sink.summary.finish();
+    if let Some(file) = file {
+        file.close()?;
     }
     Ok(RunResult {
         policy: policy_name.to_string(),
         workload: instance.name.clone(),
         seed: instance.seed,
-        summary: summarize(&trace),
+        summary,
         stats,
     })
+}
+
+/// A trace file being written, `DIR/WORKLOAD-POLICY.jsonl`.
+struct TraceFile {
+    path: PathBuf,
+    sink: JsonLinesSink<std::io::BufWriter<std::fs::File>>,
+}
+
+impl TraceFile {
+    fn create(dir: &Path, workload: &str, policy: &str) -> Result<TraceFile, ScenarioError> {
+        let path = dir.join(format!(
+            "{}-{}.jsonl",
+            file_name_part(workload),
+            file_name_part(policy)
+        ));
+        let file = std::fs::create_dir_all(dir).and_then(|()| std::fs::File::create(&path));
+        match file {
+            Ok(file) => Ok(TraceFile {
+                sink: JsonLinesSink::new(std::io::BufWriter::new(file)),
+                path,
+            }),
+            Err(source) => Err(ScenarioError::Trace {
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    fn close(self) -> Result<(), ScenarioError> {
+        std::io::Write::flush(&mut self.sink.into_inner()).map_err(|source| ScenarioError::Trace {
+            path: self.path.display().to_string(),
+            source,
+        })
+    }
 }
 
 /// One `[[set]]`'s table.
@@ -352,30 +391,6 @@ pub fn run_sets(
             })
         })
         .collect()
-}
-
-fn write_trace(
-    dir: &Path,
-    workload: &str,
-    policy: &str,
-    trace: &[cosched_core::trace::TraceLine],
-) -> Result<(), ScenarioError> {
-    let path = dir.join(format!(
-        "{}-{}.jsonl",
-        file_name_part(workload),
-        file_name_part(policy)
-    ));
-    let error = |source| ScenarioError::Trace {
-        path: path.display().to_string(),
-        source,
-    };
-    std::fs::create_dir_all(dir).map_err(error)?;
-    let file = std::fs::File::create(&path).map_err(error)?;
-    let mut sink = JsonLinesSink::new(std::io::BufWriter::new(file));
-    for line in trace {
-        sink.record(line).map_err(error)?;
-    }
-    std::io::Write::flush(&mut sink.into_inner()).map_err(error)
 }
 
 /// One table row: a policy's figures averaged over the workloads (seeds).

@@ -1,184 +1,28 @@
-//! The discrete-event engine: jumps from event to event, asks the policy for plans, integrates every
-//! job's progress under the current plan with the model, and writes the trace.
+//! The simple engine the fast one is tested against (design.md §6, reference-versus-fast model tests):
+//! at every event it walks every running job, re-evaluates every slot and writes whole plans.
 
-use crate::model::{slot_rates, Effects, MachineModel, Mode, ModelParams, Runner, Scratch};
-use crate::profile::Profile;
+use super::isolated::isolated;
+use super::{SimError, SimJob, SimOptions, SimStats};
+use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch};
 use crate::sink::TraceSink;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
 use cosched_core::{check_stall, PlanError, RateSource, Sample, TimerLoopGuard, Topology};
-use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy};
+use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, Plan, Policy};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 
-/// A job as the simulator needs it: what the policy sees plus how it performs.
-#[derive(Debug, Clone)]
-pub struct SimJob {
-    pub spec: JobSpec,
-    pub profile: Arc<Profile>,
-}
-
-/// How to simulate, and what to write in the trace's `run_start` record.
-#[derive(Debug, Clone, Default)]
-pub struct SimOptions {
-    pub mode: Mode,
-    pub effects: Effects,
-    pub params: ModelParams,
-    /// Workload name for the trace.
-    pub workload: String,
-    /// Seed the workload was generated with, if any.
-    pub seed: Option<u64>,
-    /// A closed experiment (CaSAS §4.1, after Snavely & Tullsen's SMT job scheduling): every job is
-    /// started again as soon as it finishes, as a new job, until each has completed this many runs;
-    /// runs still going then are stopped (`failed`, with the reason), so that every counted run saw the
-    /// same mix. `None`: every job runs once.
-    pub min_runs: Option<std::num::NonZeroU32>,
-}
-
-impl SimOptions {
-    /// The model's switches in one line, for the trace's `mechanism` field.
-    pub fn describe(&self) -> String {
-        let e = &self.effects;
-        let on = |b: bool| if b { "on" } else { "off" };
-        format!(
-            "model {:?} speedup={:?} reconfig={} sync={} serial_phase={} llc={} bandwidth={} numa={} switch={}",
-            self.mode,
-            e.speedup,
-            on(e.reconfig_delay),
-            on(e.sync),
-            on(e.serial_phase),
-            on(e.llc),
-            on(e.bandwidth),
-            on(e.numa),
-            on(e.switch_cost)
-        )
-        .to_lowercase()
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    #[error("policy {policy:?} at t={t:.3}: {source}")]
-    Plan {
-        policy: String,
-        t: f64,
-        source: PlanError,
-    },
-    #[error("two jobs share the id {0}; job ids must be unique")]
-    DuplicateId(JobId),
-    #[error("cannot write the trace: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// Figures about one simulation run.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SimStats {
-    /// Events delivered to the policy.
-    pub events: u64,
-    /// Simulated time at the end of the run, seconds.
-    pub sim_time: f64,
-    pub wall_seconds: f64,
-    /// LLC miss ratio of all accesses of the jobs with a footprint (None when no job has one): each
-    /// job's miss ratio weighted by its CPU time.
-    pub llc_miss_rate: Option<f64>,
-}
-
-/// Simulates `jobs` under `policy` on `topology` and returns the whole trace.
-pub fn simulate(
+/// The whole run's trace, from the simple engine.
+pub(super) fn simulate_reference(
     topology: &Topology,
     jobs: &[SimJob],
     policy: &mut dyn Policy,
     options: &SimOptions,
 ) -> Result<Vec<TraceLine>, SimError> {
     let mut lines = Vec::new();
-    simulate_into(topology, jobs, policy, options, &mut lines)?;
-    Ok(lines)
-}
-
-/// Simulates and hands every trace line to `sink` as it happens (stream large runs to a file).
-pub fn simulate_into(
-    topology: &Topology,
-    jobs: &[SimJob],
-    policy: &mut dyn Policy,
-    options: &SimOptions,
-    sink: &mut dyn TraceSink,
-) -> Result<SimStats, SimError> {
-    let wall = Instant::now();
-    let mut engine = Engine::new(topology, jobs, policy, options, sink)?;
+    let mut engine = Engine::new(topology, jobs, policy, options, &mut lines)?;
     engine.run()?;
-    let mut stats = engine.stats.clone();
-    stats.wall_seconds = wall.elapsed().as_secs_f64();
-    stats.llc_miss_rate =
-        (engine.llc_accesses > 0.0).then(|| engine.llc_misses / engine.llc_accesses);
-    let note = match stats.llc_miss_rate {
-        Some(miss) => format!("{}; llc_miss_rate={miss:.4}", options.describe()),
-        None => options.describe(),
-    };
-    engine.emit(Record::RunEnd {
-        overhead_seconds: Some(stats.wall_seconds),
-        note: Some(note),
-    })?;
-    Ok(stats)
-}
-
-/// A job's time alone on the whole machine with its best thread count (within its bounds), from the
-/// same model the engine uses: the denominator of slowdown and NTT.
-pub fn isolated_time(topology: &Topology, job: &SimJob, options: &SimOptions) -> f64 {
-    let machine = MachineModel::new(topology, &options.params);
-    let mut scratch = Scratch::default();
-    isolated(&machine, topology, job, options, &mut scratch)
-}
-
-fn isolated(
-    machine: &MachineModel,
-    topology: &Topology,
-    job: &SimJob,
-    options: &SimOptions,
-    scratch: &mut Scratch,
-) -> f64 {
-    let cpus = machine.cpus as u32;
-    let (low, high) = match job.spec.kind {
-        JobKind::Rigid => (job.spec.max_threads, job.spec.max_threads),
-        _ => (job.spec.min_threads.max(1), job.spec.max_threads.max(1)),
-    };
-    let best_rate = thread_candidates(low, high, cpus)
-        .into_iter()
-        .map(|threads| {
-            let set = topology.cpus().take(threads.min(cpus).max(1) as usize);
-            let home = machine.numa_nodes(&set);
-            let runner = Runner {
-                cpus: &set,
-                threads,
-                profile: &job.profile,
-                home: &home,
-            };
-            slot_rates(
-                machine,
-                &[runner],
-                &options.effects,
-                &options.params,
-                scratch,
-            )[0]
-            .rate
-        })
-        .fold(0.0, f64::max);
-    job.profile.work / best_rate
-}
-
-/// Thread counts worth trying: all of them on small machines, powers of two and the bounds on big ones.
-fn thread_candidates(low: u32, high: u32, cpus: u32) -> Vec<u32> {
-    let high = high.max(low);
-    let top = high.min(cpus.max(low));
-    if top - low <= 256 {
-        return (low..=top).collect();
-    }
-    let mut out: Vec<u32> = std::iter::successors(Some(1u32), |n| n.checked_mul(2))
-        .take_while(|n| *n <= top)
-        .filter(|n| *n >= low)
-        .collect();
-    out.extend([low, top]);
-    out
+    Ok(lines)
 }
 
 struct JobState {
@@ -716,15 +560,8 @@ impl<'a> Engine<'a> {
         self.dirty = true;
     }
 
-    /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
-    /// LLC (TACO §3.3: the whole LLC in about 1 ms).
     fn switch_cost(&self, i: usize) -> f64 {
-        let llc = self.machine.llc_mb();
-        let fraction = self.jobs[i]
-            .profile
-            .footprint
-            .map_or(1.0, |curve| (curve.mb(llc) / llc).min(1.0));
-        self.options.params.context_switch + self.options.params.llc_refill * fraction
+        super::rates::switch_cost(&self.machine, &self.jobs[i], self.options)
     }
 
     fn recompute_rates(&mut self) {

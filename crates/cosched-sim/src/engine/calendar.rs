@@ -1,0 +1,121 @@
+//! The event calendar: every future event in one priority queue, earliest first.
+//!
+//! Entries are never removed when they become outdated (a job's rate changed, a plan replaced the timer);
+//! each carries the version of what it was computed from, and the engine drops it when it comes up if
+//! that version has moved on. Outdated entries are bounded by the changes made, so the queue stays
+//! proportional to the work done.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// What happens, in the order events at the same instant are handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Due {
+    Finish { job: usize, version: u32 },
+    Threads { job: usize, version: u32 },
+    Arrival,
+    SlotEnd { version: u32 },
+    Timer { version: u32 },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    t: f64,
+    due: Due,
+    seq: u64,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    /// Reversed, so that the max-heap yields the earliest time, then the kind handled first, then the
+    /// entry scheduled first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .t
+            .total_cmp(&self.t)
+            .then_with(|| kind(&other.due).cmp(&kind(&self.due)))
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+fn kind(due: &Due) -> u8 {
+    match due {
+        Due::Finish { .. } => 0,
+        Due::Threads { .. } => 1,
+        Due::Arrival => 2,
+        Due::SlotEnd { .. } => 3,
+        Due::Timer { .. } => 4,
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Calendar {
+    heap: BinaryHeap<Entry>,
+    seq: u64,
+}
+
+impl Calendar {
+    pub fn schedule(&mut self, t: f64, due: Due) {
+        self.seq += 1;
+        self.heap.push(Entry {
+            t,
+            due,
+            seq: self.seq,
+        });
+    }
+
+    /// The earliest entry for which `current` holds, dropping outdated ones on the way.
+    pub fn pop(&mut self, mut current: impl FnMut(f64, &Due) -> bool) -> Option<(f64, Due)> {
+        while let Some(entry) = self.heap.pop() {
+            if current(entry.t, &entry.due) {
+                return Some((entry.t, entry.due));
+            }
+        }
+        None
+    }
+
+    pub fn clear(&mut self) {
+        self.heap.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earliest_first_then_finishes_before_arrivals_before_timers() {
+        let mut calendar = Calendar::default();
+        calendar.schedule(2.0, Due::Timer { version: 0 });
+        calendar.schedule(1.0, Due::Timer { version: 0 });
+        calendar.schedule(1.0, Due::Arrival);
+        calendar.schedule(1.0, Due::Finish { job: 3, version: 0 });
+        calendar.schedule(1.0, Due::Finish { job: 1, version: 7 });
+        let mut order = Vec::new();
+        while let Some(entry) = calendar.pop(|_, due| *due != Due::Finish { job: 1, version: 7 }) {
+            order.push(entry);
+        }
+        assert_eq!(
+            order,
+            [
+                (1.0, Due::Finish { job: 3, version: 0 }),
+                (1.0, Due::Arrival),
+                (1.0, Due::Timer { version: 0 }),
+                (2.0, Due::Timer { version: 0 }),
+            ]
+        );
+    }
+}

@@ -1,0 +1,918 @@
+//! The discrete-event engine: an event calendar of finishes, thread changes, arrivals, slot ends and
+//! timers; the policy decides on each event; each job's progress is integrated lazily, at the rate the
+//! model gives it, and brought up to date only when its rate changes or someone looks at it.
+//!
+//! Work per event is proportional to what the event changes (the slots whose runners changed, the plan
+//! the policy returned), not to the number of jobs waiting. The trace streams to the sink as it happens,
+//! with plans written as changes (`plan_change` records); nothing is kept for a finished job.
+//!
+//! - `calendar`: the priority queue of coming events;
+//! - `rates`: each job's rate under the plan, re-evaluating only the slots that changed;
+//! - `isolated`: the isolated time of a job (slowdown's denominator) and its cache;
+//! - `active`: the active jobs as the policy sees them;
+//! - `closed`: closed experiments (jobs restarted until each has its runs).
+
+mod active;
+mod calendar;
+mod closed;
+mod isolated;
+mod rates;
+#[cfg(test)]
+mod reference;
+
+pub use isolated::isolated_time;
+
+use crate::model::Effects;
+use crate::model::{MachineModel, Mode, ModelParams, Scratch};
+use crate::profile::Profile;
+use crate::sink::TraceSink;
+use active::ActiveList;
+use calendar::{Calendar, Due};
+use closed::{ClosedRuns, Next};
+use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
+use cosched_core::{check_stall, PlanError, Policy, RateSource, Sample, TimerLoopGuard, Topology};
+use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, PlanChange};
+use isolated::IsolatedCache;
+use rates::{switch_cost, Figures, Inputs, RateBook};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A job as the simulator needs it: what the policy sees plus how it performs.
+#[derive(Debug, Clone)]
+pub struct SimJob {
+    pub spec: JobSpec,
+    pub profile: Arc<Profile>,
+}
+
+/// How to simulate, and what to write in the trace's `run_start` record.
+#[derive(Debug, Clone, Default)]
+pub struct SimOptions {
+    pub mode: Mode,
+    pub effects: Effects,
+    pub params: ModelParams,
+    /// Workload name for the trace.
+    pub workload: String,
+    /// Seed the workload was generated with, if any.
+    pub seed: Option<u64>,
+    /// A closed experiment (CaSAS §4.1, after Snavely & Tullsen's SMT job scheduling): every job is
+    /// started again as soon as it finishes, as a new job, until each has completed this many runs;
+    /// runs still going then are stopped (`failed`, with the reason), so that every counted run saw the
+    /// same mix. `None`: every job runs once.
+    pub min_runs: Option<std::num::NonZeroU32>,
+}
+
+impl SimOptions {
+    /// The model's switches in one line, for the trace's `mechanism` field.
+    pub fn describe(&self) -> String {
+        let e = &self.effects;
+        let on = |b: bool| if b { "on" } else { "off" };
+        format!(
+            "model {:?} speedup={:?} reconfig={} sync={} serial_phase={} llc={} bandwidth={} numa={} switch={}",
+            self.mode,
+            e.speedup,
+            on(e.reconfig_delay),
+            on(e.sync),
+            on(e.serial_phase),
+            on(e.llc),
+            on(e.bandwidth),
+            on(e.numa),
+            on(e.switch_cost)
+        )
+        .to_lowercase()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("policy {policy:?} at t={t:.3}: {source}")]
+    Plan {
+        policy: String,
+        t: f64,
+        source: PlanError,
+    },
+    #[error("two jobs share the id {0}; job ids must be unique")]
+    DuplicateId(JobId),
+    #[error("cannot write the trace: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Figures about one simulation run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimStats {
+    /// Events delivered to the policy.
+    pub events: u64,
+    /// Simulated time at the end of the run, seconds.
+    pub sim_time: f64,
+    pub wall_seconds: f64,
+    /// LLC miss ratio of all accesses of the jobs with a footprint (None when no job has one): each
+    /// job's miss ratio weighted by its CPU time.
+    pub llc_miss_rate: Option<f64>,
+}
+
+/// Simulates `jobs` under `policy` on `topology` and returns the whole trace (plans whole, as
+/// [`cosched_core::trace::read_trace`] gives them).
+pub fn simulate(
+    topology: &Topology,
+    jobs: &[SimJob],
+    policy: &mut dyn Policy,
+    options: &SimOptions,
+) -> Result<Vec<TraceLine>, SimError> {
+    let mut lines = Vec::new();
+    simulate_into(topology, jobs, policy, options, &mut lines)?;
+    Ok(lines)
+}
+
+/// Simulates and hands every trace line to `sink` as it happens (stream large runs to a file).
+pub fn simulate_into(
+    topology: &Topology,
+    jobs: &[SimJob],
+    policy: &mut dyn Policy,
+    options: &SimOptions,
+    sink: &mut dyn TraceSink,
+) -> Result<SimStats, SimError> {
+    let wall = Instant::now();
+    let mut engine = Engine::new(topology, jobs, policy, options, sink)?;
+    engine.run()?;
+    let mut stats = engine.stats.clone();
+    stats.wall_seconds = wall.elapsed().as_secs_f64();
+    stats.llc_miss_rate =
+        (engine.llc_accesses > 0.0).then(|| engine.llc_misses / engine.llc_accesses);
+    let note = match stats.llc_miss_rate {
+        Some(miss) => format!("{}; llc_miss_rate={miss:.4}", options.describe()),
+        None => options.describe(),
+    };
+    engine.emit(Record::RunEnd {
+        overhead_seconds: Some(stats.wall_seconds),
+        note: Some(note),
+    })?;
+    Ok(stats)
+}
+
+/// Where a job is in its life.
+pub(crate) enum Phase {
+    /// Not arrived yet.
+    Pending,
+    /// Arrived, never placed.
+    Waiting,
+    Running(Box<Run>),
+    Finished,
+}
+
+pub(crate) struct JobState {
+    phase: Phase,
+    /// Arrival sequence number: the job's key among the active jobs.
+    order: u64,
+}
+
+impl JobState {
+    pub(crate) fn running(&self) -> Option<&Run> {
+        match &self.phase {
+            Phase::Running(run) => Some(run),
+            _ => None,
+        }
+    }
+
+    fn running_mut(&mut self) -> Option<&mut Run> {
+        match &mut self.phase {
+            Phase::Running(run) => Some(run),
+            _ => None,
+        }
+    }
+}
+
+/// A started job's progress. `remaining` is exact at `since`; from there it falls at `figures.rate`
+/// (after `stall_until`) until the rate changes.
+pub(crate) struct Run {
+    pub threads: u32,
+    /// NUMA nodes holding the job's memory (where it first ran).
+    pub home: CpuSet,
+    figures: Figures,
+    remaining: f64,
+    since: f64,
+    /// Exact mode: no progress before this time (cache refill after a slot switch).
+    stall_until: f64,
+    /// Thread count a malleable job switches to, and when.
+    pending: Option<(f64, u32)>,
+    /// Versions of the job's finish and thread-change entries in the calendar.
+    finish_version: u32,
+    threads_version: u32,
+    sample_t: f64,
+    sample_remaining: f64,
+    cpu_seconds: f64,
+    held_seconds: f64,
+}
+
+struct Engine<'a> {
+    topology: &'a Topology,
+    /// The workload's jobs, then (closed experiments) the later runs.
+    jobs: Cow<'a, [SimJob]>,
+    policy: &'a mut dyn Policy,
+    options: &'a SimOptions,
+    sink: &'a mut dyn TraceSink,
+    machine: MachineModel,
+    scratch: Scratch,
+    index: HashMap<JobId, usize>,
+    isolated: IsolatedCache,
+    states: Vec<JobState>,
+    closed: Option<ClosedRuns>,
+    next_order: u64,
+    active: ActiveList,
+    /// Started jobs in start order; finished ones are dropped lazily.
+    running: Vec<usize>,
+    running_count: usize,
+    arrivals: Vec<usize>,
+    next_arrival: usize,
+    calendar: Calendar,
+    plan: Plan,
+    book: RateBook,
+    /// Jobs the last rate refresh gave figures.
+    rated: Vec<usize>,
+    rates_stale: bool,
+    timer: Option<f64>,
+    timer_version: u32,
+    timer_guard: TimerLoopGuard,
+    /// Exact mode: current slot, when it ends, and the version of its calendar entry.
+    slot: usize,
+    slot_end: f64,
+    slot_version: u32,
+    now: f64,
+    stats: SimStats,
+    /// Integrals over the run of miss ratio × CPU share and of CPU share (accesses, in CPU-seconds).
+    llc_misses: f64,
+    llc_accesses: f64,
+}
+
+impl<'a> Engine<'a> {
+    fn new(
+        topology: &'a Topology,
+        jobs: &'a [SimJob],
+        policy: &'a mut dyn Policy,
+        options: &'a SimOptions,
+        sink: &'a mut dyn TraceSink,
+    ) -> Result<Self, SimError> {
+        let mut index = HashMap::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            if index.insert(job.spec.id, i).is_some() {
+                return Err(SimError::DuplicateId(job.spec.id));
+            }
+        }
+        let mut arrivals: Vec<usize> = (0..jobs.len()).collect();
+        arrivals.sort_by(|&a, &b| {
+            jobs[a]
+                .spec
+                .arrival
+                .total_cmp(&jobs[b].spec.arrival)
+                .then(jobs[a].spec.id.cmp(&jobs[b].spec.id))
+        });
+        let states = jobs
+            .iter()
+            .map(|_| JobState {
+                phase: Phase::Pending,
+                order: 0,
+            })
+            .collect();
+        let mut engine = Engine {
+            topology,
+            jobs: Cow::Borrowed(jobs),
+            policy,
+            options,
+            sink,
+            machine: MachineModel::new(topology, &options.params),
+            scratch: Scratch::default(),
+            index,
+            isolated: IsolatedCache::default(),
+            states,
+            closed: options
+                .min_runs
+                .map(|runs| ClosedRuns::new(runs.get(), jobs)),
+            next_order: 0,
+            active: ActiveList::default(),
+            running: Vec::new(),
+            running_count: 0,
+            arrivals,
+            next_arrival: 0,
+            calendar: Calendar::default(),
+            plan: Plan::default(),
+            book: RateBook::default(),
+            rated: Vec::new(),
+            rates_stale: false,
+            timer: None,
+            timer_version: 0,
+            timer_guard: TimerLoopGuard::default(),
+            slot: 0,
+            slot_end: f64::INFINITY,
+            slot_version: 0,
+            now: 0.0,
+            stats: SimStats::default(),
+            llc_misses: 0.0,
+            llc_accesses: 0.0,
+        };
+        let policy_name = engine.policy.name().to_string();
+        engine.emit(Record::RunStart {
+            version: TRACE_VERSION,
+            executor: ExecutorKind::Sim,
+            policy: policy_name,
+            machine: topology.name.clone(),
+            cpus: topology.num_cpus(),
+            workload: options.workload.clone(),
+            seed: options.seed,
+            mechanism: Some(options.describe()),
+        })?;
+        Ok(engine)
+    }
+
+    fn emit(&mut self, record: Record) -> Result<(), SimError> {
+        self.sink.record(&TraceLine {
+            t: self.now,
+            record,
+        })?;
+        Ok(())
+    }
+
+    fn run(&mut self) -> Result<(), SimError> {
+        self.schedule_next_arrival();
+        loop {
+            self.refresh_rates();
+            if self.active.is_empty() && self.next_arrival == self.arrivals.len() {
+                self.stats.sim_time = self.now;
+                return Ok(());
+            }
+            let states = &self.states;
+            let (slot_version, timer_version) = (self.slot_version, self.timer_version);
+            let next = self.calendar.pop(|_, due| match *due {
+                Due::Finish { job, version } => states[job]
+                    .running()
+                    .is_some_and(|run| run.finish_version == version),
+                Due::Threads { job, version } => states[job]
+                    .running()
+                    .is_some_and(|run| run.threads_version == version && run.pending.is_some()),
+                Due::Arrival => true,
+                Due::SlotEnd { version } => version == slot_version,
+                Due::Timer { version } => version == timer_version,
+            });
+            let Some((t, due)) = next else {
+                check_stall(self.active.len(), false, None).map_err(|e| self.plan_error(e))?;
+                unreachable!("jobs are active, so check_stall reports the stall");
+            };
+            self.now = self.now.max(t);
+            self.handle(due)?;
+        }
+    }
+
+    fn handle(&mut self, due: Due) -> Result<(), SimError> {
+        match due {
+            Due::Finish { job, .. } => self.finish(job),
+            Due::Threads { job, .. } => {
+                let threads = self.states[job]
+                    .running()
+                    .and_then(|run| run.pending)
+                    .map_or(0, |(_, threads)| threads);
+                self.change_threads(job, threads)
+            }
+            Due::Arrival => {
+                let i = self.arrivals[self.next_arrival];
+                self.next_arrival += 1;
+                self.schedule_next_arrival();
+                self.arrive(i)
+            }
+            Due::SlotEnd { .. } => {
+                if self.running_count > 0 {
+                    self.next_slot();
+                }
+                Ok(())
+            }
+            Due::Timer { .. } => self.timer_fired(),
+        }
+    }
+
+    fn schedule_next_arrival(&mut self) {
+        if let Some(&i) = self.arrivals.get(self.next_arrival) {
+            let t = self.jobs[i].spec.arrival.max(self.now);
+            self.calendar.schedule(t, Due::Arrival);
+        }
+    }
+
+    fn timer_fired(&mut self) -> Result<(), SimError> {
+        self.timer = None;
+        self.timer_guard
+            .fired(self.now)
+            .map_err(|e| self.plan_error(e))?;
+        self.deliver_samples()?;
+        self.decide(Event::Timer)
+    }
+
+    fn plan_error(&self, source: PlanError) -> SimError {
+        SimError::Plan {
+            policy: self.policy.name().to_string(),
+            t: self.now,
+            source,
+        }
+    }
+
+    fn decide(&mut self, event: Event) -> Result<(), SimError> {
+        self.stats.events += 1;
+        let ctx = Context {
+            topology: self.topology,
+            now: self.now,
+            jobs: self.active.as_slice(),
+        };
+        if let Some(plan) = self.policy.decide(&ctx, &event) {
+            self.apply(plan)?;
+        }
+        Ok(())
+    }
+
+    fn arrive(&mut self, i: usize) -> Result<(), SimError> {
+        let job = &self.jobs[i];
+        let isolated = self.isolated.get(
+            &self.machine,
+            self.topology,
+            job,
+            self.options,
+            &mut self.scratch,
+        );
+        let spec = job.spec.clone();
+        let order = self.next_order;
+        self.next_order += 1;
+        self.states[i] = JobState {
+            phase: Phase::Waiting,
+            order,
+        };
+        self.active.push(
+            ActiveJob {
+                spec: spec.clone(),
+                started: None,
+                threads: 0,
+            },
+            order,
+        );
+        let id = spec.id;
+        self.emit(Record::Arrival {
+            job: spec,
+            isolated: Some(isolated),
+        })?;
+        self.decide(Event::Arrived { job: id })
+    }
+
+    fn finish(&mut self, i: usize) -> Result<(), SimError> {
+        self.settle(i);
+        let id = self.jobs[i].spec.id;
+        self.states[i].phase = Phase::Finished;
+        self.running_count -= 1;
+        self.active.remove(self.states[i].order);
+        self.job_changed(id);
+        self.emit(Record::Finish {
+            job: id,
+            status: ExitStatus::Ok,
+            exit_code: None,
+            error: None,
+        })?;
+        self.decide(Event::Finished { job: id })?;
+        let Some(closed) = &mut self.closed else {
+            return Ok(());
+        };
+        match closed.finished(i, self.now, &self.jobs) {
+            Next::Stop(reason) => self.stop_all(&reason),
+            Next::Again(job) => {
+                let j = self.jobs.len();
+                self.index.insert(job.spec.id, j);
+                self.states.push(JobState {
+                    phase: Phase::Pending,
+                    order: 0,
+                });
+                self.jobs.to_mut().push(job);
+                self.arrive(j)
+            }
+        }
+    }
+
+    /// Ends a closed experiment: the runs still going are stopped as failed, with `reason`.
+    fn stop_all(&mut self, reason: &str) -> Result<(), SimError> {
+        for job in self.active.take_all() {
+            let i = self.index[&job.spec.id];
+            self.settle(i);
+            self.states[i].phase = Phase::Finished;
+            self.emit(Record::Finish {
+                job: job.spec.id,
+                status: ExitStatus::Failed,
+                exit_code: None,
+                error: Some(reason.to_string()),
+            })?;
+        }
+        self.running.clear();
+        self.running_count = 0;
+        self.next_arrival = self.arrivals.len();
+        self.timer = None;
+        self.plan = Plan::default();
+        self.calendar.clear();
+        Ok(())
+    }
+
+    fn change_threads(&mut self, i: usize, threads: u32) -> Result<(), SimError> {
+        self.settle(i);
+        let id = self.jobs[i].spec.id;
+        let order = self.states[i].order;
+        if let Some(run) = self.states[i].running_mut() {
+            run.threads = threads;
+            run.pending = None;
+        }
+        if let Some(a) = self.active.get_mut(order) {
+            a.threads = threads;
+        }
+        self.job_changed(id);
+        self.emit(Record::Threads { job: id, threads })?;
+        self.decide(Event::ThreadsChanged { job: id, threads })
+    }
+
+    /// A job's runners changed (started, finished, new thread count): its slots need new rates.
+    fn job_changed(&mut self, id: JobId) {
+        let pinned = self.plan.pinned.iter().any(|a| a.job == id);
+        self.book.job_changed(id, pinned);
+        self.rates_stale = true;
+    }
+
+    fn deliver_samples(&mut self) -> Result<(), SimError> {
+        let states = &self.states;
+        self.running.retain(|&i| states[i].running().is_some());
+        let now = self.now;
+        let mut samples = Vec::new();
+        for k in 0..self.running.len() {
+            let i = self.running[k];
+            self.settle(i);
+            let Some(run) = self.states[i].running_mut() else {
+                continue;
+            };
+            let interval = now - run.sample_t;
+            if interval <= 0.0 {
+                continue;
+            }
+            // Simulated jobs run exactly their thread count and apply advice after their delay.
+            samples.push(Sample {
+                os_threads: Some(run.threads),
+                team_size: Some(run.threads),
+                advice_seen: Some(run.pending.is_none()),
+                ..Sample::new(
+                    self.jobs[i].spec.id,
+                    (run.sample_remaining - run.remaining) / interval,
+                    RateSource::Model,
+                    (run.held_seconds / interval).round() as u32,
+                    run.cpu_seconds,
+                    interval,
+                )
+            });
+            run.sample_t = now;
+            run.sample_remaining = run.remaining;
+            run.cpu_seconds = 0.0;
+            run.held_seconds = 0.0;
+        }
+        for sample in samples {
+            self.emit(Record::Sample(sample.clone()))?;
+            self.decide(Event::Sample(sample))?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, plan: Plan) -> Result<(), SimError> {
+        let states = &self.states;
+        let index = &self.index;
+        plan.validate(self.topology.cpus(), |job| {
+            index
+                .get(&job)
+                .is_some_and(|&i| matches!(states[i].phase, Phase::Waiting | Phase::Running(_)))
+        })
+        .map_err(|e| self.plan_error(e))?;
+        let change = PlanChange::between(&self.plan, &plan);
+        self.book.new_plan(&self.plan, &plan);
+        self.rates_stale = true;
+        // Jobs whose place or advice changed: the only ones that can start or get new thread advice.
+        let touched: BTreeSet<JobId> = change.jobs().chain(change.advice.keys().copied()).collect();
+        self.emit(Record::PlanChange(change))?;
+        let mut starts = Vec::new();
+        for id in touched {
+            let i = self.index[&id];
+            let pinned = plan.pinned.iter().find(|a| a.job == id);
+            let mut slots = self.book.slots_of(id).peekable();
+            if pinned.is_none() && slots.peek().is_none() {
+                continue;
+            }
+            let job = &self.jobs[i];
+            let advice = plan.advice.get(&id).copied();
+            match &mut self.states[i].phase {
+                Phase::Waiting => {
+                    let mut first = None;
+                    let mut widest = 0;
+                    for s in slots {
+                        let cpus = plan.cpus_in_slot(s, id).expect("the job is in this slot");
+                        widest = widest.max(cpus.len());
+                        first = first
+                            .or_else(|| plan.slots[s].assignments.iter().find(|a| a.job == id));
+                    }
+                    if let Some(pin) = pinned {
+                        widest = widest.max(pin.cpus.len());
+                    }
+                    let threads = match job.spec.kind {
+                        JobKind::Rigid => job.spec.max_threads,
+                        JobKind::Moldable | JobKind::Malleable => advice
+                            .map(|a| a.clamp(job.spec.min_threads, job.spec.max_threads))
+                            .unwrap_or_else(|| job.spec.threads_for(widest)),
+                    };
+                    let home = first
+                        .or(pinned)
+                        .map(|a| self.machine.numa_nodes(&a.cpus))
+                        .unwrap_or_default();
+                    self.states[i].phase = Phase::Running(Box::new(Run {
+                        threads,
+                        home,
+                        figures: Figures::default(),
+                        remaining: job.profile.work,
+                        since: self.now,
+                        stall_until: 0.0,
+                        pending: None,
+                        finish_version: 0,
+                        threads_version: 0,
+                        sample_t: self.now,
+                        sample_remaining: job.profile.work,
+                        cpu_seconds: 0.0,
+                        held_seconds: 0.0,
+                    }));
+                    self.running.push(i);
+                    self.running_count += 1;
+                    self.book.job_changed(id, pinned.is_some());
+                    starts.push((i, threads));
+                }
+                Phase::Running(run) if job.spec.kind == JobKind::Malleable => {
+                    let Some(advised) = advice else {
+                        continue;
+                    };
+                    let advised = advised.clamp(job.spec.min_threads, job.spec.max_threads);
+                    if advised == run.threads {
+                        run.pending = None;
+                    } else if run.pending.map(|(_, t)| t) != Some(advised) {
+                        let delay = if self.options.effects.reconfig_delay {
+                            job.profile.reconfig_delay
+                        } else {
+                            0.0
+                        };
+                        let due = self.now + delay;
+                        run.pending = Some((due, advised));
+                        run.threads_version += 1;
+                        let version = run.threads_version;
+                        self.calendar
+                            .schedule(due, Due::Threads { job: i, version });
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (i, threads) in starts {
+            let id = self.jobs[i].spec.id;
+            if let Some(a) = self.active.get_mut(self.states[i].order) {
+                a.started = Some(self.now);
+                a.threads = threads;
+            }
+            self.emit(Record::Start {
+                job: id,
+                threads,
+                pid: None,
+            })?;
+        }
+        self.timer = plan.timer;
+        self.timer_version += 1;
+        if let Some(t) = plan.timer {
+            let version = self.timer_version;
+            self.calendar
+                .schedule(t.max(self.now), Due::Timer { version });
+        }
+        self.slot = 0;
+        self.slot_end = self.now + plan.slots.first().map_or(f64::INFINITY, |s| s.length);
+        self.slot_version += 1;
+        if self.options.mode == Mode::Exact && plan.slots.len() > 1 {
+            let version = self.slot_version;
+            self.calendar
+                .schedule(self.slot_end, Due::SlotEnd { version });
+        }
+        self.plan = plan;
+        Ok(())
+    }
+
+    /// Exact mode: the next slot of the cycle begins; jobs entering it stall while they refill caches.
+    fn next_slot(&mut self) {
+        let n = self.plan.slots.len();
+        let previous = self.slot;
+        self.slot = (self.slot + 1) % n;
+        self.slot_end = self.now + self.plan.slots[self.slot].length;
+        self.slot_version += 1;
+        let version = self.slot_version;
+        self.calendar
+            .schedule(self.slot_end, Due::SlotEnd { version });
+        if self.options.effects.switch_cost {
+            let before: HashSet<JobId> = self.plan.slots[previous]
+                .assignments
+                .iter()
+                .map(|a| a.job)
+                .collect();
+            let entering: Vec<usize> = self.plan.slots[self.slot]
+                .assignments
+                .iter()
+                .filter(|a| !before.contains(&a.job))
+                .map(|a| self.index[&a.job])
+                .collect();
+            for i in entering {
+                self.settle(i);
+                let cost = switch_cost(&self.machine, &self.jobs[i], self.options);
+                let now = self.now;
+                if let Some(run) = self.states[i].running_mut() {
+                    run.stall_until = now + cost;
+                }
+                self.reschedule_finish(i);
+            }
+        }
+        self.rates_stale = true;
+    }
+
+    /// Brings job `i`'s progress and counters up to now at its current figures.
+    fn settle(&mut self, i: usize) {
+        let now = self.now;
+        let has_footprint = self.jobs[i].profile.footprint.is_some();
+        let Some(run) = self.states[i].running_mut() else {
+            return;
+        };
+        let dt = now - run.since;
+        if dt <= 0.0 {
+            return;
+        }
+        let productive = (now - run.stall_until.max(run.since)).clamp(0.0, dt);
+        let f = run.figures;
+        run.remaining -= f.rate * productive;
+        run.cpu_seconds += f.cpu_share * dt;
+        run.held_seconds += f.held * dt;
+        run.since = now;
+        if has_footprint {
+            self.llc_misses += f.llc_miss * f.cpu_share * dt;
+            self.llc_accesses += f.cpu_share * dt;
+        }
+    }
+
+    /// Puts job `i`'s finish in the calendar at its current rate (outdating the previous entry).
+    fn reschedule_finish(&mut self, i: usize) {
+        let now = self.now;
+        let work = self.jobs[i].profile.work;
+        let Some(run) = self.states[i].running_mut() else {
+            return;
+        };
+        run.finish_version += 1;
+        let version = run.finish_version;
+        let done = run.remaining <= 1e-9 * work.max(1.0);
+        let rate = run.figures.rate;
+        let at = if done {
+            now
+        } else if rate > 0.0 {
+            run.stall_until.max(now) + run.remaining / rate
+        } else {
+            return;
+        };
+        self.calendar.schedule(at, Due::Finish { job: i, version });
+    }
+
+    /// New figures for the jobs whose slots changed; their progress is settled first and their finish
+    /// moved. Jobs that left the plan stop.
+    fn refresh_rates(&mut self) {
+        if !self.rates_stale {
+            return;
+        }
+        self.rates_stale = false;
+        let inputs = Inputs {
+            plan: &self.plan,
+            jobs: &self.jobs,
+            states: &self.states,
+            index: &self.index,
+            machine: &self.machine,
+            options: self.options,
+            current_slot: self.slot,
+        };
+        let figures = self.book.figures(&inputs, &mut self.scratch);
+        for i in std::mem::take(&mut self.rated) {
+            if !figures.contains_key(&i) {
+                self.set_figures(i, Figures::default());
+            }
+        }
+        for (&i, &f) in &figures {
+            self.set_figures(i, f);
+        }
+        self.rated = figures.into_keys().collect();
+    }
+
+    fn set_figures(&mut self, i: usize, figures: Figures) {
+        let Some(old) = self.states[i].running().map(|run| run.figures) else {
+            return;
+        };
+        if old == figures {
+            return;
+        }
+        self.settle(i);
+        if let Some(run) = self.states[i].running_mut() {
+            run.figures = figures;
+        }
+        if old.rate != figures.rate {
+            self.reschedule_finish(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference::simulate_reference;
+    use super::*;
+    use cosched_core::topology::synthetic;
+    use cosched_core::JobHints;
+    use proptest::prelude::*;
+
+    const PROFILES: [&str; 6] = [
+        "nas/lu.A",
+        "nas/cg.B",
+        "nas/is.C",
+        "amdahl(serial=0.1, runtime=3)",
+        "amdahl(serial=0, runtime=2, sync=spin, sync_interval=0.001)",
+        "polybench/adi",
+    ];
+
+    fn finishes(trace: &[TraceLine]) -> Vec<(JobId, f64)> {
+        let mut out: Vec<(JobId, f64)> = trace
+            .iter()
+            .filter_map(|l| match l.record {
+                Record::Finish { job, .. } => Some((job, l.t)),
+                _ => None,
+            })
+            .collect();
+        out.sort_by_key(|(job, _)| *job);
+        out
+    }
+
+    fn arb_jobs() -> impl Strategy<Value = Vec<SimJob>> {
+        prop::collection::vec((0usize..PROFILES.len(), 0.0f64..6.0, 0u8..3, 1u32..9), 1..9)
+            .prop_map(|raw| {
+                raw.into_iter()
+                    .enumerate()
+                    .map(|(id, (profile, arrival, kind, threads))| {
+                        let kind =
+                            [JobKind::Rigid, JobKind::Moldable, JobKind::Malleable][kind as usize];
+                        let profile = crate::profile::parse(PROFILES[profile]).unwrap();
+                        SimJob {
+                            spec: JobSpec {
+                                id: JobId(id as u32),
+                                name: format!("j{id}"),
+                                arrival,
+                                kind,
+                                min_threads: 1,
+                                max_threads: threads,
+                                coschedule: true,
+                                weight: 1.0,
+                                hints: JobHints {
+                                    sync: profile.sync,
+                                    ..JobHints::default()
+                                },
+                            },
+                            profile: Arc::new(profile),
+                        }
+                    })
+                    .collect()
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// The calendar engine finishes every job when the simple engine does, under every kind of
+        /// policy (space sharing, gang slots, timers and samples, thread advice) and both modes.
+        #[test]
+        fn the_calendar_engine_agrees_with_the_simple_one(
+            jobs in arb_jobs(),
+            policy in prop::sample::select(vec!["ue", "bp", "eq", "ta", "taco", "gang", "casas"]),
+            exact in any::<bool>(),
+        ) {
+            let machine = synthetic::parse("package:2 l3:1(size=4MB) core:4").unwrap();
+            let options = SimOptions {
+                mode: if exact { Mode::Exact } else { Mode::Fluid },
+                ..SimOptions::default()
+            };
+            let fast = simulate(&machine, &jobs, cosched_policies::create(policy).unwrap().as_mut(), &options);
+            let simple = simulate_reference(&machine, &jobs, cosched_policies::create(policy).unwrap().as_mut(), &options);
+            let (fast, simple) = match (fast, simple) {
+                (Ok(fast), Ok(simple)) => (fast, simple),
+                (Err(a), Err(b)) => {
+                    prop_assert_eq!(a.to_string(), b.to_string());
+                    return Ok(());
+                }
+                (a, b) => panic!("one engine failed: fast {:?}, simple {:?}", a.err(), b.err()),
+            };
+            let (fast, simple) = (finishes(&fast), finishes(&simple));
+            prop_assert_eq!(fast.len(), simple.len());
+            for ((job, a), (other, b)) in fast.iter().zip(&simple) {
+                prop_assert_eq!(job, other);
+                prop_assert!((a - b).abs() <= 1e-6 * b.max(1.0), "job {:?}: {} vs {}", job, a, b);
+            }
+        }
+    }
+}

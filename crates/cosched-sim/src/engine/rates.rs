@@ -1,0 +1,215 @@
+//! Each running job's cycle-average rate under the plan in force, recomputing the model only for the
+//! slots whose runners changed.
+//!
+//! The model couples the jobs of one slot (they share caches, bandwidth and the machine's load), so a
+//! slot is the unit of recomputation: a slot is evaluated again when its assignments, or the thread
+//! count, start or end of one of its jobs, change. Combining the slots into each job's average is plain
+//! arithmetic over the plan.
+
+use super::{JobState, SimJob, SimOptions};
+use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch, SlotRate};
+use cosched_core::{JobId, Plan};
+use std::collections::HashMap;
+
+/// A job's figures averaged over the plan's cycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Figures {
+    /// Work (sequential seconds) done per second.
+    pub rate: f64,
+    /// CPUs' worth of time its threads get.
+    pub cpu_share: f64,
+    /// CPUs it holds.
+    pub held: f64,
+    pub llc_miss: f64,
+}
+
+/// The model's answers per slot (plus the jobs pinned in every slot; one pseudo-slot when the plan has
+/// no slots), kept until a slot changes.
+#[derive(Default)]
+pub(super) struct RateBook {
+    slots: Vec<SlotRates>,
+    /// (job, slot) for every slotted assignment, sorted: which slots to re-evaluate when a job changes,
+    /// and how often it enters the cycle.
+    places: Vec<(JobId, usize)>,
+}
+
+#[derive(Default)]
+struct SlotRates {
+    stale: bool,
+    /// (job index, the model's rate, CPUs held).
+    runners: Vec<(usize, SlotRate, usize)>,
+}
+
+pub(super) struct Inputs<'a> {
+    pub plan: &'a Plan,
+    pub jobs: &'a [SimJob],
+    pub states: &'a [JobState],
+    pub index: &'a HashMap<JobId, usize>,
+    pub machine: &'a MachineModel,
+    pub options: &'a SimOptions,
+    /// Exact mode: the slot running now.
+    pub current_slot: usize,
+}
+
+impl RateBook {
+    /// A new plan replaces `old`: slots whose assignments differ (all of them when the pinned jobs
+    /// differ) are evaluated again.
+    pub fn new_plan(&mut self, old: &Plan, new: &Plan) {
+        let count = new.slots.len().max(1);
+        self.slots.truncate(count);
+        self.slots.resize_with(count, || SlotRates {
+            stale: true,
+            runners: Vec::new(),
+        });
+        let pinned_changed = old.pinned != new.pinned;
+        for (s, slot) in self.slots.iter_mut().enumerate() {
+            let before = old.slots.get(s).map(|s| &s.assignments);
+            let after = new.slots.get(s).map(|s| &s.assignments);
+            slot.stale |= pinned_changed || before != after;
+        }
+        self.places.clear();
+        for (s, slot) in new.slots.iter().enumerate() {
+            self.places
+                .extend(slot.assignments.iter().map(|a| (a.job, s)));
+        }
+        self.places.sort_unstable();
+    }
+
+    /// A job started, finished or changed its thread count: its slots are evaluated again.
+    pub fn job_changed(&mut self, job: JobId, pinned: bool) {
+        if pinned {
+            self.slots.iter_mut().for_each(|s| s.stale = true);
+            return;
+        }
+        let first = self.places.partition_point(|(j, _)| *j < job);
+        for k in first..self.places.len() {
+            let (j, s) = self.places[k];
+            if j != job {
+                break;
+            }
+            self.slots[s].stale = true;
+        }
+    }
+
+    /// The slots `job` is assigned in (not counting being pinned), in order.
+    pub fn slots_of(&self, job: JobId) -> impl Iterator<Item = usize> + '_ {
+        let first = self.places.partition_point(|(j, _)| *j < job);
+        self.places[first..]
+            .iter()
+            .take_while(move |(j, _)| *j == job)
+            .map(|(_, s)| *s)
+    }
+
+    /// Every placed running job's figures under `inputs.plan`.
+    pub fn figures(&mut self, inputs: &Inputs, scratch: &mut Scratch) -> HashMap<usize, Figures> {
+        for s in 0..self.slots.len() {
+            if self.slots[s].stale {
+                self.slots[s].runners = evaluate(inputs, s, scratch);
+                self.slots[s].stale = false;
+            }
+        }
+        let plan = inputs.plan;
+        let cycle = plan.cycle_length();
+        let weight = |s: usize| match (inputs.options.mode, plan.slots.len()) {
+            (_, 0) => 1.0,
+            (Mode::Exact, _) => f64::from(u8::from(s == inputs.current_slot)),
+            (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length / cycle,
+            (Mode::Fluid, _) => f64::from(u8::from(s == 0)),
+        };
+        let mut figures: HashMap<usize, Figures> = HashMap::new();
+        for (s, slot) in self.slots.iter().enumerate() {
+            let w = weight(s);
+            if w == 0.0 {
+                continue;
+            }
+            for &(i, rate, held) in &slot.runners {
+                let f = figures.entry(i).or_default();
+                f.rate += w * rate.rate;
+                f.cpu_share += w * rate.cpu_share;
+                f.held += w * held as f64;
+                f.llc_miss += w * rate.llc_miss;
+            }
+        }
+        let options = inputs.options;
+        if options.mode == Mode::Fluid && plan.slots.len() > 1 && options.effects.switch_cost {
+            self.charge_fluid_switches(inputs, &mut figures);
+        }
+        figures
+    }
+
+    /// Fluid mode: a job that enters the cycle `m` times per cycle loses `m` switch costs of its running
+    /// time per cycle.
+    fn charge_fluid_switches(&self, inputs: &Inputs, figures: &mut HashMap<usize, Figures>) {
+        let slots = &inputs.plan.slots;
+        for group in self.places.chunk_by(|a, b| a.0 == b.0) {
+            let Some(&i) = inputs.index.get(&group[0].0) else {
+                continue;
+            };
+            let Some(f) = figures.get_mut(&i) else {
+                continue;
+            };
+            let holds = |s: usize| group.binary_search(&(group[0].0, s)).is_ok();
+            let entries = group
+                .iter()
+                .filter(|(_, s)| !holds((s + slots.len() - 1) % slots.len()))
+                .count();
+            let running: f64 = group.iter().map(|(_, s)| slots[*s].length).sum();
+            if entries == 0 || running <= 0.0 {
+                continue;
+            }
+            let lost =
+                entries as f64 * switch_cost(inputs.machine, &inputs.jobs[i], inputs.options);
+            f.rate *= (1.0 - lost / running).max(0.0);
+        }
+    }
+}
+
+/// The model's rates for the started jobs of slot `s` and the pinned jobs.
+fn evaluate(inputs: &Inputs, s: usize, scratch: &mut Scratch) -> Vec<(usize, SlotRate, usize)> {
+    let plan = inputs.plan;
+    let assignments = plan
+        .pinned
+        .iter()
+        .chain(plan.slots.get(s).into_iter().flat_map(|s| &s.assignments));
+    let mut members = Vec::new();
+    let mut runners = Vec::new();
+    for a in assignments {
+        let i = inputs.index[&a.job];
+        let Some(run) = inputs.states[i].running() else {
+            continue;
+        };
+        if a.cpus.is_empty() {
+            continue;
+        }
+        members.push((i, a.cpus.len()));
+        runners.push(Runner {
+            cpus: &a.cpus,
+            threads: run.threads.max(1),
+            profile: &inputs.jobs[i].profile,
+            home: &run.home,
+        });
+    }
+    let rates = slot_rates(
+        inputs.machine,
+        &runners,
+        &inputs.options.effects,
+        &inputs.options.params,
+        scratch,
+    );
+    members
+        .into_iter()
+        .zip(rates)
+        .map(|((i, held), rate)| (i, rate, held))
+        .collect()
+}
+
+/// Time a job loses each time it enters a slot: the context switch and refilling its share of the
+/// LLC (TACO §3.3: the whole LLC in about 1 ms).
+pub(super) fn switch_cost(machine: &MachineModel, job: &SimJob, options: &SimOptions) -> f64 {
+    let llc = machine.llc_mb();
+    let fraction = job
+        .profile
+        .footprint
+        .map_or(1.0, |curve| (curve.mb(llc) / llc).min(1.0));
+    options.params.context_switch + options.params.llc_refill * fraction
+}
