@@ -22,6 +22,8 @@ pub(super) enum Due {
 struct Entry {
     t: f64,
     due: Due,
+    /// Among events of one kind at one instant, lower ranks first (a job's start order).
+    rank: u64,
     seq: u64,
 }
 
@@ -41,12 +43,13 @@ impl PartialOrd for Entry {
 
 impl Ord for Entry {
     /// Reversed, so that the max-heap yields the earliest time, then the kind handled first, then the
-    /// entry scheduled first.
+    /// lowest rank, then the entry scheduled first.
     fn cmp(&self, other: &Self) -> Ordering {
         other
             .t
             .total_cmp(&self.t)
             .then_with(|| kind(&other.due).cmp(&kind(&self.due)))
+            .then_with(|| other.rank.cmp(&self.rank))
             .then_with(|| other.seq.cmp(&self.seq))
     }
 }
@@ -69,10 +72,16 @@ pub(super) struct Calendar {
 
 impl Calendar {
     pub fn schedule(&mut self, t: f64, due: Due) {
+        self.schedule_ranked(t, due, 0);
+    }
+
+    /// Schedules a job's event; jobs' events at one instant come in `rank` order.
+    pub fn schedule_ranked(&mut self, t: f64, due: Due, rank: u64) {
         self.seq += 1;
         self.heap.push(Entry {
             t,
             due,
+            rank,
             seq: self.seq,
         });
     }

@@ -185,6 +185,8 @@ impl JobState {
 /// A started job's progress. `remaining` is exact at `since`; from there it falls at `figures.rate`
 /// (after `stall_until`) until the rate changes.
 pub(crate) struct Run {
+    /// Start sequence number: simultaneous events of running jobs are handled in start order.
+    started: u64,
     pub threads: u32,
     /// NUMA nodes holding the job's memory (where it first ran).
     pub home: CpuSet,
@@ -222,6 +224,7 @@ struct Engine<'a> {
     /// Started jobs in start order; finished ones are dropped lazily.
     running: Vec<usize>,
     running_count: usize,
+    starts: u64,
     arrivals: Vec<usize>,
     next_arrival: usize,
     calendar: Calendar,
@@ -291,6 +294,7 @@ impl<'a> Engine<'a> {
             active: ActiveList::default(),
             running: Vec::new(),
             running_count: 0,
+            starts: 0,
             arrivals,
             next_arrival: 0,
             calendar: Calendar::default(),
@@ -622,7 +626,9 @@ impl<'a> Engine<'a> {
                         .or(pinned)
                         .map(|a| self.machine.numa_nodes(&a.cpus))
                         .unwrap_or_default();
+                    self.starts += 1;
                     self.states[i].phase = Phase::Running(Box::new(Run {
+                        started: self.starts,
                         threads,
                         home,
                         figures: Figures::default(),
@@ -659,8 +665,9 @@ impl<'a> Engine<'a> {
                         run.pending = Some((due, advised));
                         run.threads_version += 1;
                         let version = run.threads_version;
+                        let rank = run.started;
                         self.calendar
-                            .schedule(due, Due::Threads { job: i, version });
+                            .schedule_ranked(due, Due::Threads { job: i, version }, rank);
                     }
                 }
                 _ => {}
@@ -766,6 +773,7 @@ impl<'a> Engine<'a> {
         let version = run.finish_version;
         let done = run.remaining <= 1e-9 * work.max(1.0);
         let rate = run.figures.rate;
+        let rank = run.started;
         let at = if done {
             now
         } else if rate > 0.0 {
@@ -773,7 +781,8 @@ impl<'a> Engine<'a> {
         } else {
             return;
         };
-        self.calendar.schedule(at, Due::Finish { job: i, version });
+        self.calendar
+            .schedule_ranked(at, Due::Finish { job: i, version }, rank);
     }
 
     /// New figures for the jobs whose slots changed; their progress is settled first and their finish
