@@ -155,7 +155,7 @@ impl Policy for TwoGang {
 
 #[test]
 fn fluid_and_exact_modes_agree_on_a_gang_plan_with_10ms_slots() {
-    let topo = synthetic::parse("package:2 l3:1(size=4MB) core:4").unwrap();
+    let topo = synthetic::parse("package:2 l3:1(size=4MiB) core:4").unwrap();
     let jobs = [
         job(
             0,
@@ -392,7 +392,7 @@ fn a_closed_experiment_restarts_jobs_until_each_has_its_runs_and_stops_the_rest(
 #[test]
 fn a_task_beside_large_footprints_runs_slower_than_beside_small_ones() {
     // One 12 MB L3 shared by four cores, as one package of Scalpel's node.
-    let machine = "package:1 l3:1(size=12MB) core:4";
+    let machine = "package:1 l3:1(size=12MiB) core:4";
     let task = |id, kernel: &str| job(id, 0.0, JobKind::Rigid, 1, &format!("polybench/{kernel}"));
     let adi_finish = |neighbour: &str| {
         let jobs: Vec<SimJob> = std::iter::once(task(0, "adi"))

@@ -345,20 +345,24 @@ impl Builder {
     }
 }
 
-/// The size in the largest unit (GB, MB, KB) that divides it, if any does.
-fn scaled_bytes(bytes: u64) -> Option<(u64, &'static str)> {
-    const UNITS: [(&str, u64); 3] = [("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)];
+/// A size as hwloc writes and reads it: in the largest binary (`KiB`, `MiB`, `GiB`) or else decimal
+/// (`kB`, `MB`, `GB`) unit that divides it exactly, else in plain bytes.
+pub(crate) fn hwloc_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 6] = [
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("kB", 1_000),
+    ];
     UNITS
         .into_iter()
         .find(|(_, size)| bytes >= *size && bytes.is_multiple_of(*size))
-        .map(|(unit, size)| (bytes / size, unit))
-}
-
-fn human_bytes(bytes: u64) -> String {
-    match scaled_bytes(bytes) {
-        Some((n, unit)) => format!("{n}{unit}"),
-        None => format!("{bytes}B"),
-    }
+        .map_or_else(
+            || bytes.to_string(),
+            |(unit, size)| format!("{}{unit}", bytes / size),
+        )
 }
 
 /// Prints the tree one node per line, collapsing runs of identical siblings so that a 1,024-CPU machine
@@ -374,7 +378,7 @@ impl fmt::Display for Topology {
             let node = topo.node(id);
             let cache = node
                 .cache_bytes
-                .map(|b| format!(" ({})", human_bytes(b)))
+                .map(|b| format!(" ({})", hwloc_size(b)))
                 .unwrap_or_default();
             writeln!(
                 f,

@@ -6,22 +6,22 @@ use super::{synthetic, sysfs, xml, Topology, TopologyError};
 pub const PRESETS: &[(&str, &str, &str)] = &[
     (
         "taco-opteron8435",
-        "package:4 numa:1 l3:1(size=6MB) core:6",
+        "package:4 numa:1 l3:1(size=6MiB) core:6",
         "TACO §4.1: 4 × AMD Opteron 8435, 6 cores and 6 MB L3 per package (Schönherr et al.)",
     ),
     (
         "casas-opteron6172",
-        "package:4 die:2 numa:1 l3:1(size=6MB) core:6",
+        "package:4 die:2 numa:1 l3:1(size=6MiB) core:6",
         "CaSAS §4.1: 4 × AMD Opteron 6172, 2 dies of 6 cores per package, an L3 and memory controller per die (Tanimoto et al.)",
     ),
     (
         "gang-opteron8380",
-        "package:4 numa:1 l3:1(size=6MB) core:4",
+        "package:4 numa:1 l3:1(size=6MiB) core:4",
         "Peter et al. §2: 4 × AMD Opteron 8380, 4 cores and 6 MB L3 per package (ETH Zurich TR 745)",
     ),
     (
         "scalpel-xeon-e5620",
-        "package:2 numa:1 l3:1(size=12MB) core:4",
+        "package:2 numa:1 l3:1(size=12MiB) core:4",
         "Scalpel §VI-A: 2 × Intel Xeon E5620, 4 cores and 12 MB L3 per package (Liu et al.)",
     ),
 ];

@@ -159,6 +159,13 @@ fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
     if multiplier != 1 || items.last().is_some_and(|i| i.kind == Kind::Transparent) {
         return Err("the last level must be pu (or a core, for one thread per core)".into());
     }
+    if specs.is_empty() && machine_memory > 0 {
+        return Err(
+            "it names memory but no CPUs; put the levels around it, e.g. \
+                    \"package:2 [numa(memory=1GB)] core:4 pu:1\""
+                .into(),
+        );
+    }
     if specs.is_empty() {
         return Err("it is empty; write levels with counts, e.g. \"package:2 core:4\"".into());
     }
@@ -377,24 +384,30 @@ fn build(specs: &[LevelSpec], next_cpu: &mut u32) -> Vec<Shape> {
         .collect()
 }
 
+/// Sizes as hwloc 2 reads them: bytes, or decimal `kB`, `MB`, `GB`, `TB`, or binary `KiB`, `MiB`,
+/// `GiB`, `TiB` (any case).
 fn parse_size(text: &str) -> Result<u64, String> {
-    let upper = text.to_ascii_uppercase();
-    let digits_end = upper
+    let digits_end = text
         .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(upper.len());
-    let (number, unit) = upper.split_at(digits_end);
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits_end);
     let number: u64 = number
         .parse()
         .map_err(|_| format!("size {text:?} does not start with a number"))?;
-    let factor = match unit {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        "T" | "TB" | "TIB" => 1 << 40,
+    let factor: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
         _ => {
             return Err(format!(
-                "unknown unit in size {text:?}; use kB, MB, GB or TB"
+                "unknown unit in size {text:?}; use bytes, kB, MB, GB (powers of 1000) or KiB, \
+                 MiB, GiB (powers of 1024)"
             ))
         }
     };
@@ -431,21 +444,12 @@ pub fn to_synthetic(topo: &Topology) -> Option<String> {
             next.extend(node.children.iter().copied());
         }
         let size = cache
-            .map(|b| format!("(size={})", hwloc_size(b)))
+            .map(|b| format!("(size={})", super::hwloc_size(b)))
             .unwrap_or_default();
         parts.push(format!("{child_level}:{count}{size}"));
         frontier = next;
     }
     Some(parts.join(" "))
-}
-
-/// A size as hwloc reads it back: a whole number of kB, MB or GB, else plain bytes.
-fn hwloc_size(bytes: u64) -> String {
-    match super::scaled_bytes(bytes) {
-        Some((n, "KB")) => format!("{n}kB"),
-        Some((n, unit)) => format!("{n}{unit}"),
-        None => bytes.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -455,7 +459,7 @@ mod tests {
 
     #[test]
     fn parses_levels_counts_and_cache_sizes() {
-        let topo = parse("package:2 l3:1(size=12MB) core:4 pu:2").unwrap();
+        let topo = parse("package:2 l3:1(size=12MiB) core:4 pu:2").unwrap();
         assert_eq!(topo.num_cpus(), 16);
         assert_eq!(topo.nodes_at(Level::Package).count(), 2);
         assert_eq!(topo.llc_bytes(), Some(12 << 20));
@@ -483,7 +487,7 @@ mod tests {
 
     #[test]
     fn memory_children_become_numa_levels() {
-        let topo = parse("pack:2 [NUMANode(memory=1GB)] l3:1(size=8MB) core:2 pu:2").unwrap();
+        let topo = parse("pack:2 [NUMANode(memory=1GB)] l3:1(size=8MiB) core:2 pu:2").unwrap();
         let numa: Vec<String> = topo.numa_domains().iter().map(|c| c.to_string()).collect();
         assert_eq!(numa, ["0-3", "4-7"]);
         assert_eq!(topo.llc_bytes(), Some(8 << 20));
@@ -539,6 +543,7 @@ mod tests {
             ("pack:2 [numa] [numa] core:2", "2 NUMA nodes"),
             ("pack:2 l3:1 [numa] core:2", "cannot be represented"),
             ("pack:2 group:2", "last level"),
+            ("[NUMANode(memory=1GB)]", "no CPUs"),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(expect), "{text:?} gave {err:?}");
@@ -546,11 +551,17 @@ mod tests {
     }
 
     #[test]
-    fn odd_cache_sizes_are_written_in_bytes() {
-        let topo = parse("package:1 l2:2(size=1536kB) l1:1(size=1000) core:1").unwrap();
+    fn sizes_have_hwloc_units() {
+        // hwloc 2: kB, MB, GB are powers of 1000; KiB, MiB, GiB powers of 1024.
+        let topo =
+            parse("package:1 l3:1(size=6MB) l2:2(size=1536KiB) l1:1(size=1001) core:1").unwrap();
+        let size = |level| topo.nodes_at(level).next().unwrap().cache_bytes.unwrap();
+        assert_eq!(size(Level::L3), 6_000_000);
+        assert_eq!(size(Level::L2), 1536 << 10);
+        assert_eq!(size(Level::L1), 1001);
         assert_eq!(
             to_synthetic(&topo).unwrap(),
-            "package:1 l2:2(size=1536kB) l1:1(size=1000) core:1 pu:1"
+            "package:1 l3:1(size=6MB) l2:2(size=1536KiB) l1:1(size=1001) core:1 pu:1"
         );
     }
 

@@ -297,7 +297,7 @@ mod tests {
     fn exported_xml_reads_back_as_the_same_tree() {
         for text in [
             "package:2 numa:1 l3:1(size=6MB) core:3 pu:2",
-            "package:2 die:2 numa:1 l3:1(size=6MB) l2:2(size=512kB) core:2",
+            "package:2 die:2 numa:1 l3:1(size=6MiB) l2:2(size=512kB) core:2",
             "package:2 l3:1(size=12MB) core:4",
         ] {
             let topo = super::super::synthetic::parse(text).unwrap();

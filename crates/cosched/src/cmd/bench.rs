@@ -36,7 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Sweep: 40 NAS jobs (9/min) on taco-opteron8435, 5 policies x 5 seeds; target \
-under 1 s.\nLarge: N jobs on 'package:16 l3:1(size=32MB) core:64' under EQ, plans not kept; targets \
+under 1 s.\nLarge: N jobs on 'package:16 l3:1(size=32MiB) core:64' under EQ, plans not kept; targets \
 under 30 s and under 1 GiB peak memory (getrusage).\nBuild with --release for meaningful figures.\n\n\
 Example:\n  cargo run --release -p cosched -- bench sim"
 )]
@@ -92,7 +92,7 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     if args.sweep_only {
         return Ok(());
     }
-    let machine = synthetic::parse("package:16 l3:1(size=32MB) core:64")?;
+    let machine = synthetic::parse("package:16 l3:1(size=32MiB) core:64")?;
     // About 300 NAS jobs a minute keep the 1,024 CPUs busy without an ever-growing queue.
     let generator = Poisson {
         jobs: args.jobs,

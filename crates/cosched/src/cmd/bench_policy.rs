@@ -21,7 +21,7 @@ pub struct PolicyArgs {
     #[arg(long, default_value_t = 1000)]
     jobs: u32,
     /// Preset or synthetic machine
-    #[arg(long, default_value = "package:16 l3:1(size=32MB) core:64")]
+    #[arg(long, default_value = "package:16 l3:1(size=32MiB) core:64")]
     machine: String,
 }
 
