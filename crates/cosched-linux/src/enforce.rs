@@ -8,7 +8,7 @@ use crate::affinity::Mask;
 use crate::cgroup::{numa_nodes_of, Cgroup};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::procfs::ProcStat;
-use crate::watchdog::Watchdog;
+use crate::watchdog::{OnDeath, Watchdog};
 use cosched_core::CpuSet;
 use std::collections::HashMap;
 use std::io;
@@ -64,7 +64,7 @@ pub fn process_groups() -> ProcessGroups {
 
 impl Enforcer {
     /// Starts the watchdog, with room for `capacity` jobs at once.
-    pub fn new(mechanisms: Mechanisms, capacity: usize) -> io::Result<Enforcer> {
+    pub fn new(mechanisms: Mechanisms, capacity: usize, on_death: OnDeath) -> io::Result<Enforcer> {
         let run = RUNS.fetch_add(1, Ordering::Relaxed);
         let capacity = capacity.max(1);
         Ok(Enforcer {
@@ -72,7 +72,7 @@ impl Enforcer {
             tag: format!("cosched-{}-{run}", std::process::id()),
             entries_used: vec![false; capacity],
             busy: Vec::new(),
-            watchdog: Watchdog::start(capacity)?,
+            watchdog: Watchdog::start(capacity, on_death)?,
         })
     }
 
@@ -137,6 +137,76 @@ impl Enforcer {
             prepared.mask = Some(Mask::new(&prepared.cpus)?);
         }
         Ok(())
+    }
+
+    /// Moves every process of the existing process group `pgid` into the prepared cgroups (or mask).
+    pub fn enclose(&self, prepared: &Prepared, pgid: i32) -> io::Result<()> {
+        let members: Vec<i32> = crate::procfs::all_processes()
+            .into_iter()
+            .filter(|p| p.pgid == pgid)
+            .map(|p| p.pid)
+            .collect();
+        if members.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("process group {pgid} has no process left"),
+            ));
+        }
+        for procs in &prepared.join {
+            for pid in &members {
+                // A process that exited meanwhile cannot be moved, and need not be.
+                let _ = std::fs::write(procs, pid.to_string());
+            }
+        }
+        if let Some(mask) = &prepared.mask {
+            mask.apply_to_processes(&members)?;
+        }
+        self.remove_stale_cgroups();
+        Ok(())
+    }
+
+    /// Removes the empty cgroups left by a cosched that is gone (`cosched-<pid>-…` with no such
+    /// process): those of a stopped daemon, emptied as its jobs were adopted.
+    fn remove_stale_cgroups(&self) {
+        let bases = [
+            self.mechanisms.placement_hierarchy.as_ref(),
+            self.mechanisms.freezer_hierarchy.as_ref(),
+        ];
+        for base in bases.into_iter().flatten().map(|h| &h.base) {
+            let Ok(entries) = std::fs::read_dir(base) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(owner) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("cosched-"))
+                    .and_then(|rest| rest.split('-').next())
+                    .and_then(|pid| pid.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                if crate::procfs::stat(owner).is_ok_and(|p| p.state != 'Z') {
+                    continue;
+                }
+                {
+                    // Fails harmlessly while processes remain in it.
+                    let _ = std::fs::remove_dir(entry.path());
+                }
+            }
+        }
+    }
+
+    /// Leaves the job running, thawed and unregistered, in its cgroups: a stopping daemon hands it to
+    /// the next one.
+    pub fn let_go(&mut self, mut job: JobControl) {
+        let _ = self.set_frozen(&mut job, false);
+        self.watchdog.clear_process_group(job.entry);
+        self.watchdog.clear_control_page(job.entry);
+        for cgroup in &job.cgroups {
+            self.watchdog.remove_cgroup(job.entry, cgroup);
+        }
+        self.entries_used[job.entry] = false;
     }
 
     /// Undoes [`Enforcer::prepare`] for a job whose process could not be started.

@@ -49,11 +49,16 @@ impl InvokingUser {
         if uid == 0 {
             return None;
         }
-        Some(InvokingUser {
+        Some(InvokingUser::with_groups(uid, gid))
+    }
+
+    /// The user `uid` with primary group `gid` and the supplementary groups the system gives them.
+    pub fn with_groups(uid: libc::uid_t, gid: libc::gid_t) -> InvokingUser {
+        InvokingUser {
             uid,
             gid,
             groups: supplementary_groups(uid, gid),
-        })
+        }
     }
 
     /// Gives a file or directory the executor created to the invoking user.
@@ -125,6 +130,10 @@ pub struct Launch<'a> {
     /// NUMA nodes to interleave memory over, if asked.
     pub interleave: Option<CpuSet>,
     pub user: Option<InvokingUser>,
+    /// Working directory; cosched's own when `None`.
+    pub cwd: Option<PathBuf>,
+    /// Start from an empty environment instead of cosched's own.
+    pub clear_env: bool,
 }
 
 /// Starts the job in a new process group whose id is its pid. Errors carry the OS error of the step
@@ -145,6 +154,12 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         .stdout(launch.stdout)
         .stderr(launch.stderr)
         .process_group(0);
+    if launch.clear_env {
+        command.env_clear();
+    }
+    if let Some(cwd) = &launch.cwd {
+        command.current_dir(cwd);
+    }
     for (key, value) in launch.env {
         command.env(key, launch.placeholders.expand(value));
     }
@@ -286,6 +301,8 @@ mod tests {
             mask: None,
             interleave: None,
             user: None,
+            cwd: None,
+            clear_env: false,
         })
         .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);

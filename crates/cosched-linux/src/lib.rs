@@ -41,13 +41,14 @@ mod watchdog;
 
 pub use calibrate::calibrate;
 pub use executor::{
-    execute, run, run_observed, ArrivingJob, JobOutcome, JobSource, Progress, RunOptions,
+    execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, Progress, RunOptions,
     RunReport, RunSetup, RunStats, WorkloadReplay,
 };
 pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes};
 pub use launch::InvokingUser;
 pub use measure::instruction_counter_status;
 pub use mechanism::{Freezer, Mechanisms, Placement};
+pub use watchdog::OnDeath;
 
 use cosched_core::{JobId, PlanError};
 

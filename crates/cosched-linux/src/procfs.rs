@@ -15,6 +15,8 @@ pub struct ProcStat {
     /// User + system time of waited-for children, in clock ticks.
     pub children_ticks: u64,
     pub num_threads: u32,
+    /// Clock ticks after boot at which the process started: with the pid, it names one process.
+    pub start_ticks: u64,
 }
 
 impl ProcStat {
@@ -43,6 +45,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
         cpu_ticks: number(14)? + number(15)?,
         children_ticks: number(16)? + number(17)?,
         num_threads: field(20)?.parse().ok()?,
+        start_ticks: number(22)?,
     })
 }
 

@@ -8,6 +8,9 @@
 //! cgroups, removes the control pages, and removes the cgroups, retrying for up to a second while killed processes exit. Orphaned
 //! jobs are killed rather than left running unsupervised: nothing would enforce their plan any more.
 //!
+//! A daemon's watchdog ([`OnDeath::Thaw`]) only thaws: the daemon's jobs keep running, unconstrained,
+//! until a restarted daemon adopts them again (`docs/service.md`).
+//!
 //! The child runs after `fork` in a possibly multi-threaded process, so it only makes async-signal-safe
 //! system calls on memory prepared before the fork: no allocation, no locks, no Rust I/O.
 
@@ -37,6 +40,15 @@ struct JobEntry {
     page: CgroupEntry,
 }
 
+/// What the watchdog does to the registered jobs when cosched dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDeath {
+    /// Thaw, kill and remove everything (`cosched run`).
+    Kill,
+    /// Thaw everything and leave the jobs running (`cosched daemon`).
+    Thaw,
+}
+
 pub struct Watchdog {
     entries: *mut JobEntry,
     jobs: usize,
@@ -58,7 +70,7 @@ fn kind_code(kind: CgroupKind) -> u32 {
 
 impl Watchdog {
     /// Forks the watchdog with room for `jobs` jobs.
-    pub fn start(jobs: usize) -> io::Result<Watchdog> {
+    pub fn start(jobs: usize, on_death: OnDeath) -> io::Result<Watchdog> {
         let jobs = jobs.max(1);
         let map_len = jobs * std::mem::size_of::<JobEntry>();
         // SAFETY: an anonymous shared mapping, zero-filled by the kernel; all-zero is a valid table.
@@ -95,7 +107,7 @@ impl Watchdog {
                 }
                 Err(e)
             }
-            0 => unsafe { watch(fds[0], entries, jobs) },
+            0 => unsafe { watch(fds[0], entries, jobs, on_death) },
             pid => {
                 unsafe { libc::close(fds[0]) };
                 Ok(Watchdog {
@@ -196,7 +208,7 @@ impl Drop for Watchdog {
 }
 
 /// The watchdog child. Never returns.
-unsafe fn watch(read_fd: libc::c_int, entries: *mut JobEntry, jobs: usize) -> ! {
+unsafe fn watch(read_fd: libc::c_int, entries: *mut JobEntry, jobs: usize, on_death: OnDeath) -> ! {
     for signal in [
         libc::SIGINT,
         libc::SIGQUIT,
@@ -225,11 +237,11 @@ unsafe fn watch(read_fd: libc::c_int, entries: *mut JobEntry, jobs: usize) -> ! 
         }
     }
     let table = std::slice::from_raw_parts(entries, jobs);
-    sweep(table);
+    sweep(table, on_death);
     libc::_exit(0)
 }
 
-unsafe fn sweep(table: &[JobEntry]) {
+unsafe fn sweep(table: &[JobEntry], on_death: OnDeath) {
     for entry in table {
         for cgroup in &entry.cgroups {
             let code = cgroup.kind.load(Ordering::Acquire);
@@ -243,6 +255,15 @@ unsafe fn sweep(table: &[JobEntry]) {
                 write_file(&path, value);
             }
         }
+    }
+    if on_death == OnDeath::Thaw {
+        for entry in table {
+            let pgid = entry.pgid.load(Ordering::Acquire);
+            if pgid > 0 {
+                libc::kill(-pgid, libc::SIGCONT);
+            }
+        }
+        return;
     }
     for entry in table {
         if entry.page.kind.load(Ordering::Acquire) != 0 {
@@ -352,7 +373,7 @@ mod tests {
     #[test]
     fn a_dropped_watchdog_kills_registered_groups_and_exits() {
         use std::os::unix::process::{CommandExt, ExitStatusExt};
-        let watchdog = Watchdog::start(2).unwrap();
+        let watchdog = Watchdog::start(2, OnDeath::Kill).unwrap();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .process_group(0)

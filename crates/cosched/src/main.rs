@@ -37,6 +37,14 @@ enum Command {
     Calibrate(cmd::calibrate::Args),
     Completions(cmd::completions::CompletionsArgs),
     Man(cmd::completions::ManArgs),
+    Daemon(cmd::daemon::Args),
+    Submit(cmd::submit::Args),
+    Jobs(cmd::jobs::Args),
+    Show(cmd::show::Args),
+    Cancel(cmd::cancel::Args),
+    Wait(cmd::wait::Args),
+    Logs(cmd::logs::Args),
+    Policy(cmd::policy::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +61,14 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => cmd::calibrate::run(args),
         Command::Completions(args) => cmd::completions::completions(args, Cli::command()),
         Command::Man(args) => cmd::completions::man(args, Cli::command()),
+        Command::Daemon(args) => cmd::daemon::run(args),
+        Command::Submit(args) => cmd::submit::run(args),
+        Command::Jobs(args) => cmd::jobs::run(args),
+        Command::Show(args) => cmd::show::run(args),
+        Command::Cancel(args) => cmd::cancel::run(args),
+        Command::Wait(args) => cmd::wait::run(args),
+        Command::Logs(args) => cmd::logs::run(args),
+        Command::Policy(args) => cmd::policy::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

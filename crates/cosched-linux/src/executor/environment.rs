@@ -40,12 +40,34 @@ impl LaunchEnvironment {
             .join(format!("{}-{}", enforcer.tag(), spec.id.0));
         let page = ControlPage::create(&page_path).map_err(|e| e.to_string())?;
         page.set_advice(threads);
+        if let Some(adopt) = job.adopt {
+            let prepared = enforcer
+                .prepare(cpus, &page_path)
+                .map_err(|e| e.to_string())?;
+            if let Err(e) = enforcer.enclose(&prepared, adopt.pid) {
+                enforcer.abandon(prepared);
+                return Err(format!("cannot adopt process {}: {e}", adopt.pid));
+            }
+            return Ok(Running {
+                control: enforcer.started(prepared, adopt.pid),
+                pid: adopt.pid,
+                adopted: Some(adopt),
+                page,
+                threads,
+                held_total: 0.0,
+                held_since: now,
+                mark: Reading {
+                    t: now,
+                    ..Reading::default()
+                },
+            });
+        }
         let open = |path: &Path| {
             File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
         };
         let stdout = open(&job.stdout)?;
         let stderr = open(&job.stderr)?;
-        if let Some(user) = &self.user {
+        if let Some(user) = job.user.as_ref().or(self.user.as_ref()) {
             for path in [&job.stdout, &job.stderr, &page_path] {
                 let _ = user.chown(path);
             }
@@ -84,7 +106,9 @@ impl LaunchEnvironment {
             join: std::mem::take(&mut prepared.join),
             mask: prepared.mask.take(),
             interleave,
-            user: self.user.clone(),
+            user: job.user.clone().or_else(|| self.user.clone()),
+            cwd: job.cwd.clone(),
+            clear_env: job.clear_env,
         });
         let child = match spawned {
             Ok(child) => child,
@@ -97,6 +121,7 @@ impl LaunchEnvironment {
         Ok(Running {
             control: enforcer.started(prepared, pid),
             pid,
+            adopted: None,
             page,
             threads,
             held_total: 0.0,

@@ -21,7 +21,7 @@ mod shutdown;
 mod slots;
 mod source;
 
-pub use source::{ArrivingJob, JobSource, WorkloadReplay};
+pub use source::{Adopt, ArrivingJob, JobSource, WorkloadReplay};
 
 use crate::enforce::{Enforcer, JobControl};
 use crate::interrupt::Interrupts;
@@ -30,6 +30,7 @@ use crate::launch::InvokingUser;
 use crate::measure::{instruction_counter_status, Reading};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::priority::Realtime;
+use crate::watchdog::OnDeath;
 use crate::Error;
 use clock::{monotonic, pidfd_open, thread_cpu_seconds, Sleeper};
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceWriter, TRACE_VERSION};
@@ -167,6 +168,7 @@ pub fn run_observed(
         name: workload.info.name.clone(),
         capacity: workload.jobs.len(),
         user: InvokingUser::from_sudo(),
+        on_death: OnDeath::Kill,
     };
     let stats = execute(&run, topology, policy, &mut replay, options, progress)?;
     Ok(RunReport {
@@ -181,11 +183,14 @@ pub fn run_observed(
 }
 
 /// What a run needs beyond its options: the name written into the trace, how many jobs may run at
-/// once, and whom they run as.
+/// once, whom they run as, and what becomes of them when the run ends early or cosched dies.
 pub struct RunSetup {
     pub name: String,
     pub capacity: usize,
     pub user: Option<InvokingUser>,
+    /// [`OnDeath::Kill`]: jobs die with the run (`cosched run`). [`OnDeath::Thaw`]: jobs outlive it,
+    /// thawed, when it stops or dies (`cosched daemon`).
+    pub on_death: OnDeath,
 }
 
 /// Figures about an executed run; what became of each job went to its source.
@@ -215,7 +220,10 @@ pub fn execute(
         Ok(()) => None,
         Err(e) => Some(e.to_string()),
     };
-    executor.shutdown(note.as_deref());
+    match run.on_death {
+        OnDeath::Kill => executor.shutdown(note.as_deref()),
+        OnDeath::Thaw => executor.let_go(note.as_deref()),
+    }
     result?;
     Ok(executor.stats())
 }
@@ -223,6 +231,8 @@ pub fn execute(
 struct Running {
     control: JobControl,
     pid: i32,
+    /// Set when the executor took over a process it did not start (it cannot wait for it).
+    adopted: Option<Adopt>,
     page: ControlPage,
     threads: u32,
     held_total: f64,
@@ -276,6 +286,9 @@ struct Executor<'a> {
     enforcer: Enforcer,
 }
 
+/// The wait status of an adopted job that ended: it was not our child, so how it ended is unknown.
+const UNKNOWN_STATUS: libc::c_int = 0;
+
 fn io_error(what: String) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { what, source }
 }
@@ -303,7 +316,7 @@ impl<'a> Executor<'a> {
         )))?;
         let sleeper = Sleeper::new().map_err(io_error("cannot create a timerfd".into()))?;
         let mechanism_line = mechanisms.describe();
-        let enforcer = Enforcer::new(mechanisms, run.capacity)
+        let enforcer = Enforcer::new(mechanisms, run.capacity, run.on_death)
             .map_err(io_error("cannot start the watchdog process".into()))?;
         let interrupts =
             Interrupts::register().map_err(io_error("cannot install signal handlers".into()))?;
@@ -358,6 +371,7 @@ impl<'a> Executor<'a> {
     }
 
     fn emit(&mut self, record: Record) -> Result<(), Error> {
+        self.source.observe(&record);
         let t = self.now();
         self.trace.write(t, record).map_err(io_error(format!(
             "cannot write trace {}",
@@ -381,6 +395,7 @@ impl<'a> Executor<'a> {
                 return Err(Error::Interrupted(signal));
             }
             self.reap_exited()?;
+            self.cancel_asked()?;
             self.notice_thread_changes()?;
             self.arrive_due()?;
             self.switch_slot_if_due()?;
@@ -427,6 +442,7 @@ impl<'a> Executor<'a> {
             .filter_map(|(_, r)| pidfd_open(r.pid))
             .collect();
         let fds: Vec<_> = std::iter::once(self.interrupts.fd())
+            .chain(self.source.wake_fd())
             .chain(pidfds.iter().map(|fd| fd.as_raw_fd()))
             .collect();
         self.sleeper.sleep_until(self.origin + deadline, &fds);
@@ -605,10 +621,65 @@ impl<'a> Executor<'a> {
             let Some(r) = running_mut(&mut self.jobs, id) else {
                 continue;
             };
-            let Some((status, cpu)) = shutdown::try_wait(r.pid) else {
+            let ended = match r.adopted {
+                None => shutdown::try_wait(r.pid),
+                Some(adopt) => (!shutdown::alive(adopt)).then_some((UNKNOWN_STATUS, 0.0)),
+            };
+            let Some((status, cpu)) = ended else {
                 continue;
             };
             self.finish(id, status, cpu, None)?;
+        }
+        Ok(())
+    }
+
+    /// Stops the jobs the source cancelled: an arrived one never starts, a running one is killed.
+    fn cancel_asked(&mut self) -> Result<(), Error> {
+        for id in self.source.take_cancelled() {
+            let Some(job) = self.jobs.get(&id) else {
+                continue;
+            };
+            let status = match &job.state {
+                State::Arrived => {
+                    let mut job = self.jobs.remove(&id).expect("checked above");
+                    self.active.retain(|a| a.spec.id != id);
+                    let error = "cancelled before it started".to_string();
+                    job.outcome.error = Some(error.clone());
+                    job.outcome.finished = Some(self.now());
+                    self.emit(Record::Finish {
+                        job: id,
+                        status: ExitStatus::Failed,
+                        exit_code: None,
+                        error: Some(error),
+                    })?;
+                    self.failed += 1;
+                    self.source.finished(job.outcome);
+                    self.decide(Event::Finished { job: id })?;
+                    continue;
+                }
+                State::Running(r) => r,
+            };
+            let (pgid, pid, adopted) = (status.control.pgid, status.pid, status.adopted);
+            if let Some(r) = running_mut(&mut self.jobs, id) {
+                // A frozen process does not die of SIGKILL until it is thawed.
+                let _ = self.enforcer.set_frozen(&mut r.control, false);
+            }
+            let wait_status = match adopted {
+                None => {
+                    // SAFETY: signals to the job's own process group.
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                    let mut raw = 0;
+                    // SAFETY: our child; blocks only for the instant the kill takes.
+                    unsafe { libc::waitpid(pid, &mut raw, 0) };
+                    raw
+                }
+                Some(_) => {
+                    // SAFETY: signals to the adopted job's own process group.
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                    libc::SIGKILL
+                }
+            };
+            self.finish(id, wait_status, 0.0, Some("cancelled".into()))?;
         }
         Ok(())
     }
@@ -635,6 +706,7 @@ impl<'a> Executor<'a> {
             page,
             mark,
             held_total,
+            adopted,
             ..
         } = *r;
         self.enforcer.release(control);
@@ -649,7 +721,11 @@ impl<'a> Executor<'a> {
         if let Some(sample) = mark.sample_until(&final_reading, id) {
             self.emit(Record::Sample(sample))?;
         }
-        let (status, exit_code, error) = shutdown::describe_wait_status(status);
+        let (status, mut exit_code, error) = shutdown::describe_wait_status(status);
+        if adopted.is_some() && stopped.is_none() {
+            // Not our child: it ended, but how is known only to its parent.
+            exit_code = None;
+        }
         let mut outcome = job.outcome;
         outcome.finished = Some(now);
         outcome.status = status.clone();

@@ -58,6 +58,22 @@ impl Executor<'_> {
         let _ = self.trace.flush();
     }
 
+    /// Ends a daemon's run: every job is thawed and left running in its cgroups, for the next daemon to
+    /// adopt.
+    pub(super) fn let_go(&mut self, note: Option<&str>) {
+        for (_, job) in std::mem::take(&mut self.jobs) {
+            if let State::Running(r) = job.state {
+                self.enforcer.let_go(r.control);
+            }
+        }
+        let overhead = thread_cpu_seconds() - self.cpu_origin;
+        let _ = self.emit(Record::RunEnd {
+            overhead_seconds: Some(overhead),
+            note: note.map(str::to_string),
+        });
+        let _ = self.trace.flush();
+    }
+
     fn wait_for_cgroup_removal(&mut self) {
         let deadline = monotonic() + REMOVAL_GRACE;
         while !self.enforcer.retry_busy() && monotonic() < deadline {
@@ -76,6 +92,12 @@ impl Drop for Executor<'_> {
         }
         self.wait_for_cgroup_removal();
     }
+}
+
+/// Whether the adopted process still runs: the same pid with the same start time, not a zombie.
+pub(super) fn alive(adopt: super::Adopt) -> bool {
+    crate::procfs::stat(adopt.pid)
+        .is_ok_and(|s| s.start_ticks == adopt.start_ticks && s.state != 'Z')
 }
 
 /// Reaps `pid` if it has ended: its wait status and the CPU seconds of it and its waited-for children.

@@ -4,9 +4,12 @@
 
 use super::JobOutcome;
 use crate::isolated::IsolatedTimes;
+use crate::launch::InvokingUser;
+use cosched_core::trace::Record;
 use cosched_core::workload::Workload;
-use cosched_core::{JobSpec, Topology};
+use cosched_core::{JobId, JobSpec, Topology};
 use std::collections::BTreeMap;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 /// A job handed to the executor: what the policy sees and how to start it.
@@ -23,6 +26,22 @@ pub struct ArrivingJob {
     pub stderr: PathBuf,
     /// Seconds the job takes alone on the machine, if measured.
     pub isolated: Option<f64>,
+    /// Working directory; the executor's own when `None`.
+    pub cwd: Option<PathBuf>,
+    /// Whom the job runs as, when not as the run's user.
+    pub user: Option<InvokingUser>,
+    /// Start from `env` alone instead of the executor's environment plus `env`.
+    pub clear_env: bool,
+    /// An already running process group to take under control instead of starting `command`.
+    pub adopt: Option<Adopt>,
+}
+
+/// A process the executor did not start: its group leader, named by pid and start time so that a
+/// reused pid is never mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adopt {
+    pub pid: i32,
+    pub start_ticks: u64,
 }
 
 /// A live supply of jobs for the executor's loop.
@@ -35,8 +54,18 @@ pub trait JobSource {
     fn not_arrived(&self) -> usize;
     /// True once no job will ever come again: the run ends when the last one is done.
     fn exhausted(&self) -> bool;
-    /// A job is done (finished, failed to start, or stopped with the run).
+    /// A job is done (finished, failed to start, cancelled, or stopped with the run).
     fn finished(&mut self, outcome: JobOutcome);
+    /// A descriptor that becomes readable when the source has news (arrivals, cancellations).
+    fn wake_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Jobs to stop now: arrived ones are dropped, running ones killed.
+    fn take_cancelled(&mut self) -> Vec<JobId> {
+        Vec::new()
+    }
+    /// Every trace record of the run, as it is written.
+    fn observe(&mut self, _record: &Record) {}
 }
 
 /// A workload file's jobs, each arriving at its `arrival` time after the start of the run.
@@ -75,6 +104,10 @@ impl WorkloadReplay {
                     stdout: output_dir.join(format!("{}.stdout", entry.name)),
                     stderr: output_dir.join(format!("{}.stderr", entry.name)),
                     isolated,
+                    cwd: None,
+                    user: None,
+                    clear_env: false,
+                    adopt: None,
                 }
             })
             .collect();

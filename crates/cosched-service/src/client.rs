@@ -1,0 +1,55 @@
+//! Talking to a daemon: one request, one response, over its Unix socket.
+
+use crate::protocol::{Envelope, Reply, Request, Response, PROTOCOL_VERSION};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no cosched daemon answers at {socket}: {source}; start one with `cosched daemon` (or `systemctl start cosched`), or name its socket with --socket")]
+    Connect {
+        socket: String,
+        source: std::io::Error,
+    },
+    #[error("the daemon at {socket} closed the connection: {source}")]
+    Io {
+        socket: String,
+        source: std::io::Error,
+    },
+    #[error("the daemon at {socket} answered something this client cannot read ({detail}); are client and daemon the same version?")]
+    Protocol { socket: String, detail: String },
+    /// The daemon refused the request; its message says why.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Sends `request` and returns the daemon's reply; a refusal becomes [`ClientError::Refused`].
+pub fn request(socket: &Path, request: Request) -> Result<Reply, ClientError> {
+    let name = socket.display().to_string();
+    let io = |source| ClientError::Io {
+        socket: name.clone(),
+        source,
+    };
+    let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
+        socket: name.clone(),
+        source,
+    })?;
+    let mut line = serde_json::to_vec(&Envelope {
+        version: PROTOCOL_VERSION,
+        request,
+    })
+    .expect("requests always serialise");
+    line.push(b'\n');
+    stream.write_all(&line).map_err(io)?;
+    let mut answer = String::new();
+    BufReader::new(&stream).read_line(&mut answer).map_err(io)?;
+    let response: Response = serde_json::from_str(&answer).map_err(|e| ClientError::Protocol {
+        socket: name.clone(),
+        detail: e.to_string(),
+    })?;
+    match response.reply {
+        Reply::Error { message } => Err(ClientError::Refused(message)),
+        reply => Ok(reply),
+    }
+}

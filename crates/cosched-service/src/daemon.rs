@@ -1,0 +1,224 @@
+//! `cosched daemon`: takes the state directory (one daemon per directory), replays the journal and
+//! adopts the jobs an earlier daemon left running, listens on the socket, and runs the executor on its
+//! own thread until SIGTERM, SIGINT or SIGHUP. On the way out, as when it dies, its jobs keep running,
+//! thawed, for the next daemon to adopt (`docs/service.md`).
+
+use crate::journal::{Entry, Journal, Replayed};
+use crate::protocol::{now_unix, JobState};
+use crate::registry::{Registry, Shared, Tracked};
+use crate::source::DaemonSource;
+use cosched_core::topology::sysfs;
+use cosched_linux::{Adopt, OnDeath, RunOptions, RunSetup};
+use std::fs;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct DaemonOptions {
+    pub socket: PathBuf,
+    pub state: PathBuf,
+    pub policy: String,
+    /// How long a connection may stay silent before the daemon closes it.
+    pub idle_timeout: Duration,
+}
+
+/// Most jobs running at once (the watchdog's table).
+const CAPACITY: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error("another cosched daemon already uses {0}; stop it first (`systemctl stop cosched`, or kill the pid in its `lock` file)")]
+    AlreadyRunning(PathBuf),
+    #[error(transparent)]
+    Run(#[from] cosched_linux::Error),
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn io_error(what: String) -> impl FnOnce(io::Error) -> DaemonError {
+    move |source| DaemonError::Io { what, source }
+}
+
+/// Runs the daemon until a signal stops it.
+pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
+    let system = crate::paths::is_root();
+    let logs = options.state.join("logs");
+    let traces = options.state.join("traces");
+    for dir in [&options.state, &logs, &traces] {
+        fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
+    }
+    // Everyone may list the log directory's ids; each log belongs to its job's user alone (umask).
+    let _ = fs::set_permissions(&logs, fs::Permissions::from_mode(0o755));
+    // SAFETY: umask has no preconditions.
+    unsafe { libc::umask(0o077) };
+    let _lock = take_lock(&options.state)?;
+    let policy =
+        cosched_policies::create(&options.policy).map_err(|e| DaemonError::Setup(e.to_string()))?;
+    let topology = sysfs::discover().map_err(|e| DaemonError::Setup(e.to_string()))?;
+    let (journal, replayed) =
+        Journal::open(&options.state.join("journal.jsonl")).map_err(io_error(format!(
+            "cannot open the journal in {}",
+            options.state.display()
+        )))?;
+    let shared = Arc::new(Shared::new(
+        Registry::default(),
+        journal,
+        logs.clone(),
+        options.policy.clone(),
+    ));
+    recover(&shared, replayed)?;
+    let listener = listen(&options.socket, system)?;
+    let server = {
+        let shared = shared.clone();
+        let idle = options.idle_timeout;
+        std::thread::Builder::new()
+            .name("cosched-server".into())
+            .spawn(move || crate::server::serve(listener, shared, idle))
+            .map_err(io_error("cannot start the server thread".into()))?
+    };
+    drop(server);
+    let mut run_options = RunOptions::new(
+        traces.join(format!("daemon-{}.jsonl", now_unix() as u64)),
+        &logs,
+    );
+    run_options.sample_interval = 1.0;
+    let setup = RunSetup {
+        name: "daemon".into(),
+        capacity: CAPACITY,
+        user: None,
+        on_death: OnDeath::Thaw,
+    };
+    let mut source = DaemonSource {
+        shared,
+        cpus: topology.num_cpus(),
+        as_submitter: system,
+    };
+    eprintln!(
+        "cosched daemon: policy {}, socket {}, state {}",
+        options.policy,
+        options.socket.display(),
+        options.state.display()
+    );
+    let result = cosched_linux::execute(
+        &setup,
+        &topology,
+        policy,
+        &mut source,
+        &run_options,
+        &mut |_| {},
+    );
+    let _ = fs::remove_file(&options.socket);
+    match result {
+        Ok(_) | Err(cosched_linux::Error::Interrupted(_)) => {
+            eprintln!("cosched daemon: stopped; running jobs keep running for the next daemon");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One daemon per state directory: an exclusive lock on `<state>/lock`, held while the daemon lives.
+fn take_lock(state: &Path) -> Result<fs::File, DaemonError> {
+    let path = state.join("lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_error(format!("cannot open {}", path.display())))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(DaemonError::AlreadyRunning(state.to_path_buf()));
+    }
+    let _ = fs::write(&path, format!("{}\n", std::process::id()));
+    Ok(file)
+}
+
+fn listen(socket: &Path, system: bool) -> Result<UnixListener, DaemonError> {
+    if let Some(dir) = socket.parent() {
+        fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
+        if system {
+            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
+        }
+    }
+    // The lock is ours, so a socket file left there belongs to a daemon that is gone.
+    let _ = fs::remove_file(socket);
+    let listener = UnixListener::bind(socket)
+        .map_err(io_error(format!("cannot listen on {}", socket.display())))?;
+    // A system daemon serves every user (each is told apart by SO_PEERCRED); a user daemon its user.
+    let mode = if system { 0o666 } else { 0o600 };
+    fs::set_permissions(socket, fs::Permissions::from_mode(mode)).map_err(io_error(format!(
+        "cannot set the mode of {}",
+        socket.display()
+    )))?;
+    Ok(listener)
+}
+
+/// Rebuilds the registry from the journal: queued jobs queue again, running jobs still alive (same
+/// pid and start time) are adopted, and running jobs that are gone are marked ended.
+fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> {
+    let mut registry = shared.lock();
+    for job in replayed {
+        let id = job.view.id;
+        registry.next_id = registry.next_id.max(id + 1);
+        let mut tracked = Tracked {
+            view: job.view,
+            gid: job.gid,
+            submission: None,
+            adopt: None,
+        };
+        match tracked.view.state {
+            JobState::Queued => {
+                tracked.submission = Some(job.submission);
+                registry.incoming.push_back(id);
+            }
+            JobState::Running | JobState::Cancelled if tracked.view.finished.is_none() => {
+                let alive = match (tracked.view.pid, job.start_ticks) {
+                    (Some(pid), Some(ticks)) => cosched_linux::procfs::stat(pid as i32)
+                        .is_ok_and(|s| s.start_ticks == ticks && s.state != 'Z'),
+                    _ => false,
+                };
+                if alive && tracked.view.state == JobState::Running {
+                    tracked.adopt = Some(Adopt {
+                        pid: tracked.view.pid.expect("alive has a pid") as i32,
+                        start_ticks: job.start_ticks.expect("alive has a start time"),
+                    });
+                    tracked.submission = Some(job.submission);
+                    registry.incoming.push_back(id);
+                } else {
+                    if alive {
+                        // Cancelled while the daemon went down: finish the cancellation.
+                        let pid = tracked.view.pid.expect("alive has a pid") as i32;
+                        // SAFETY: the job's own process group, checked by pid and start time.
+                        unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    }
+                    let error =
+                        "ended while no cosched daemon watched it; exit status unknown".to_string();
+                    shared
+                        .journal(&Entry::Finished {
+                            id,
+                            t: None,
+                            ok: false,
+                            exit_code: None,
+                            error: Some(error.clone()),
+                        })
+                        .map_err(DaemonError::Setup)?;
+                    if tracked.view.state != JobState::Cancelled {
+                        tracked.view.state = JobState::Failed;
+                    }
+                    tracked.view.error = Some(error);
+                    tracked.view.finished = Some(now_unix());
+                }
+            }
+            _ => {}
+        }
+        registry.jobs.insert(id, tracked);
+    }
+    Ok(())
+}

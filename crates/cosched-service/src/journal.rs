@@ -1,0 +1,275 @@
+//! The daemon's durable history: an append-only JSON Lines file, each entry written and fsynced before
+//! the state change it records is acknowledged or acted upon. Replaying it gives back every job and
+//! its state after a crash or a restart. Why a log and not SQLite: `docs/service.md`.
+
+use crate::protocol::{JobState, JobView, Submission};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+/// One state change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Entry {
+    Submitted {
+        id: u64,
+        t: f64,
+        uid: u32,
+        gid: u32,
+        submission: Submission,
+        stdout: PathBuf,
+        stderr: PathBuf,
+    },
+    Started {
+        id: u64,
+        t: f64,
+        pid: u32,
+        /// With the pid, names the process across a daemon restart.
+        start_ticks: u64,
+        threads: u32,
+        adopted: bool,
+    },
+    Placed {
+        id: u64,
+        t: f64,
+        cpus: String,
+    },
+    Threads {
+        id: u64,
+        t: f64,
+        threads: u32,
+    },
+    Finished {
+        id: u64,
+        /// `None`: it ended while no daemon watched it.
+        t: Option<f64>,
+        ok: bool,
+        exit_code: Option<i32>,
+        error: Option<String>,
+    },
+    Cancelled {
+        id: u64,
+        t: f64,
+    },
+}
+
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+/// A job as the journal left it, with what is needed to run or adopt it again.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub view: JobView,
+    pub gid: u32,
+    pub submission: Submission,
+    pub start_ticks: Option<u64>,
+}
+
+impl Journal {
+    /// Opens (creating) the journal and replays it.
+    pub fn open(path: &Path) -> io::Result<(Journal, Vec<Replayed>)> {
+        let mut jobs: Vec<Replayed> = Vec::new();
+        if let Ok(file) = File::open(path) {
+            for (n, line) in BufReader::new(file).lines().enumerate() {
+                let line = line?;
+                // A crash can leave the last line half written; every earlier line is whole.
+                let Ok(entry) = serde_json::from_str::<Entry>(&line) else {
+                    eprintln!(
+                        "cosched: {}:{}: skipping an unreadable entry",
+                        path.display(),
+                        n + 1
+                    );
+                    continue;
+                };
+                apply(&mut jobs, entry);
+            }
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok((
+            Journal {
+                file,
+                path: path.to_path_buf(),
+            },
+            jobs,
+        ))
+    }
+
+    /// Appends `entry` and waits until it is on disk.
+    pub fn write(&mut self, entry: &Entry) -> io::Result<()> {
+        let mut line = serde_json::to_vec(entry).expect("journal entries always serialise");
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.sync_data()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
+    if let Entry::Submitted {
+        id,
+        t,
+        uid,
+        gid,
+        submission,
+        stdout,
+        stderr,
+    } = entry
+    {
+        jobs.push(Replayed {
+            view: JobView {
+                id,
+                name: submission.name.clone(),
+                uid,
+                state: JobState::Queued,
+                command: submission.command.clone(),
+                pid: None,
+                cpus: None,
+                threads: None,
+                submitted: t,
+                started: None,
+                finished: None,
+                exit_code: None,
+                error: None,
+                stdout,
+                stderr,
+                adopted: false,
+            },
+            gid,
+            submission,
+            start_ticks: None,
+        });
+        return;
+    }
+    let id = match &entry {
+        Entry::Started { id, .. }
+        | Entry::Placed { id, .. }
+        | Entry::Threads { id, .. }
+        | Entry::Finished { id, .. }
+        | Entry::Cancelled { id, .. } => *id,
+        Entry::Submitted { .. } => unreachable!("handled above"),
+    };
+    let Some(job) = jobs.iter_mut().find(|j| j.view.id == id) else {
+        return;
+    };
+    let view = &mut job.view;
+    match entry {
+        Entry::Started {
+            t,
+            pid,
+            start_ticks,
+            threads,
+            adopted,
+            ..
+        } => {
+            view.state = JobState::Running;
+            view.started.get_or_insert(t);
+            view.pid = Some(pid);
+            view.threads = Some(threads);
+            view.adopted = adopted;
+            job.start_ticks = Some(start_ticks);
+        }
+        Entry::Placed { cpus, .. } => view.cpus = Some(cpus),
+        Entry::Threads { threads, .. } => view.threads = Some(threads),
+        Entry::Finished {
+            t,
+            ok,
+            exit_code,
+            error,
+            ..
+        } => {
+            if view.state != JobState::Cancelled {
+                view.state = if ok { JobState::Done } else { JobState::Failed };
+            }
+            view.finished = t;
+            view.exit_code = exit_code;
+            view.error = error;
+            view.cpus = None;
+        }
+        Entry::Cancelled { .. } => view.state = JobState::Cancelled,
+        Entry::Submitted { .. } => unreachable!("handled above"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn submission() -> Submission {
+        Submission {
+            name: "j".into(),
+            command: vec!["/bin/true".into()],
+            cwd: "/".into(),
+            env: Default::default(),
+            min_threads: None,
+            max_threads: None,
+            kind: Default::default(),
+            weight: 1.0,
+            coschedule: true,
+            hints: Default::default(),
+        }
+    }
+
+    #[test]
+    fn replay_gives_back_each_jobs_last_state_and_skips_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        {
+            let (mut journal, jobs) = Journal::open(&path).unwrap();
+            assert!(jobs.is_empty());
+            for id in 1..=3 {
+                journal
+                    .write(&Entry::Submitted {
+                        id,
+                        t: 1.0,
+                        uid: 1000,
+                        gid: 1000,
+                        submission: submission(),
+                        stdout: "o".into(),
+                        stderr: "e".into(),
+                    })
+                    .unwrap();
+            }
+            for id in [1, 2] {
+                journal
+                    .write(&Entry::Started {
+                        id,
+                        t: 2.0,
+                        pid: 40 + id as u32,
+                        start_ticks: 7,
+                        threads: 2,
+                        adopted: false,
+                    })
+                    .unwrap();
+            }
+            journal
+                .write(&Entry::Finished {
+                    id: 1,
+                    t: Some(3.0),
+                    ok: false,
+                    exit_code: Some(3),
+                    error: None,
+                })
+                .unwrap();
+        }
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"event\":\"cancel")
+            .unwrap();
+        let (_, jobs) = Journal::open(&path).unwrap();
+        let states: Vec<_> = jobs.iter().map(|j| j.view.state).collect();
+        assert_eq!(
+            states,
+            [JobState::Failed, JobState::Running, JobState::Queued]
+        );
+        assert_eq!(jobs[0].view.exit_code, Some(3));
+        assert_eq!((jobs[1].view.pid, jobs[1].start_ticks), (Some(42), Some(7)));
+    }
+}

@@ -1,0 +1,169 @@
+//! The wire format between clients and the daemon: one JSON object per line each way, over a Unix
+//! stream socket. A request is `{"version":1,"request":{…}}`, a response `{"version":1,"reply":{…}}`.
+//! Unknown fields are refused, so a typo is an error rather than a silently ignored option.
+//! `docs/service.md` documents every request.
+
+use cosched_core::{JobHints, JobKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The longest request line the daemon reads; longer ones are refused without being buffered.
+pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub version: u32,
+    pub request: Request,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    Submit(Submission),
+    /// Every job of the daemon's history with `all`, else those queued or running.
+    Jobs {
+        all: bool,
+    },
+    Show {
+        id: u64,
+    },
+    Cancel {
+        ids: Vec<u64>,
+    },
+    /// Answered once every job named has ended.
+    Wait {
+        ids: Vec<u64>,
+    },
+    /// The running policy, switched to `set` when given (root or the daemon's own user only).
+    Policy {
+        set: Option<String>,
+    },
+}
+
+/// A job as a client submits it. The daemon adds who submitted it (from the socket's credentials).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Submission {
+    pub name: String,
+    /// Program and arguments, run without a shell.
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    /// The job's whole environment (the executor adds its own variables).
+    pub env: BTreeMap<String, String>,
+    pub min_threads: Option<u32>,
+    pub max_threads: Option<u32>,
+    pub kind: JobKind,
+    pub weight: f64,
+    pub coschedule: bool,
+    pub hints: JobHints,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    pub version: u32,
+    pub reply: Reply,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    Submitted { id: u64 },
+    Jobs { jobs: Vec<JobView> },
+    Job { job: JobView },
+    Cancelled { ids: Vec<u64> },
+    Ended { jobs: Vec<JobView> },
+    Policy { name: String },
+    Error { message: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub fn ended(self) -> bool {
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// What the daemon knows of one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobView {
+    pub id: u64,
+    pub name: String,
+    pub uid: u32,
+    pub state: JobState,
+    pub command: Vec<String>,
+    pub pid: Option<u32>,
+    /// CPUs of its partition in the current plan (slot 0 or pinned), as a CPU list.
+    pub cpus: Option<String>,
+    pub threads: Option<u32>,
+    /// Unix times, seconds.
+    pub submitted: f64,
+    pub started: Option<f64>,
+    pub finished: Option<f64>,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// Started by an earlier daemon and adopted by this one.
+    pub adopted: bool,
+}
+
+impl JobView {
+    /// The exit status `cosched wait` gives for this job: its own exit code, 128 + signal when
+    /// killed, 1 for any other failure, and 0 while it has not ended.
+    pub fn wait_status(&self) -> i32 {
+        match (self.state, self.exit_code) {
+            (_, Some(code)) => code,
+            (JobState::Done, None) => 0,
+            (JobState::Queued | JobState::Running, None) => 0,
+            _ => self
+                .error
+                .as_deref()
+                .and_then(|e| e.strip_prefix("killed by signal "))
+                .and_then(|rest| rest.split(' ').next()?.parse::<i32>().ok())
+                .map_or(1, |signal| 128 + signal),
+        }
+    }
+}
+
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_and_versionless_requests_are_refused() {
+        let ok: Envelope =
+            serde_json::from_str(r#"{"version":1,"request":{"jobs":{"all":true}}}"#).unwrap();
+        assert_eq!(ok.request, Request::Jobs { all: true });
+        for bad in [
+            r#"{"version":1,"request":{"jobs":{"all":true,"extra":1}}}"#,
+            r#"{"version":1,"request":{"jobs":{"all":true}},"x":2}"#,
+            r#"{"request":{"jobs":{"all":true}}}"#,
+            r#"{"version":1,"request":{"format_disk":{}}}"#,
+        ] {
+            assert!(serde_json::from_str::<Envelope>(bad).is_err(), "{bad}");
+        }
+    }
+}

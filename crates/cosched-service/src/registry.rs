@@ -1,0 +1,281 @@
+//! The daemon's jobs as clients see them, shared between the connection threads and the executor's
+//! thread. Every change is journaled (under the registry's lock, so the journal's order is the
+//! registry's) before it is acknowledged or acted upon.
+
+use crate::journal::{Entry, Journal};
+use crate::protocol::{now_unix, JobState, JobView, Reply, Request, Submission};
+use cosched_linux::Adopt;
+use std::collections::{BTreeMap, VecDeque};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Who sent a request, from the socket's SO_PEERCRED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// A job of the registry, with what the executor needs until it has taken it.
+pub struct Tracked {
+    pub view: JobView,
+    pub gid: u32,
+    /// Until the executor takes the job.
+    pub submission: Option<Submission>,
+    /// A job an earlier daemon started, still running: adopted instead of started.
+    pub adopt: Option<Adopt>,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    pub jobs: BTreeMap<u64, Tracked>,
+    pub next_id: u64,
+    /// Submitted, not yet handed to the executor, in order.
+    pub incoming: VecDeque<u64>,
+    /// Running jobs to kill.
+    pub cancelled: Vec<u64>,
+}
+
+pub struct Shared {
+    registry: Mutex<Registry>,
+    /// Signalled whenever a job ends.
+    ended: Condvar,
+    pub journal: Mutex<Journal>,
+    /// Readable when the executor has news to take (an eventfd).
+    wake: OwnedFd,
+    pub logs: PathBuf,
+    pub policy: String,
+    /// The uid the daemon runs as; a user daemon serves that user only.
+    pub daemon_uid: u32,
+}
+
+impl Shared {
+    pub fn new(registry: Registry, journal: Journal, logs: PathBuf, policy: String) -> Shared {
+        // SAFETY: plain system call; the descriptor is owned below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        Shared {
+            registry: Mutex::new(registry),
+            ended: Condvar::new(),
+            journal: Mutex::new(journal),
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            logs,
+            policy,
+            // SAFETY: geteuid has no preconditions.
+            daemon_uid: unsafe { libc::geteuid() },
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends to the journal; a journal that cannot be written is reported, not hidden.
+    pub fn journal(&self, entry: &Entry) -> Result<(), String> {
+        let mut journal = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        journal
+            .write(entry)
+            .map_err(|e| format!("cannot write the journal {}: {e}", journal.path().display()))
+    }
+
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    pub fn wake_executor(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    pub fn clear_wake(&self) {
+        let mut count = 0u64;
+        // SAFETY: reading 8 bytes from our non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+
+    pub fn notify_ended(&self) {
+        self.ended.notify_all();
+    }
+
+    /// Answers one request from `peer`.
+    pub fn handle(&self, request: Request, peer: Peer) -> Reply {
+        let result = match request {
+            Request::Submit(submission) => self.submit(submission, peer),
+            Request::Jobs { all } => Ok(Reply::Jobs {
+                jobs: self
+                    .lock()
+                    .jobs
+                    .values()
+                    .filter(|j| all || !j.view.state.ended())
+                    .map(|j| j.view.clone())
+                    .collect(),
+            }),
+            Request::Show { id } => self
+                .lock()
+                .jobs
+                .get(&id)
+                .map(|j| Reply::Job { job: j.view.clone() })
+                .ok_or_else(|| no_such_job(id)),
+            Request::Cancel { ids } => self.cancel(&ids, peer),
+            Request::Wait { ids } => self.wait(&ids),
+            Request::Policy { set: None } => Ok(Reply::Policy {
+                name: self.policy.clone(),
+            }),
+            Request::Policy { set: Some(name) } => Err(format!(
+                "this daemon cannot switch policy while it runs; restart it with `--policy {name}` (running jobs are adopted again)"
+            )),
+        };
+        result.unwrap_or_else(|message| Reply::Error { message })
+    }
+
+    fn submit(&self, submission: Submission, peer: Peer) -> Result<Reply, String> {
+        check_submission(&submission)?;
+        if self.daemon_uid != 0 && peer.uid != self.daemon_uid {
+            return Err(format!(
+                "this is the personal daemon of uid {}; uid {} may not submit to it",
+                self.daemon_uid, peer.uid
+            ));
+        }
+        let mut registry = self.lock();
+        let id = registry.next_id;
+        let t = now_unix();
+        let stdout = self.logs.join(format!("{id}.stdout"));
+        let stderr = self.logs.join(format!("{id}.stderr"));
+        self.journal(&Entry::Submitted {
+            id,
+            t,
+            uid: peer.uid,
+            gid: peer.gid,
+            submission: submission.clone(),
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
+        })?;
+        registry.next_id += 1;
+        registry.jobs.insert(
+            id,
+            Tracked {
+                view: JobView {
+                    id,
+                    name: submission.name.clone(),
+                    uid: peer.uid,
+                    state: JobState::Queued,
+                    command: submission.command.clone(),
+                    pid: None,
+                    cpus: None,
+                    threads: None,
+                    submitted: t,
+                    started: None,
+                    finished: None,
+                    exit_code: None,
+                    error: None,
+                    stdout,
+                    stderr,
+                    adopted: false,
+                },
+                gid: peer.gid,
+                submission: Some(submission),
+                adopt: None,
+            },
+        );
+        registry.incoming.push_back(id);
+        drop(registry);
+        self.wake_executor();
+        Ok(Reply::Submitted { id })
+    }
+
+    fn cancel(&self, ids: &[u64], peer: Peer) -> Result<Reply, String> {
+        let mut registry = self.lock();
+        for id in ids {
+            let job = registry.jobs.get(id).ok_or_else(|| no_such_job(*id))?;
+            if peer.uid != 0 && job.view.uid != peer.uid {
+                return Err(format!(
+                    "job {id} belongs to uid {}; only its owner or root may cancel it",
+                    job.view.uid
+                ));
+            }
+            if job.view.state.ended() {
+                return Err(format!("job {id} has already ended ({:?})", job.view.state));
+            }
+        }
+        for &id in ids {
+            let t = now_unix();
+            self.journal(&Entry::Cancelled { id, t })?;
+            let queued = registry.incoming.iter().position(|&q| q == id);
+            if let Some(at) = queued {
+                // The executor never saw it: it ends here.
+                registry.incoming.remove(at);
+                let error = "cancelled before it started".to_string();
+                self.journal(&Entry::Finished {
+                    id,
+                    t: Some(t),
+                    ok: false,
+                    exit_code: None,
+                    error: Some(error.clone()),
+                })?;
+                let job = registry.jobs.get_mut(&id).expect("checked above");
+                job.submission = None;
+                job.view.finished = Some(t);
+                job.view.error = Some(error);
+            } else {
+                registry.cancelled.push(id);
+            }
+            registry
+                .jobs
+                .get_mut(&id)
+                .expect("checked above")
+                .view
+                .state = JobState::Cancelled;
+        }
+        drop(registry);
+        self.wake_executor();
+        self.notify_ended();
+        Ok(Reply::Cancelled { ids: ids.to_vec() })
+    }
+
+    fn wait(&self, ids: &[u64]) -> Result<Reply, String> {
+        let mut registry = self.lock();
+        loop {
+            let mut views = Vec::new();
+            for id in ids {
+                let job = registry.jobs.get(id).ok_or_else(|| no_such_job(*id))?;
+                // A cancelled job has ended once the executor reports its end.
+                if !job.view.state.ended() || job.view.finished.is_none() {
+                    break;
+                }
+                views.push(job.view.clone());
+            }
+            if views.len() == ids.len() {
+                return Ok(Reply::Ended { jobs: views });
+            }
+            registry = self.ended.wait(registry).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+fn no_such_job(id: u64) -> String {
+    format!("no job {id}; `cosched jobs --all` lists them")
+}
+
+fn check_submission(s: &Submission) -> Result<(), String> {
+    if s.command.first().is_none_or(|p| p.is_empty()) {
+        return Err("the job has no command; give one after `--`".into());
+    }
+    if s.name.is_empty() || s.name.len() > 200 || s.name.chars().any(char::is_control) {
+        return Err("job names must be 1 to 200 printable characters".into());
+    }
+    if !s.cwd.is_absolute() {
+        return Err(format!("working directory {:?} is not absolute", s.cwd));
+    }
+    if let (Some(min), Some(max)) = (s.min_threads, s.max_threads) {
+        if min == 0 || min > max {
+            return Err(format!("threads {min}:{max}: need 1 ≤ MIN ≤ MAX"));
+        }
+    }
+    if !(s.weight.is_finite() && s.weight > 0.0) {
+        return Err(format!("weight {} must be a positive number", s.weight));
+    }
+    Ok(())
+}

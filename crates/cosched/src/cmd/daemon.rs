@@ -1,0 +1,47 @@
+//! `cosched daemon`: the node service users submit jobs to (`docs/service.md`).
+
+use cosched_service::daemon::{self, DaemonOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Run cosched as a service: take jobs from `cosched submit` and schedule them until stopped
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "As root (system mode): socket /run/cosched/cosched.sock, state in \
+/var/lib/cosched, cgroups and the freezer; jobs run as the users who submit them. Otherwise (user \
+mode): socket $XDG_RUNTIME_DIR/cosched.sock, state in ~/.local/state/cosched, affinity and signals.\n\n\
+Stopping or killing the daemon leaves its jobs running (thawed); the next daemon adopts them.\n\n\
+Examples:\n  cosched daemon\n  cosched daemon --policy gang\n  \
+sudo systemctl enable --now cosched"
+)]
+pub struct Args {
+    /// Scheduling policy (`cosched sim --help` lists them)
+    #[arg(long, default_value = "taco")]
+    policy: String,
+    /// Socket to listen on [default: by mode, see below]
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Directory for the journal, job logs and traces [default: by mode]
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Seconds a client may stay silent before its connection is closed
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    idle_timeout: f64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (socket, state) = cosched_service::paths::default_daemon_paths();
+    if !(args.idle_timeout.is_finite() && args.idle_timeout > 0.0) {
+        anyhow::bail!(
+            "--idle-timeout {} must be a positive number of seconds",
+            args.idle_timeout
+        );
+    }
+    daemon::run(&DaemonOptions {
+        socket: args.socket.unwrap_or(socket),
+        state: args.state.unwrap_or(state),
+        policy: args.policy,
+        idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+    })?;
+    Ok(())
+}

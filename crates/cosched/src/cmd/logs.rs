@@ -1,0 +1,69 @@
+//! `cosched logs`: a job's output, read from the files the daemon gives it.
+
+use super::client::{unexpected, ClientArgs};
+use anyhow::Context as _;
+use cosched_service::protocol::{JobView, Reply, Request};
+use std::io::{Read, Seek, SeekFrom, Write};
+
+/// Print a job's standard output (and with --stderr its standard error)
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  cosched logs 12\n  cosched logs 12 --follow\n  cosched logs 12 --stderr"
+)]
+pub struct Args {
+    #[command(flatten)]
+    client: ClientArgs,
+    id: u64,
+    /// Keep printing what the job writes until it ends
+    #[arg(long, short)]
+    follow: bool,
+    /// Standard error instead of standard output
+    #[arg(long)]
+    stderr: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut job = show(&args)?;
+    let path = if args.stderr {
+        &job.stderr
+    } else {
+        &job.stdout
+    }
+    .clone();
+    let mut offset = 0;
+    let mut out = std::io::stdout();
+    loop {
+        offset += copy_from(&path, offset, &mut out)?;
+        if !args.follow || job.state.ended() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        job = show(&args)?;
+    }
+}
+
+fn show(args: &Args) -> anyhow::Result<JobView> {
+    match args.client.request(Request::Show { id: args.id })? {
+        Reply::Job { job } => Ok(job),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Copies what `path` holds beyond `offset`; a log not created yet holds nothing.
+fn copy_from(path: &std::path::Path, offset: u64, out: &mut impl Write) -> anyhow::Result<u64> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("cannot read {}; only the job's owner may", path.display())
+            })
+        }
+    };
+    file.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    out.write_all(&bytes)?;
+    out.flush()?;
+    Ok(bytes.len() as u64)
+}

@@ -1,0 +1,163 @@
+//! `cosched submit`: hand a command, or a whole workload file, to the daemon.
+
+use super::client::{unexpected, ClientArgs};
+use anyhow::Context as _;
+use cosched_core::workload::Workload;
+use cosched_core::{JobHints, JobKind};
+use cosched_service::protocol::{JobView, Reply, Request, Submission};
+use std::path::PathBuf;
+
+/// Submit a job to the daemon and print its id
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "The job runs as you, in the current directory, with your environment, \
+without a shell (write `sh -c '…'` yourself if you want one).\n\n\
+Examples:\n  cosched submit -- ./solver --size 4096\n  \
+cosched submit --name lu --threads 2:16 --kind malleable -- ./lu\n  \
+cosched submit --wait -- make -j8\n  cosched submit examples/default.toml"
+)]
+pub struct Args {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Job name [default: the program's file name]
+    #[arg(long)]
+    name: Option<String>,
+    /// Thread bounds, MIN:MAX (or N for both)
+    #[arg(long, value_name = "MIN:MAX")]
+    threads: Option<String>,
+    /// rigid, moldable or malleable
+    #[arg(long, default_value = "moldable")]
+    kind: String,
+    /// Share of CPU time relative to other jobs
+    #[arg(long, default_value_t = 1.0)]
+    weight: f64,
+    /// Never freeze this job (it is pinned to its CPUs instead)
+    #[arg(long)]
+    no_coschedule: bool,
+    /// A hint for policies, KEY=VALUE (runtime, footprint_mb, mpki, sync)
+    #[arg(long, value_name = "KEY=VALUE")]
+    hint: Vec<String>,
+    /// Wait for the job(s) to end and exit with the status of the first that failed
+    #[arg(long)]
+    wait: bool,
+    /// The command and its arguments after `--`, or one workload file (.toml)
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
+    command: Vec<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let submissions = match args.command.as_slice() {
+        [file] if file.ends_with(".toml") => from_workload(file, &cwd, &env)?,
+        command => vec![Submission {
+            name: args.name.clone().unwrap_or_else(|| {
+                PathBuf::from(&command[0])
+                    .file_name()
+                    .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
+            }),
+            command: command.to_vec(),
+            cwd,
+            env,
+            min_threads: threads(&args.threads)?.map(|t| t.0),
+            max_threads: threads(&args.threads)?.map(|t| t.1),
+            kind: kind(&args.kind)?,
+            weight: args.weight,
+            coschedule: !args.no_coschedule,
+            hints: hints(&args.hint)?,
+        }],
+    };
+    let mut ids = Vec::new();
+    for submission in submissions {
+        match args.client.request(Request::Submit(submission))? {
+            Reply::Submitted { id } => ids.push(id),
+            other => return Err(unexpected(other)),
+        }
+    }
+    if !args.wait {
+        if !args.client.print_json(&serde_json::json!({ "ids": ids })) {
+            ids.iter().for_each(|id| println!("{id}"));
+        }
+        return Ok(());
+    }
+    let jobs = super::wait::wait_for(&args.client, ids)?;
+    args.client.print_json(&jobs);
+    exit_with_first_failure(&jobs)
+}
+
+/// Ends the process with the status of the first job that did not succeed.
+pub fn exit_with_first_failure(jobs: &[JobView]) -> anyhow::Result<()> {
+    match jobs.iter().map(JobView::wait_status).find(|&s| s != 0) {
+        Some(status) => std::process::exit(status),
+        None => Ok(()),
+    }
+}
+
+/// A workload's jobs, arrivals ignored (each is submitted now), commands with `{threads}` etc. as
+/// the executor expands them.
+fn from_workload(
+    file: &str,
+    cwd: &std::path::Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<Vec<Submission>> {
+    let workload = Workload::load(file.as_ref())?;
+    let dir = std::path::absolute(workload.dir.join(".")).unwrap_or_else(|_| cwd.to_path_buf());
+    Ok(workload
+        .jobs
+        .iter()
+        .map(|job| {
+            let mut job_env = env.clone();
+            job_env.extend(job.env.clone());
+            Submission {
+                name: job.name.clone(),
+                command: job.command.clone(),
+                cwd: dir.clone(),
+                env: job_env,
+                min_threads: Some(job.min_threads),
+                max_threads: job.max_threads,
+                kind: job.kind,
+                weight: job.weight,
+                coschedule: job.coschedule,
+                hints: job.hints.clone(),
+            }
+        })
+        .collect())
+}
+
+fn threads(text: &Option<String>) -> anyhow::Result<Option<(u32, u32)>> {
+    let Some(text) = text else { return Ok(None) };
+    let parse = |s: &str| {
+        s.parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .with_context(|| format!("--threads {text}: {s:?} is not a positive whole number"))
+    };
+    let (min, max) = match text.split_once(':') {
+        Some((min, max)) => (parse(min)?, parse(max)?),
+        None => (parse(text)?, parse(text)?),
+    };
+    anyhow::ensure!(min <= max, "--threads {text}: MIN must not exceed MAX");
+    Ok(Some((min, max)))
+}
+
+fn kind(text: &str) -> anyhow::Result<JobKind> {
+    serde_json::from_value(serde_json::Value::String(text.into()))
+        .map_err(|_| anyhow::anyhow!("--kind {text}: use rigid, moldable or malleable"))
+}
+
+fn hints(pairs: &[String]) -> anyhow::Result<JobHints> {
+    let mut map = serde_json::Map::new();
+    for pair in pairs {
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("--hint {pair}: write KEY=VALUE"))?;
+        let value = value
+            .parse::<f64>()
+            .map(serde_json::Value::from)
+            .unwrap_or_else(|_| serde_json::Value::String(value.into()));
+        map.insert(key.into(), value);
+    }
+    serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+        anyhow::anyhow!("--hint: {e}; keys are runtime, footprint_mb, mpki, sync (spin|block|none)")
+    })
+}
