@@ -1,0 +1,458 @@
+//! `cosched daemon` with real processes: many clients at once, a SIGKILLed daemon restarted, two
+//! users, and hostile requests. Each test runs its own daemon on a socket and state directory of its
+//! own.
+
+use cosched_service::client::{request, ClientError};
+use cosched_service::journal::Entry;
+use cosched_service::protocol::{JobState, Reply, Request, Submission};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The daemons raise the executor to SCHED_FIFO and load the CPUs: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    state: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Daemon {
+    fn start(dir: &Path, policy: &str) -> Daemon {
+        let socket = dir.join("cosched.sock");
+        let state = dir.join("state");
+        let child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+            .args(["daemon", "--policy", policy, "--idle-timeout", "1"])
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state")
+            .arg(&state)
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while UnixStream::connect(&socket).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "daemon did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon {
+            child,
+            socket,
+            state,
+            _dir: None,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn ask(&self, r: Request) -> Result<Reply, ClientError> {
+        request(&self.socket, r)
+    }
+
+    fn submit(&self, command: &[&str]) -> u64 {
+        match self.ask(Request::Submit(submission(command))).unwrap() {
+            Reply::Submitted { id } => id,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn wait(&self, ids: Vec<u64>) -> Vec<cosched_service::protocol::JobView> {
+        match self.ask(Request::Wait { ids }).unwrap() {
+            Reply::Ended { jobs } => jobs,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn journal(&self) -> Vec<Entry> {
+        std::fs::read_to_string(self.state.join("journal.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn stop(&mut self) {
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "daemon ended with {status}");
+    }
+}
+
+impl Drop for Daemon {
+    /// A failed test must not leave its daemon behind.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn submission(command: &[&str]) -> Submission {
+    Submission {
+        name: Path::new(command[0])
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into(),
+        command: command.iter().map(|s| s.to_string()).collect(),
+        cwd: "/".into(),
+        env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
+        min_threads: Some(1),
+        max_threads: Some(1),
+        kind: Default::default(),
+        weight: 1.0,
+        coschedule: true,
+        hints: Default::default(),
+    }
+}
+
+fn children_of(pid: i32) -> Vec<cosched_linux::procfs::ProcStat> {
+    let status = |p: i32| std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+    cosched_linux::procfs::all_processes()
+        .into_iter()
+        .filter(|p| {
+            status(p.pid)
+                .lines()
+                .any(|l| l.starts_with("PPid:") && l[5..].trim() == pid.to_string())
+        })
+        .collect()
+}
+
+fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Cgroups named after `pid` (the daemon's), in every hierarchy.
+fn cgroups_of(pid: i32) -> Vec<PathBuf> {
+    let prefix = format!("cosched-{pid}-");
+    let mut found = Vec::new();
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/cpuset",
+        "/sys/fs/cgroup/freezer",
+    ] {
+        if let Ok(entries) = std::fs::read_dir(root) {
+            found.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    found
+}
+
+fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+#[test]
+fn a_thousand_jobs_from_eight_clients_are_all_journaled_and_leave_nothing_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let warmup: Vec<u64> = (0..8).map(|_| daemon.submit(&["/bin/true"])).collect();
+    daemon.wait(warmup);
+    let (fds, rss) = (open_fds(daemon.pid()), rss_kib(daemon.pid()));
+    let ids: Vec<u64> = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..125)
+                        .map(|_| daemon.submit(&["/bin/true"]))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect()
+    });
+    assert_eq!(ids.len(), 1000);
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 1000, "duplicate ids");
+    let jobs = daemon.wait(ids.clone());
+    assert!(
+        jobs.iter().all(|j| j.state == JobState::Done),
+        "{:?}",
+        jobs.iter().find(|j| j.state != JobState::Done)
+    );
+    let journal = daemon.journal();
+    for id in &ids {
+        let count = |pred: &dyn Fn(&Entry) -> bool| journal.iter().filter(|e| pred(e)).count();
+        assert_eq!(
+            count(&|e| matches!(e, Entry::Submitted { id: i, .. } if i == id)),
+            1,
+            "job {id} submitted"
+        );
+        assert_eq!(
+            count(&|e| matches!(e, Entry::Started { id: i, .. } if i == id)),
+            1,
+            "job {id} started"
+        );
+        assert_eq!(
+            count(&|e| matches!(e, Entry::Finished { id: i, ok: true, .. } if i == id)),
+            1,
+            "job {id} finished"
+        );
+    }
+    assert!(
+        poll(Duration::from_secs(5), || children_of(daemon.pid())
+            .iter()
+            .all(|p| p.state != 'Z')),
+        "zombies left"
+    );
+    assert!(
+        poll(Duration::from_secs(5), || cgroups_of(daemon.pid())
+            .is_empty()),
+        "stray cgroups: {:?}",
+        cgroups_of(daemon.pid())
+    );
+    assert!(
+        poll(Duration::from_secs(5), || open_fds(daemon.pid()) <= fds + 2),
+        "open descriptors grew from {fds} to {}",
+        open_fds(daemon.pid())
+    );
+    let grown = rss_kib(daemon.pid()).saturating_sub(rss);
+    println!("daemon RSS {rss} KiB before, grew by {grown} KiB over 1000 jobs");
+    // The registry keeps one small record per job of its history; 8 MiB bounds a leak of anything more.
+    assert!(grown < 8 * 1024, "RSS grew by {grown} KiB");
+    daemon.stop();
+}
+
+fn frozen_or_stopped(pids: &[i32]) -> Vec<(i32, char)> {
+    pids.iter()
+        .filter_map(|&p| cosched_linux::procfs::stat(p).ok())
+        .filter(|s| s.state == 'T')
+        .map(|s| (s.pid, s.state))
+        .collect()
+}
+
+#[test]
+fn a_sigkilled_daemon_leaves_jobs_thawed_and_its_successor_adopts_them() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // Gang time-slices the jobs, so some are frozen at any moment.
+    let mut daemon = Daemon::start(dir.path(), "gang");
+    let running: Vec<u64> = (0..3).map(|_| daemon.submit(&["sleep", "3"])).collect();
+    assert!(poll(Duration::from_secs(10), || {
+        running.iter().all(|&id| matches!(daemon.ask(Request::Show { id }), Ok(Reply::Job { job }) if job.state == JobState::Running))
+    }));
+    let old_pid = daemon.pid();
+    // Killed right after these are submitted: they are journaled, most not started yet.
+    let waiting: Vec<u64> = (0..5).map(|_| daemon.submit(&["sleep", "1"])).collect();
+    let pids: Vec<i32> = running
+        .iter()
+        .map(|&id| match daemon.ask(Request::Show { id }).unwrap() {
+            Reply::Job { job } => job.pid.unwrap() as i32,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    unsafe { libc::kill(old_pid, libc::SIGKILL) };
+    daemon.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        frozen_or_stopped(&pids).is_empty(),
+        "stopped while no daemon runs: {:?}",
+        frozen_or_stopped(&pids)
+    );
+    for cgroup in cgroups_of(old_pid) {
+        if let Ok(state) = std::fs::read_to_string(cgroup.join("freezer.state")) {
+            assert_eq!(state.trim(), "THAWED", "{}", cgroup.display());
+        }
+        if let Ok(state) = std::fs::read_to_string(cgroup.join("cgroup.freeze")) {
+            assert_eq!(state.trim(), "0", "{}", cgroup.display());
+        }
+    }
+    assert!(
+        pids.iter().all(|&p| cosched_linux::procfs::stat(p).is_ok()),
+        "the jobs were killed with the daemon"
+    );
+    let mut successor = Daemon::start(dir.path(), "gang");
+    let jobs = successor.wait(running.iter().chain(&waiting).copied().collect());
+    for job in &jobs {
+        assert_eq!(job.state, JobState::Done, "{job:?}");
+    }
+    assert!(
+        jobs[..3].iter().all(|j| j.adopted),
+        "running jobs were not adopted: {jobs:?}"
+    );
+    let journal = successor.journal();
+    for id in running.iter().chain(&waiting) {
+        assert!(
+            journal
+                .iter()
+                .any(|e| matches!(e, Entry::Finished { id: i, .. } if i == id)),
+            "job {id} has no end in the journal"
+        );
+    }
+    assert!(
+        poll(Duration::from_secs(5), || cgroups_of(old_pid).is_empty()),
+        "the dead daemon's cgroups remain: {:?}",
+        cgroups_of(old_pid)
+    );
+    successor.stop();
+}
+
+#[test]
+fn users_see_all_jobs_but_touch_only_their_own() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to run a second user");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: setpriv (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                env!("CARGO_BIN_EXE_cosched"),
+            ])
+            .arg(args[0])
+            .arg("--socket")
+            .arg(&daemon.socket)
+            .args(&args[1..])
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let roots = daemon.submit(&["sleep", "30"]);
+    let out = as_nobody(&["submit", "--", "sleep", "30"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let refused = as_nobody(&["cancel", &roots.to_string()]);
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("belongs to uid 0"), "{message}");
+    let listed = as_nobody(&["jobs", "--json"]);
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed.len(), 2, "every user lists every job");
+    let pid = poll(
+        Duration::from_secs(10),
+        || matches!(daemon.ask(Request::Show { id: theirs }), Ok(Reply::Job { job }) if job.pid.is_some()),
+    );
+    assert!(pid);
+    let Reply::Job { job } = daemon.ask(Request::Show { id: theirs }).unwrap() else {
+        panic!()
+    };
+    let status = std::fs::read_to_string(format!("/proc/{}/status", job.pid.unwrap())).unwrap();
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(
+        uid.split_whitespace().skip(1).all(|u| u == "65534"),
+        "{uid}"
+    );
+    let own = as_nobody(&["cancel", &theirs.to_string()]);
+    assert!(
+        own.status.success(),
+        "{}",
+        String::from_utf8_lossy(&own.stderr)
+    );
+    daemon.ask(Request::Cancel { ids: vec![roots] }).unwrap();
+    daemon.wait(vec![roots, theirs]);
+    daemon.stop();
+}
+
+fn raw_exchange(socket: &Path, bytes: &[u8]) -> String {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let _ = stream.write_all(bytes);
+    let mut answer = String::new();
+    let _ = BufReader::new(&stream).read_line(&mut answer);
+    answer
+}
+
+#[test]
+fn hostile_requests_get_errors_or_timeouts_and_the_daemon_keeps_serving() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "gang");
+    // Two jobs time-sliced by gang while the attack goes on.
+    let busy: Vec<u64> = (0..2).map(|_| daemon.submit(&["sleep", "3"])).collect();
+    let idle: Vec<UnixStream> = (0..200)
+        .map(|_| UnixStream::connect(&daemon.socket).unwrap())
+        .collect();
+    let malformed = raw_exchange(&daemon.socket, b"{not json\n");
+    assert!(malformed.contains("malformed request"), "{malformed}");
+    let unknown = raw_exchange(
+        &daemon.socket,
+        b"{\"version\":1,\"request\":{\"jobs\":{\"all\":true,\"sudo\":true}}}\n",
+    );
+    assert!(unknown.contains("unknown field"), "{unknown}");
+    let wrong_version = raw_exchange(
+        &daemon.socket,
+        b"{\"version\":9,\"request\":{\"jobs\":{\"all\":true}}}\n",
+    );
+    assert!(wrong_version.contains("version 9"), "{wrong_version}");
+    let mut huge = vec![b'x'; 1 << 20];
+    huge.push(b'\n');
+    let too_long = raw_exchange(&daemon.socket, &huge);
+    assert!(too_long.contains("longer than"), "{too_long}");
+    let silent = raw_exchange(&daemon.socket, b"");
+    assert!(silent.contains("no complete request"), "{silent}");
+    // While 200 connections sit idle, requests are still answered and jobs still run.
+    let started = Instant::now();
+    let id = daemon.submit(&["/bin/true"]);
+    println!(
+        "submission during the attack answered in {:?}",
+        started.elapsed()
+    );
+    for mut stream in idle {
+        let mut answer = String::new();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(answer.contains("no complete request"), "{answer}");
+    }
+    let jobs = daemon.wait(busy.into_iter().chain([id]).collect());
+    assert!(jobs.iter().all(|j| j.state == JobState::Done), "{jobs:?}");
+    daemon.stop();
+}
