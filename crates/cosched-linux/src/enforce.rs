@@ -166,7 +166,7 @@ impl Enforcer {
     }
 
     /// Removes the empty cgroups left by a cosched that is gone (`cosched-<pid>-…` with no such
-    /// process): those of a stopped daemon, emptied as its jobs were adopted.
+    /// process): those of a stopped daemon, emptied as its jobs were adopted or ended.
     fn remove_stale_cgroups(&self) {
         let bases = [
             self.mechanisms.placement_hierarchy.as_ref(),
@@ -314,6 +314,8 @@ impl Enforcer {
         self.watchdog.clear_process_group(job.entry);
         self.watchdog.clear_control_page(job.entry);
         self.remove_cgroups(job.entry, job.cgroups);
+        // Jobs a dead daemon left in its cgroups may end after they were adopted or found gone.
+        self.remove_stale_cgroups();
     }
 
     /// Tries once to remove cgroups (killing what is left in them); keeps the busy ones for a retry and

@@ -88,11 +88,13 @@ mod tests {
 
     #[test]
     fn names_with_spaces_and_parentheses_parse() {
-        let line = "1234 (my (odd) prog) T 1 1230 1230 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 2 0";
+        let line =
+            "1234 (my (odd) prog) T 1 1230 1230 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 2 0 98765 0";
         let stat = parse_stat(line).unwrap();
         assert_eq!((stat.pid, stat.state, stat.pgid), (1234, 'T', 1230));
         assert_eq!((stat.cpu_ticks, stat.children_ticks), (300, 10));
         assert_eq!(stat.num_threads, 2);
+        assert_eq!(stat.start_ticks, 98765);
     }
 
     #[test]

@@ -122,24 +122,7 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
     } = entry
     {
         jobs.push(Replayed {
-            view: JobView {
-                id,
-                name: submission.name.clone(),
-                uid,
-                state: JobState::Queued,
-                command: submission.command.clone(),
-                pid: None,
-                cpus: None,
-                threads: None,
-                submitted: t,
-                started: None,
-                finished: None,
-                exit_code: None,
-                error: None,
-                stdout,
-                stderr,
-                adopted: false,
-            },
+            view: JobView::queued(id, uid, t, &submission, stdout, stderr),
             gid,
             submission,
             start_ticks: None,

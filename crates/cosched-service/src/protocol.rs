@@ -125,6 +125,35 @@ pub struct JobView {
 }
 
 impl JobView {
+    /// A job just submitted by `uid` at `t`.
+    pub fn queued(
+        id: u64,
+        uid: u32,
+        t: f64,
+        submission: &Submission,
+        stdout: PathBuf,
+        stderr: PathBuf,
+    ) -> JobView {
+        JobView {
+            id,
+            name: submission.name.clone(),
+            uid,
+            state: JobState::Queued,
+            command: submission.command.clone(),
+            pid: None,
+            cpus: None,
+            threads: None,
+            submitted: t,
+            started: None,
+            finished: None,
+            exit_code: None,
+            error: None,
+            stdout,
+            stderr,
+            adopted: false,
+        }
+    }
+
     /// The exit status `cosched wait` gives for this job: its own exit code, 128 + signal when
     /// killed, 1 for any other failure, and 0 while it has not ended.
     pub fn wait_status(&self) -> i32 {

@@ -5,7 +5,6 @@ use super::source::ArrivingJob;
 use super::Running;
 use crate::enforce::Enforcer;
 use crate::launch::{self, InvokingUser, Launch, Placeholders};
-use crate::measure::Reading;
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::ffi::OsString;
@@ -48,19 +47,8 @@ impl LaunchEnvironment {
                 enforcer.abandon(prepared);
                 return Err(format!("cannot adopt process {}: {e}", adopt.pid));
             }
-            return Ok(Running {
-                control: enforcer.started(prepared, adopt.pid),
-                pid: adopt.pid,
-                adopted: Some(adopt),
-                page,
-                threads,
-                held_total: 0.0,
-                held_since: now,
-                mark: Reading {
-                    t: now,
-                    ..Reading::default()
-                },
-            });
+            let control = enforcer.started(prepared, adopt.pid);
+            return Ok(Running::new(control, Some(adopt), page, threads, now));
         }
         let open = |path: &Path| {
             File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
@@ -118,19 +106,8 @@ impl LaunchEnvironment {
             }
         };
         let pid = child.id() as i32;
-        Ok(Running {
-            control: enforcer.started(prepared, pid),
-            pid,
-            adopted: None,
-            page,
-            threads,
-            held_total: 0.0,
-            held_since: now,
-            mark: Reading {
-                t: now,
-                ..Reading::default()
-            },
-        })
+        let control = enforcer.started(prepared, pid);
+        Ok(Running::new(control, None, page, threads, now))
     }
 
     /// Every job gets the preload library: it caps a malleable job's regions at the advice, and gives

@@ -240,6 +240,30 @@ struct Running {
     mark: Reading,
 }
 
+impl Running {
+    fn new(
+        control: JobControl,
+        adopted: Option<Adopt>,
+        page: ControlPage,
+        threads: u32,
+        now: f64,
+    ) -> Running {
+        Running {
+            pid: control.pgid,
+            control,
+            adopted,
+            page,
+            threads,
+            held_total: 0.0,
+            held_since: now,
+            mark: Reading {
+                t: now,
+                ..Reading::default()
+            },
+        }
+    }
+}
+
 enum State {
     Arrived,
     Running(Box<Running>),
@@ -584,22 +608,7 @@ impl<'a> Executor<'a> {
                     pid: Some(pid as u32),
                 })
             }
-            Err(error) => {
-                let mut job = self.jobs.remove(&id).expect("checked above");
-                job.outcome.error = Some(error.clone());
-                job.outcome.finished = Some(now);
-                self.active.retain(|a| a.spec.id != id);
-                self.emit(Record::Finish {
-                    job: id,
-                    status: ExitStatus::Failed,
-                    exit_code: None,
-                    error: Some(error),
-                })?;
-                self.failed += 1;
-                self.source.finished(job.outcome);
-                self.report_progress(true);
-                self.decide(Event::Finished { job: id })
-            }
+            Err(error) => self.end_unstarted(id, error),
         }
     }
 
@@ -633,6 +642,26 @@ impl<'a> Executor<'a> {
         Ok(())
     }
 
+    /// Ends arrived job `id` that never ran (it could not start, or was cancelled): a failed `finish`.
+    fn end_unstarted(&mut self, id: JobId, error: String) -> Result<(), Error> {
+        let Some(mut job) = self.jobs.remove(&id) else {
+            return Ok(());
+        };
+        job.outcome.error = Some(error.clone());
+        job.outcome.finished = Some(self.now());
+        self.active.retain(|a| a.spec.id != id);
+        self.emit(Record::Finish {
+            job: id,
+            status: ExitStatus::Failed,
+            exit_code: None,
+            error: Some(error),
+        })?;
+        self.failed += 1;
+        self.source.finished(job.outcome);
+        self.report_progress(true);
+        self.decide(Event::Finished { job: id })
+    }
+
     /// Stops the jobs the source cancelled: an arrived one never starts, a running one is killed.
     fn cancel_asked(&mut self) -> Result<(), Error> {
         for id in self.source.take_cancelled() {
@@ -641,20 +670,7 @@ impl<'a> Executor<'a> {
             };
             let status = match &job.state {
                 State::Arrived => {
-                    let mut job = self.jobs.remove(&id).expect("checked above");
-                    self.active.retain(|a| a.spec.id != id);
-                    let error = "cancelled before it started".to_string();
-                    job.outcome.error = Some(error.clone());
-                    job.outcome.finished = Some(self.now());
-                    self.emit(Record::Finish {
-                        job: id,
-                        status: ExitStatus::Failed,
-                        exit_code: None,
-                        error: Some(error),
-                    })?;
-                    self.failed += 1;
-                    self.source.finished(job.outcome);
-                    self.decide(Event::Finished { job: id })?;
+                    self.end_unstarted(id, "cancelled before it started".into())?;
                     continue;
                 }
                 State::Running(r) => r,
