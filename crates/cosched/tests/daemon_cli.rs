@@ -301,10 +301,18 @@ fn a_sigkilled_daemon_leaves_jobs_thawed_and_its_successor_adopts_them() {
     let mut successor = Daemon::start(dir.path(), "gang");
     let jobs = successor.wait(running.iter().chain(&waiting).copied().collect());
     for job in &jobs {
-        assert_eq!(job.state, JobState::Done, "{job:?}");
+        // A short job the dead daemon had started may have ended before its successor came.
+        let ended_unwatched = job.state == JobState::Failed
+            && job
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("no cosched daemon watched it"));
+        assert!(job.state == JobState::Done || ended_unwatched, "{job:?}");
     }
     assert!(
-        jobs[..3].iter().all(|j| j.adopted),
+        jobs[..3]
+            .iter()
+            .all(|j| j.adopted && j.state == JobState::Done),
         "running jobs were not adopted: {jobs:?}"
     );
     let journal = successor.journal();
