@@ -30,6 +30,7 @@
 //!
 //! New model features belong in new modules called from [`model`], each with a switch in [`Effects`].
 
+pub mod cluster;
 mod engine;
 pub mod footprint;
 pub mod generate;
@@ -39,6 +40,7 @@ pub mod profile;
 pub mod scenario;
 mod sink;
 pub mod sweep;
+pub mod swf;
 
 pub use engine::{isolated_time, simulate, simulate_into, SimError, SimJob, SimOptions, SimStats};
 pub use footprint::Footprint;
