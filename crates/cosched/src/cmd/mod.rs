@@ -15,6 +15,7 @@ pub mod machine;
 pub mod output;
 pub mod policies;
 pub mod policy;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod show;

@@ -1,0 +1,100 @@
+//! `cosched replay` from the command line: SWF in, the archive's metrics out.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn cosched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn metrics(args: &[&str]) -> serde_json::Value {
+    let out = cosched(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// 4 processors. FCFS: 1 at 0, 2 (all 4) at 10, 3 at 15: waits 0, 9, 13.
+/// EASY: 3 (1 proc, ends by 7 < 10) backfills at 2 beside 1: waits 0, 9, 0.
+const TRACE: &str = "\
+; MaxProcs: 4
+1 0 -1 10 -1 -1 -1 2 10 -1 1 1 1 -1 -1 -1 -1 -1
+2 1 -1  5 -1 -1 -1 4  5 -1 1 1 1 -1 -1 -1 -1 -1
+3 2 -1  3 -1 -1 -1 1  5 -1 1 1 1 -1 -1 -1 -1 -1
+";
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn easy_backfills_where_fcfs_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "t.swf", TRACE);
+    let fcfs = metrics(&["replay", &trace, "--batch", "fcfs", "--json"]);
+    let easy = metrics(&["replay", &trace, "--batch", "easy", "--json"]);
+    assert_eq!(fcfs["mean_wait"], 22.0 / 3.0);
+    assert_eq!(easy["mean_wait"], 3.0);
+    assert_eq!(easy["jobs"], 3);
+}
+
+#[test]
+fn out_directory_holds_the_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "t.swf", TRACE);
+    let out = dir.path().join("out");
+    metrics(&["replay", &trace, "--json", "-o", out.to_str().unwrap()]);
+    let csv = std::fs::read_to_string(out.join("schedule.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(
+        csv.lines().any(|l| l.starts_with("3,2,1,3,5,2,5,0,")),
+        "{csv}"
+    );
+    assert!(out.join("metrics.json").exists());
+}
+
+#[test]
+fn bad_input_names_the_line_or_the_missing_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = write(dir.path(), "b.swf", &format!("{TRACE}4 5 -1 x\n"));
+    let err = String::from_utf8(cosched(&["replay", &broken]).stderr).unwrap();
+    assert!(err.contains("b.swf:5:") && err.contains("18"), "{err}");
+    let headless = write(
+        dir.path(),
+        "h.swf",
+        TRACE.trim_start_matches("; MaxProcs: 4\n"),
+    );
+    let err = String::from_utf8(cosched(&["replay", &headless]).stderr).unwrap();
+    assert!(err.contains("--procs"), "{err}");
+    let err = String::from_utf8(cosched(&["replay", &headless, "--procs", "3"]).stderr).unwrap();
+    assert!(err.contains("job 2 needs 4 processors"), "{err}");
+}
+
+/// The shared KTH-SP2 log (beside the repository, as CI has it); skipped where absent.
+#[test]
+fn kth_sp2_replays_with_easy_ahead_of_fcfs() {
+    let kth = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/traces/KTH-SP2-1996-2.1-cln.swf.gz");
+    if !kth.exists() {
+        eprintln!("skipped: {} not found", kth.display());
+        return;
+    }
+    let kth = kth.to_str().unwrap();
+    let fcfs = metrics(&["replay", kth, "--batch", "fcfs", "--json"]);
+    let easy = metrics(&["replay", kth, "--batch", "easy", "--json"]);
+    assert_eq!(easy["jobs"], 27_992);
+    let wait = |m: &serde_json::Value| m["mean_wait"].as_f64().unwrap();
+    let bsld = |m: &serde_json::Value| m["mean_bounded_slowdown"].as_f64().unwrap();
+    assert!(wait(&easy) < wait(&fcfs) / 2.0, "EASY {easy} FCFS {fcfs}");
+    assert!(bsld(&easy) < bsld(&fcfs), "EASY {easy} FCFS {fcfs}");
+    let utilisation = easy["utilisation"].as_f64().unwrap();
+    assert!(utilisation > 0.0 && utilisation < 1.0, "{easy}");
+}
