@@ -131,7 +131,9 @@ fn parse_job(line: &str) -> Result<Option<SwfJob>, String> {
     for (i, field) in fields.iter().enumerate() {
         values[i] = field
             .parse()
-            .map_err(|_| format!("field {} is `{field}`, not a number", i + 1))?;
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| format!("field {} is `{field}`, not a number", i + 1))?;
     }
     let known = |i: usize| (values[i] >= 0.0).then_some(values[i]);
     let id = values[0];
@@ -214,6 +216,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("t.swf:1:") && err.contains("field 4"), "{err}");
+        let err = parse("1 0 0 inf 4 -1 -1 4 10 -1 5 1 1 -1 -1 -1 -1 -1", "t.swf")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field 4"), "{err}");
         let err = parse("; MaxProcs: many", "t.swf").unwrap_err().to_string();
         assert!(err.contains("MaxProcs") && err.contains("many"), "{err}");
     }
