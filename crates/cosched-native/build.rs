@@ -13,14 +13,8 @@ const INSTALL_HINT: &str =
     "install a C compiler with OpenMP: `apt-get install gcc libgomp1` (Debian/Ubuntu)";
 
 const PRELOAD_SOURCES: &[&str] = &["cosched_omp.c", "gomp_wrap.c"];
-const BENCHMARKS: &[&str] = &[
-    "barrier",
-    "stress",
-    "dense",
-    "stencil",
-    "spmv",
-    "longregion",
-];
+// The one list of benchmark programs, shared with the library that finds them at run time.
+include!("src/benchmarks.rs");
 const TEST_PROGRAMS: &[&str] = &["teamsize"];
 /// Built with clang and LLVM libomp where they exist: `<name>-libomp`.
 const LIBOMP_TEST_PROGRAMS: &[&str] = &["teamsize"];

@@ -20,15 +20,7 @@ pub const NATIVE_DIR_ENV: &str = "COSCHED_NATIVE_DIR";
 /// File name of the preload library.
 pub const PRELOAD_LIBRARY_NAME: &str = "libcosched-omp.so";
 
-/// Benchmark programs built from `native/bench/`, by file name.
-pub const BENCHMARKS: &[&str] = &[
-    "barrier",
-    "stress",
-    "dense",
-    "stencil",
-    "spmv",
-    "longregion",
-];
+include!("benchmarks.rs");
 
 /// Where the preload library and the benchmarks are looked for, in order: `COSCHED_NATIVE_DIR`, then
 /// `lib/cosched` beside the executable's directory (`<exe dir>/../lib/cosched`), then one level higher
