@@ -2,18 +2,13 @@
 //! it must do no worse than Gang or TACO on either makespan or mean slowdown (2% tolerance). How far it is
 //! from the best seed policy of each set is in docs/policies.md.
 
-use cosched_sim::scenario::{
-    generated_instances, rows, run_all, run_sets, PolicyRow, ScenarioFile,
-};
-use std::path::Path;
+mod common;
+
+use common::{generated_rows, scenario};
+use cosched_sim::scenario::{run_sets, PolicyRow};
 
 /// 2% tolerance, the issue's.
 const TOLERANCE: f64 = 1.02;
-
-fn scenario(name: &str) -> ScenarioFile {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../scenarios/{name}.toml"));
-    ScenarioFile::load(&path).unwrap()
-}
 
 fn assert_no_worse(set: &str, table: &[PolicyRow], rivals: &[&str]) {
     eprintln!("{set}: {table:#?}");
@@ -61,20 +56,7 @@ fn auto_is_no_worse_than_gang_or_taco_on_taco_sets_a_to_d() {
 fn auto_is_no_worse_than_gang_or_taco_on_the_casas_mixes() {
     for name in ["casas-all", "casas-low", "casas-high"] {
         let file = scenario(name);
-        let machine = file.topology().unwrap();
-        let generator = file.generator.as_ref().unwrap();
-        let instances =
-            generated_instances(generator, file.scenario.seeds, machine.num_cpus()).unwrap();
         let policies: Vec<String> = ["taco", "gang", "auto"].map(String::from).to_vec();
-        let results = run_all(
-            &machine,
-            &instances,
-            &policies,
-            &file.model,
-            None,
-            &mut |_, _| {},
-        )
-        .unwrap();
-        assert_no_worse(name, &rows(&results, &policies), &["taco", "gang"]);
+        assert_no_worse(name, &generated_rows(&file, &policies), &["taco", "gang"]);
     }
 }

@@ -3,34 +3,20 @@
 //! uncontrolled sharing on mixes of poorly scalable applications and loses on mixes of highly scalable
 //! ones. How far the margins are from the paper's is explained in docs/policies.md.
 
-use cosched_sim::scenario::{generated_instances, rows, run_all, ScenarioFile};
-use std::path::Path;
+mod common;
+
+use common::{generated_rows, scenario};
 
 /// Mean ANTT of `ue` and `casas` over the scenario's mixes.
-fn antt(scenario: &str) -> (f64, f64) {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../scenarios/{scenario}.toml"));
-    let file = ScenarioFile::load(&path).unwrap();
+fn antt(name: &str) -> (f64, f64) {
+    let file = scenario(name);
     assert!(
         file.model.min_runs.is_some(),
-        "{scenario} is a closed experiment"
+        "{name} is a closed experiment"
     );
-    let machine = file.topology().unwrap();
-    let generator = file.generator.as_ref().unwrap();
-    let instances =
-        generated_instances(generator, file.scenario.seeds, machine.num_cpus()).unwrap();
     let policies = ["ue".to_string(), "casas".to_string()];
-    let results = run_all(
-        &machine,
-        &instances,
-        &policies,
-        &file.model,
-        None,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let table = rows(&results, &policies);
-    eprintln!("{scenario}: {table:#?}");
+    let table = generated_rows(&file, &policies);
+    eprintln!("{name}: {table:#?}");
     (table[0].antt.unwrap(), table[1].antt.unwrap())
 }
 

@@ -1,0 +1,28 @@
+//! What several scenario tests share: loading a file of `scenarios/` and running its generated mixes.
+
+use cosched_sim::scenario::{generated_instances, rows, run_all, PolicyRow, ScenarioFile};
+use std::path::Path;
+
+/// `scenarios/<name>.toml` of this repository.
+pub fn scenario(name: &str) -> ScenarioFile {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../scenarios/{name}.toml"));
+    ScenarioFile::load(&path).unwrap()
+}
+
+/// One row per policy over every seeded mix of a scenario with a `[generator]`, on its machine.
+pub fn generated_rows(file: &ScenarioFile, policies: &[String]) -> Vec<PolicyRow> {
+    let machine = file.topology().unwrap();
+    let generator = file.generator.as_ref().unwrap();
+    let instances =
+        generated_instances(generator, file.scenario.seeds, machine.num_cpus()).unwrap();
+    let results = run_all(
+        &machine,
+        &instances,
+        policies,
+        &file.model,
+        None,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    rows(&results, policies)
+}
