@@ -20,6 +20,14 @@ pub enum JobsError {
     },
 }
 
+/// One workload's jobs, named, to replay under every policy.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub name: String,
+    pub seed: Option<u64>,
+    pub jobs: Vec<SimJob>,
+}
+
 /// Turns a workload into simulator jobs on a machine with `cpus` CPUs. `source` names the workload in
 /// errors; `text`, when given, is the file's text, so that errors can name the line.
 pub fn sim_jobs(

@@ -22,9 +22,9 @@
 //! - [`SimJob`] = `JobSpec` + [`Profile`]; [`jobs::sim_jobs`] / [`jobs::load`] build them from a workload
 //!   with errors naming file, line, job and the valid profiles; [`profile::parse`] reads one profile string.
 //! - [`isolated_time`] is the denominator of slowdown (also written into each `arrival` record).
-//! - [`generate`] makes Poisson workloads (TACO §4.1); [`scenario`] runs scenario files
-//!   (`scenarios/README.md`): policies × seeds (× workload sets), summarised with
-//!   `cosched_core::metrics`; [`sweep`] runs their parameter sweeps.
+//! - [`generate`] makes Poisson workloads (TACO §4.1); [`scenario`] reads scenario files
+//!   (`scenarios/README.md`), [`sweep`] their parameter sweeps, and [`runner`] runs them: policies ×
+//!   seeds (× workload sets, × sweep points), summarised with `cosched_core::metrics`.
 //! - [`SimOptions`] holds the mode ([`Mode::Fluid`] or [`Mode::Exact`]), one switch per model effect
 //!   ([`Effects`]) and the model's constants ([`ModelParams`]).
 //!
@@ -37,6 +37,7 @@ pub mod generate;
 pub mod jobs;
 pub mod model;
 pub mod profile;
+pub mod runner;
 pub mod scenario;
 mod sink;
 pub mod sweep;

@@ -6,13 +6,12 @@
 //! stressors (Frachtenberg & Etsion §3.2, a surface over programs × stressors) and Peter et al.'s synchronisation
 //! granularity (Peter et al. §3.2, a curve over the interval).
 
-use crate::scenario::{run_one, Instance, ModelConfig, ScenarioError};
-use crate::{jobs, profile};
+use crate::jobs::{self, Instance};
+use crate::profile;
 use cosched_core::workload::{JobEntry, Workload, WorkloadInfo};
-use cosched_core::{JobHints, JobKind, Topology};
+use cosched_core::{JobHints, JobKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -220,57 +219,6 @@ impl Sweep {
     fn column_name(&self) -> &str {
         self.columns.as_ref().map_or("", |c| c.name.as_str())
     }
-}
-
-/// Runs every policy at every point of the grid. `progress` hears (runs done, runs in all).
-pub fn run_sweep(
-    topology: &Topology,
-    sweep: &Sweep,
-    policies: &[String],
-    model: &ModelConfig,
-    trace_dir: Option<&Path>,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<PointResult>, ScenarioError> {
-    let points = sweep.points();
-    let total = points.len() * policies.len();
-    let mut done = 0;
-    points
-        .into_iter()
-        .map(|(row, column)| {
-            let instance = sweep
-                .instance(&row, column.as_deref(), topology.num_cpus())
-                .map_err(|message| ScenarioError::Invalid {
-                    path: "[sweep]".into(),
-                    message,
-                })?;
-            let mut seconds = BTreeMap::new();
-            for policy in policies {
-                let result = run_one(topology, &instance, policy, model, trace_dir)?;
-                let finishes: Vec<Option<f64>> = result
-                    .summary
-                    .jobs
-                    .iter()
-                    .filter(|j| {
-                        j.name.rsplit_once('-').map(|(group, _)| group) == Some(&sweep.measure)
-                    })
-                    .map(|j| j.finish)
-                    .collect();
-                let last = finishes
-                    .iter()
-                    .copied()
-                    .collect::<Option<Vec<f64>>>()
-                    .and_then(|f| f.into_iter().reduce(f64::max));
-                seconds.insert(policy.clone(), last);
-                done += 1;
-                progress(done, total);
-            }
-            Ok(PointResult {
-                row,
-                column,
-                seconds,
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

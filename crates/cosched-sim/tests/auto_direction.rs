@@ -5,7 +5,7 @@
 mod common;
 
 use common::{generated_rows, scenario};
-use cosched_sim::scenario::{run_sets, PolicyRow};
+use cosched_sim::runner::{run_sets, PolicyRow};
 
 /// 2% tolerance, the issue's.
 const TOLERANCE: f64 = 1.02;

@@ -2,8 +2,9 @@
 //! granularity (`scenarios/gang-granularity.toml`, Peter et al. §3.2) and Frachtenberg & Etsion's BSP
 //! programs against stressors (`scenarios/gang-bsp-stressors.toml`, Frachtenberg & Etsion §3.2).
 
+use cosched_sim::runner::run_sweep;
 use cosched_sim::scenario::ScenarioFile;
-use cosched_sim::sweep::{run_sweep, PointResult, Sweep};
+use cosched_sim::sweep::{PointResult, Sweep};
 use std::path::Path;
 
 fn sweep(name: &str) -> (Sweep, Vec<String>, Vec<PointResult>) {

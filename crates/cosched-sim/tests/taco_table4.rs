@@ -3,7 +3,8 @@
 //! reconfigure less than EQ and TACO least of all, and uncontrolled execution loses badly when lu.A is in
 //! the mix.
 
-use cosched_sim::scenario::{run_sets, PolicyRow, ScenarioFile, SetResult, WorkloadSet};
+use cosched_sim::runner::{run_sets, PolicyRow, SetResult};
+use cosched_sim::scenario::{ScenarioFile, WorkloadSet};
 use std::path::Path;
 
 fn table4() -> (Vec<WorkloadSet>, Vec<SetResult>) {

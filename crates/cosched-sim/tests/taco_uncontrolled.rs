@@ -5,7 +5,8 @@
 use cosched_core::topology::presets;
 use cosched_core::JobKind;
 use cosched_sim::generate::Poisson;
-use cosched_sim::scenario::{generated_instances, rows, run_all, ModelConfig};
+use cosched_sim::runner::{generated_instances, rows, run_all};
+use cosched_sim::scenario::ModelConfig;
 
 fn ue_vs_bp(exclude: &[&str]) -> f64 {
     let machine = presets::preset("taco-opteron8435").unwrap();

@@ -1,6 +1,7 @@
 //! What several scenario tests share: loading a file of `scenarios/` and running its generated mixes.
 
-use cosched_sim::scenario::{generated_instances, rows, run_all, PolicyRow, ScenarioFile};
+use cosched_sim::runner::{generated_instances, rows, run_all, PolicyRow};
+use cosched_sim::scenario::ScenarioFile;
 use std::path::Path;
 
 /// `scenarios/<name>.toml` of this repository.

@@ -3,7 +3,8 @@
 use cosched_core::topology::presets;
 use cosched_core::JobKind;
 use cosched_sim::generate::Poisson;
-use cosched_sim::scenario::{self, ModelConfig};
+use cosched_sim::runner;
+use cosched_sim::scenario::ModelConfig;
 use std::time::Instant;
 
 /// Measure how fast cosched's parts run, against their targets
@@ -80,8 +81,8 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
         seed: 1,
     };
     let started = Instant::now();
-    let instances = scenario::generated_instances(&generator, 5, taco.num_cpus())?;
-    let results = scenario::run_all(
+    let instances = runner::generated_instances(&generator, 5, taco.num_cpus())?;
+    let results = runner::run_all(
         &taco,
         &instances,
         &policies,

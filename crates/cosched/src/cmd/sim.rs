@@ -4,8 +4,10 @@ use super::output::prepare_results_dir;
 use super::sim_tables;
 use anyhow::{bail, Context as _};
 use cosched_core::topology::presets;
-use cosched_sim::scenario::{self, Instance, ModelConfig, PaperFigures, ScenarioFile};
-use cosched_sim::{jobs, sweep, Mode};
+use cosched_sim::jobs::{self, Instance};
+use cosched_sim::runner;
+use cosched_sim::scenario::{self, ModelConfig, PaperFigures, ScenarioFile};
+use cosched_sim::Mode;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -94,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut progress = Progress::new();
     let paper = scenario.as_ref().and_then(|f| f.paper.as_ref());
     if let Some(file) = scenario.as_ref().filter(|f| !f.sets.is_empty()) {
-        let results = scenario::run_sets(
+        let results = runner::run_sets(
             &topology,
             &file.sets,
             args.seeds.unwrap_or(file.scenario.seeds),
@@ -125,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sweep
             .validate(&policies, cpus)
             .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))?;
-        let points = sweep::run_sweep(
+        let points = runner::run_sweep(
             &topology,
             sweep,
             &policies,
@@ -145,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let instances = match &scenario {
         Some(file) => match (&file.generator, &file.scenario.workload) {
-            (Some(generator), _) => scenario::generated_instances(
+            (Some(generator), _) => runner::generated_instances(
                 generator,
                 args.seeds.unwrap_or(file.scenario.seeds),
                 cpus,
@@ -161,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect();
         policies = super::policies::default_for(&specs);
     }
-    let results = scenario::run_all(
+    let results = runner::run_all(
         &topology,
         &instances,
         &policies,
@@ -170,7 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &mut |done, total| progress.update(done, total),
     )?;
     progress.finish();
-    let rows = scenario::rows(&results, &policies);
+    let rows = runner::rows(&results, &policies);
     let header = format!(
         "machine {} ({cpus} CPUs), {} workload(s): {}",
         topology.name,

@@ -1,7 +1,8 @@
 //! The text tables `cosched sim` prints: one row per policy, one block per workload set (TACO Table 4's
 //! shape), and the tables of a sweep.
 
-use cosched_sim::scenario::{PaperFigures, PolicyRow, SetResult};
+use cosched_sim::runner::{PolicyRow, SetResult};
+use cosched_sim::scenario::PaperFigures;
 use cosched_sim::sweep::{PointResult, Sweep};
 use std::collections::BTreeMap;
 
