@@ -4,6 +4,7 @@
 //! thawed, for the next daemon to adopt (`docs/service.md`).
 
 use crate::journal::{Entry, Journal, Replayed};
+use crate::notify;
 use crate::protocol::{now_unix, JobState};
 use crate::registry::{Registry, Shared, Tracked};
 use crate::source::DaemonSource;
@@ -58,6 +59,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o077) };
     let _lock = take_lock(&options.state)?;
+    notify::tell("STATUS=replaying the journal");
     let policy =
         cosched_policies::create(&options.policy).map_err(|e| DaemonError::Setup(e.to_string()))?;
     let topology = sysfs::discover().map_err(|e| DaemonError::Setup(e.to_string()))?;
@@ -83,6 +85,21 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             .map_err(io_error("cannot start the server thread".into()))?
     };
     drop(server);
+    let (adopted, queued) = {
+        let registry = shared.lock();
+        let adopted = registry
+            .incoming
+            .iter()
+            .filter(|id| registry.jobs[id].adopt.is_some())
+            .count();
+        (adopted, registry.incoming.len() - adopted)
+    };
+    // Ready once clients can connect and every job of the journal is known again.
+    notify::tell(&format!(
+        "READY=1\nSTATUS=serving {} with policy {}; {adopted} running jobs adopted, {queued} queued",
+        options.socket.display(),
+        options.policy
+    ));
     let mut run_options = RunOptions::new(
         traces.join(format!("daemon-{}.jsonl", now_unix() as u64)),
         &logs,
@@ -113,6 +130,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         &run_options,
         &mut |_| {},
     );
+    notify::tell("STOPPING=1\nSTATUS=stopping; running jobs keep running for the next daemon");
     let _ = fs::remove_file(&options.socket);
     match result {
         Ok(_) | Err(cosched_linux::Error::Interrupted(_)) => {

@@ -1,12 +1,18 @@
 //! The daemon's durable history: an append-only JSON Lines file, each entry written and fsynced before
 //! the state change it records is acknowledged or acted upon. Replaying it gives back every job and
 //! its state after a crash or a restart. Why a log and not SQLite: `docs/service.md`.
+//!
+//! Commits are grouped: entries are appended in order under a lock (cheap, page cache), and a writer
+//! then waits until an fsync covers its entry. One fsync makes every entry appended before it durable,
+//! so while one writer syncs, those who appended meanwhile wait for it and need none of their own;
+//! concurrent submissions share fsyncs instead of queueing behind one each.
 
 use crate::protocol::{JobState, JobView, Submission};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 /// One state change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,8 +61,19 @@ pub enum Entry {
 }
 
 pub struct Journal {
-    file: File,
+    /// The file and how many entries were appended to it.
+    appended: Mutex<(File, u64)>,
+    /// A second handle on the file, and how many entries are known to be on disk.
+    synced: Mutex<(File, u64)>,
     path: PathBuf,
+}
+
+/// The position of an entry in the journal, to wait for with [`Journal::sync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Appended(u64);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A job as the journal left it, with what is needed to run or adopt it again.
@@ -88,21 +105,45 @@ impl Journal {
             }
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let syncing = file.try_clone()?;
         Ok((
             Journal {
-                file,
+                appended: Mutex::new((file, 0)),
+                synced: Mutex::new((syncing, 0)),
                 path: path.to_path_buf(),
             },
             jobs,
         ))
     }
 
-    /// Appends `entry` and waits until it is on disk.
-    pub fn write(&mut self, entry: &Entry) -> io::Result<()> {
+    /// Appends `entry` after every entry appended before; it is durable once [`Journal::sync`] of
+    /// the returned position has returned.
+    pub fn append(&self, entry: &Entry) -> io::Result<Appended> {
         let mut line = serde_json::to_vec(entry).expect("journal entries always serialise");
         line.push(b'\n');
-        self.file.write_all(&line)?;
-        self.file.sync_data()
+        let mut appended = lock(&self.appended);
+        appended.0.write_all(&line)?;
+        appended.1 += 1;
+        Ok(Appended(appended.1))
+    }
+
+    /// Waits until the entry at `position`, and every one before it, is on disk.
+    pub fn sync(&self, position: Appended) -> io::Result<()> {
+        let mut synced = lock(&self.synced);
+        if synced.1 >= position.0 {
+            // Another writer's fsync covered it while this one waited for the lock.
+            return Ok(());
+        }
+        let covered = lock(&self.appended).1;
+        synced.0.sync_data()?;
+        synced.1 = covered;
+        Ok(())
+    }
+
+    /// Appends `entry` and waits until it is on disk.
+    pub fn write(&self, entry: &Entry) -> io::Result<()> {
+        let position = self.append(entry)?;
+        self.sync(position)
     }
 
     pub fn path(&self) -> &Path {
@@ -203,7 +244,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (mut journal, jobs) = Journal::open(&path).unwrap();
+            let (journal, jobs) = Journal::open(&path).unwrap();
             assert!(jobs.is_empty());
             for id in 1..=3 {
                 journal

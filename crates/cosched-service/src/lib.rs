@@ -4,7 +4,9 @@
 //! - [`server`]: the socket, SO_PEERCRED, one thread, a timeout and a size cap per connection.
 //! - [`registry`]: the jobs as clients see them; who may do what.
 //! - [`journal`]: the fsynced append-only history, replayed at start.
+//! - [`notify`]: readiness and status for systemd (`Type=notify`).
 //! - [`source`]: the executor's job source fed by submissions.
+//! - [`switches`]: how late slot switches came, for `cosched bench daemon`.
 //! - [`daemon`]: start-up, recovery and adoption after a restart, the executor run.
 //! - [`client`], [`paths`]: what the `cosched submit|jobs|…` commands use.
 //!
@@ -13,8 +15,10 @@
 pub mod client;
 pub mod daemon;
 pub mod journal;
+pub mod notify;
 pub mod paths;
 pub mod protocol;
 pub mod registry;
 pub mod server;
 pub mod source;
+pub mod switches;

@@ -41,6 +41,8 @@ pub enum Request {
     Policy {
         set: Option<String>,
     },
+    /// How many slot switches the daemon made and how late the latest ones came.
+    Switches {},
 }
 
 /// A job as a client submits it. The daemon adds who submitted it (from the socket's credentials).
@@ -77,6 +79,8 @@ pub enum Reply {
     Cancelled { ids: Vec<u64> },
     Ended { jobs: Vec<JobView> },
     Policy { name: String },
+    /// `recent_lateness`: seconds after its deadline each of the latest switches began, oldest first.
+    Switches { total: u64, recent_lateness: Vec<f64> },
     Error { message: String },
 }
 

@@ -2,8 +2,9 @@
 //! thread. Every change is journaled (under the registry's lock, so the journal's order is the
 //! registry's) before it is acknowledged or acted upon.
 
-use crate::journal::{Entry, Journal};
+use crate::journal::{Appended, Entry, Journal};
 use crate::protocol::{now_unix, JobState, JobView, Reply, Request, Submission};
+use crate::switches::SwitchLog;
 use cosched_linux::Adopt;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -42,13 +43,14 @@ pub struct Shared {
     registry: Mutex<Registry>,
     /// Signalled whenever a job ends.
     ended: Condvar,
-    pub journal: Mutex<Journal>,
+    pub journal: Journal,
     /// Readable when the executor has news to take (an eventfd).
     wake: OwnedFd,
     pub logs: PathBuf,
     pub policy: String,
     /// The uid the daemon runs as; a user daemon serves that user only.
     pub daemon_uid: u32,
+    pub switches: Mutex<SwitchLog>,
 }
 
 impl Shared {
@@ -59,12 +61,13 @@ impl Shared {
         Shared {
             registry: Mutex::new(registry),
             ended: Condvar::new(),
-            journal: Mutex::new(journal),
+            journal,
             wake: unsafe { OwnedFd::from_raw_fd(fd) },
             logs,
             policy,
             // SAFETY: geteuid has no preconditions.
             daemon_uid: unsafe { libc::geteuid() },
+            switches: Mutex::default(),
         }
     }
 
@@ -72,12 +75,29 @@ impl Shared {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends to the journal; a journal that cannot be written is reported, not hidden.
+    /// Appends to the journal and waits until the entry is on disk; a journal that cannot be written
+    /// is reported, not hidden.
     pub fn journal(&self, entry: &Entry) -> Result<(), String> {
-        let mut journal = self.journal.lock().unwrap_or_else(|p| p.into_inner());
-        journal
-            .write(entry)
-            .map_err(|e| format!("cannot write the journal {}: {e}", journal.path().display()))
+        self.sync(self.append(entry)?)
+    }
+
+    /// Appends to the journal, in the order of the calls: called under the registry's lock, the
+    /// journal's order is the registry's. The entry is durable once [`Shared::sync`] returns.
+    pub fn append(&self, entry: &Entry) -> Result<Appended, String> {
+        self.journal.append(entry).map_err(|e| self.journal_error(e))
+    }
+
+    /// Waits until the entry at `position` and all before it are on disk; called without the
+    /// registry's lock, so that other requests go on while the disk works.
+    pub fn sync(&self, position: Appended) -> Result<(), String> {
+        self.journal.sync(position).map_err(|e| self.journal_error(e))
+    }
+
+    fn journal_error(&self, e: std::io::Error) -> String {
+        format!(
+            "cannot write the journal {}: {e}",
+            self.journal.path().display()
+        )
     }
 
     pub fn wake_fd(&self) -> RawFd {
@@ -124,6 +144,13 @@ impl Shared {
             Request::Policy { set: None } => Ok(Reply::Policy {
                 name: self.policy.clone(),
             }),
+            Request::Switches {} => {
+                let log = self.switches.lock().unwrap_or_else(|p| p.into_inner());
+                Ok(Reply::Switches {
+                    total: log.total(),
+                    recent_lateness: log.recent(),
+                })
+            }
             Request::Policy { set: Some(name) } => Err(format!(
                 "this daemon cannot switch policy while it runs; restart it with `--policy {name}` (running jobs are adopted again)"
             )),
@@ -144,7 +171,7 @@ impl Shared {
         let t = now_unix();
         let stdout = self.logs.join(format!("{id}.stdout"));
         let stderr = self.logs.join(format!("{id}.stderr"));
-        self.journal(&Entry::Submitted {
+        let position = self.append(&Entry::Submitted {
             id,
             t,
             uid: peer.uid,
@@ -165,6 +192,10 @@ impl Shared {
         );
         registry.incoming.push_back(id);
         drop(registry);
+        // Acknowledged only once durable. The executor may take the job before this returns, but its
+        // `started` entry, synced in the same file, cannot reach the disk before this one.
+        self.sync(position)
+            .map_err(|e| format!("job {id} is queued, but {e}"))?;
         self.wake_executor();
         Ok(Reply::Submitted { id })
     }

@@ -1,7 +1,7 @@
 //! The daemon's job source: submissions taken from the registry as the executor's loop asks for them,
 //! and what the executor reports (starts, placements, thread changes, ends) journaled and shown.
 
-use crate::journal::Entry;
+use crate::journal::{Appended, Entry};
 use crate::protocol::{now_unix, JobState};
 use crate::registry::Shared;
 use cosched_core::trace::{ExitStatus, Record};
@@ -19,8 +19,18 @@ pub struct DaemonSource {
 }
 
 impl DaemonSource {
-    fn journal(&self, entry: Entry) {
-        if let Err(e) = self.shared.journal(&entry) {
+    /// Appends `entry` to the journal under the registry's lock, which the caller holds.
+    fn append(&self, entry: Entry) -> Option<Appended> {
+        self.shared
+            .append(&entry)
+            .map_err(|e| eprintln!("cosched daemon: {e}"))
+            .ok()
+    }
+
+    /// Waits, after the registry's lock is released, until what [`DaemonSource::append`] wrote is on
+    /// disk.
+    fn sync(&self, position: Option<Appended>) {
+        if let Some(Err(e)) = position.map(|p| self.shared.sync(p)) {
             eprintln!("cosched daemon: {e}");
         }
     }
@@ -86,7 +96,7 @@ impl JobSource for DaemonSource {
         let t = now_unix();
         let ok = outcome.status == ExitStatus::Ok;
         let mut registry = self.shared.lock();
-        self.journal(Entry::Finished {
+        let position = self.append(Entry::Finished {
             id,
             t: Some(t),
             ok,
@@ -104,6 +114,7 @@ impl JobSource for DaemonSource {
             view.cpus = None;
         }
         drop(registry);
+        self.sync(position);
         self.shared.notify_ended();
     }
 
@@ -118,6 +129,11 @@ impl JobSource for DaemonSource {
             .drain(..)
             .map(|id| JobId(id as u32))
             .collect()
+    }
+
+    fn slot_switched(&mut self, lateness: f64) {
+        let mut log = self.shared.switches.lock().unwrap_or_else(|p| p.into_inner());
+        log.record(lateness);
     }
 
     fn observe(&mut self, record: &Record) {
@@ -143,7 +159,7 @@ impl JobSource for DaemonSource {
                 job.view.threads = Some(*threads);
                 job.view.started.get_or_insert(t);
                 job.view.adopted = adopted;
-                self.journal(Entry::Started {
+                let position = self.append(Entry::Started {
                     id,
                     t,
                     pid,
@@ -151,6 +167,8 @@ impl JobSource for DaemonSource {
                     threads: *threads,
                     adopted,
                 });
+                drop(registry);
+                self.sync(position);
             }
             Record::Plan { plan } => {
                 let mut placed = BTreeMap::new();
@@ -163,15 +181,18 @@ impl JobSource for DaemonSource {
                 }
                 let t = now_unix();
                 let mut registry = self.shared.lock();
+                let mut last = None;
                 for (id, cpus) in placed {
                     let Some(job) = registry.jobs.get_mut(&id) else {
                         continue;
                     };
                     if job.view.cpus.as_deref() != Some(cpus.as_str()) {
                         job.view.cpus = Some(cpus.clone());
-                        self.journal(Entry::Placed { id, t, cpus });
+                        last = self.append(Entry::Placed { id, t, cpus }).or(last);
                     }
                 }
+                drop(registry);
+                self.sync(last);
             }
             Record::Threads { job, threads } => {
                 let id = u64::from(job.0);
@@ -179,11 +200,13 @@ impl JobSource for DaemonSource {
                 if let Some(job) = registry.jobs.get_mut(&id) {
                     job.view.threads = Some(*threads);
                 }
-                self.journal(Entry::Threads {
+                let position = self.append(Entry::Threads {
                     id,
                     t: now_unix(),
                     threads: *threads,
                 });
+                drop(registry);
+                self.sync(position);
             }
             _ => {}
         }

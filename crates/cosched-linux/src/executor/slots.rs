@@ -74,6 +74,7 @@ impl Executor<'_> {
             return Ok(());
         }
         self.switch_lateness.push(now - self.slot_deadline);
+        self.source.slot_switched(now - self.slot_deadline);
         let slots = &self.plan.slots;
         self.slot = (self.slot + 1) % slots.len();
         let length = slots[self.slot].length.max(0.0);

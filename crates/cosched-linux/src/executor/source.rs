@@ -66,6 +66,8 @@ pub trait JobSource {
     }
     /// Every trace record of the run, as it is written.
     fn observe(&mut self, _record: &Record) {}
+    /// The loop moved to the next slot `lateness` seconds after that slot's deadline.
+    fn slot_switched(&mut self, _lateness: f64) {}
 }
 
 /// A workload file's jobs, each arriving at its `arrival` time after the start of the run.

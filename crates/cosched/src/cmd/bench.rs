@@ -20,6 +20,7 @@ enum BenchCommand {
     Barrier(super::bench_barrier::BarrierArgs),
     Executor(super::bench_executor::ExecutorArgs),
     Policy(super::bench_policy::PolicyArgs),
+    Daemon(super::bench_daemon::DaemonArgs),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -28,6 +29,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         BenchCommand::Barrier(args) => super::bench_barrier::run(args),
         BenchCommand::Executor(args) => super::bench_executor::run(args),
         BenchCommand::Policy(args) => super::bench_policy::run(args),
+        BenchCommand::Daemon(args) => super::bench_daemon::run(args),
     }
 }
 

@@ -99,7 +99,7 @@ fn print_figures(jobs: usize, args: &ExecutorArgs, report: &RunReport) {
     );
 }
 
-fn quantile(values: &[f64], q: f64) -> f64 {
+pub(super) fn quantile(values: &[f64], q: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }

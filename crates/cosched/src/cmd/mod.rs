@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod bench_barrier;
+pub mod bench_daemon;
 pub mod bench_executor;
 pub mod bench_policy;
 pub mod calibrate;
