@@ -94,8 +94,9 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             .count();
         (adopted, registry.incoming.len() - adopted)
     };
-    // Ready once clients can connect and every job of the journal is known again.
-    notify::tell(&format!(
+    // Ready once clients can connect, every job of the journal is known again, and the executor's
+    // loop runs (its signal handlers in place): its first progress report.
+    let mut ready = Some(format!(
         "READY=1\nSTATUS=serving {} with policy {}; {adopted} running jobs adopted, {queued} queued",
         options.socket.display(),
         options.policy
@@ -128,7 +129,11 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         policy,
         &mut source,
         &run_options,
-        &mut |_| {},
+        &mut |_| {
+            if let Some(message) = ready.take() {
+                notify::tell(&message);
+            }
+        },
     );
     notify::tell("STOPPING=1\nSTATUS=stopping; running jobs keep running for the next daemon");
     let _ = fs::remove_file(&options.socket);

@@ -73,15 +73,32 @@ pub struct Response {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Reply {
-    Submitted { id: u64 },
-    Jobs { jobs: Vec<JobView> },
-    Job { job: JobView },
-    Cancelled { ids: Vec<u64> },
-    Ended { jobs: Vec<JobView> },
-    Policy { name: String },
+    Submitted {
+        id: u64,
+    },
+    Jobs {
+        jobs: Vec<JobView>,
+    },
+    Job {
+        job: JobView,
+    },
+    Cancelled {
+        ids: Vec<u64>,
+    },
+    Ended {
+        jobs: Vec<JobView>,
+    },
+    Policy {
+        name: String,
+    },
     /// `recent_lateness`: seconds after its deadline each of the latest switches began, oldest first.
-    Switches { total: u64, recent_lateness: Vec<f64> },
-    Error { message: String },
+    Switches {
+        total: u64,
+        recent_lateness: Vec<f64>,
+    },
+    Error {
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -84,13 +84,17 @@ impl Shared {
     /// Appends to the journal, in the order of the calls: called under the registry's lock, the
     /// journal's order is the registry's. The entry is durable once [`Shared::sync`] returns.
     pub fn append(&self, entry: &Entry) -> Result<Appended, String> {
-        self.journal.append(entry).map_err(|e| self.journal_error(e))
+        self.journal
+            .append(entry)
+            .map_err(|e| self.journal_error(e))
     }
 
     /// Waits until the entry at `position` and all before it are on disk; called without the
     /// registry's lock, so that other requests go on while the disk works.
     pub fn sync(&self, position: Appended) -> Result<(), String> {
-        self.journal.sync(position).map_err(|e| self.journal_error(e))
+        self.journal
+            .sync(position)
+            .map_err(|e| self.journal_error(e))
     }
 
     fn journal_error(&self, e: std::io::Error) -> String {

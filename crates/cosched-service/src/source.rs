@@ -132,7 +132,11 @@ impl JobSource for DaemonSource {
     }
 
     fn slot_switched(&mut self, lateness: f64) {
-        let mut log = self.shared.switches.lock().unwrap_or_else(|p| p.into_inner());
+        let mut log = self
+            .shared
+            .switches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         log.record(lateness);
     }
 

@@ -7,7 +7,8 @@ use cosched_service::journal::Entry;
 use cosched_service::protocol::{JobState, Reply, Request, Submission};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Mutex;
@@ -25,16 +26,22 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path, policy: &str) -> Daemon {
+        Daemon::start_with(dir, policy, |_| {})
+    }
+
+    /// [`Daemon::start`], its command changed by `adjust` first.
+    fn start_with(dir: &Path, policy: &str, adjust: impl FnOnce(&mut Command)) -> Daemon {
         let socket = dir.join("cosched.sock");
         let state = dir.join("state");
-        let child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cosched"));
+        command
             .args(["daemon", "--policy", policy, "--idle-timeout", "1"])
             .arg("--socket")
             .arg(&socket)
             .arg("--state")
-            .arg(&state)
-            .spawn()
-            .unwrap();
+            .arg(&state);
+        adjust(&mut command);
+        let child = command.spawn().unwrap();
         let started = Instant::now();
         while UnixStream::connect(&socket).is_err() {
             assert!(
@@ -69,6 +76,17 @@ impl Daemon {
     fn wait(&self, ids: Vec<u64>) -> Vec<cosched_service::protocol::JobView> {
         match self.ask(Request::Wait { ids }).unwrap() {
             Reply::Ended { jobs } => jobs,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Slot switches so far and the latest ones' lateness, seconds.
+    fn switches(&self) -> (u64, Vec<f64>) {
+        match self.ask(Request::Switches {}).unwrap() {
+            Reply::Switches {
+                total,
+                recent_lateness,
+            } => (total, recent_lateness),
             other => panic!("{other:?}"),
         }
     }
@@ -422,8 +440,27 @@ fn hostile_requests_get_errors_or_timeouts_and_the_daemon_keeps_serving() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut daemon = Daemon::start(dir.path(), "gang");
-    // Two jobs time-sliced by gang while the attack goes on.
-    let busy: Vec<u64> = (0..2).map(|_| daemon.submit(&["sleep", "3"])).collect();
+    // Two jobs as wide as the machine, time-sliced by gang (100 ms slots) while the attack goes on.
+    let cpus = std::thread::available_parallelism().unwrap().get() as u32;
+    let wide = Submission {
+        min_threads: Some(cpus),
+        max_threads: Some(cpus),
+        kind: cosched_core::JobKind::Rigid,
+        ..submission(&["sleep", "4"])
+    };
+    let busy: Vec<u64> = (0..2)
+        .map(
+            |_| match daemon.ask(Request::Submit(wide.clone())).unwrap() {
+                Reply::Submitted { id } => id,
+                other => panic!("{other:?}"),
+            },
+        )
+        .collect();
+    assert!(
+        poll(Duration::from_secs(10), || daemon.switches().0 > 0),
+        "gang never switched slots"
+    );
+    let (before_attack, _) = daemon.switches();
     let idle: Vec<UnixStream> = (0..200)
         .map(|_| UnixStream::connect(&daemon.socket).unwrap())
         .collect();
@@ -460,7 +497,83 @@ fn hostile_requests_get_errors_or_timeouts_and_the_daemon_keeps_serving() {
         let _ = stream.read_to_string(&mut answer);
         assert!(answer.contains("no complete request"), "{answer}");
     }
+    // Scheduling went on during the attack: slots kept switching, and not a whole slot late.
+    let (after_attack, lateness) = daemon.switches();
+    let during = (after_attack - before_attack) as usize;
+    let mut late = lateness[lateness.len() - during.min(lateness.len())..].to_vec();
+    late.sort_by(f64::total_cmp);
+    println!(
+        "{during} slot switches during the attack, lateness median {:?} s, max {:?} s",
+        late.get(late.len() / 2),
+        late.last()
+    );
+    assert!(during >= 2, "only {during} slot switches during the attack");
+    assert!(late[late.len() / 2] < 0.1, "switches fell behind: {late:?}");
     let jobs = daemon.wait(busy.into_iter().chain([id]).collect());
     assert!(jobs.iter().all(|j| j.state == JobState::Done), "{jobs:?}");
     daemon.stop();
+}
+
+#[test]
+fn systemd_hears_ready_once_the_socket_listens_and_stopping_at_the_end() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("cosched-daemon-notify-{}", std::process::id());
+    let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixDatagram::bind_addr(&address).unwrap();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut daemon = Daemon::start_with(dir.path(), "eq", |command| {
+        command.env("NOTIFY_SOCKET", format!("@{name}"));
+    });
+    let mut messages = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !messages.iter().any(|m: &String| m.contains("READY=1")) {
+        let n = listener.recv(&mut buffer).expect("no READY=1 within 20 s");
+        messages.push(String::from_utf8_lossy(&buffer[..n]).into_owned());
+    }
+    let ready = messages.last().unwrap();
+    assert!(ready.contains("STATUS=serving"), "{messages:?}");
+    // Ready means clients are served: a request made right after READY=1 is answered.
+    assert!(matches!(
+        daemon.ask(Request::Jobs { all: true }),
+        Ok(Reply::Jobs { .. })
+    ));
+    daemon.stop();
+    let n = listener.recv(&mut buffer).expect("no message at the stop");
+    let stopping = String::from_utf8_lossy(&buffer[..n]);
+    assert!(stopping.contains("STOPPING=1"), "{stopping}");
+}
+
+#[test]
+fn bench_daemon_prints_every_figure() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["bench", "daemon", "--clients", "2", "--jobs", "20"])
+        .args(["--idle-jobs", "3", "--idle-seconds", "1"])
+        .args(["--attack", "--attack-seconds", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let figures: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(figures["jobs"], 20);
+    assert!(figures["submissions_per_s"].as_f64().unwrap() > 0.0);
+    for quantile in ["p50", "p99", "max"] {
+        assert!(figures["latency_ms"][quantile].as_f64().unwrap() > 0.0);
+    }
+    assert!(figures["idle_cpu_percent"].as_f64().unwrap() >= 0.0);
+    let attack = &figures["attack"];
+    for half in ["quiet", "attacked"] {
+        assert!(
+            attack[half]["switches"].as_u64().unwrap() > 0,
+            "no slot switch {half}: {figures}"
+        );
+    }
+    assert!(attack["hostile_requests"].as_u64().unwrap() > 0);
+    assert_eq!(figures["targets"]["submissions_per_s"], 500.0);
 }
