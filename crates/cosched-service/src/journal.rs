@@ -240,6 +240,40 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_writers_each_get_a_whole_line_and_every_entry_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let (journal, _) = Journal::open(&path).unwrap();
+        std::thread::scope(|scope| {
+            for writer in 0..8u64 {
+                let journal = &journal;
+                scope.spawn(move || {
+                    for n in 0..50 {
+                        let entry = Entry::Cancelled {
+                            id: writer * 1000 + n,
+                            t: 1.0,
+                        };
+                        journal.write(&entry).unwrap();
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut ids: Vec<u64> = text
+            .lines()
+            .map(|l| match serde_json::from_str(l).unwrap() {
+                Entry::Cancelled { id, .. } => id,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        ids.sort();
+        let expected: Vec<u64> = (0..8)
+            .flat_map(|w| (0..50).map(move |n| w * 1000 + n))
+            .collect();
+        assert_eq!(ids, expected);
+    }
+
+    #[test]
     fn replay_gives_back_each_jobs_last_state_and_skips_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
