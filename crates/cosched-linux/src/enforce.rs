@@ -7,7 +7,6 @@
 use crate::affinity::Mask;
 use crate::cgroup::{numa_nodes_of, Cgroup};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
-use crate::procfs::ProcStat;
 use crate::watchdog::{OnDeath, Watchdog};
 use cosched_core::CpuSet;
 use std::collections::HashMap;
@@ -24,10 +23,30 @@ pub struct Enforcer {
     tag: String,
     /// Which entries of the watchdog's table hold a job (started, or with cgroups still to remove).
     entries_used: Vec<bool>,
+    on_death: OnDeath,
     /// Cgroups whose processes were still exiting when their job was released, with their entry.
     busy: Vec<(usize, Cgroup)>,
     // Dropped last: its sweep must come after the enforcer's own cleanup.
     watchdog: Watchdog,
+}
+
+/// Which processes make up a job outside of a cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Members {
+    /// The process group cosched started the job as; the leader's pid is the group's id.
+    Group(i32),
+    /// A process and its descendants: an attached process, whose group may hold processes of others
+    /// (all the tasks of a Slurm step share one group).
+    Tree(i32),
+}
+
+impl Members {
+    /// The job's main process.
+    pub fn pid(self) -> i32 {
+        match self {
+            Members::Group(pid) | Members::Tree(pid) => pid,
+        }
+    }
 }
 
 /// The executor's handle on one running job.
@@ -35,7 +54,7 @@ pub struct Enforcer {
 pub struct JobControl {
     /// The job's entry in the watchdog's table.
     entry: usize,
-    pub pgid: i32,
+    pub members: Members,
     pub cgroups: Vec<Cgroup>,
     pub cpus: CpuSet,
     pub frozen: bool,
@@ -51,15 +70,45 @@ pub struct Prepared {
     pub mask: Option<Mask>,
 }
 
-/// Which processes belong to which process group, from one pass over /proc.
-pub type ProcessGroups = HashMap<i32, Vec<ProcStat>>;
+/// Which processes belong to which process group and which parent, from one pass over /proc.
+#[derive(Default)]
+pub struct ProcessTable {
+    groups: HashMap<i32, Vec<i32>>,
+    children: HashMap<i32, Vec<i32>>,
+}
 
-pub fn process_groups() -> ProcessGroups {
-    let mut groups: ProcessGroups = HashMap::new();
-    for process in crate::procfs::all_processes() {
-        groups.entry(process.pgid).or_default().push(process);
+impl ProcessTable {
+    pub fn read() -> ProcessTable {
+        let mut table = ProcessTable::default();
+        for process in crate::procfs::all_processes() {
+            table
+                .groups
+                .entry(process.pgid)
+                .or_default()
+                .push(process.pid);
+            table
+                .children
+                .entry(process.ppid)
+                .or_default()
+                .push(process.pid);
+        }
+        table
     }
-    groups
+
+    pub fn members(&self, members: Members) -> Vec<i32> {
+        match members {
+            Members::Group(pgid) => self.groups.get(&pgid).cloned().unwrap_or_default(),
+            Members::Tree(pid) => {
+                let mut tree = vec![pid];
+                let mut i = 0;
+                while let Some(&parent) = tree.get(i) {
+                    tree.extend(self.children.get(&parent).into_iter().flatten());
+                    i += 1;
+                }
+                tree
+            }
+        }
+    }
 }
 
 impl Enforcer {
@@ -71,6 +120,7 @@ impl Enforcer {
             mechanisms,
             tag: format!("cosched-{}-{run}", std::process::id()),
             entries_used: vec![false; capacity],
+            on_death,
             busy: Vec::new(),
             watchdog: Watchdog::start(capacity, on_death)?,
         })
@@ -86,8 +136,9 @@ impl Enforcer {
     }
 
     /// Registers the job's control page and creates its cgroups on `cpus`, each registered with the
-    /// watchdog before anything joins it. On error nothing is left behind.
-    pub fn prepare(&mut self, cpus: &CpuSet, page: &Path) -> io::Result<Prepared> {
+    /// watchdog before anything joins it. `in_place`: no cgroup of its own, the job stays in the ones it
+    /// is in and is placed by affinity (and frozen by signals). On error nothing is left behind.
+    pub fn prepare(&mut self, cpus: &CpuSet, page: &Path, in_place: bool) -> io::Result<Prepared> {
         let entry = self
             .entries_used
             .iter()
@@ -106,15 +157,24 @@ impl Enforcer {
             join: Vec::new(),
             mask: None,
         };
-        if let Err(e) = self.create_cgroups(&mut prepared, page) {
+        if let Err(e) = self.create_cgroups(&mut prepared, page, in_place) {
             self.abandon(prepared);
             return Err(e);
         }
         Ok(prepared)
     }
 
-    fn create_cgroups(&mut self, prepared: &mut Prepared, page: &Path) -> io::Result<()> {
+    fn create_cgroups(
+        &mut self,
+        prepared: &mut Prepared,
+        page: &Path,
+        in_place: bool,
+    ) -> io::Result<()> {
         self.watchdog.set_control_page(prepared.entry, page)?;
+        if in_place {
+            prepared.mask = Some(Mask::new(&prepared.cpus)?);
+            return Ok(());
+        }
         let name = format!("{}-{}", self.tag, prepared.entry);
         let mems = numa_nodes_of(&prepared.cpus);
         let hierarchies = [
@@ -139,17 +199,13 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Moves every process of the existing process group `pgid` into the prepared cgroups (or mask).
-    pub fn enclose(&self, prepared: &Prepared, pgid: i32) -> io::Result<()> {
-        let members: Vec<i32> = crate::procfs::all_processes()
-            .into_iter()
-            .filter(|p| p.pgid == pgid)
-            .map(|p| p.pid)
-            .collect();
-        if members.is_empty() {
+    /// Moves every process of a running job into the prepared cgroups (or mask).
+    pub fn enclose(&self, prepared: &Prepared, job: Members) -> io::Result<()> {
+        let members = ProcessTable::read().members(job);
+        if members.iter().all(|&pid| crate::procfs::stat(pid).is_err()) {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("process group {pgid} has no process left"),
+                format!("{job:?} has no process left"),
             ));
         }
         for procs in &prepared.join {
@@ -215,12 +271,23 @@ impl Enforcer {
         self.remove_cgroups(prepared.entry, prepared.cgroups);
     }
 
-    /// The job's process started as `pgid`, the leader of its own process group: registers the group.
-    pub fn started(&mut self, prepared: Prepared, pgid: i32) -> JobControl {
-        self.watchdog.set_process_group(prepared.entry, pgid);
+    /// The job runs as `members`: registers its process group with the watchdog. An attached process's
+    /// group may hold other processes, so it is registered only with a watchdog that merely thaws
+    /// (SIGCONT), never with one that kills.
+    pub fn started(&mut self, prepared: Prepared, members: Members) -> JobControl {
+        let group = match members {
+            Members::Group(pgid) => Some(pgid),
+            Members::Tree(pid) if self.on_death == OnDeath::Thaw => {
+                crate::procfs::stat(pid).ok().map(|s| s.pgid)
+            }
+            Members::Tree(_) => None,
+        };
+        if let Some(pgid) = group {
+            self.watchdog.set_process_group(prepared.entry, pgid);
+        }
         JobControl {
             entry: prepared.entry,
-            pgid,
+            members,
             cgroups: prepared.cgroups,
             cpus: prepared.cpus,
             frozen: false,
@@ -237,15 +304,38 @@ impl Enforcer {
         job.cgroups.iter().find(|c| c.kind == kind)
     }
 
-    /// The job's processes now: its cgroup's members, or the members of its process group.
-    pub fn members(&self, job: &JobControl, groups: &ProcessGroups) -> Vec<i32> {
+    /// The job's processes now: its cgroup's members, or those of its group or tree.
+    pub fn members(&self, job: &JobControl, table: &ProcessTable) -> Vec<i32> {
         match job.cgroups.first() {
             Some(cgroup) => cgroup.pids(),
-            None => groups
-                .get(&job.pgid)
-                .map(|g| g.iter().map(|p| p.pid).collect())
-                .unwrap_or_default(),
+            None => table.members(job.members),
         }
+    }
+
+    /// True when the job is kept on its CPUs by affinity masks alone (no cpuset cgroup), which must be
+    /// set again now and then for threads that raced a change.
+    pub fn reapplies(&self, job: &JobControl) -> bool {
+        self.placement_cgroup(job).is_none()
+    }
+
+    /// Sends `signal` to every process of the job: its process group, or each process of its tree.
+    pub fn signal(&self, job: &JobControl, signal: libc::c_int) -> io::Result<()> {
+        let targets = match job.members {
+            Members::Group(pgid) => vec![-pgid],
+            Members::Tree(_) => self.members(job, &ProcessTable::read()),
+        };
+        let mut result = Ok(());
+        for target in targets {
+            // SAFETY: plain system call on the job's own processes.
+            if unsafe { libc::kill(target, signal) } != 0 {
+                let e = io::Error::last_os_error();
+                // Processes that exit meanwhile are no error.
+                if e.raw_os_error() != Some(libc::ESRCH) {
+                    result = Err(e);
+                }
+            }
+        }
+        result
     }
 
     /// Moves the job to `cpus`.
@@ -261,20 +351,20 @@ impl Enforcer {
                 Mask::new(cpus)?.apply_to_processes(&cgroup.pids())?
             }
             None => {
-                let groups = process_groups();
-                Mask::new(cpus)?.apply_to_processes(&self.members(job, &groups))?
+                Mask::new(cpus)?.apply_to_processes(&self.members(job, &ProcessTable::read()))?
             }
         }
         job.cpus = cpus.clone();
         Ok(())
     }
 
-    /// Affinity placement only: sets the mask again on every thread, for threads that raced a change.
-    pub fn reapply(&self, job: &JobControl, groups: &ProcessGroups) -> io::Result<()> {
-        if !self.uses_affinity() {
+    /// Placement by affinity only: sets the mask again on every thread, for threads that raced a
+    /// change.
+    pub fn reapply(&self, job: &JobControl, table: &ProcessTable) -> io::Result<()> {
+        if !self.reapplies(job) {
             return Ok(());
         }
-        Mask::new(&job.cpus)?.apply_to_processes(&self.members(job, groups))
+        Mask::new(&job.cpus)?.apply_to_processes(&self.members(job, table))
     }
 
     pub fn set_frozen(&self, job: &mut JobControl, frozen: bool) -> io::Result<()> {
@@ -283,14 +373,7 @@ impl Enforcer {
         }
         match (self.mechanisms.freezer, self.freezer_cgroup(job)) {
             (Freezer::Signal, _) | (_, None) => {
-                let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
-                // SAFETY: plain system call on the job's own process group.
-                if unsafe { libc::kill(-job.pgid, signal) } != 0 {
-                    let e = io::Error::last_os_error();
-                    if e.raw_os_error() != Some(libc::ESRCH) {
-                        return Err(e);
-                    }
-                }
+                self.signal(job, if frozen { libc::SIGSTOP } else { libc::SIGCONT })?
             }
             (_, Some(cgroup)) => cgroup.set_frozen(frozen)?,
         }
@@ -300,16 +383,19 @@ impl Enforcer {
 
     /// Kills whatever is left of the job (after its main process ended, or when the run stops) and
     /// removes its cgroups; those still busy with exiting processes are retried by
-    /// [`Enforcer::retry_busy`].
+    /// [`Enforcer::retry_busy`]. Of an attached process's tree only what is left in cosched's own
+    /// cgroups is killed; processes that left its tree (reparented) are not cosched's to kill.
     pub fn release(&mut self, mut job: JobControl) {
         let _ = self.set_frozen(&mut job, false);
         for cgroup in &job.cgroups {
             let _ = cgroup.set_frozen(false);
         }
-        // SAFETY: signals to the job's own process group.
-        unsafe {
-            libc::kill(-job.pgid, libc::SIGKILL);
-            libc::kill(-job.pgid, libc::SIGCONT);
+        if let Members::Group(pgid) = job.members {
+            // SAFETY: signals to the job's own process group.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+                libc::kill(-pgid, libc::SIGCONT);
+            }
         }
         self.watchdog.clear_process_group(job.entry);
         self.watchdog.clear_control_page(job.entry);
@@ -346,5 +432,39 @@ impl Enforcer {
             self.remove_cgroups(entry, same.into_iter().map(|(_, c)| c).collect());
         }
         self.busy.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_holds_a_process_and_its_descendants_not_its_group() {
+        // `sh` stays in our process group; its `sleep` child is its only descendant.
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let sh = shell.id() as i32;
+        let mut tree = Vec::new();
+        for _ in 0..200 {
+            tree = ProcessTable::read().members(Members::Tree(sh));
+            if tree.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let me = std::process::id() as i32;
+        let group =
+            ProcessTable::read().members(Members::Group(crate::procfs::stat(me).unwrap().pgid));
+        for pid in &tree {
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        let _ = shell.wait();
+        assert_eq!(tree.len(), 2, "{tree:?}");
+        assert_eq!(tree[0], sh);
+        assert!(!tree.contains(&me), "the tree took its parent: {tree:?}");
+        assert!(group.contains(&me) && group.contains(&sh), "{group:?}");
     }
 }

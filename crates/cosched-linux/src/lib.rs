@@ -40,6 +40,7 @@ pub mod procfs;
 mod watchdog;
 
 pub use calibrate::calibrate;
+pub use enforce::{Members, ProcessTable};
 pub use executor::{
     execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, Progress, RunOptions,
     RunReport, RunSetup, RunStats, WorkloadReplay,

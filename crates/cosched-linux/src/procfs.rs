@@ -9,6 +9,7 @@ pub struct ProcStat {
     pub pid: i32,
     /// One-letter state: `R`, `S`, `D`, `T` (stopped), `t` (traced), `Z`, …
     pub state: char,
+    pub ppid: i32,
     pub pgid: i32,
     /// User + system time of all threads, live and exited, in clock ticks.
     pub cpu_ticks: u64,
@@ -41,6 +42,7 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
     Some(ProcStat {
         pid,
         state: field(3)?.chars().next()?,
+        ppid: field(4)?.parse().ok()?,
         pgid: field(5)?.parse().ok()?,
         cpu_ticks: number(14)? + number(15)?,
         children_ticks: number(16)? + number(17)?,
@@ -71,6 +73,36 @@ pub fn all_processes() -> Vec<ProcStat> {
         .collect()
 }
 
+/// The parent, grandparent, … of `pid` up to the first process (which has parent 0).
+pub fn ancestors(pid: i32) -> Vec<i32> {
+    let mut chain = Vec::new();
+    let mut at = pid;
+    // A parent always starts before its child, so the chain ends; the bound guards a racing /proc.
+    while let Ok(s) = stat(at) {
+        if s.ppid <= 0 || chain.len() > 4096 {
+            break;
+        }
+        chain.push(s.ppid);
+        at = s.ppid;
+    }
+    chain
+}
+
+/// The real, effective, saved and filesystem uids of a process (`Uid:` of `/proc/<pid>/status`).
+pub fn uids(pid: i32) -> io::Result<[u32; 4]> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let malformed = || io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/<pid>/status");
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .ok_or_else(malformed)?;
+    let ids: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|u| u.parse().ok())
+        .collect();
+    ids.try_into().map_err(|_| malformed())
+}
+
 /// Thread ids of a process.
 pub fn threads(pid: i32) -> Vec<i32> {
     let Ok(entries) = fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -91,7 +123,10 @@ mod tests {
         let line =
             "1234 (my (odd) prog) T 1 1230 1230 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 2 0 98765 0";
         let stat = parse_stat(line).unwrap();
-        assert_eq!((stat.pid, stat.state, stat.pgid), (1234, 'T', 1230));
+        assert_eq!(
+            (stat.pid, stat.state, stat.ppid, stat.pgid),
+            (1234, 'T', 1, 1230)
+        );
         assert_eq!((stat.cpu_ticks, stat.children_ticks), (300, 10));
         assert_eq!(stat.num_threads, 2);
         assert_eq!(stat.start_ticks, 98765);
@@ -104,5 +139,15 @@ mod tests {
         assert_eq!(own.pid, me);
         assert!(all_processes().iter().any(|p| p.pid == me));
         assert!(threads(me).contains(&me));
+        let me_uid = unsafe { libc::getuid() };
+        assert_eq!(uids(me).unwrap()[0], me_uid);
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let chain = ancestors(child.id() as i32);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(chain.first(), Some(&me), "{chain:?}");
     }
 }

@@ -9,7 +9,7 @@ use crate::protocol::{now_unix, JobState};
 use crate::registry::{Registry, Shared, Tracked};
 use crate::source::DaemonSource;
 use cosched_core::topology::sysfs;
-use cosched_linux::{Adopt, OnDeath, RunOptions, RunSetup};
+use cosched_linux::{Adopt, Members, OnDeath, ProcessTable, RunOptions, RunSetup};
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -196,30 +196,34 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
             submission: None,
             adopt: None,
         };
+        // The process a job runs as, if it still runs: an attached one, or one an earlier daemon started.
+        let process = match (tracked.view.pid, job.start_ticks) {
+            (Some(pid), Some(start_ticks)) => Some(job.attached.unwrap_or(Adopt {
+                pid: pid as i32,
+                start_ticks,
+                attached: false,
+                in_place: false,
+            })),
+            _ => None,
+        }
+        .filter(|p| p.is_alive());
         match tracked.view.state {
-            JobState::Queued => {
+            JobState::Queued if job.attached.is_none() => {
                 tracked.submission = Some(job.submission);
                 registry.incoming.push_back(id);
             }
-            JobState::Running | JobState::Cancelled if tracked.view.finished.is_none() => {
-                let alive = match (tracked.view.pid, job.start_ticks) {
-                    (Some(pid), Some(ticks)) => cosched_linux::procfs::stat(pid as i32)
-                        .is_ok_and(|s| s.start_ticks == ticks && s.state != 'Z'),
-                    _ => false,
-                };
-                if alive && tracked.view.state == JobState::Running {
-                    tracked.adopt = Some(Adopt {
-                        pid: tracked.view.pid.expect("alive has a pid") as i32,
-                        start_ticks: job.start_ticks.expect("alive has a start time"),
-                    });
+            JobState::Queued | JobState::Running | JobState::Cancelled
+                if tracked.view.finished.is_none() =>
+            {
+                if let (Some(process), false) = (process, tracked.view.state == JobState::Cancelled)
+                {
+                    tracked.adopt = Some(process);
                     tracked.submission = Some(job.submission);
                     registry.incoming.push_back(id);
                 } else {
-                    if alive {
+                    if let Some(process) = process {
                         // Cancelled while the daemon went down: finish the cancellation.
-                        let pid = tracked.view.pid.expect("alive has a pid") as i32;
-                        // SAFETY: the job's own process group, checked by pid and start time.
-                        unsafe { libc::kill(-pid, libc::SIGKILL) };
+                        kill_unwatched(process);
                     }
                     let error =
                         "ended while no cosched daemon watched it; exit status unknown".to_string();
@@ -244,4 +248,17 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
         registry.jobs.insert(id, tracked);
     }
     Ok(())
+}
+
+/// Kills a job's processes, checked by pid and start time: a started job's process group, or an
+/// attached process and its descendants.
+fn kill_unwatched(process: Adopt) {
+    let targets = match process.attached {
+        false => vec![-process.pid],
+        true => ProcessTable::read().members(Members::Tree(process.pid)),
+    };
+    for target in targets {
+        // SAFETY: plain system call on the job's own processes.
+        unsafe { libc::kill(target, libc::SIGKILL) };
+    }
 }

@@ -8,6 +8,7 @@
 //! concurrent submissions share fsyncs instead of queueing behind one each.
 
 use crate::protocol::{JobState, JobView, Submission};
+use cosched_linux::Adopt;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
@@ -26,6 +27,19 @@ pub enum Entry {
         submission: Submission,
         stdout: PathBuf,
         stderr: PathBuf,
+    },
+    /// A running process adopted as job `id` (`cosched attach`); `submission` describes it, it is
+    /// never started from it.
+    Attached {
+        id: u64,
+        t: f64,
+        /// The process's real uid.
+        uid: u32,
+        gid: u32,
+        submission: Submission,
+        pid: u32,
+        start_ticks: u64,
+        in_place: bool,
     },
     Started {
         id: u64,
@@ -83,6 +97,8 @@ pub struct Replayed {
     pub gid: u32,
     pub submission: Submission,
     pub start_ticks: Option<u64>,
+    /// The process of an attached job, to adopt again instead of starting anything.
+    pub attached: Option<Adopt>,
 }
 
 impl Journal {
@@ -167,6 +183,35 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
             gid,
             submission,
             start_ticks: None,
+            attached: None,
+        });
+        return;
+    }
+    if let Entry::Attached {
+        id,
+        t,
+        uid,
+        gid,
+        submission,
+        pid,
+        start_ticks,
+        in_place,
+    } = entry
+    {
+        let mut view = JobView::queued(id, uid, t, &submission, PathBuf::new(), PathBuf::new());
+        view.pid = Some(pid);
+        view.attached = true;
+        jobs.push(Replayed {
+            view,
+            gid,
+            submission,
+            start_ticks: Some(start_ticks),
+            attached: Some(Adopt {
+                pid: pid as i32,
+                start_ticks,
+                attached: true,
+                in_place,
+            }),
         });
         return;
     }
@@ -176,7 +221,7 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
         | Entry::Threads { id, .. }
         | Entry::Finished { id, .. }
         | Entry::Cancelled { id, .. } => *id,
-        Entry::Submitted { .. } => unreachable!("handled above"),
+        Entry::Submitted { .. } | Entry::Attached { .. } => unreachable!("handled above"),
     };
     let Some(job) = jobs.iter_mut().find(|j| j.view.id == id) else {
         return;
@@ -216,7 +261,7 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
             view.cpus = None;
         }
         Entry::Cancelled { .. } => view.state = JobState::Cancelled,
-        Entry::Submitted { .. } => unreachable!("handled above"),
+        Entry::Submitted { .. } | Entry::Attached { .. } => unreachable!("handled above"),
     }
 }
 
@@ -236,6 +281,7 @@ mod tests {
             weight: 1.0,
             coschedule: true,
             hints: Default::default(),
+            labels: Default::default(),
         }
     }
 

@@ -3,6 +3,7 @@
 //! - [`protocol`]: the versioned line-delimited JSON requests and responses.
 //! - [`server`]: the socket, SO_PEERCRED, one thread, a timeout and a size cap per connection.
 //! - [`registry`]: the jobs as clients see them; who may do what.
+//! - [`attach`]: which running processes a client may hand to the daemon (`cosched attach`).
 //! - [`journal`]: the fsynced append-only history, replayed at start.
 //! - [`notify`]: readiness and status for systemd (`Type=notify`).
 //! - [`source`]: the executor's job source fed by submissions.
@@ -12,6 +13,7 @@
 //!
 //! `docs/service.md` documents the protocol, the journal, the restart rules and the security model.
 
+pub mod attach;
 pub mod client;
 pub mod daemon;
 pub mod journal;

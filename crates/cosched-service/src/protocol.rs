@@ -43,6 +43,8 @@ pub enum Request {
     },
     /// How many slot switches the daemon made and how late the latest ones came.
     Switches {},
+    /// Adopt a running process and its descendants as a job (the process's owner or root only).
+    Attach(Attachment),
 }
 
 /// A job as a client submits it. The daemon adds who submitted it (from the socket's credentials).
@@ -61,6 +63,30 @@ pub struct Submission {
     pub weight: f64,
     pub coschedule: bool,
     pub hints: JobHints,
+    /// Free KEY=VALUE pairs shown with the job (a batch system's job and step ids, say); cosched
+    /// itself ignores them.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A running process to adopt as a job, as `cosched attach` sends it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attachment {
+    /// In the daemon's pid namespace.
+    pub pid: u32,
+    /// The job's name; the process's own (`comm`) when absent.
+    pub name: Option<String>,
+    pub min_threads: Option<u32>,
+    pub max_threads: Option<u32>,
+    pub kind: JobKind,
+    pub weight: f64,
+    pub coschedule: bool,
+    pub hints: JobHints,
+    pub labels: BTreeMap<String, String>,
+    /// Leave the process in the cgroups it is in (a batch system's): it is then placed by affinity
+    /// and frozen by signals instead of being moved into cosched's cgroups.
+    pub in_place: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,6 +100,9 @@ pub struct Response {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Reply {
     Submitted {
+        id: u64,
+    },
+    Attached {
         id: u64,
     },
     Jobs {
@@ -143,6 +172,11 @@ pub struct JobView {
     pub stderr: PathBuf,
     /// Started by an earlier daemon and adopted by this one.
     pub adopted: bool,
+    /// A process cosched did not start (`cosched attach`); its exit status stays unknown.
+    #[serde(default)]
+    pub attached: bool,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 impl JobView {
@@ -172,6 +206,8 @@ impl JobView {
             stdout,
             stderr,
             adopted: false,
+            attached: false,
+            labels: submission.labels.clone(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! registry's) before it is acknowledged or acted upon.
 
 use crate::journal::{Appended, Entry, Journal};
-use crate::protocol::{now_unix, JobState, JobView, Reply, Request, Submission};
+use crate::protocol::{now_unix, Attachment, JobState, JobView, Reply, Request, Submission};
 use crate::switches::SwitchLog;
 use cosched_linux::Adopt;
 use std::collections::{BTreeMap, VecDeque};
@@ -158,18 +158,25 @@ impl Shared {
             Request::Policy { set: Some(name) } => Err(format!(
                 "this daemon cannot switch policy while it runs; restart it with `--policy {name}` (running jobs are adopted again)"
             )),
+            Request::Attach(attachment) => self.attach(attachment, peer),
         };
         result.unwrap_or_else(|message| Reply::Error { message })
     }
 
-    fn submit(&self, submission: Submission, peer: Peer) -> Result<Reply, String> {
-        check_submission(&submission)?;
+    /// A user daemon serves its own user only.
+    fn check_served(&self, peer: Peer) -> Result<(), String> {
         if self.daemon_uid != 0 && peer.uid != self.daemon_uid {
             return Err(format!(
-                "this is the personal daemon of uid {}; uid {} may not submit to it",
+                "this is the personal daemon of uid {}; uid {} may not use it",
                 self.daemon_uid, peer.uid
             ));
         }
+        Ok(())
+    }
+
+    fn submit(&self, submission: Submission, peer: Peer) -> Result<Reply, String> {
+        check_submission(&submission)?;
+        self.check_served(peer)?;
         let mut registry = self.lock();
         let id = registry.next_id;
         let t = now_unix();
@@ -202,6 +209,81 @@ impl Shared {
             .map_err(|e| format!("job {id} is queued, but {e}"))?;
         self.wake_executor();
         Ok(Reply::Submitted { id })
+    }
+
+    fn attach(&self, a: Attachment, peer: Peer) -> Result<Reply, String> {
+        self.check_served(peer)?;
+        let found = crate::attach::inspect(a.pid, peer)?;
+        let submission = Submission {
+            name: a.name.unwrap_or_else(|| found.comm.clone()),
+            command: found.command.clone(),
+            cwd: found.cwd.clone(),
+            env: Default::default(),
+            min_threads: a.min_threads,
+            max_threads: a.max_threads,
+            kind: a.kind,
+            weight: a.weight,
+            coschedule: a.coschedule,
+            hints: a.hints,
+            labels: a.labels,
+        };
+        check_submission(&submission)?;
+        let mut registry = self.lock();
+        // Under the lock: two requests for one process cannot both pass.
+        let ancestors = cosched_linux::procfs::ancestors(found.pid);
+        let owner = registry.jobs.values().find(|j| {
+            !j.view.state.ended()
+                && j.view
+                    .pid
+                    .is_some_and(|p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
+        });
+        if let Some(owner) = owner {
+            return Err(format!(
+                "process {} is already part of job {} ({})",
+                found.pid, owner.view.id, owner.view.name
+            ));
+        }
+        let id = registry.next_id;
+        let t = now_unix();
+        self.journal(&Entry::Attached {
+            id,
+            t,
+            uid: found.uid,
+            gid: peer.gid,
+            submission: submission.clone(),
+            pid: found.pid as u32,
+            start_ticks: found.start_ticks,
+            in_place: a.in_place,
+        })?;
+        registry.next_id += 1;
+        let mut view = JobView::queued(
+            id,
+            found.uid,
+            t,
+            &submission,
+            PathBuf::new(),
+            PathBuf::new(),
+        );
+        view.pid = Some(found.pid as u32);
+        view.attached = true;
+        registry.jobs.insert(
+            id,
+            Tracked {
+                view,
+                gid: peer.gid,
+                submission: Some(submission),
+                adopt: Some(Adopt {
+                    pid: found.pid,
+                    start_ticks: found.start_ticks,
+                    attached: true,
+                    in_place: a.in_place,
+                }),
+            },
+        );
+        registry.incoming.push_back(id);
+        drop(registry);
+        self.wake_executor();
+        Ok(Reply::Attached { id })
     }
 
     fn cancel(&self, ids: &[u64], peer: Peer) -> Result<Reply, String> {
@@ -294,6 +376,30 @@ fn check_submission(s: &Submission) -> Result<(), String> {
     }
     if !(s.weight.is_finite() && s.weight > 0.0) {
         return Err(format!("weight {} must be a positive number", s.weight));
+    }
+    check_labels(&s.labels)
+}
+
+/// Labels are shown to every user and written to the journal: short, printable, a bounded number.
+fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), String> {
+    if labels.len() > 32 {
+        return Err(format!("{} labels; at most 32 are kept", labels.len()));
+    }
+    for (key, value) in labels {
+        let key_ok = (1..=64).contains(&key.len())
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !key_ok {
+            return Err(format!(
+                "label key {key:?}: use 1 to 64 letters, digits, '_', '-' or '.'"
+            ));
+        }
+        if value.len() > 256 || value.chars().any(char::is_control) {
+            return Err(format!(
+                "label {key}: values are at most 256 printable characters"
+            ));
+        }
     }
     Ok(())
 }

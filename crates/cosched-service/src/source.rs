@@ -153,7 +153,9 @@ impl JobSource for DaemonSource {
                 let Some(job) = registry.jobs.get_mut(&id) else {
                     return;
                 };
-                let adopted = job.adopt.is_some();
+                // An attached process is adopted when a later daemon takes it over again.
+                let adopted =
+                    job.adopt.is_some() && (!job.view.attached || job.view.started.is_some());
                 job.view.state = if job.view.state == JobState::Cancelled {
                     JobState::Cancelled
                 } else {

@@ -132,6 +132,7 @@ fn submission(command: &[&str]) -> Submission {
         weight: 1.0,
         coschedule: true,
         hints: Default::default(),
+        labels: Default::default(),
     }
 }
 
@@ -350,16 +351,16 @@ fn a_sigkilled_daemon_leaves_jobs_thawed_and_its_successor_adopts_them() {
     successor.stop();
 }
 
-#[test]
-fn users_see_all_jobs_but_touch_only_their_own() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+/// A test directory the second user can reach, or `None` (with the reason printed) where a second
+/// user cannot be had.
+fn dir_for_two_users() -> Option<tempfile::TempDir> {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("SKIPPED: needs root to run a second user");
-        return;
+        return None;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
         eprintln!("SKIPPED: setpriv (util-linux) is not installed");
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
@@ -367,23 +368,33 @@ fn users_see_all_jobs_but_touch_only_their_own() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let mut daemon = Daemon::start(dir.path(), "eq");
-    let as_nobody = |args: &[&str]| {
-        Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                env!("CARGO_BIN_EXE_cosched"),
-            ])
-            .arg(args[0])
-            .arg("--socket")
-            .arg(&daemon.socket)
-            .args(&args[1..])
-            .current_dir("/")
-            .output()
-            .unwrap()
+    Some(dir)
+}
+
+const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+
+/// `cosched ARGS…` run as uid 65534.
+fn as_nobody(daemon: &Daemon, args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args(NOBODY)
+        .arg(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(&args[1..])
+        .current_dir("/")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn users_see_all_jobs_but_touch_only_their_own() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
     };
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let as_nobody = |args: &[&str]| as_nobody(&daemon, args);
     let roots = daemon.submit(&["sleep", "30"]);
     let out = as_nobody(&["submit", "--", "sleep", "30"]);
     assert!(
@@ -576,4 +587,311 @@ fn bench_daemon_prints_every_figure() {
     }
     assert!(attack["hostile_requests"].as_u64().unwrap() > 0);
     assert_eq!(figures["targets"]["submissions_per_s"], 500.0);
+}
+
+/// A process the test starts itself (not the daemon), killed and reaped when the test ends.
+struct Spinner(Child);
+
+impl Spinner {
+    fn start() -> Spinner {
+        Spinner(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    fn cpu_ticks(&self) -> u64 {
+        cosched_linux::procfs::stat(self.pid())
+            .map(|s| s.cpu_ticks)
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cosched(daemon: &Daemon, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+/// Runs `cosched attach ARGS…` and gives its job id, or its error message.
+fn attach(daemon: &Daemon, args: &[&str]) -> Result<u64, String> {
+    let mut all = vec!["attach"];
+    all.extend_from_slice(args);
+    let out = cosched(daemon, &all);
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()),
+        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+    }
+}
+
+/// A rigid spinner as wide as the machine: under gang, a job beside it must take turns with it.
+fn submit_machine_wide_spinner(daemon: &Daemon, cpus: usize) -> u64 {
+    let wide = cpus.to_string();
+    let spin = ["sh", "-c", "while :; do :; done"];
+    let mut args = vec!["submit", "--threads", &wide, "--kind", "rigid", "--"];
+    args.extend(spin);
+    let out = cosched(daemon, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+fn show(daemon: &Daemon, id: u64) -> cosched_service::protocol::JobView {
+    match daemon.ask(Request::Show { id }).unwrap() {
+        Reply::Job { job } => job,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn cpus_allowed(pid: i32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap();
+    line.trim().to_string()
+}
+
+/// Whether the process made no progress for a whole half second at some point within `limit`: it
+/// was frozen while its slot was off.
+fn was_frozen_a_while(spinner: &Spinner, limit: Duration) -> bool {
+    let start = Instant::now();
+    let (mut ticks, mut since) = (spinner.cpu_ticks(), Instant::now());
+    while start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = spinner.cpu_ticks();
+        if now != ticks {
+            (ticks, since) = (now, Instant::now());
+        } else if since.elapsed() >= Duration::from_millis(500) {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn an_attached_process_is_placed_time_sliced_and_readopted_after_a_restart() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    // A job as wide as the machine and the attached one cannot share a row: gang alternates them.
+    let mut daemon = Daemon::start(dir.path(), "gang:slice=1");
+    let wide_id = submit_machine_wide_spinner(&daemon, cpus);
+    let spinner = Spinner::start();
+    let pid = spinner.pid().to_string();
+    let id = attach(
+        &daemon,
+        &[
+            "--threads",
+            "1",
+            "--kind",
+            "rigid",
+            "--label",
+            "slurm_job=42,slurm_step=0",
+            &pid,
+        ],
+    )
+    .unwrap();
+    assert!(poll(Duration::from_secs(10), || {
+        let job = show(&daemon, id);
+        job.state == JobState::Running && job.cpus.is_some()
+    }));
+    let job = show(&daemon, id);
+    assert!(job.attached && !job.adopted, "{job:?}");
+    assert_eq!(job.labels.get("slurm_job").map(String::as_str), Some("42"));
+    assert_eq!(job.labels.get("slurm_step").map(String::as_str), Some("0"));
+    let moved_into = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    if !cgroups_of(daemon.pid()).is_empty() {
+        let ours = format!("cosched-{}-", daemon.pid());
+        assert!(
+            moved_into.contains(&ours),
+            "not moved into cosched's cgroups: {moved_into}"
+        );
+    }
+    let listed = String::from_utf8_lossy(&cosched(&daemon, &["jobs"]).stdout).into_owned();
+    assert!(listed.contains("slurm_job=42,slurm_step=0"), "{listed}");
+    // Its CPUs are those of its partition in the plan.
+    let planned = job.cpus.clone().unwrap();
+    assert!(
+        poll(Duration::from_secs(5), || cpus_allowed(spinner.pid())
+            == planned),
+        "Cpus_allowed_list {} but the plan gives {planned}",
+        cpus_allowed(spinner.pid())
+    );
+    if cpus > 1 {
+        assert_ne!(planned, format!("0-{}", cpus - 1), "one thread, all CPUs");
+    }
+    assert!(
+        was_frozen_a_while(&spinner, Duration::from_secs(8)),
+        "the attached process never stopped while its slot was off"
+    );
+    let before = spinner.cpu_ticks();
+    assert!(
+        poll(Duration::from_secs(8), || spinner.cpu_ticks() > before),
+        "the attached process never ran again"
+    );
+
+    // Refusals, each with its reason.
+    let refused = |target: &str, expected: &str| {
+        let message = attach(&daemon, &[target]).unwrap_err();
+        assert!(message.contains(expected), "attach {target}: {message}");
+    };
+    refused(&pid, &format!("already part of job {id}"));
+    refused("1", "init");
+    refused(&daemon.pid().to_string(), "cosched daemon");
+    refused(&std::process::id().to_string(), "ancestors");
+    refused("4194304", "no process");
+    let wide_pid = show(&daemon, wide_id).pid.unwrap().to_string();
+    refused(&wide_pid, "job cosched started");
+
+    // Restart: the attached process keeps running unfrozen, and the next daemon adopts it again.
+    let old_pid = daemon.pid();
+    unsafe { libc::kill(old_pid, libc::SIGKILL) };
+    daemon.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        frozen_or_stopped(&[spinner.pid()]).is_empty(),
+        "stopped while no daemon runs"
+    );
+    let before = spinner.cpu_ticks();
+    assert!(
+        poll(Duration::from_secs(5), || spinner.cpu_ticks() > before),
+        "frozen while no daemon runs"
+    );
+    let mut successor = Daemon::start(dir.path(), "gang:slice=1");
+    assert!(poll(Duration::from_secs(10), || {
+        let job = show(&successor, id);
+        job.adopted && job.state == JobState::Running
+    }));
+    assert!(
+        was_frozen_a_while(&spinner, Duration::from_secs(8)),
+        "the re-adopted process is not time-sliced"
+    );
+    // It ends on its own: done, its exit status unknown (cosched is not its parent).
+    drop(spinner);
+    let ended = successor.wait(vec![id]);
+    assert_eq!(ended[0].state, JobState::Done, "{:?}", ended[0]);
+    assert_eq!(ended[0].exit_code, None);
+    successor
+        .ask(Request::Cancel { ids: vec![wide_id] })
+        .unwrap();
+    successor.wait(vec![wide_id]);
+    assert!(successor
+        .journal()
+        .iter()
+        .any(|e| matches!(e, Entry::Attached { id: i, .. } if *i == id)));
+    successor.stop();
+}
+
+#[test]
+fn a_user_attaches_their_own_processes_only() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let as_nobody = |args: &[&str]| as_nobody(&daemon, args);
+    let roots = Spinner::start();
+    let refused = as_nobody(&["attach", &roots.pid().to_string()]);
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("belongs to uid 0"), "{message}");
+    let mut theirs = Command::new("setpriv")
+        .args(NOBODY)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let out = as_nobody(&["attach", &theirs.id().to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(poll(Duration::from_secs(10), || show(&daemon, id).state
+        == JobState::Running));
+    assert_eq!(show(&daemon, id).uid, 65534);
+    // Cancelling an attached job kills its process.
+    let cancel = as_nobody(&["cancel", &id.to_string()]);
+    assert!(
+        cancel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    daemon.wait(vec![id]);
+    let status = theirs.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the cancelled process ended with {status}"
+    );
+    daemon.stop();
+}
+
+#[test]
+fn an_attached_process_left_in_place_keeps_its_cgroups_and_follows_the_plan() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "gang:slice=1");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let wide_id = submit_machine_wide_spinner(&daemon, cpus);
+    let spinner = Spinner::start();
+    let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", spinner.pid())).unwrap();
+    let id = attach(
+        &daemon,
+        &[
+            "--in-place",
+            "--threads",
+            "1",
+            "--kind",
+            "rigid",
+            &spinner.pid().to_string(),
+        ],
+    )
+    .unwrap();
+    assert!(poll(Duration::from_secs(10), || show(&daemon, id)
+        .cpus
+        .is_some()));
+    let planned = show(&daemon, id).cpus.unwrap();
+    assert!(
+        poll(Duration::from_secs(5), || cpus_allowed(spinner.pid())
+            == planned),
+        "Cpus_allowed_list {} but the plan gives {planned}",
+        cpus_allowed(spinner.pid())
+    );
+    assert!(
+        was_frozen_a_while(&spinner, Duration::from_secs(8)),
+        "the process left in place never stopped while its slot was off"
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{}/cgroup", spinner.pid())).unwrap(),
+        cgroups,
+        "the process was moved out of its cgroups"
+    );
+    daemon
+        .ask(Request::Cancel {
+            ids: vec![id, wide_id],
+        })
+        .unwrap();
+    daemon.wait(vec![id, wide_id]);
+    daemon.stop();
 }

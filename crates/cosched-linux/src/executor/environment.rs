@@ -3,7 +3,7 @@
 
 use super::source::ArrivingJob;
 use super::Running;
-use crate::enforce::Enforcer;
+use crate::enforce::{Enforcer, Members};
 use crate::launch::{self, InvokingUser, Launch, Placeholders};
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
@@ -40,14 +40,23 @@ impl LaunchEnvironment {
         let page = ControlPage::create(&page_path).map_err(|e| e.to_string())?;
         page.set_advice(threads);
         if let Some(adopt) = job.adopt {
+            let members = match adopt.attached {
+                true => Members::Tree(adopt.pid),
+                false => Members::Group(adopt.pid),
+            };
             let prepared = enforcer
-                .prepare(cpus, &page_path)
+                .prepare(cpus, &page_path, adopt.in_place)
                 .map_err(|e| e.to_string())?;
-            if let Err(e) = enforcer.enclose(&prepared, adopt.pid) {
+            // Checked again as it is enclosed: the pid may have been reused since the request.
+            let enclosed = match adopt.is_alive() {
+                true => enforcer.enclose(&prepared, members),
+                false => Err(std::io::Error::other("it has ended")),
+            };
+            if let Err(e) = enclosed {
                 enforcer.abandon(prepared);
                 return Err(format!("cannot adopt process {}: {e}", adopt.pid));
             }
-            let control = enforcer.started(prepared, adopt.pid);
+            let control = enforcer.started(prepared, members);
             return Ok(Running::new(control, Some(adopt), page, threads, now));
         }
         let open = |path: &Path| {
@@ -73,7 +82,7 @@ impl LaunchEnvironment {
         env.extend(self.preload_for(job).map(|p| ("LD_PRELOAD".into(), p)));
         env.extend(launch::placement_env(spec.id.0, cpus, &job.env));
         let mut prepared = enforcer
-            .prepare(cpus, &page_path)
+            .prepare(cpus, &page_path, false)
             .map_err(|e| e.to_string())?;
         let placeholders = Placeholders {
             threads: omp_threads,
@@ -106,7 +115,7 @@ impl LaunchEnvironment {
             }
         };
         let pid = child.id() as i32;
-        let control = enforcer.started(prepared, pid);
+        let control = enforcer.started(prepared, Members::Group(pid));
         Ok(Running::new(control, None, page, threads, now))
     }
 

@@ -249,7 +249,7 @@ impl Running {
         now: f64,
     ) -> Running {
         Running {
-            pid: control.pgid,
+            pid: control.members.pid(),
             control,
             adopted,
             page,
@@ -443,6 +443,12 @@ impl<'a> Executor<'a> {
         })
     }
 
+    /// Whether some running job is placed by affinity masks alone.
+    fn reapplies_any(&self) -> bool {
+        self.running()
+            .any(|(_, r)| self.enforcer.reapplies(&r.control))
+    }
+
     fn running_ids(&self) -> Vec<JobId> {
         self.running().map(|(id, _)| id).collect()
     }
@@ -456,7 +462,7 @@ impl<'a> Executor<'a> {
         if let Some(timer) = self.timer {
             deadline = deadline.min(timer);
         }
-        if self.enforcer.uses_affinity() {
+        if self.reapplies_any() {
             deadline = deadline.min(self.next_reapply);
         }
         // Exits are noticed through pidfds; a short bound keeps a missed wake-up from hanging the run.
@@ -632,7 +638,7 @@ impl<'a> Executor<'a> {
             };
             let ended = match r.adopted {
                 None => shutdown::try_wait(r.pid),
-                Some(adopt) => (!shutdown::alive(adopt)).then_some((UNKNOWN_STATUS, 0.0)),
+                Some(adopt) => (!adopt.is_alive()).then_some((UNKNOWN_STATUS, 0.0)),
             };
             let Some((status, cpu)) = ended else {
                 continue;
@@ -675,25 +681,20 @@ impl<'a> Executor<'a> {
                 }
                 State::Running(r) => r,
             };
-            let (pgid, pid, adopted) = (status.control.pgid, status.pid, status.adopted);
+            let (pid, adopted) = (status.pid, status.adopted);
             if let Some(r) = running_mut(&mut self.jobs, id) {
                 // A frozen process does not die of SIGKILL until it is thawed.
                 let _ = self.enforcer.set_frozen(&mut r.control, false);
+                let _ = self.enforcer.signal(&r.control, libc::SIGKILL);
             }
             let wait_status = match adopted {
                 None => {
-                    // SAFETY: signals to the job's own process group.
-                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
                     let mut raw = 0;
                     // SAFETY: our child; blocks only for the instant the kill takes.
                     unsafe { libc::waitpid(pid, &mut raw, 0) };
                     raw
                 }
-                Some(_) => {
-                    // SAFETY: signals to the adopted job's own process group.
-                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-                    libc::SIGKILL
-                }
+                Some(_) => libc::SIGKILL,
             };
             self.finish(id, wait_status, 0.0, Some("cancelled".into()))?;
         }

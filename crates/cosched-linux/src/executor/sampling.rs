@@ -3,7 +3,7 @@
 //! masks for threads that raced a change.
 
 use super::{running_mut, Executor};
-use crate::enforce::process_groups;
+use crate::enforce::ProcessTable;
 use crate::measure::Reading;
 use crate::Error;
 use cosched_core::trace::Record;
@@ -21,10 +21,10 @@ impl Executor<'_> {
 
     /// One sample per running job since its previous one, into the trace and to the policy.
     pub(super) fn sample_all(&mut self) -> Result<(), Error> {
-        let groups = if self.enforcer.uses_affinity() {
-            process_groups()
+        let table = if self.running().any(|(_, r)| r.control.cgroups.is_empty()) {
+            ProcessTable::read()
         } else {
-            Default::default()
+            ProcessTable::default()
         };
         let mut samples = Vec::new();
         for id in self.running_ids() {
@@ -35,7 +35,7 @@ impl Executor<'_> {
             };
             let stats: Vec<_> = self
                 .enforcer
-                .members(&r.control, &groups)
+                .members(&r.control, &table)
                 .into_iter()
                 .filter_map(|pid| crate::procfs::stat(pid).ok())
                 .collect();
@@ -68,14 +68,14 @@ impl Executor<'_> {
 
     pub(super) fn reapply_if_due(&mut self) -> Result<(), Error> {
         let now = self.now();
-        if !self.enforcer.uses_affinity() || now < self.next_reapply {
+        if now < self.next_reapply || !self.reapplies_any() {
             return Ok(());
         }
         self.next_reapply = now + self.options.reapply_interval.max(0.01);
-        let groups = process_groups();
+        let table = ProcessTable::read();
         for (id, r) in self.running() {
             self.enforcer
-                .reapply(&r.control, &groups)
+                .reapply(&r.control, &table)
                 .map_err(|source| Error::Enforce { job: id, source })?;
         }
         Ok(())

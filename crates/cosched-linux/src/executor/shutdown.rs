@@ -19,8 +19,7 @@ impl Executor<'_> {
         for &id in &running {
             if let Some(r) = running_mut(&mut self.jobs, id) {
                 let _ = self.enforcer.set_frozen(&mut r.control, false);
-                // SAFETY: signals to the job's own process group.
-                unsafe { libc::kill(-r.control.pgid, libc::SIGTERM) };
+                let _ = self.enforcer.signal(&r.control, libc::SIGTERM);
             }
         }
         self.deciding = true; // the run is over: no more plans
@@ -43,7 +42,7 @@ impl Executor<'_> {
             if monotonic() > deadline {
                 for &id in &left {
                     if let Some(r) = running_mut(&mut self.jobs, id) {
-                        unsafe { libc::kill(-r.control.pgid, libc::SIGKILL) };
+                        let _ = self.enforcer.signal(&r.control, libc::SIGKILL);
                     }
                 }
             }
@@ -92,12 +91,6 @@ impl Drop for Executor<'_> {
         }
         self.wait_for_cgroup_removal();
     }
-}
-
-/// Whether the adopted process still runs: the same pid with the same start time, not a zombie.
-pub(super) fn alive(adopt: super::Adopt) -> bool {
-    crate::procfs::stat(adopt.pid)
-        .is_ok_and(|s| s.start_ticks == adopt.start_ticks && s.state != 'Z')
 }
 
 /// Reaps `pid` if it has ended: its wait status and the CPU seconds of it and its waited-for children.

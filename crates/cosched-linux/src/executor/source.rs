@@ -36,12 +36,26 @@ pub struct ArrivingJob {
     pub adopt: Option<Adopt>,
 }
 
-/// A process the executor did not start: its group leader, named by pid and start time so that a
-/// reused pid is never mistaken for it.
+/// A process the executor did not start, named by pid and start time so that a reused pid is never
+/// mistaken for it: the group leader of a job an earlier daemon started, or a process attached to the
+/// daemon (`cosched attach`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Adopt {
     pub pid: i32,
     pub start_ticks: u64,
+    /// Attached: the job is the process and its descendants, not its process group (which may hold
+    /// others' processes).
+    pub attached: bool,
+    /// Leave it in the cgroups it is in (a batch system's, say): placed by affinity, frozen by signals.
+    pub in_place: bool,
+}
+
+impl Adopt {
+    /// Whether the process still runs: the same pid with the same start time, not a zombie.
+    pub fn is_alive(self) -> bool {
+        crate::procfs::stat(self.pid)
+            .is_ok_and(|s| s.start_ticks == self.start_ticks && s.state != 'Z')
+    }
 }
 
 /// A live supply of jobs for the executor's loop.

@@ -301,6 +301,7 @@ fn submission(command: &[&str]) -> Submission {
         weight: 1.0,
         coschedule: true,
         hints: Default::default(),
+        labels: Default::default(),
     }
 }
 

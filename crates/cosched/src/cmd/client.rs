@@ -39,7 +39,7 @@ impl ClientArgs {
 /// One line per job: id, name, user, state, CPUs now, threads, elapsed.
 pub fn print_jobs(jobs: &[JobView]) {
     println!(
-        "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9}",
+        "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9}  labels",
         "id", "name", "uid", "state", "cpus", "threads", "elapsed s"
     );
     let now = cosched_service::protocol::now_unix();
@@ -48,15 +48,17 @@ pub fn print_jobs(jobs: &[JobView]) {
             .started
             .map(|s| job.finished.unwrap_or(now) - s)
             .map_or("-".to_string(), |e| format!("{e:.1}"));
+        let labels: Vec<String> = job.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!(
-            "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9}",
+            "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9}  {}",
             job.id,
             job.name,
             job.uid,
             format!("{:?}", job.state).to_lowercase(),
             job.cpus.as_deref().unwrap_or("-"),
             job.threads.map_or("-".into(), |t| t.to_string()),
-            elapsed
+            elapsed,
+            labels.join(",")
         );
     }
 }

@@ -24,6 +24,12 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut job = show(&args)?;
+    anyhow::ensure!(
+        !job.attached,
+        "job {} is an attached process: cosched did not start it, so its output goes where its own \
+parent sent it",
+        job.id
+    );
     let path = if args.stderr {
         &job.stderr
     } else {

@@ -1,3 +1,4 @@
+pub mod attach;
 pub mod bench;
 pub mod bench_barrier;
 pub mod bench_daemon;

@@ -5,6 +5,7 @@ use anyhow::Context as _;
 use cosched_core::workload::Workload;
 use cosched_core::{JobHints, JobKind};
 use cosched_service::protocol::{JobView, Reply, Request, Submission};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Submit a job to the daemon and print its id
@@ -19,24 +20,8 @@ cosched submit --wait -- make -j8\n  cosched submit examples/default.toml"
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,
-    /// Job name [default: the program's file name]
-    #[arg(long)]
-    name: Option<String>,
-    /// Thread bounds, MIN:MAX (or N for both)
-    #[arg(long, value_name = "MIN:MAX")]
-    threads: Option<String>,
-    /// rigid, moldable or malleable
-    #[arg(long, default_value = "moldable")]
-    kind: String,
-    /// Share of CPU time relative to other jobs
-    #[arg(long, default_value_t = 1.0)]
-    weight: f64,
-    /// Never freeze this job (it is pinned to its CPUs instead)
-    #[arg(long)]
-    no_coschedule: bool,
-    /// A hint for policies, KEY=VALUE (runtime, footprint_mb, mpki, sync)
-    #[arg(long, value_name = "KEY=VALUE")]
-    hint: Vec<String>,
+    #[command(flatten)]
+    job: JobArgs,
     /// Wait for the job(s) to end and exit with the status of the first that failed
     #[arg(long)]
     wait: bool,
@@ -45,13 +30,64 @@ pub struct Args {
     command: Vec<String>,
 }
 
+/// How a job is described to the policy and shown, for `submit` and `attach` alike.
+#[derive(clap::Args, Debug)]
+pub struct JobArgs {
+    /// Job name [default: the program's file name]
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Thread bounds, MIN:MAX (or N for both)
+    #[arg(long, value_name = "MIN:MAX")]
+    threads: Option<String>,
+    /// rigid, moldable or malleable
+    #[arg(long, default_value = "moldable")]
+    kind: String,
+    /// Share of CPU time relative to other jobs
+    #[arg(long, default_value_t = 1.0)]
+    pub weight: f64,
+    /// Never freeze this job (it is pinned to its CPUs instead)
+    #[arg(long)]
+    pub no_coschedule: bool,
+    /// A hint for policies, KEY=VALUE (runtime, footprint_mb, mpki, sync)
+    #[arg(long, value_name = "KEY=VALUE")]
+    hint: Vec<String>,
+    /// Labels shown with the job, KEY=VALUE[,KEY=VALUE…] (e.g. slurm_job=42,slurm_step=0)
+    #[arg(long, value_name = "KEY=VALUE,…")]
+    label: Vec<String>,
+}
+
+impl JobArgs {
+    pub fn threads(&self) -> anyhow::Result<(Option<u32>, Option<u32>)> {
+        Ok(threads(&self.threads)?.map_or((None, None), |(min, max)| (Some(min), Some(max))))
+    }
+
+    pub fn kind(&self) -> anyhow::Result<JobKind> {
+        kind(&self.kind)
+    }
+
+    pub fn hints(&self) -> anyhow::Result<JobHints> {
+        hints(&self.hint)
+    }
+
+    pub fn labels(&self) -> anyhow::Result<BTreeMap<String, String>> {
+        let mut labels = BTreeMap::new();
+        for pair in self.label.iter().flat_map(|l| l.split(',')) {
+            let (key, value) = pair
+                .split_once('=')
+                .with_context(|| format!("--label {pair}: write KEY=VALUE"))?;
+            labels.insert(key.to_string(), value.to_string());
+        }
+        Ok(labels)
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let env: BTreeMap<String, String> = std::env::vars().collect();
     let submissions = match args.command.as_slice() {
-        [file] if file.ends_with(".toml") => from_workload(file, &cwd, &env)?,
+        [file] if file.ends_with(".toml") => from_workload(file, &cwd, &env, &args.job.labels()?)?,
         command => vec![Submission {
-            name: args.name.clone().unwrap_or_else(|| {
+            name: args.job.name.clone().unwrap_or_else(|| {
                 PathBuf::from(&command[0])
                     .file_name()
                     .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
@@ -59,12 +95,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             command: command.to_vec(),
             cwd,
             env,
-            min_threads: threads(&args.threads)?.map(|t| t.0),
-            max_threads: threads(&args.threads)?.map(|t| t.1),
-            kind: kind(&args.kind)?,
-            weight: args.weight,
-            coschedule: !args.no_coschedule,
-            hints: hints(&args.hint)?,
+            min_threads: args.job.threads()?.0,
+            max_threads: args.job.threads()?.1,
+            kind: args.job.kind()?,
+            weight: args.job.weight,
+            coschedule: !args.job.no_coschedule,
+            hints: args.job.hints()?,
+            labels: args.job.labels()?,
         }],
     };
     let mut ids = Vec::new();
@@ -98,7 +135,8 @@ pub fn exit_with_first_failure(jobs: &[JobView]) -> anyhow::Result<()> {
 fn from_workload(
     file: &str,
     cwd: &std::path::Path,
-    env: &std::collections::BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
 ) -> anyhow::Result<Vec<Submission>> {
     let workload = Workload::load(file.as_ref())?;
     let dir = std::path::absolute(workload.dir.join(".")).unwrap_or_else(|_| cwd.to_path_buf());
@@ -119,6 +157,7 @@ fn from_workload(
                 weight: job.weight,
                 coschedule: job.coschedule,
                 hints: job.hints.clone(),
+                labels: labels.clone(),
             }
         })
         .collect())

@@ -1,0 +1,146 @@
+//! `cosched attach`: which running processes a client may hand to the daemon. The request names a pid,
+//! which is hostile input like the rest: the process must exist, be no part of the system or of
+//! cosched itself, and belong to the client (root may attach anyone's). What it is is read from /proc
+//! and never from the request.
+
+use crate::registry::Peer;
+use cosched_linux::procfs;
+use std::path::PathBuf;
+
+/// A process found fit to attach, as /proc describes it.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub pid: i32,
+    pub start_ticks: u64,
+    /// Its real uid: the job's owner.
+    pub uid: u32,
+    pub comm: String,
+    /// Its command line, for display.
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+}
+
+/// Checks that `peer` may attach process `pid`: it runs, it is not init, a kernel thread, the daemon,
+/// one of the daemon's ancestors or descendants (its watchdog, the jobs it started), and its real and
+/// effective uids are the client's unless the client is root.
+pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| format!("{pid} is not a process id"))?;
+    let gone =
+        || format!("no process {pid} runs here (pids are those of the daemon's pid namespace)");
+    let stat = procfs::stat(pid).map_err(|_| gone())?;
+    if stat.state == 'Z' {
+        return Err(format!("process {pid} has already ended"));
+    }
+    let daemon = std::process::id() as i32;
+    let ancestors = procfs::ancestors(pid);
+    if pid == 1 || pid == 2 || ancestors.contains(&2) {
+        return Err(format!(
+            "process {pid} is init or a kernel thread; only user processes can be attached"
+        ));
+    }
+    if pid == daemon || procfs::ancestors(daemon).contains(&pid) {
+        return Err(format!(
+            "process {pid} is the cosched daemon or one of its ancestors; it cannot schedule itself"
+        ));
+    }
+    if ancestors.contains(&daemon) {
+        return Err(format!(
+            "process {pid} belongs to a job cosched started (or is its watchdog); `cosched jobs` lists it"
+        ));
+    }
+    let [real, effective, ..] = procfs::uids(pid).map_err(|_| gone())?;
+    if peer.uid != 0 && real != peer.uid {
+        return Err(format!(
+            "process {pid} belongs to uid {real}; only its owner or root may attach it"
+        ));
+    }
+    if peer.uid != 0 && effective != real {
+        return Err(format!(
+            "process {pid} runs set-uid as uid {effective}; only root may attach it"
+        ));
+    }
+    let read = |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default();
+    let comm = String::from_utf8_lossy(&read("comm"))
+        .trim_end()
+        .to_string();
+    let mut command: Vec<String> = read("cmdline")
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    if command.is_empty() {
+        command.push(comm.clone());
+    }
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd"))
+        .ok()
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    // Read last: a process that exited while we looked (and whose pid may be reused) is refused.
+    let again = procfs::stat(pid).map_err(|_| gone())?;
+    if again.start_ticks != stat.start_ticks {
+        return Err(gone());
+    }
+    Ok(Found {
+        pid,
+        start_ticks: stat.start_ticks,
+        uid: real,
+        comm,
+        command,
+        cwd,
+    })
+}
+
+/// Whether a job whose main process is `job_pid` already holds process `pid`: it is that process, one
+/// of its descendants, or one of its ancestors (attaching a parent would take the job along).
+pub fn overlaps(pid: i32, pid_ancestors: &[i32], job_pid: i32) -> bool {
+    job_pid == pid || pid_ancestors.contains(&job_pid) || procfs::ancestors(job_pid).contains(&pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> Peer {
+        Peer {
+            pid: std::process::id() as i32,
+            uid: unsafe { libc::getuid() },
+            gid: unsafe { libc::getgid() },
+        }
+    }
+
+    #[test]
+    fn init_the_daemon_and_missing_processes_are_refused_with_the_reason() {
+        let refused = |pid: u32| inspect(pid, me()).unwrap_err();
+        assert!(refused(1).contains("init"), "{}", refused(1));
+        assert!(refused(0).contains("not a process id"));
+        assert!(refused(i32::MAX as u32).contains("no process"));
+        // The test process plays the daemon here.
+        let own = refused(std::process::id());
+        assert!(own.contains("cosched daemon"), "{own}");
+    }
+
+    #[test]
+    fn a_users_own_process_is_found_and_another_users_refused() {
+        // An orphan, so that it is no descendant of this test process (which plays the daemon).
+        let out = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 >/dev/null 2>&1 & echo $!"])
+            .output()
+            .unwrap();
+        let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let stranger = Peer {
+            uid: me().uid.wrapping_add(1),
+            ..me()
+        };
+        let as_stranger = inspect(pid, stranger);
+        let as_owner = inspect(pid, me());
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let message = as_stranger.unwrap_err();
+        assert!(message.contains("only its owner or root"), "{message}");
+        let found = as_owner.unwrap();
+        assert_eq!((found.pid, found.comm.as_str()), (pid as i32, "sleep"));
+        assert_eq!(found.command, ["sleep", "30"]);
+    }
+}
