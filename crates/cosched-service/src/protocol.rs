@@ -109,7 +109,7 @@ pub enum Reply {
         jobs: Vec<JobView>,
     },
     Job {
-        job: JobView,
+        job: Box<JobView>,
     },
     Cancelled {
         ids: Vec<u64>,

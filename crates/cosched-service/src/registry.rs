@@ -141,7 +141,9 @@ impl Shared {
                 .lock()
                 .jobs
                 .get(&id)
-                .map(|j| Reply::Job { job: j.view.clone() })
+                .map(|j| Reply::Job {
+                    job: Box::new(j.view.clone()),
+                })
                 .ok_or_else(|| no_such_job(id)),
             Request::Cancel { ids } => self.cancel(&ids, peer),
             Request::Wait { ids } => self.wait(&ids),

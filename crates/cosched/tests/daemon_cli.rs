@@ -658,7 +658,7 @@ fn submit_machine_wide_spinner(daemon: &Daemon, cpus: usize) -> u64 {
 
 fn show(daemon: &Daemon, id: u64) -> cosched_service::protocol::JobView {
     match daemon.ask(Request::Show { id }).unwrap() {
-        Reply::Job { job } => job,
+        Reply::Job { job } => *job,
         other => panic!("{other:?}"),
     }
 }

@@ -50,7 +50,7 @@ parent sent it",
 
 fn show(args: &Args) -> anyhow::Result<JobView> {
     match args.client.request(Request::Show { id: args.id })? {
-        Reply::Job { job } => Ok(job),
+        Reply::Job { job } => Ok(*job),
         other => Err(unexpected(other)),
     }
 }

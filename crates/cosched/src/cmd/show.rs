@@ -14,7 +14,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let job = match args.client.request(Request::Show { id: args.id })? {
-        Reply::Job { job } => job,
+        Reply::Job { job } => *job,
         other => return Err(unexpected(other)),
     };
     if !args.client.print_json(&job) {
