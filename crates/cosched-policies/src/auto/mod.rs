@@ -11,9 +11,10 @@
 //!    stop. When no CPU is left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they
 //!    take turns in rows of their own instead of waiting (time sharing, as `gang` and `taco`).
 //! 3. **Known remaining work.** When every job has an estimated run time (`hints.runtime`, declared or
-//!    from the run history), jobs run one after another at full width, least remaining work first,
-//!    with backfilling of idle CPUs (shortest remaining processing time, which minimises mean response
-//!    time). Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
+//!    from the run history), the jobs with the least remaining work run first (shortest remaining
+//!    processing time, which minimises mean response time), side by side on equal shares while
+//!    enough wait (work per CPU never rises with width), except jobs that cannot shed threads and
+//!    synchronise, which wait for their full width. Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
 //!    has not, oldest first. So a job waits behind shorter newcomers for at most 3 × its estimate;
 //!    after that only the urgent jobs older than itself run before it, and its slowdown is at most
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
@@ -27,7 +28,7 @@ mod remaining;
 
 use crate::eq::{equal_shares, grow_in_place};
 use cosched_core::{
-    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot,
+    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot, SyncKind,
 };
 use remaining::Service;
 use std::collections::HashMap;
@@ -81,13 +82,26 @@ fn fixed_threads(job: &ActiveJob) -> Option<u32> {
     }
 }
 
+/// Whether a job's threads must not time-share CPUs: it cannot shed threads (fixed, or moldable and
+/// so started at its full width) and its threads wait for each other (spinning stalls, blocking
+/// switches context at every barrier).
+fn spins_when_crowded(job: &ActiveJob) -> bool {
+    (fixed_threads(job).is_some() || job.spec.kind == JobKind::Moldable)
+        && job.spec.hints.sync != SyncKind::None
+}
+
 /// How wide a job runs alone: its fixed threads or its maximum, at most the machine.
 fn full_width(job: &ActiveJob, machine: usize) -> usize {
     (fixed_threads(job).unwrap_or(job.spec.max_threads) as usize).clamp(1, machine)
 }
 
 impl Auto {
-    /// Known remaining work: full width, least remaining first with aging, idle CPUs backfilled.
+    /// Known remaining work: least remaining first with aging, side by side. While at least as many
+    /// jobs wait as there are CPUs, each of the first gets an equal share of the machine: a job's work
+    /// per CPU never rises with its width and on most jobs falls (memory bandwidth, serial parts), so
+    /// one job per CPU finishes the set soonest. Only a fixed job that spins takes its full width, since
+    /// its threads stall when they time-share CPUs; a fixed job that does not spin runs its threads on
+    /// its share. CPUs left over widen the elastic jobs, first in order first.
     fn least_remaining_first(&mut self, ctx: &Context) -> Plan {
         let machine = ctx.topology.num_cpus();
         let mut order: Vec<(&ActiveJob, (bool, f64))> = ctx
@@ -101,20 +115,38 @@ impl Auto {
             })
             .collect();
         order.sort_by(|a, b| a.1.partial_cmp(&b.1).expect("finite keys"));
+        let share = (machine / order.len().clamp(1, machine)).max(1);
         let mut free = machine;
-        let mut wanted = Vec::new();
+        let mut wanted: Vec<(&ActiveJob, usize)> = Vec::new();
         for (job, _) in &order {
             let width = full_width(job, machine);
-            let take = match fixed_threads(job) {
-                Some(_) if width > free => 0,
-                _ => width.min(free),
+            let take = if spins_when_crowded(job) {
+                if width > free {
+                    continue;
+                }
+                width
+            } else {
+                width.min(share).min(free)
             };
             if take > 0 {
-                wanted.push((job.spec.id, take));
+                wanted.push((job, take));
                 free -= take;
             }
         }
+        for (job, take) in &mut wanted {
+            let more = (full_width(job, machine) - *take).min(free);
+            *take += more;
+            free -= more;
+        }
+        let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.spec.id, *n)).collect();
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
+        // A moldable job keeps the threads it starts with, so it starts with those it needs alone
+        // and does not end on a sliver of the machine; until then its threads share its CPUs.
+        for (id, threads) in &mut plan.advice {
+            if let Some(job) = ctx.job(*id).filter(|j| j.spec.kind == JobKind::Moldable) {
+                *threads = full_width(job, machine) as u32;
+            }
+        }
         plan.timer = self.urgency_timer(ctx);
         plan
     }

@@ -106,27 +106,73 @@ fn estimated(id: u32, arrival: f64, runtime: f64) -> ActiveJob {
 }
 
 #[test]
-fn known_run_times_run_the_least_remaining_first_at_full_width() {
+fn known_run_times_run_the_least_remaining_first_side_by_side() {
     let topo = presets::machine("package:1 core:2").unwrap();
-    let jobs = vec![estimated(0, 0.0, 30.0), estimated(1, 0.0, 5.0)];
+    let jobs = vec![
+        estimated(0, 0.0, 30.0),
+        estimated(1, 0.0, 5.0),
+        estimated(2, 0.0, 9.0),
+    ];
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
     assert_eq!(plan.slots.len(), 1);
-    assert_eq!(plan.cpus_in_slot(0, JobId(1)).unwrap().len(), 2);
-    assert_eq!(plan.cpus_in_slot(0, JobId(0)), None, "the long job waits");
-    assert_eq!(plan.timer, Some(15.0), "when the short job turns urgent");
+    assert_eq!(plan.cpus_in_slot(0, JobId(1)).unwrap().len(), 1);
+    assert_eq!(plan.cpus_in_slot(0, JobId(2)).unwrap().len(), 1);
+    assert_eq!(
+        plan.cpus_in_slot(0, JobId(0)),
+        None,
+        "the longest job waits"
+    );
+    assert_eq!(plan.timer, Some(15.0), "when the shortest job turns urgent");
+}
+
+#[test]
+fn a_job_alone_with_known_run_time_takes_the_whole_machine() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &[estimated(0, 0.0, 3.0)]);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).unwrap().len(), 2);
+    assert_eq!(plan.advice[&JobId(0)], 2);
+}
+
+#[test]
+fn a_fixed_spinning_job_with_known_run_time_is_never_squeezed() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let mut spinner = started(waiting(0, JobKind::Rigid, 2, 2), 2);
+    spinner.spec.hints.runtime = Some(3.0);
+    spinner.spec.hints.sync = SyncKind::Spin;
+    let mut moldable = waiting(1, JobKind::Moldable, 1, 2);
+    moldable.spec.hints.runtime = Some(1.0);
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &[spinner, moldable]);
+    assert_eq!(
+        plan.cpus_in_slot(0, JobId(1)).unwrap().len(),
+        2,
+        "shorter first"
+    );
+    assert_eq!(
+        plan.advice[&JobId(1)],
+        2,
+        "a moldable job starts at its full width"
+    );
+    assert_eq!(
+        plan.cpus_in_slot(0, JobId(0)),
+        None,
+        "waits rather than spin on one CPU"
+    );
 }
 
 #[test]
 fn a_job_that_waited_long_enough_goes_before_shorter_newcomers() {
     let topo = presets::machine("package:1 core:2").unwrap();
     let mut auto = Auto::default();
-    let jobs = vec![estimated(0, 0.0, 5.0), estimated(1, 14.0, 1.0)];
+    let jobs = vec![
+        estimated(0, 0.0, 5.0),
+        estimated(1, 14.0, 1.0),
+        estimated(2, 14.0, 1.0),
+    ];
     let plan = decide(&mut auto, &topo, 14.0, &jobs);
-    assert!(plan.cpus_in_slot(0, JobId(1)).is_some(), "shorter first");
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)), None, "shorter first");
     let plan = decide(&mut auto, &topo, 15.0, &jobs);
-    assert_eq!(
-        plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()),
-        Some(2),
+    assert!(
+        plan.cpus_in_slot(0, JobId(0)).is_some(),
         "waited 3 × 5 s: now first"
     );
 }
