@@ -5,8 +5,18 @@
 //! They are stored as JSON next to the workload file (`<name>.isolated.json`, see
 //! [`IsolatedTimes::default_path`]), one entry per machine (topology name and CPU count) and job (name and
 //! command line, so that an edited command is not matched with an old time).
+//!
+//! Beside the times, the store keeps what past runs observed about each program
+//! ([`cosched_core::observe::Behaviour`]: follows advice, spins, threads it really runs), keyed by machine
+//! and command line: [`IsolatedTimes::learn`] takes in a finished run's samples, and the executor
+//! applies what is known to a job's spec on arrival ([`IsolatedTimes::behaviour`]), so that a job known
+//! to ignore advice starts rigid instead of after a 2 s deadline. A daemon feeds it the same way: keep
+//! an `Observer` per job from its samples, and at its finish call [`IsolatedTimes::remember`] with
+//! `observer.job(id).behaviour()` and save.
 
 use crate::Error;
+use cosched_core::observe::{behaviours, Behaviour};
+use cosched_core::trace::{Record, TraceLine};
 use cosched_core::workload::JobEntry;
 use cosched_core::Topology;
 use serde::{Deserialize, Serialize};
@@ -15,6 +25,19 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IsolatedTimes {
     pub entries: Vec<IsolatedTime>,
+    /// What past runs showed about programs; absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub behaviour: Vec<ObservedProgram>,
+}
+
+/// What runs of one command line on one machine showed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservedProgram {
+    pub machine: String,
+    pub cpus: usize,
+    pub command: Vec<String>,
+    #[serde(flatten)]
+    pub behaviour: Behaviour,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +90,47 @@ impl IsolatedTimes {
             .map(|e| e.seconds)
     }
 
+    /// What past runs showed about this command line here, if any run tested anything.
+    pub fn behaviour(&self, topology: &Topology, command: &[String]) -> Option<Behaviour> {
+        self.behaviour
+            .iter()
+            .find(|p| {
+                p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
+            })
+            .map(|p| p.behaviour)
+    }
+
+    /// Merges one run's findings about a command line into what is known.
+    pub fn remember(&mut self, topology: &Topology, command: &[String], found: Behaviour) {
+        if found == Behaviour::default() {
+            return;
+        }
+        match self.behaviour.iter_mut().find(|p| {
+            p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
+        }) {
+            Some(known) => known.behaviour.merge(found),
+            None => self.behaviour.push(ObservedProgram {
+                machine: topology.name.clone(),
+                cpus: topology.num_cpus(),
+                command: command.to_vec(),
+                behaviour: found,
+            }),
+        }
+    }
+
+    /// Takes in what the samples of a finished run of `jobs` (job id = index) showed.
+    pub fn learn(&mut self, topology: &Topology, jobs: &[JobEntry], trace: &[TraceLine]) {
+        let samples = trace.iter().filter_map(|line| match &line.record {
+            Record::Sample(s) => Some(s),
+            _ => None,
+        });
+        for (id, found) in behaviours(samples) {
+            if let Some(entry) = jobs.get(id.0 as usize) {
+                self.remember(topology, &entry.command, found);
+            }
+        }
+    }
+
     /// Adds the time of every job that succeeded in `results`; returns how many failed.
     pub fn record(&mut self, results: Vec<Calibrated>) -> usize {
         let mut failed = 0;
@@ -107,4 +171,57 @@ pub enum Calibrated {
         job: String,
         error: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::event::{RateSource, Sample};
+    use cosched_core::topology::presets;
+    use cosched_core::workload::Workload;
+    use cosched_core::JobId;
+
+    fn stuck_second(job: u32) -> TraceLine {
+        TraceLine {
+            t: 0.0,
+            record: Record::Sample(Sample {
+                os_threads: Some(2),
+                team_size: Some(2),
+                regions_started: Some(0),
+                advice_seen: Some(false),
+                ..Sample::new(JobId(job), 0.0, RateSource::ControlPage, 1, 1.0, 1.0)
+            }),
+        }
+    }
+
+    #[test]
+    fn a_run_teaches_the_store_what_the_next_run_of_the_same_command_starts_with() {
+        let topology = presets::machine("package:1 core:2").unwrap();
+        let workload = Workload::parse(
+            "[workload]\nname = \"w\"\n[[job]]\nname = \"a\"\ncommand = [\"x\", \"1\"]\n\
+             [[job]]\nname = \"b\"\ncommand = [\"x\", \"2\"]\n",
+            "test",
+        )
+        .unwrap();
+        let mut store = IsolatedTimes::default();
+        let trace: Vec<TraceLine> = (0..3).map(|_| stuck_second(1)).collect();
+        store.learn(&topology, &workload.jobs, &trace);
+        let x2 = store
+            .behaviour(&topology, &workload.jobs[1].command)
+            .unwrap();
+        assert_eq!((x2.follows_advice, x2.threads), (Some(false), Some(2)));
+        assert_eq!(store.behaviour(&topology, &workload.jobs[0].command), None);
+        let other = presets::machine("package:1 core:4").unwrap();
+        assert_eq!(store.behaviour(&other, &workload.jobs[1].command), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.isolated.json");
+        store.save(&path).unwrap();
+        assert_eq!(IsolatedTimes::load(&path).unwrap(), store);
+        std::fs::write(&path, "{\"entries\": []}").unwrap();
+        assert!(
+            IsolatedTimes::load(&path).unwrap().behaviour.is_empty(),
+            "older files load"
+        );
+    }
 }

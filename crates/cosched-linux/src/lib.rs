@@ -45,7 +45,7 @@ pub use executor::{
     execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, Progress, RunOptions,
     RunReport, RunSetup, RunStats, WorkloadReplay,
 };
-pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes};
+pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes, ObservedProgram};
 pub use launch::InvokingUser;
 pub use measure::instruction_counter_status;
 pub use mechanism::{Freezer, Mechanisms, Placement};

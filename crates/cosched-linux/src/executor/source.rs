@@ -96,7 +96,7 @@ impl WorkloadReplay {
     pub fn new(
         workload: &Workload,
         topology: &Topology,
-        isolated: &IsolatedTimes,
+        isolated_times: &IsolatedTimes,
         output_dir: &std::path::Path,
     ) -> WorkloadReplay {
         // `Workload::load("w.toml")` leaves an empty directory: the current one.
@@ -108,10 +108,13 @@ impl WorkloadReplay {
             .iter()
             .zip(specs)
             .map(|(entry, mut spec)| {
-                let isolated = isolated.lookup(topology, entry);
+                let isolated = isolated_times.lookup(topology, entry);
                 // The run history: a past run of the same command alone here estimates its run time
                 // where the workload declares none (`auto` then prefers the least remaining work).
                 spec.hints.runtime = spec.hints.runtime.or(isolated);
+                if let Some(known) = isolated_times.behaviour(topology, &entry.command) {
+                    known.apply(&mut spec);
+                }
                 ArrivingJob {
                     spec,
                     command: entry.command.clone(),

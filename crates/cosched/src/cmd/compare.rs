@@ -200,7 +200,11 @@ fn compare_real(
         });
         bar.finish_and_clear();
         match result {
-            Ok(_) => runs.push(finished(&trace, started)?),
+            Ok(_) => {
+                runs.push(finished(&trace, started)?);
+                // For later comparisons; every policy of this one sees the same history.
+                super::run::remember_behaviour(isolated_path, topology, workload, &trace);
+            }
             // Ctrl-C means stop everything; any other run error spoils only this policy's row.
             Err(e @ cosched_linux::Error::Interrupted(_)) => return Err(e.into()),
             Err(e) => {

@@ -4,13 +4,14 @@ use super::output::{default_results_dir, prepare_results_dir};
 use crate::exit::JobsFailed;
 use anyhow::Context as _;
 use cosched_core::topology::sysfs;
-use cosched_core::trace::ExitStatus;
+use cosched_core::trace::{read_trace, ExitStatus};
 use cosched_core::workload::Workload;
+use cosched_core::Topology;
 use cosched_linux::{Freezer, IsolatedTimes, Placement, Progress, RunOptions};
 use cosched_report::{comparison, results_json, text_table, Run};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The policy for practitioners: coschedules what needs it, space-shares along the topology, and stays
 /// within a few percent of plain Linux where coscheduling buys nothing (README, "Results").
@@ -106,6 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     .with_context(|| format!("run of {} under {} failed", workload.info.name, args.policy))?;
     bar.finish_and_clear();
     eprintln!("mechanism: {}", report.mechanism);
+    remember_behaviour(&isolated_path, &topology, &workload, &report.trace);
     let runs = [Run::load(&report.trace)?];
     let failed: Vec<_> = (report.jobs.iter())
         .filter(|j| j.status == ExitStatus::Failed)
@@ -125,6 +127,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("trace: {}", report.trace.display());
     JobsFailed::check(failed.len(), report.jobs.len())
+}
+
+/// Adds what a finished run's samples showed about its programs to the history next to the isolated
+/// times, for their next runs. Best effort: a run's results do not depend on it.
+pub fn remember_behaviour(store: &Path, topology: &Topology, workload: &Workload, trace: &Path) {
+    let learnt = (|| -> anyhow::Result<()> {
+        let file = std::fs::File::open(trace)
+            .with_context(|| format!("cannot read {}", trace.display()))?;
+        let lines = read_trace(std::io::BufReader::new(file), &trace.display().to_string())?;
+        let mut history = IsolatedTimes::load(store)?;
+        history.learn(topology, &workload.jobs, &lines);
+        history.save(store)?;
+        Ok(())
+    })();
+    if let Err(e) = learnt {
+        eprintln!("warning: what this run showed about its jobs is not remembered: {e:#}");
+    }
 }
 
 /// A progress bar on a terminal, nothing otherwise.
