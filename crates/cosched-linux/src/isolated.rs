@@ -105,9 +105,11 @@ impl IsolatedTimes {
         if found == Behaviour::default() {
             return;
         }
-        match self.behaviour.iter_mut().find(|p| {
-            p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
-        }) {
+        match self
+            .behaviour
+            .iter_mut()
+            .find(|p| p.is_for(topology, command))
+        {
             Some(known) => known.behaviour.merge(found),
             None => self.behaviour.push(ObservedProgram {
                 machine: topology.name.clone(),
@@ -150,6 +152,12 @@ impl IsolatedTimes {
                 != (&time.machine, time.cpus, &time.job, &time.command)
         });
         self.entries.push(time);
+    }
+}
+
+impl ObservedProgram {
+    fn is_for(&self, topology: &Topology, command: &[String]) -> bool {
+        self.machine == topology.name && self.cpus == topology.num_cpus() && self.command == command
     }
 }
 
