@@ -47,25 +47,6 @@ fn allowed_cpus_of(marker: &str) -> Vec<(i32, cosched_core::CpuSet)> {
         .collect()
 }
 
-/// Polls `done` every 10 ms until it holds (true) or `limit` passes (false).
-fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
-}
-
-fn wait_until(start: Instant, seconds: f64) {
-    let target = start + Duration::from_secs_f64(seconds);
-    if let Some(rest) = target.checked_duration_since(Instant::now()) {
-        std::thread::sleep(rest);
-    }
-}
-
 #[test]
 fn every_thread_runs_on_the_planned_cpus_including_later_threads_and_after_a_change() {
     let _serial = serial();
@@ -74,24 +55,23 @@ fn every_thread_runs_on_the_planned_cpus_including_later_threads_and_after_a_cha
         eprintln!("SKIPPED: needs 2 CPUs");
         return;
     }
+    // Generous limits: each step waits for a state it observes, never for a fixed time.
+    let limit = Duration::from_secs(30);
     for (placement, freezer) in mechanism_pairs() {
         let dir = tempfile::tempdir().unwrap();
         let marker = |job: u32| format!("{}-job{job}", dir.path().display());
-        // Three threads each, two of them created 200 ms after start; the CPUs swap at 1.2 s. The
-        // checks wait for states rather than for fixed times, so a slow start under load cannot fail them.
+        // Three threads each, two of them created 200 ms after start; the CPUs swap once the test
+        // has seen every thread on its first CPUs. The jobs spin until the test ends them.
         let workload = workload(
             dir.path(),
             &[
-                ("a", spin_command(3, 2.5, 200, &marker(0))),
-                ("b", spin_command(3, 2.5, 200, &marker(1))),
+                ("a", spin_command(3, 120.0, 200, &marker(0))),
+                ("b", spin_command(3, 120.0, 200, &marker(1))),
             ],
         );
-        let first = Plan {
-            timer: Some(1.2),
-            ..Plan::space_sharing(slot(1.0, &[(0, "0"), (1, "1")]).assignments)
-        };
+        let first = Plan::space_sharing(slot(1.0, &[(0, "0"), (1, "1")]).assignments);
         let swapped = Plan::space_sharing(slot(1.0, &[(0, "1"), (1, "0")]).assignments);
-        let policy = Scripted::new(2, vec![first, swapped]);
+        let (policy, gate) = Gated::new(2, vec![first, swapped]);
         let options = options(dir.path(), placement, freezer);
         let handle = std::thread::spawn({
             let workload = workload.clone();
@@ -99,15 +79,16 @@ fn every_thread_runs_on_the_planned_cpus_including_later_threads_and_after_a_cha
             move || run(&workload, &machine, policy, &options)
         });
         let all_threads_started = || (0..2).all(|job| allowed_cpus_of(&marker(job)).len() == 3);
-        let before = poll(Duration::from_secs(5), all_threads_started)
+        let before = poll_until(limit, all_threads_started)
             .then(|| [allowed_cpus_of(&marker(0)), allowed_cpus_of(&marker(1))]);
+        gate.open_next(limit);
         let on = |job: u32, want: &str| {
-            allowed_cpus_of(&marker(job))
-                .iter()
-                .all(|(_, allowed)| allowed == &cpus(want))
+            let threads = allowed_cpus_of(&marker(job));
+            !threads.is_empty() && threads.iter().all(|(_, allowed)| allowed == &cpus(want))
         };
-        let swapped_in_time = poll(Duration::from_secs(5), || on(0, "1") && on(1, "0"));
+        let swapped_in_time = poll_until(limit, || on(0, "1") && on(1, "0"));
         let after = [allowed_cpus_of(&marker(0)), allowed_cpus_of(&marker(1))];
+        stop_spinning(&dir.path().display().to_string());
         let report = handle.join().unwrap().unwrap();
         assert_all_ok(&report);
         let before =
@@ -139,53 +120,54 @@ fn every_thread_runs_on_the_planned_cpus_including_later_threads_and_after_a_cha
 fn a_frozen_job_uses_no_cpu_until_its_slot_comes() {
     let _serial = serial();
     let machine = topology();
+    let limit = Duration::from_secs(30);
     for (placement, freezer) in mechanism_pairs() {
         let dir = tempfile::tempdir().unwrap();
         let marker = |job: u32| format!("{}-job{job}", dir.path().display());
         let workload = workload(
             dir.path(),
             &[
-                ("a", spin_command(1, 1.6, 0, &marker(0))),
-                ("b", spin_command(1, 1.6, 0, &marker(1))),
+                ("a", spin_command(1, 120.0, 0, &marker(0))),
+                ("b", spin_command(1, 120.0, 0, &marker(1))),
             ],
         );
-        // Both run for 0.3 s, then b is out of the cycle for 1 s, then both again.
+        // Both run, then b is out of the cycle while a runs 0.3 s of CPU, then both run again; each
+        // step comes when the test has seen the previous one happen.
         let all = machine.cpus().to_string();
-        let both = Plan {
-            timer: Some(0.3),
-            ..Plan::space_sharing(slot(1.0, &[(0, &all), (1, &all)]).assignments)
-        };
-        let only_a = Plan {
-            timer: Some(1.3),
-            ..Plan::space_sharing(slot(1.0, &[(0, &all)]).assignments)
-        };
-        let again = Plan::space_sharing(slot(1.0, &[(0, &all), (1, &all)]).assignments);
-        let policy = Scripted::new(2, vec![both, only_a, again]);
+        let both = Plan::space_sharing(slot(1.0, &[(0, &all), (1, &all)]).assignments);
+        let only_a = Plan::space_sharing(slot(1.0, &[(0, &all)]).assignments);
+        let (policy, gate) = Gated::new(2, vec![both.clone(), only_a, both]);
         let options = options(dir.path(), placement, freezer);
-        let started = Instant::now();
         let handle = std::thread::spawn({
             let workload = workload.clone();
             let machine = machine.clone();
             move || run(&workload, &machine, policy, &options)
         });
-        wait_until(started, 0.5);
-        let a = processes_with(&marker(0))[0];
-        let b = processes_with(&marker(1))[0];
+        let pid = |job: u32| processes_with(&marker(job)).first().copied();
+        assert!(
+            poll_until(limit, || pid(0).is_some() && pid(1).is_some()),
+            "{placement}/{freezer}: the jobs never started"
+        );
+        let (a, b) = (pid(0).unwrap(), pid(1).unwrap());
+        assert!(
+            poll_until(limit, || cpu_ns(b) > 0),
+            "{placement}/{freezer}: b never ran before its freeze"
+        );
+        gate.open_next(limit);
         let (a0, b0) = (cpu_ns(a), cpu_ns(b));
-        wait_until(started, 1.1);
+        let a_ran = poll_until(limit, || cpu_ns(a) > a0 + 300_000_000);
         let (a1, b1) = (cpu_ns(a), cpu_ns(b));
+        gate.open_next(limit);
+        let b_resumed = poll_until(limit, || cpu_ns(b) > b1 + 100_000_000);
+        stop_spinning(&dir.path().display().to_string());
         let report = handle.join().unwrap().unwrap();
         assert_all_ok(&report);
         assert_eq!(b1, b0, "{placement}/{freezer}: frozen job b ran");
         assert!(
-            a1 > a0 + 300_000_000,
+            a_ran,
             "{placement}/{freezer}: job a barely ran: {a0} -> {a1} ns"
         );
-        assert!(
-            report.jobs[1].cpu_seconds > 0.3,
-            "{placement}/{freezer}: b never resumed: {:?}",
-            report.jobs[1]
-        );
+        assert!(b_resumed, "{placement}/{freezer}: b never resumed");
         assert_no_leftovers(std::process::id());
     }
 }

@@ -7,7 +7,9 @@ use cosched_core::workload::Workload;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Slot, Topology};
 use cosched_linux::{Freezer, Mechanisms, Placement};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The tests load both CPUs; running them one at a time keeps their CPU shares meaningful.
 pub fn serial() -> MutexGuard<'static, ()> {
@@ -17,10 +19,13 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 const SPIN_C: &str = r#"
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 static double deadline;
+static volatile sig_atomic_t stopped;
+static void stop(int signal) { (void)signal; stopped = 1; }
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -29,12 +34,14 @@ static double now(void) {
 static void *spin(void *arg) {
     volatile unsigned long x = 0;
     (void)arg;
-    while (now() < deadline) x++;
+    while (!stopped && now() < deadline) x++;
     return 0;
 }
-/* spin THREADS SECONDS DELAY_MS [label]: busy threads until SECONDS after start; the extra threads
-   are created after DELAY_MS, i.e. after the executor placed the process. */
+/* spin THREADS SECONDS DELAY_MS [label]: busy threads until SECONDS after start, or until SIGUSR1
+   (then it exits with status 0); the extra threads are created after DELAY_MS, i.e. after the
+   executor placed the process. */
 int main(int argc, char **argv) {
+    signal(SIGUSR1, stop);
     int threads = argc > 1 ? atoi(argv[1]) : 1;
     double seconds = argc > 2 ? atof(argv[2]) : 1.0;
     int delay = argc > 3 ? atoi(argv[3]) : 0;
@@ -150,6 +157,105 @@ impl Policy for Scripted {
             s.assignments.retain(|a| ctx.job(a.job).is_some());
         });
         Some(plan)
+    }
+}
+
+/// What a test and a [`Gated`] policy share: how many plans the test let through, how many the policy
+/// gave, and how many of its timers fired.
+#[derive(Default)]
+pub struct Gate {
+    opened: AtomicUsize,
+    given: AtomicUsize,
+    ticks: AtomicUsize,
+}
+
+/// How often a [`Gated`] policy looks at its gate.
+const GATE_POLL: f64 = 0.05;
+
+impl Gate {
+    /// Lets the next plan through and waits until it is enforced: the executor applies a plan before
+    /// it fires the next timer, so one tick after the plan was given, it holds.
+    pub fn open_next(&self, limit: Duration) {
+        let next = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
+        let given = poll_until(limit, || self.given.load(Ordering::SeqCst) > next);
+        assert!(given, "plan {next} was never given");
+        let tick = self.ticks.load(Ordering::SeqCst);
+        let enforced = poll_until(limit, || self.ticks.load(Ordering::SeqCst) > tick);
+        assert!(enforced, "no timer fired after plan {next}");
+    }
+}
+
+/// Enforces a fixed sequence of plans: the first once all `jobs` have arrived, each next one once the
+/// test has opened the gate for it (looked at every 50 ms), so that tests wait on what they observe
+/// rather than on fixed times.
+pub struct Gated {
+    jobs: usize,
+    plans: Vec<Plan>,
+    gate: Arc<Gate>,
+}
+
+impl Gated {
+    pub fn new(jobs: usize, plans: Vec<Plan>) -> (Box<Gated>, Arc<Gate>) {
+        let gate = Arc::new(Gate::default());
+        let policy = Gated {
+            jobs,
+            plans,
+            gate: gate.clone(),
+        };
+        (Box::new(policy), gate)
+    }
+}
+
+impl Policy for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        let given = self.gate.given.load(Ordering::SeqCst);
+        let index = match event {
+            Event::Arrived { .. } if given == 0 && ctx.jobs.len() == self.jobs => 0,
+            Event::Timer => {
+                self.gate.ticks.fetch_add(1, Ordering::SeqCst);
+                let opened = self.gate.opened.load(Ordering::SeqCst);
+                // The current plan again, only to set the next look at the gate.
+                if opened >= given && given < self.plans.len() {
+                    given
+                } else {
+                    given - 1
+                }
+            }
+            _ => return None,
+        };
+        if index == given {
+            self.gate.given.store(given + 1, Ordering::SeqCst);
+        }
+        let mut plan = self.plans[index].clone();
+        plan.slots.iter_mut().for_each(|s| {
+            s.assignments.retain(|a| ctx.job(a.job).is_some());
+        });
+        plan.timer = Some(ctx.now + GATE_POLL);
+        Some(plan)
+    }
+}
+
+/// Polls `done` every 10 ms until it holds (true) or `limit` passes (false).
+pub fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    done()
+}
+
+/// Ends every spin process with `marker` in its command line (status 0).
+pub fn stop_spinning(marker: &str) {
+    for pid in processes_with(marker) {
+        // SAFETY: a signal to a test's own spin process.
+        unsafe { libc::kill(pid, libc::SIGUSR1) };
     }
 }
 
