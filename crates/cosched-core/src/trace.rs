@@ -48,6 +48,10 @@ pub enum Record {
         /// How enforcement was done (`cgroup-v1`, `affinity`, …) or the model's switches, free text.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mechanism: Option<String>,
+        /// Unix time (seconds) of `t = 0` in real runs, so that a trace can be placed in wall-clock
+        /// time (`cosched report --since`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_unix: Option<f64>,
     },
     /// A job became known to the policy. `isolated` is its time alone on the whole machine with its best
     /// thread count, the denominator of slowdown and NTT.

@@ -22,11 +22,13 @@ mod run;
 mod running;
 mod svg;
 mod table;
+mod window;
 
 pub use bars::JobMetric;
 pub use export::results_json;
 pub use run::{disambiguate_labels, label_experiments, Run};
 pub use table::{comparison, text_table, ComparisonRow, BASELINE_POLICY};
+pub use window::window;
 
 use std::path::{Path, PathBuf};
 

@@ -106,6 +106,7 @@ fn run_start(policy: &str) -> TraceLine {
             workload: "fixture".into(),
             seed: None,
             mechanism: None,
+            started_unix: None,
         },
     )
 }

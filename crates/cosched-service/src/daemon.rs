@@ -102,7 +102,12 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         options.policy
     ));
     let mut run_options = RunOptions::new(
-        traces.join(format!("daemon-{}.jsonl", now_unix() as u64)),
+        // With the pid, a daemon restarted within the second does not overwrite its predecessor's.
+        traces.join(format!(
+            "daemon-{}-{}.jsonl",
+            now_unix() as u64,
+            std::process::id()
+        )),
         &logs,
     );
     run_options.sample_interval = 1.0;

@@ -895,3 +895,53 @@ fn an_attached_process_left_in_place_keeps_its_cgroups_and_follows_the_plan() {
     daemon.wait(vec![id, wide_id]);
     daemon.stop();
 }
+
+#[test]
+fn report_since_covers_the_jobs_of_every_daemon_run_in_the_window() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Daemon::start(dir.path(), "eq");
+    let early: Vec<u64> = (0..2).map(|_| first.submit(&["/bin/true"])).collect();
+    first.wait(early);
+    first.stop();
+    let between = cosched_service::protocol::now_unix();
+    let second = Daemon::start(dir.path(), "eq");
+    let late = second.submit(&["/bin/true"]);
+    second.wait(vec![late]);
+    let report = |window: &[&str], out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_cosched"))
+            .arg("report")
+            .args(window)
+            .arg("--state")
+            .arg(&second.state)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    // The running daemon's trace is read as it stands.
+    let all = dir.path().join("all");
+    let out = report(&["--since", "1h"], &all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.join("report.html").is_file());
+    let csv = std::fs::read_to_string(all.join("jobs.csv")).unwrap();
+    let ok_jobs = |csv: &str| csv.lines().skip(1).filter(|l| l.contains(",ok,")).count();
+    assert_eq!(ok_jobs(&csv), 3, "{csv}");
+    let since_restart = dir.path().join("late");
+    let at = format!("@{between}");
+    let out = report(&["--since", &at], &since_restart);
+    assert!(out.status.success());
+    let csv = std::fs::read_to_string(since_restart.join("jobs.csv")).unwrap();
+    assert_eq!(ok_jobs(&csv), 1, "{csv}");
+    let out = report(
+        &["--since", "3h", "--until", "2h"],
+        &dir.path().join("none"),
+    );
+    assert!(!out.status.success());
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(message.contains("no job reached the daemon"), "{message}");
+}

@@ -15,6 +15,13 @@ pub fn monotonic() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// Seconds since the Unix epoch, wall-clock.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// CPU seconds the calling thread has used.
 pub fn thread_cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes into the struct.

@@ -413,6 +413,7 @@ impl<'a> Executor<'a> {
             workload: name.to_string(),
             seed: None,
             mechanism: Some(self.mechanism.clone()),
+            started_unix: Some(clock::unix_now() - self.now()),
         })?;
         loop {
             if let Some(signal) = self.interrupts.received() {
@@ -475,6 +476,8 @@ impl<'a> Executor<'a> {
             .chain(self.source.wake_fd())
             .chain(pidfds.iter().map(|fd| fd.as_raw_fd()))
             .collect();
+        // Whoever reads the trace of a long run (a daemon's) sees every record made before this sleep.
+        let _ = self.trace.flush();
         self.sleeper.sleep_until(self.origin + deadline, &fds);
     }
 

@@ -172,6 +172,7 @@ impl<'a> Engine<'a> {
             workload: options.workload.clone(),
             seed: options.seed,
             mechanism: Some(options.describe()),
+            started_unix: None,
         })?;
         Ok(engine)
     }

@@ -1,8 +1,13 @@
 //! `cosched report`: turn traces into an HTML report, standalone SVG figures and CSV/JSON results.
 
+use anyhow::Context as _;
+use cosched_core::trace::read_trace;
+use cosched_report::window;
 use cosched_report::{
     comparison, disambiguate_labels, label_experiments, text_table, write_report, Run,
 };
+use std::fs::File;
+use std::io::BufReader;
 use std::path::PathBuf;
 
 /// Turn run traces into a self-contained HTML report with figures, plus CSV/JSON results
@@ -12,13 +17,25 @@ use std::path::PathBuf;
 slowdown.svg, ntt.svg, partitions-<run>.svg, jobs.csv (one line per job and run), policies.csv (one \
 line per run) and results.json. Traces of different workloads or machines are refused unless \
 --mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl\n  \
-cosched report ue.jsonl taco.jsonl -o figures/\n  python3 -c \"import pandas; \
+cosched report ue.jsonl taco.jsonl -o figures/\n  cosched report --since 1h        # the daemon's jobs of the last hour, into daemon-report/\n  \
+cosched report --since '2026-11-23 08:00' --until '2026-11-23 12:00' --state /var/lib/cosched\n  python3 -c \"import pandas; \
 print(pandas.read_csv('figures/jobs.csv'))\""
 )]
 pub struct Args {
     /// Trace files (JSON Lines) written by `cosched run`, `cosched sim` or `cosched compare`
-    #[arg(required = true, value_name = "TRACE")]
+    #[arg(required_unless_present = "since", value_name = "TRACE")]
     traces: Vec<PathBuf>,
+    /// Report the jobs a daemon received since WHEN instead: a time back from now (90s, 30m, 1h, 2d),
+    /// a local time (2026-11-23 14:00, 2026-11-23T14:00:05) or @UNIX-SECONDS
+    #[arg(long, value_name = "WHEN", conflicts_with = "traces")]
+    since: Option<String>,
+    /// End of the --since window [default: now]
+    #[arg(long, value_name = "WHEN", requires = "since")]
+    until: Option<String>,
+    /// The daemon's state directory, for --since [default: /var/lib/cosched as root, else
+    /// ~/.local/state/cosched]
+    #[arg(long, value_name = "DIR", requires = "since")]
+    state: Option<PathBuf>,
     /// Directory for the report and data files [default: the directory of the first trace]
     #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -28,19 +45,152 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let mut runs = args
-        .traces
-        .iter()
-        .map(|path| Run::load(path))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (mut runs, default_dir) = match &args.since {
+        Some(since) => (daemon_runs(&args, since)?, PathBuf::from("daemon-report")),
+        None => (
+            args.traces
+                .iter()
+                .map(|path| Run::load(path))
+                .collect::<Result<Vec<_>, _>>()?,
+            match args.traces[0].parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                _ => PathBuf::from("."),
+            },
+        ),
+    };
     label_experiments(&mut runs, args.mixed)?;
     disambiguate_labels(&mut runs);
-    let dir = args.out.unwrap_or_else(|| match args.traces[0].parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    });
+    let dir = args.out.unwrap_or(default_dir);
     let written = write_report(&runs, &dir)?;
     print!("{}", text_table(&comparison(&runs)));
     println!("report: {}", written.html.display());
     Ok(())
+}
+
+/// One run per daemon trace (one per daemon start) in the state directory, cut to the jobs that
+/// arrived in the window.
+fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<Vec<Run>> {
+    let now = cosched_service::protocol::now_unix();
+    let from = when(since, now).with_context(|| format!("--since {since}"))?;
+    let to = match &args.until {
+        Some(until) => when(until, now).with_context(|| format!("--until {until}"))?,
+        None => now,
+    };
+    anyhow::ensure!(
+        from < to,
+        "--since {since} is not before the end of the window"
+    );
+    let state = args
+        .state
+        .clone()
+        .unwrap_or_else(|| cosched_service::paths::default_daemon_paths().1);
+    let traces = state.join("traces");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&traces)
+        .with_context(|| {
+            format!(
+                "cannot read the daemon's traces in {}; name its state directory with --state",
+                traces.display()
+            )
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    let mut runs = Vec::new();
+    for file in files {
+        let lines = read_trace(
+            BufReader::new(File::open(&file).with_context(|| format!("{}", file.display()))?),
+            &file.display().to_string(),
+        )?;
+        if let Some(lines) = window(&lines, from, to) {
+            runs.push(Run::new(lines, Some(file)));
+        }
+    }
+    anyhow::ensure!(
+        !runs.is_empty(),
+        "no job reached the daemon of {} in that window; `cosched jobs --all` lists its history",
+        state.display()
+    );
+    Ok(runs)
+}
+
+/// Unix seconds of WHEN: a duration back from `now` (`90s`, `30m`, `1h`, `2d`), `@SECONDS`, or a
+/// local date and time `YYYY-MM-DD[ T]HH:MM[:SS]`.
+fn when(text: &str, now: f64) -> anyhow::Result<f64> {
+    let text = text.trim();
+    if let Some(seconds) = text.strip_prefix('@') {
+        return seconds
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite())
+            .context("write @ and Unix seconds");
+    }
+    let units = [('s', 1.0), ('m', 60.0), ('h', 3600.0), ('d', 86400.0)];
+    if let Some((unit, scale)) = units.iter().find(|(u, _)| text.ends_with(*u)) {
+        if let Ok(count) = text[..text.len() - unit.len_utf8()].parse::<f64>() {
+            anyhow::ensure!(
+                count.is_finite() && count >= 0.0,
+                "a duration must not be negative"
+            );
+            return Ok(now - count * scale);
+        }
+    }
+    local_time(text).context(
+        "write a time back from now (90s, 30m, 1h, 2d), a local time (2026-11-23 14:00) or @UNIX-SECONDS",
+    )
+}
+
+/// `YYYY-MM-DD[ T]HH:MM[:SS]` in the local time zone, as Unix seconds.
+fn local_time(text: &str) -> Option<f64> {
+    let (date, time) = text.split_once([' ', 'T'])?;
+    let mut date = date.splitn(3, '-').map(|p| p.parse::<i32>().ok());
+    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
+    let mut time = time.splitn(3, ':').map(|p| p.parse::<i32>().ok());
+    let (hour, minute) = (time.next()??, time.next()??);
+    let second = time.next().unwrap_or(Some(0))?;
+    let valid = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && (0..24).contains(&hour)
+        && (0..60).contains(&minute)
+        && (0..=60).contains(&second);
+    if !valid {
+        return None;
+    }
+    // SAFETY: tm is plain data; mktime reads it and normalises it in place.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    tm.tm_year = year - 1900;
+    tm.tm_mon = month - 1;
+    tm.tm_mday = day;
+    tm.tm_hour = hour;
+    tm.tm_min = minute;
+    tm.tm_sec = second;
+    tm.tm_isdst = -1;
+    let seconds = unsafe { libc::mktime(&mut tm) };
+    (seconds != -1).then_some(seconds as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn when_reads_durations_unix_seconds_and_local_times() {
+        assert_eq!(when("1h", 10_000.0).unwrap(), 6_400.0);
+        assert_eq!(when("90s", 10_000.0).unwrap(), 9_910.0);
+        assert_eq!(when("2d", 200_000.0).unwrap(), 27_200.0);
+        assert_eq!(when("@1234.5", 0.0).unwrap(), 1234.5);
+        let a = when("2026-11-23 14:00", 0.0).unwrap();
+        let b = when("2026-11-23T14:00:30", 0.0).unwrap();
+        assert_eq!(b - a, 30.0);
+        for bad in [
+            "",
+            "1x",
+            "-1h",
+            "yesterday",
+            "2026-13-01 10:00",
+            "2026-11-23",
+        ] {
+            assert!(when(bad, 0.0).is_err(), "{bad}");
+        }
+    }
 }
