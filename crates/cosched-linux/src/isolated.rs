@@ -18,7 +18,7 @@ use crate::Error;
 use cosched_core::observe::{behaviours, Behaviour};
 use cosched_core::trace::{Record, TraceLine};
 use cosched_core::workload::JobEntry;
-use cosched_core::Topology;
+use cosched_core::{JobKind, Topology};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -126,10 +126,15 @@ impl IsolatedTimes {
             Record::Sample(s) => Some(s),
             _ => None,
         });
-        for (id, found) in behaviours(samples) {
-            if let Some(entry) = jobs.get(id.0 as usize) {
-                self.remember(topology, &entry.command, found);
+        for (id, mut found) in behaviours(samples) {
+            let Some(entry) = jobs.get(id.0 as usize) else {
+                continue;
+            };
+            // Only malleable jobs are advised at run time; others never read the advice.
+            if entry.kind != JobKind::Malleable {
+                found.follows_advice = None;
             }
+            self.remember(topology, &entry.command, found);
         }
     }
 
@@ -214,6 +219,23 @@ mod tests {
         let mut store = IsolatedTimes::default();
         let trace: Vec<TraceLine> = (0..3).map(|_| stuck_second(1)).collect();
         store.learn(&topology, &workload.jobs, &trace);
+        let rigid = Workload {
+            jobs: (workload.jobs.iter().cloned())
+                .map(|j| JobEntry {
+                    kind: JobKind::Rigid,
+                    command: vec!["y".into()],
+                    ..j
+                })
+                .collect(),
+            ..workload.clone()
+        };
+        let mut others = IsolatedTimes::default();
+        others.learn(&topology, &rigid.jobs, &trace);
+        let y = others.behaviour(&topology, &["y".to_string()]).unwrap();
+        assert_eq!(
+            y.follows_advice, None,
+            "a rigid job is never advised at run time"
+        );
         let x2 = store
             .behaviour(&topology, &workload.jobs[1].command)
             .unwrap();
