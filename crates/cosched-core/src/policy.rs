@@ -38,4 +38,13 @@ pub trait Policy: Send {
 
     /// Reacts to one event. Returns the plan to enforce from now on, or `None` to keep the current one.
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan>;
+
+    /// How many waiting jobs (arrived, never started), oldest first, the next decision can read; `None`
+    /// (the default): all of them. Asked again after every decision, so it may follow the policy's
+    /// state. An executor may show the policy only the started jobs and that many waiting ones, and
+    /// deliver a hidden job's `Arrived` event when it comes into view; a first-come-first-served policy
+    /// then pays nothing for a long queue behind the head. Showing every job is always correct.
+    fn queue_window(&self, _topology: &Topology) -> Option<usize> {
+        None
+    }
 }

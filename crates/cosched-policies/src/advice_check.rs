@@ -8,7 +8,8 @@
 //! already handles, so none of them needs code of its own for jobs that do not follow advice.
 
 use cosched_core::observe::Observer;
-use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, Policy};
+use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, Policy, Topology};
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 pub struct AdviceCheck {
@@ -32,8 +33,12 @@ impl AdviceCheck {
         }
     }
 
-    /// The jobs of `ctx` as the inner policy must see them, without `leaving` if given.
-    fn shown_jobs(&self, ctx: &Context, leaving: Option<JobId>) -> Vec<ActiveJob> {
+    /// The jobs of `ctx` as the inner policy must see them, without `leaving` if given; `ctx`'s own
+    /// list, not a copy, while every job follows advice.
+    fn shown_jobs<'c>(&self, ctx: &Context<'c>, leaving: Option<JobId>) -> Cow<'c, [ActiveJob]> {
+        if self.fixed.is_empty() && leaving.is_none() {
+            return Cow::Borrowed(ctx.jobs);
+        }
         ctx.jobs
             .iter()
             .filter(|j| Some(j.spec.id) != leaving)
@@ -48,7 +53,8 @@ impl AdviceCheck {
                 }
                 _ => job.clone(),
             })
-            .collect()
+            .collect::<Vec<_>>()
+            .into()
     }
 
     fn ask(&mut self, ctx: &Context, jobs: &[ActiveJob], event: &Event) -> Option<Plan> {
@@ -80,6 +86,10 @@ impl Policy for AdviceCheck {
         self.inner.name()
     }
 
+    fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        self.inner.queue_window(topology)
+    }
+
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
         self.observer.observe(ctx.now, event);
         if let Event::Finished { job } = event {
@@ -107,9 +117,9 @@ impl Policy for AdviceCheck {
         };
         plan = self.readmit(ctx, &changed).or(plan);
 
-        if let Some(plan) = &plan {
-            for (&id, &threads) in &plan.advice {
-                if let Some(job) = ctx.job(id) {
+        if let Some(plan) = &plan.as_ref().filter(|p| !p.advice.is_empty()) {
+            for job in ctx.jobs {
+                if let Some(&threads) = plan.advice.get(&job.spec.id) {
                     self.observer.advised(ctx.now, job, threads);
                 }
             }

@@ -1,7 +1,7 @@
 //! BP, batch processing (TACO §4.2): jobs run one after the other in arrival order, each alone on the
 //! whole machine.
 
-use cosched_core::{Assignment, Context, Event, Plan, Policy};
+use cosched_core::{Assignment, Context, Event, Plan, Policy, Topology};
 
 #[derive(Debug, Default)]
 pub struct Batch;
@@ -9,6 +9,11 @@ pub struct Batch;
 impl Policy for Batch {
     fn name(&self) -> &str {
         "bp"
+    }
+
+    /// Only the oldest waiting job can be next.
+    fn queue_window(&self, _topology: &Topology) -> Option<usize> {
+        Some(1)
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {

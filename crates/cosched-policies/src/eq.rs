@@ -4,7 +4,7 @@
 //! A job never gets more CPUs than its `max_threads`; what it leaves goes to the others. With more jobs
 //! than CPUs, running jobs keep one CPU each and newcomers wait in arrival order.
 
-use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
+use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Topology};
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
@@ -15,6 +15,11 @@ pub struct Equipartition {
 impl Policy for Equipartition {
     fn name(&self) -> &str {
         "eq"
+    }
+
+    /// At most one job per CPU shares the machine, running ones first.
+    fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        Some(topology.num_cpus())
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {

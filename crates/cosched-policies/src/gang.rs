@@ -11,12 +11,23 @@
 //!
 //! When jobs leave, a job moves to an earlier row only where its own CPUs are free there, so repacking
 //! never migrates anyone; emptied rows disappear.
+//!
+//! The matrix has at most `mpl` rows (the multiprogramming level of gang schedulers, which bounds how
+//! many jobs share the machine): a job that fits in no row when all are taken waits, and the jobs behind
+//! it wait too, first come first served.
 
-use cosched_core::{ActiveJob, Assignment, Context, Event, JobKind, Plan, Policy, Slot};
+use cosched_core::{
+    ActiveJob, Assignment, Context, Event, JobId, JobKind, Plan, Policy, Slot, Topology,
+};
+use std::collections::{HashMap, HashSet};
 
 /// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
 /// slices are long (≥ 100 ms, Peter et al. §2) next to Linux's 15 ms.
 pub const DEFAULT_SLICE: f64 = crate::taco::DEFAULT_SLICE;
+
+/// Default multiprogramming level: more rows than the papers' experiments use (Frachtenberg & Etsion's
+/// BSP surface reaches 11 slots), few enough that an overloaded machine does not slice every job thin.
+pub const DEFAULT_MPL: usize = 16;
 
 #[derive(Debug)]
 pub struct Gang {
@@ -24,6 +35,8 @@ pub struct Gang {
     slice: f64,
     /// Single-threaded jobs share one slot of their own (Frachtenberg & Etsion's wrapper).
     shared_sequential_slot: bool,
+    /// Most rows the matrix may have.
+    mpl: usize,
     rows: Vec<Vec<Assignment>>,
 }
 
@@ -33,15 +46,17 @@ impl Gang {
             name: name.into(),
             slice,
             shared_sequential_slot: false,
+            mpl: DEFAULT_MPL,
             rows: Vec::new(),
         }
     }
 
-    /// `slice=SECONDS` and `sequential=packed|shared` settings after `gang:`; `name` is the full policy
-    /// string.
+    /// `slice=SECONDS`, `sequential=packed|shared` and `mpl=ROWS` settings after `gang:`; `name` is the
+    /// full policy string.
     pub fn with_settings(name: &str, settings: &str) -> Result<Gang, String> {
         let mut slice = DEFAULT_SLICE;
         let mut shared_sequential_slot = false;
+        let mut mpl = DEFAULT_MPL;
         for setting in settings.split(':').filter(|s| !s.is_empty()) {
             match setting.split_once('=') {
                 Some(("slice", value)) => {
@@ -55,15 +70,23 @@ impl Gang {
                 }
                 Some(("sequential", "packed")) => shared_sequential_slot = false,
                 Some(("sequential", "shared")) => shared_sequential_slot = true,
+                Some(("mpl", value)) => {
+                    mpl = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&rows| rows > 0)
+                        .ok_or_else(|| format!("mpl={value}: give a whole number of rows ≥ 1"))?
+                }
                 _ => {
                     return Err(format!(
-                        "unknown gang option {setting:?}; valid: slice=SECONDS, sequential=packed|shared"
+                        "unknown gang option {setting:?}; valid: slice=SECONDS, sequential=packed|shared, mpl=ROWS"
                     ))
                 }
             }
         }
         Ok(Gang {
             shared_sequential_slot,
+            mpl,
             ..Gang::new(name, slice)
         })
     }
@@ -80,14 +103,26 @@ impl Policy for Gang {
         &self.name
     }
 
+    /// With every row taken only the oldest waiting job can get in (into a gap); otherwise each waiting
+    /// job may get a row.
+    fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        Some(if self.rows.len() >= self.mpl {
+            1
+        } else {
+            self.mpl * topology.num_cpus()
+        })
+    }
+
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
         if !matches!(event, Event::Arrived { .. } | Event::Finished { .. }) {
             return None;
         }
+        let active: HashMap<JobId, &ActiveJob> = ctx.jobs.iter().map(|j| (j.spec.id, j)).collect();
         for row in &mut self.rows {
-            row.retain(|a| ctx.job(a.job).is_some());
+            row.retain(|a| active.contains_key(&a.job));
         }
         self.repack();
+        let mut placed: HashSet<JobId> = self.rows.iter().flatten().map(|a| a.job).collect();
         let sizes = ctx.topology.partition_sizes();
         let shared = self.shared_sequential_slot;
         let sequential = |job: &ActiveJob| shared && job.spec.max_threads <= 1;
@@ -100,7 +135,7 @@ impl Policy for Gang {
                 });
                 continue;
             }
-            if self.rows.iter().flatten().any(|a| a.job == job.spec.id) {
+            if placed.contains(&job.spec.id) {
                 continue;
             }
             let width = match (job.spec.kind, job.started) {
@@ -121,11 +156,13 @@ impl Policy for Gang {
             });
             let (row, cpus) = match spot {
                 Some(spot) => spot,
-                None => {
+                None if self.rows.len() < self.mpl => {
                     self.rows.push(Vec::new());
                     (self.rows.len() - 1, partitions[0].clone())
                 }
+                None => break,
             };
+            placed.insert(job.spec.id);
             self.rows[row].push(Assignment {
                 job: job.spec.id,
                 cpus,
@@ -135,15 +172,14 @@ impl Policy for Gang {
         for row in &self.rows {
             let weight = row
                 .iter()
-                .filter_map(|a| ctx.job(a.job))
-                .map(|j| j.spec.weight)
+                .map(|a| active[&a.job].spec.weight)
                 .fold(0.0, f64::max);
             plan.slots.push(Slot {
                 length: self.slice * if weight > 0.0 { weight } else { 1.0 },
                 assignments: row.clone(),
             });
             for a in row {
-                let job = ctx.job(a.job).expect("rows hold active jobs");
+                let job = active[&a.job];
                 plan.advice
                     .insert(a.job, job.spec.threads_for(a.cpus.len()));
             }
@@ -266,6 +302,23 @@ mod tests {
             2,
             "job 2 joined job 0's row"
         );
+    }
+
+    #[test]
+    fn beyond_the_multiprogramming_level_jobs_wait_in_arrival_order() {
+        // Both rows of 16 CPUs are taken: job 2 needs a third row and waits, and job 3 waits behind it.
+        let jobs = vec![job(0, 16), job(1, 16), job(2, 16), job(3, 1)];
+        let mut gang = Gang::with_settings("gang:mpl=2", "mpl=2").unwrap();
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(3) });
+        assert_eq!(plan.slots.len(), 2);
+        let placed = plan.placed_jobs();
+        assert!(placed.contains(&JobId(1)) && !placed.contains(&JobId(2)));
+        assert!(!placed.contains(&JobId(3)), "job 3 does not overtake job 2");
+        let topo = presets::preset("gang-opteron8380").unwrap();
+        assert_eq!(gang.queue_window(&topo), Some(1));
+        let rest = vec![jobs[1].clone(), jobs[2].clone(), jobs[3].clone()];
+        let plan = decide(&mut gang, &rest, Event::Finished { job: JobId(0) });
+        assert!(plan.placed_jobs().contains(&JobId(2)));
     }
 
     #[test]

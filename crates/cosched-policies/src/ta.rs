@@ -9,7 +9,7 @@
 //! the size holds, shrinks inside it or grows around it when the size changes, and only the jobs that
 //! find their place taken move. With more jobs than CPUs, newcomers wait in arrival order.
 
-use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
+use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Topology};
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
@@ -20,6 +20,11 @@ pub struct TopologyAware {
 impl Policy for TopologyAware {
     fn name(&self) -> &str {
         "ta"
+    }
+
+    /// At most one job per CPU gets a partition, running ones first.
+    fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        Some(topology.num_cpus())
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {

@@ -8,7 +8,8 @@
 //! - the local per-unit variant (§2.1) — [`local`];
 //! - coscheduling across levels so that every job gets the same CPU time (§2.2), grace periods while
 //!   malleable jobs adapt (§2.3), opt-out of coscheduling and weights (§2.4) — [`global`];
-//! - restricted partition sizes (§4.4) and the slice length (§3.3) — [`geometry`], [`options`].
+//! - restricted partition sizes (§4.4) and the slice length (§3.3) — [`geometry`], [`options`];
+//! - at most `mpl` jobs per CPU are admitted, first come first served; later ones wait unseen.
 //!
 //! Registered as `taco` (all refinements), `taco-basic` (the version the paper measured, §4.2) and
 //! `taco-local`; any of them takes settings after a colon: `taco:hysteresis=0:sizes=1/6/24`.
@@ -22,8 +23,9 @@ mod options;
 
 pub use options::{TacoOptions, DEFAULT_GRACE, DEFAULT_HYSTERESIS, DEFAULT_SLICE};
 
-use cosched_core::{Context, Event, Plan, Policy};
+use cosched_core::{ActiveJob, Context, Event, Plan, Policy, Topology};
 use geometry::Geometry;
+use std::borrow::Cow;
 
 #[derive(Debug)]
 pub struct Taco {
@@ -52,6 +54,10 @@ impl Policy for Taco {
         &self.name
     }
 
+    fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        Some(self.admitted_count(topology))
+    }
+
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
         let recount = matches!(event, Event::Arrived { .. } | Event::Finished { .. });
         let relevant = recount
@@ -61,6 +67,11 @@ impl Policy for Taco {
         if !relevant {
             return None;
         }
+        let jobs = admitted(ctx.jobs, self.admitted_count(ctx.topology));
+        let ctx = &Context {
+            jobs: &jobs,
+            ..*ctx
+        };
         let geometry = self
             .geometry
             .get_or_insert_with(|| Geometry::new(ctx.topology, self.options.sizes.as_deref()));
@@ -70,6 +81,33 @@ impl Policy for Taco {
             self.global.plan(ctx, geometry, &self.options, recount)
         })
     }
+}
+
+impl Taco {
+    fn admitted_count(&self, topology: &Topology) -> usize {
+        self.options.mpl * topology.num_cpus()
+    }
+}
+
+/// The started jobs and the oldest waiting ones, `count` in all (more if more have started), in arrival
+/// order. TACO places every job it admits, so these are usually the first `count` jobs.
+fn admitted(jobs: &[ActiveJob], count: usize) -> Cow<'_, [ActiveJob]> {
+    if jobs.len() <= count || jobs[count..].iter().all(|j| j.started.is_none()) {
+        return Cow::Borrowed(&jobs[..count.min(jobs.len())]);
+    }
+    let started = jobs.iter().filter(|j| j.started.is_some()).count();
+    let mut room = count.saturating_sub(started);
+    jobs.iter()
+        .filter(|j| {
+            j.started.is_some() || {
+                let admit = room > 0;
+                room = room.saturating_sub(1);
+                admit
+            }
+        })
+        .cloned()
+        .collect::<Vec<_>>()
+        .into()
 }
 
 #[cfg(test)]

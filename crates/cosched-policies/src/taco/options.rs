@@ -10,6 +10,10 @@ pub const DEFAULT_HYSTERESIS: f64 = 0.25;
 /// (§2.3). TACO gives no figure; Table 2's slowest benchmark (is.C) adapts in 1.6 s on average, so 2 s
 /// covers the NAS programs without holding a partition long after a fast one has adapted.
 pub const DEFAULT_GRACE: f64 = 2.0;
+/// Jobs TACO admits per CPU, the multiprogramming level of its finest partitions. TACO (§2) coschedules
+/// when there are more jobs than partitions but gives no upper bound; four per CPU is well above the
+/// paper's experiments (40 jobs on 24 cores) and keeps an overloaded machine from slicing every job thin.
+pub const DEFAULT_MPL: usize = 4;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TacoOptions {
@@ -26,6 +30,8 @@ pub struct TacoOptions {
     pub sizes: Option<Vec<usize>>,
     /// §3.3 slot length, see [`DEFAULT_SLICE`].
     pub slice: f64,
+    /// Most jobs admitted per CPU, see [`DEFAULT_MPL`]; later ones wait in arrival order.
+    pub mpl: usize,
 }
 
 impl TacoOptions {
@@ -38,6 +44,7 @@ impl TacoOptions {
             local: false,
             sizes: None,
             slice: DEFAULT_SLICE,
+            mpl: DEFAULT_MPL,
         }
     }
 
@@ -86,10 +93,17 @@ impl TacoOptions {
                     self.sizes = Some(sizes);
                 }
                 "slice" => self.slice = positive(key, value)?,
+                "mpl" => {
+                    self.mpl = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| format!("mpl={value}: give a whole number of jobs per CPU ≥ 1"))?
+                }
                 _ => {
                     return Err(format!(
                         "unknown TACO option {key:?}; valid: hysteresis=F, balance=on|off, grace=SECONDS|off, \
-local=on|off, sizes=A/B/..., slice=SECONDS"
+local=on|off, sizes=A/B/..., slice=SECONDS, mpl=JOBS_PER_CPU"
                     ))
                 }
             }
@@ -135,13 +149,14 @@ mod tests {
     fn settings_override_the_defaults() {
         let mut options = TacoOptions::full();
         options
-            .apply("hysteresis=0:grace=off:sizes=1/6/24:slice=0.05:local")
+            .apply("hysteresis=0:grace=off:sizes=1/6/24:slice=0.05:local:mpl=2")
             .unwrap();
         assert_eq!(options.hysteresis, 0.0);
         assert_eq!(options.grace, None);
         assert_eq!(options.sizes, Some(vec![1, 6, 24]));
         assert_eq!(options.slice, 0.05);
         assert!(options.local);
+        assert_eq!(options.mpl, 2);
     }
 
     #[test]

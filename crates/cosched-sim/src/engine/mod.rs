@@ -9,7 +9,9 @@
 //! - `calendar`: the priority queue of coming events;
 //! - `rates`: each job's rate under the plan, re-evaluating only the slots that changed;
 //! - `isolated`: the isolated time of a job (slowdown's denominator) and its cache;
-//! - `active`: the active jobs as the policy sees them;
+//! - `active`: the active jobs as the policy sees them; waiting jobs beyond the policy's
+//!   [`queue_window`](cosched_core::Policy::queue_window) wait hidden in arrival order, and the policy
+//!   hears of each (`Arrived`) when it comes into view;
 //! - `closed`: closed experiments (jobs restarted until each has its runs).
 
 mod active;
@@ -35,7 +37,7 @@ use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, P
 use isolated::IsolatedCache;
 use rates::{switch_cost, Figures, Inputs, RateBook};
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -221,6 +223,10 @@ struct Engine<'a> {
     closed: Option<ClosedRuns>,
     next_order: u64,
     active: ActiveList,
+    /// Arrived jobs the policy does not see yet (beyond its queue window), oldest first.
+    hidden: VecDeque<usize>,
+    /// Shown jobs that have not started.
+    shown_waiting: usize,
     /// Started jobs in start order; finished ones are dropped lazily.
     running: Vec<usize>,
     running_count: usize,
@@ -292,6 +298,8 @@ impl<'a> Engine<'a> {
                 .map(|runs| ClosedRuns::new(runs.get(), jobs)),
             next_order: 0,
             active: ActiveList::default(),
+            hidden: VecDeque::new(),
+            shown_waiting: 0,
             running: Vec::new(),
             running_count: 0,
             starts: 0,
@@ -340,7 +348,10 @@ impl<'a> Engine<'a> {
         self.schedule_next_arrival();
         loop {
             self.refresh_rates();
-            if self.active.is_empty() && self.next_arrival == self.arrivals.len() {
+            if self.active.is_empty()
+                && self.hidden.is_empty()
+                && self.next_arrival == self.arrivals.len()
+            {
                 self.stats.sim_time = self.now;
                 return Ok(());
             }
@@ -367,6 +378,11 @@ impl<'a> Engine<'a> {
     }
 
     fn handle(&mut self, due: Due) -> Result<(), SimError> {
+        self.handle_event(due)?;
+        self.show_hidden()
+    }
+
+    fn handle_event(&mut self, due: Due) -> Result<(), SimError> {
         match due {
             Due::Finish { job, .. } => self.finish(job),
             Due::Threads { job, .. } => {
@@ -445,20 +461,48 @@ impl<'a> Engine<'a> {
             phase: Phase::Waiting,
             order,
         };
-        self.active.push(
-            ActiveJob {
-                spec: spec.clone(),
-                started: None,
-                threads: 0,
-            },
-            order,
-        );
-        let id = spec.id;
         self.emit(Record::Arrival {
             job: spec,
             isolated: Some(isolated),
         })?;
+        if self.hidden.is_empty() && self.window_has_room() {
+            self.show(i)
+        } else {
+            self.hidden.push_back(i);
+            Ok(())
+        }
+    }
+
+    /// Whether the policy's queue window has room for one more waiting job.
+    fn window_has_room(&self) -> bool {
+        self.policy
+            .queue_window(self.topology)
+            .is_none_or(|window| self.shown_waiting < window.max(1))
+    }
+
+    /// Shows waiting job `i` to the policy, as arrived now.
+    fn show(&mut self, i: usize) -> Result<(), SimError> {
+        let spec = self.jobs[i].spec.clone();
+        let id = spec.id;
+        self.active.push(
+            ActiveJob {
+                spec,
+                started: None,
+                threads: 0,
+            },
+            self.states[i].order,
+        );
+        self.shown_waiting += 1;
         self.decide(Event::Arrived { job: id })
+    }
+
+    /// Shows hidden jobs, oldest first, while the policy's window has room.
+    fn show_hidden(&mut self) -> Result<(), SimError> {
+        while !self.hidden.is_empty() && self.window_has_room() {
+            let i = self.hidden.pop_front().expect("not empty");
+            self.show(i)?;
+        }
+        Ok(())
     }
 
     fn finish(&mut self, i: usize) -> Result<(), SimError> {
@@ -495,12 +539,18 @@ impl<'a> Engine<'a> {
 
     /// Ends a closed experiment: the runs still going are stopped as failed, with `reason`.
     fn stop_all(&mut self, reason: &str) -> Result<(), SimError> {
-        for job in self.active.take_all() {
-            let i = self.index[&job.spec.id];
+        let shown = self.active.take_all().into_iter().map(|job| job.spec.id);
+        let hidden: Vec<JobId> = self
+            .hidden
+            .drain(..)
+            .map(|i| self.jobs[i].spec.id)
+            .collect();
+        for id in shown.chain(hidden).collect::<Vec<_>>() {
+            let i = self.index[&id];
             self.settle(i);
             self.states[i].phase = Phase::Finished;
             self.emit(Record::Finish {
-                job: job.spec.id,
+                job: id,
                 status: ExitStatus::Failed,
                 exit_code: None,
                 error: Some(reason.to_string()),
@@ -508,6 +558,7 @@ impl<'a> Engine<'a> {
         }
         self.running.clear();
         self.running_count = 0;
+        self.shown_waiting = 0;
         self.next_arrival = self.arrivals.len();
         self.timer = None;
         self.plan = Plan::default();
@@ -646,6 +697,7 @@ impl<'a> Engine<'a> {
                     }));
                     self.running.push(i);
                     self.running_count += 1;
+                    self.shown_waiting -= 1;
                     self.book.job_changed(id, pinned.is_some());
                     starts.push((i, threads));
                 }
@@ -891,8 +943,41 @@ mod tests {
             })
     }
 
+    /// A policy shown every waiting job: its queue window is left at the default.
+    struct ShowAll(Box<dyn Policy>);
+
+    impl Policy for ShowAll {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+
+        fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+            self.0.decide(ctx, event)
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Hiding the jobs beyond a policy's queue window changes no finish: on a machine of two CPUs,
+        /// where most jobs wait, every job finishes when it does with the whole queue shown.
+        #[test]
+        fn hiding_the_queue_beyond_the_window_changes_no_finish(
+            jobs in arb_jobs(),
+            policy in prop::sample::select(vec!["bp", "eq", "ta", "taco:mpl=1", "gang:mpl=2"]),
+        ) {
+            let machine = synthetic::parse("core:2").unwrap();
+            let options = SimOptions::default();
+            let windowed = simulate(&machine, &jobs, cosched_policies::create(policy).unwrap().as_mut(), &options).unwrap();
+            let shown = simulate(&machine, &jobs, &mut ShowAll(cosched_policies::create(policy).unwrap()), &options).unwrap();
+            let (windowed, shown) = (finishes(&windowed), finishes(&shown));
+            prop_assert_eq!(windowed.len(), jobs.len());
+            prop_assert_eq!(windowed.len(), shown.len());
+            for ((job, a), (other, b)) in windowed.iter().zip(&shown) {
+                prop_assert_eq!(job, other);
+                prop_assert!((a - b).abs() <= 1e-9 * b.max(1.0), "job {:?}: {} vs {}", job, a, b);
+            }
+        }
 
         /// The calendar engine finishes every job when the simple engine does, under every kind of
         /// policy (space sharing, gang slots, timers and samples, thread advice) and both modes.
