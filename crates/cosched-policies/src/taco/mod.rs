@@ -21,7 +21,7 @@ mod levels;
 mod local;
 mod options;
 
-pub use options::{TacoOptions, DEFAULT_GRACE, DEFAULT_HYSTERESIS, DEFAULT_SLICE};
+pub use options::{TacoOptions, DEFAULT_GRACE, DEFAULT_HYSTERESIS, DEFAULT_MPL, DEFAULT_SLICE};
 
 use cosched_core::{ActiveJob, Context, Event, Plan, Policy, Topology};
 use geometry::Geometry;
