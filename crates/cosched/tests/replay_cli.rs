@@ -10,7 +10,8 @@ fn cosched(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn metrics(args: &[&str]) -> serde_json::Value {
+/// The JSON rows of a replay, one per node policy.
+fn rows(args: &[&str]) -> Vec<serde_json::Value> {
     let out = cosched(args);
     assert!(
         out.status.success(),
@@ -18,6 +19,12 @@ fn metrics(args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn metrics(args: &[&str]) -> serde_json::Value {
+    let mut rows = rows(args);
+    assert_eq!(rows.len(), 1);
+    rows.remove(0)
 }
 
 /// 4 processors. FCFS: 1 at 0, 2 (all 4) at 10, 3 at 15: waits 0, 9, 13.
@@ -55,7 +62,8 @@ fn out_directory_holds_the_schedule() {
     let csv = std::fs::read_to_string(out.join("schedule.csv")).unwrap();
     assert_eq!(csv.lines().count(), 4, "{csv}");
     assert!(
-        csv.lines().any(|l| l.starts_with("3,2,1,3,5,2,5,0,")),
+        csv.lines()
+            .any(|l| l.starts_with("3,2,1,3,5,2,5,0,") && l.ends_with(",exclusive,2")),
         "{csv}"
     );
     assert!(out.join("metrics.json").exists());
@@ -78,6 +86,45 @@ fn bad_input_names_the_line_or_the_missing_size() {
     assert!(err.contains("job 2 needs 4 processors"), "{err}");
 }
 
+#[test]
+fn node_policies_share_nodes_and_each_gets_a_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "t.swf", TRACE);
+    let rows = rows(&[
+        "replay",
+        &trace,
+        "--node-policy",
+        "exclusive,gang",
+        "--json",
+    ]);
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["node_policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["exclusive", "gang"]);
+    assert_eq!(rows[0]["machine"], "cluster:4 core:1");
+    assert_eq!(
+        (rows[0]["mpl"].as_u64(), rows[1]["mpl"].as_u64()),
+        (Some(1), Some(2))
+    );
+    // Gang lets job 2 (all 4 nodes) start beside job 1 instead of waiting for it.
+    let wait = |r: &serde_json::Value| r["mean_wait"].as_f64().unwrap();
+    assert!(wait(&rows[1]) < wait(&rows[0]), "{rows:?}");
+}
+
+#[test]
+fn a_bad_machine_or_node_policy_names_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "t.swf", TRACE);
+    let err = |args: &[&str]| String::from_utf8(cosched(args).stderr).unwrap();
+    let e = err(&["replay", &trace, "--machine", "core:4"]);
+    assert!(e.contains("cluster:N core:4"), "{e}");
+    let e = err(&["replay", &trace, "--machine", "cluster:4"]);
+    assert!(e.contains("cluster:4 package:2 core:8"), "{e}");
+    let e = err(&["replay", &trace, "--node-policy", "gnag"]);
+    assert!(e.contains("gnag") && e.contains("exclusive"), "{e}");
+}
+
 /// The shared KTH-SP2 log (beside the repository, as CI has it); skipped where absent.
 #[test]
 fn kth_sp2_replays_with_easy_ahead_of_fcfs() {
@@ -97,4 +144,17 @@ fn kth_sp2_replays_with_easy_ahead_of_fcfs() {
     assert!(bsld(&easy) < bsld(&fcfs), "EASY {easy} FCFS {fcfs}");
     let utilisation = easy["utilisation"].as_f64().unwrap();
     assert!(utilisation > 0.0 && utilisation < 1.0, "{easy}");
+    // Time-shared nodes start jobs sooner; one-CPU nodes leave EQ nothing to split.
+    let shared = rows(&["replay", kth, "--node-policy", "gang,eq", "--json"]);
+    assert!(
+        bsld(&shared[0]) < bsld(&easy),
+        "gang {} EASY {easy}",
+        shared[0]
+    );
+    assert_eq!(
+        bsld(&shared[1]),
+        bsld(&easy),
+        "eq {} EASY {easy}",
+        shared[1]
+    );
 }

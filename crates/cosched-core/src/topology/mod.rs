@@ -1,9 +1,11 @@
 //! The machine as a tree: machine → package → die → NUMA node → LLC domain → core → PU.
 //!
 //! A topology comes from sysfs ([`sysfs`]), from hwloc's synthetic syntax ([`synthetic`]), from an
-//! `lstopo --of xml` export ([`xml`]) or from a named preset of the papers' machines ([`presets`]).
+//! `lstopo --of xml` export ([`xml`]) or from a named preset of the papers' machines ([`presets`]);
+//! [`cluster`] puts N such machines side by side.
 //! Policies only ever see this tree and the aligned partitions derived from it ([`partition`]).
 
+pub mod cluster;
 mod partition;
 pub mod presets;
 pub mod synthetic;
@@ -106,6 +108,13 @@ pub enum TopologyError {
     Sysfs { path: String, reason: String },
     #[error("cannot import the lstopo XML file {path}: {reason}")]
     Xml { path: String, reason: String },
+    #[error("malformed cluster {spec:?}: {problem}")]
+    Cluster { spec: String, problem: String },
+    #[error(
+        "{spec:?} is a cluster, and this command simulates one machine: give one node's machine \
+         (what follows `cluster:N`), or replay a trace on the cluster with `cosched replay`"
+    )]
+    ClusterWhereNode { spec: String },
 }
 
 impl Topology {

@@ -57,6 +57,11 @@ pub fn preset(name: &str) -> Result<Topology, TopologyError> {
 /// `lstopo --of xml` file, or a description in hwloc's synthetic syntax.
 pub fn machine(spec: &str) -> Result<Topology, TopologyError> {
     let spec = spec.trim();
+    if super::cluster::is_cluster(spec) {
+        return Err(TopologyError::ClusterWhereNode {
+            spec: spec.to_string(),
+        });
+    }
     if preset_names().contains(&spec) {
         return preset(spec);
     }

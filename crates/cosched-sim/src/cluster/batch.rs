@@ -5,9 +5,14 @@
 //! enough processors free up, judged from the running jobs' estimated ends; a later job may start now
 //! if it fits now and either ends (by its estimate) before that reservation or uses only processors
 //! the reservation leaves over.
+//!
+//! Here machines are nodes that a node policy may share ([`super::nodes`]): a job needs whole nodes
+//! that take it now, and a node's time to take the head is when enough of its jobs have ended by
+//! their estimates, at their current rates. Nodes are chosen least loaded first, and a backfilled job
+//! that outlasts the reservation takes first the nodes the head can do without.
 
-use crate::swf::SwfJob;
-use std::collections::VecDeque;
+use super::replay::State;
+use std::collections::{HashMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchPolicy {
@@ -28,174 +33,195 @@ impl std::str::FromStr for BatchPolicy {
     }
 }
 
-/// Where and when a job ran: the job's index in the input, its start and end.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Placement {
-    pub job: usize,
-    pub start: f64,
-    pub end: f64,
+/// Starts what `policy` allows at `now`: queued jobs in order while the head fits, then (EASY)
+/// backfilling behind the head's reservation.
+pub(super) fn pass(state: &mut State, policy: BatchPolicy) {
+    let mut accepting = Accepting::default();
+    while let Some(&head) = state.queue.front() {
+        let (width, threads) = state.shapes[head];
+        let nodes = accepting.nodes(state, threads);
+        if nodes.len() < width as usize {
+            break;
+        }
+        let nodes = nodes[..width as usize].to_vec();
+        state.queue.pop_front();
+        accepting.start(state, head, nodes);
+    }
+    if policy == BatchPolicy::Easy && !state.queue.is_empty() {
+        backfill(state, &mut accepting);
+    }
 }
 
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum BatchError {
-    #[error(
-        "job {id} needs {procs} processors but the machine has {machine}; give the machine's size \
-(the trace header's MaxProcs) or drop the job"
-    )]
-    TooWide { id: u64, procs: u32, machine: u32 },
+/// The nodes that take one more job of a given thread count now, least loaded first, kept until
+/// the next start (a queue holds jobs of few distinct widths).
+#[derive(Default)]
+struct Accepting(HashMap<u32, Vec<u32>>);
+
+impl Accepting {
+    fn nodes(&mut self, state: &mut State, threads: u32) -> &[u32] {
+        self.0.entry(threads).or_insert_with(|| {
+            let mut nodes: Vec<u32> = (0..state.node_sig.len() as u32)
+                .filter(|&n| state.book.accepts(state.node_sig[n as usize], threads))
+                .collect();
+            nodes.sort_by_key(|&n| state.node_jobs[n as usize].len());
+            nodes
+        })
+    }
+
+    fn start(&mut self, state: &mut State, job: usize, nodes: Vec<u32>) {
+        self.0.clear();
+        state.start(job, nodes);
+    }
 }
 
-struct Running {
-    job: usize,
-    end: f64,
-    estimated_end: f64,
-}
-
-/// Places every job on a machine of `machine_procs` processors; placements in the jobs' order.
-/// Jobs are queued in submit order (file order among equal submit times). At one instant, finishes
-/// come before arrivals, and one scheduling pass follows.
-pub fn schedule(
-    jobs: &[SwfJob],
-    machine_procs: u32,
-    policy: BatchPolicy,
-) -> Result<Vec<Placement>, BatchError> {
-    if let Some(job) = jobs.iter().find(|j| j.procs > machine_procs) {
-        return Err(BatchError::TooWide {
-            id: job.id,
-            procs: job.procs,
-            machine: machine_procs,
-        });
-    }
-    let mut arrivals: Vec<usize> = (0..jobs.len()).collect();
-    arrivals.sort_by(|&a, &b| jobs[a].submit.total_cmp(&jobs[b].submit));
-    let mut placements = vec![None; jobs.len()];
-    let mut state = State {
-        jobs,
-        free: machine_procs,
-        running: Vec::new(),
-        queue: VecDeque::new(),
-    };
-    let mut next_arrival = 0;
-    loop {
-        let next_finish = state.running.iter().map(|r| r.end).min_by(f64::total_cmp);
-        let arrival = arrivals.get(next_arrival).map(|&j| jobs[j].submit);
-        let now = match (next_finish, arrival) {
-            (Some(f), Some(a)) => f.min(a),
-            (Some(t), None) | (None, Some(t)) => t,
-            (None, None) => break,
-        };
-        state.finish_until(now);
-        while next_arrival < arrivals.len() && jobs[arrivals[next_arrival]].submit <= now {
-            state.queue.push_back(arrivals[next_arrival]);
-            next_arrival += 1;
+fn backfill(state: &mut State, accepting: &mut Accepting) {
+    let head = state
+        .queue
+        .pop_front()
+        .expect("backfill needs a queue head");
+    let mut reservation: Option<Reservation> = None;
+    let mut waiting = VecDeque::with_capacity(state.queue.len() + 1);
+    waiting.push_back(head);
+    while let Some(job) = state.queue.pop_front() {
+        let (width, threads) = state.shapes[job];
+        let nodes = accepting.nodes(state, threads);
+        if nodes.len() < width as usize {
+            waiting.push_back(job);
+            continue;
         }
-        for job in state.pass(now, policy) {
-            placements[job] = Some(Placement {
-                job,
-                start: now,
-                end: now + jobs[job].run,
-            });
+        let nodes = nodes.to_vec();
+        // Only once some job fits now is the head's reservation worth working out.
+        let r = reservation.get_or_insert_with(|| Reservation::of(state, head));
+        let rate = rate_if_started(state, &nodes[..width as usize], threads);
+        if state.now + state.jobs[job].estimate / rate <= r.shadow {
+            accepting.start(state, job, nodes[..width as usize].to_vec());
+            continue;
         }
-    }
-    Ok(placements
-        .into_iter()
-        .map(|p| p.expect("every job starts once the machine empties"))
-        .collect())
-}
-
-struct State<'a> {
-    jobs: &'a [SwfJob],
-    free: u32,
-    running: Vec<Running>,
-    queue: VecDeque<usize>,
-}
-
-impl State<'_> {
-    fn finish_until(&mut self, now: f64) {
-        let jobs = self.jobs;
-        let mut freed = 0;
-        self.running.retain(|r| {
-            let done = r.end <= now;
-            if done {
-                freed += jobs[r.job].procs;
-            }
-            !done
-        });
-        self.free += freed;
-    }
-
-    fn start(&mut self, job: usize, now: f64) {
-        let spec = &self.jobs[job];
-        self.free -= spec.procs;
-        self.running.push(Running {
-            job,
-            end: now + spec.run,
-            estimated_end: now + spec.estimate,
-        });
-    }
-
-    /// Starts what the policy allows at `now`; returns the started jobs.
-    fn pass(&mut self, now: f64, policy: BatchPolicy) -> Vec<usize> {
-        let mut started = Vec::new();
-        while let Some(&head) = self.queue.front() {
-            if self.jobs[head].procs > self.free {
-                break;
-            }
-            self.queue.pop_front();
-            self.start(head, now);
-            started.push(head);
-        }
-        if policy == BatchPolicy::Easy && !self.queue.is_empty() {
-            self.backfill(now, &mut started);
-        }
-        started
-    }
-
-    fn backfill(&mut self, now: f64, started: &mut Vec<usize>) {
-        let (shadow, mut extra) = self.reservation(now);
-        let mut waiting = VecDeque::with_capacity(self.queue.len());
-        waiting.push_back(self.queue.pop_front().expect("backfill needs a queue head"));
-        while let Some(job) = self.queue.pop_front() {
-            let spec = &self.jobs[job];
-            let ends_in_time = now + spec.estimate <= shadow;
-            if spec.procs <= self.free && (ends_in_time || spec.procs <= extra) {
-                if !ends_in_time {
-                    extra -= spec.procs;
-                }
-                self.start(job, now);
-                started.push(job);
-            } else {
-                waiting.push_back(job);
-            }
-        }
-        self.queue = waiting;
-    }
-
-    /// The head's reservation: the earliest estimated time enough processors are free (the shadow
-    /// time), and the processors free then beyond the head's need. A job past its estimate is
-    /// taken to end now.
-    fn reservation(&self, now: f64) -> (f64, u32) {
-        let need = self.jobs[self.queue[0]].procs;
-        let mut ends: Vec<(f64, u32)> = self
-            .running
+        // A job that outlasts the reservation may only take nodes the head can do without.
+        let mut costs: Vec<(u32, u32)> = nodes
             .iter()
-            .map(|r| (r.estimated_end.max(now), self.jobs[r.job].procs))
+            .map(|&n| {
+                let needed = r.free_at[n as usize] <= r.shadow
+                    && !still_available(state, n as usize, threads, r.head_threads, r.shadow);
+                (n, u32::from(needed))
+            })
             .collect();
-        ends.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut available = self.free;
-        for (end, procs) in ends {
-            available += procs;
-            if available >= need {
-                return (end, available - need);
+        costs.sort_by_key(|&(_, cost)| cost);
+        costs.truncate(width as usize);
+        let cost: u32 = costs.iter().map(|&(_, cost)| cost).sum();
+        if cost > r.extra {
+            waiting.push_back(job);
+            continue;
+        }
+        r.extra -= cost;
+        for &(n, c) in &costs {
+            if c > 0 {
+                r.free_at[n as usize] = f64::INFINITY;
             }
         }
-        unreachable!("a job no wider than the machine fits once every running job ends")
+        accepting.start(state, job, costs.into_iter().map(|(n, _)| n).collect());
     }
+    state.queue = waiting;
+}
+
+/// The queue head's reservation.
+struct Reservation {
+    head_threads: u32,
+    /// Each node's earliest time it takes the head.
+    free_at: Vec<f64>,
+    /// When enough nodes take the head.
+    shadow: f64,
+    /// Nodes beyond the head's need that take it by the shadow time.
+    extra: u32,
+}
+
+impl Reservation {
+    fn of(state: &mut State, head: usize) -> Reservation {
+        let (width, head_threads) = state.shapes[head];
+        let free_at: Vec<f64> = (0..state.node_sig.len())
+            .map(|n| available_at(state, n, head_threads))
+            .collect();
+        let (shadow, extra) = reservation(&free_at, width as usize);
+        Reservation {
+            head_threads,
+            free_at,
+            shadow,
+            extra,
+        }
+    }
+}
+
+/// The head's reservation from each node's earliest time it takes the head: the shadow time (when
+/// `width` nodes do) and how many nodes beyond `width` do by then.
+fn reservation(free_at: &[f64], width: usize) -> (f64, u32) {
+    let mut times = free_at.to_vec();
+    times.sort_by(f64::total_cmp);
+    let shadow = times[width - 1];
+    let by_shadow = times.iter().take_while(|&&t| t <= shadow).count();
+    (shadow, (by_shadow - width) as u32)
+}
+
+/// When node `n` takes a job of `threads` threads, judged by its jobs' estimated ends.
+fn available_at(state: &mut State, n: usize, threads: u32) -> f64 {
+    let mut sig = state.node_sig[n];
+    if state.book.accepts(sig, threads) {
+        return state.now;
+    }
+    let mut jobs = state.node_jobs[n].clone();
+    let mut by_end: Vec<(f64, usize)> = jobs.iter().map(|&j| (state.estimated_end(j), j)).collect();
+    by_end.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (end, job) in by_end {
+        let position = jobs.iter().position(|&j| j == job).expect("on the node");
+        jobs.remove(position);
+        sig = state.book.without(sig, position);
+        if state.book.accepts(sig, threads) {
+            return end;
+        }
+    }
+    f64::INFINITY
+}
+
+/// Whether node `n`, given one more job of `threads` threads that outlasts `shadow`, still takes
+/// the head (`head_threads`) by `shadow`.
+fn still_available(
+    state: &mut State,
+    n: usize,
+    threads: u32,
+    head_threads: u32,
+    shadow: f64,
+) -> bool {
+    let mut sig = state.book.with(state.node_sig[n], threads);
+    let mut jobs = state.node_jobs[n].clone();
+    let ended: Vec<usize> = jobs
+        .iter()
+        .copied()
+        .filter(|&j| state.estimated_end(j) <= shadow)
+        .collect();
+    for job in ended {
+        let position = jobs.iter().position(|&j| j == job).expect("on the node");
+        jobs.remove(position);
+        sig = state.book.without(sig, position);
+    }
+    state.book.accepts(sig, head_threads)
+}
+
+/// The rate a job of `threads` threads would start at on `nodes`.
+fn rate_if_started(state: &mut State, nodes: &[u32], threads: u32) -> f64 {
+    let shares: Vec<f64> = nodes
+        .iter()
+        .map(|&n| {
+            let sig = state.book.with(state.node_sig[n as usize], threads);
+            *state.book.shares(sig).last().expect("the new job")
+        })
+        .collect();
+    state.combine(shares.into_iter())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::tests::{exclusive, on_cluster, starts};
+    use crate::cluster::ClusterError;
     use crate::swf;
 
     /// Seven jobs on 4 processors (fields: number, submit, wait, run, allocated, cpu, memory,
@@ -211,10 +237,9 @@ mod tests {
 7 16 -1 30 -1 -1 -1 1 30 -1 1 1 1 -1 -1 -1 -1 -1
 ";
 
-    fn starts(policy: BatchPolicy) -> Vec<f64> {
+    fn exclusive_starts(policy: BatchPolicy) -> Vec<f64> {
         let trace = swf::parse(TRACE, "hand.swf").unwrap();
-        let placements = schedule(&trace.jobs, trace.machine_procs().unwrap(), policy).unwrap();
-        placements.iter().map(|p| p.start).collect()
+        starts(&on_cluster(&trace.jobs, "cluster:4 core:1", policy, exclusive()).unwrap())
     }
 
     #[test]
@@ -223,7 +248,7 @@ mod tests {
         // t10: 1 ends, 2 starts (0 free). t15: 2 ends; 3, 4, 5 start (0 free); 6 (3) waits.
         // t16: 7 queues behind 6. t18, t19: 3 and 5 end (2 free). t35: 4 ends; 6 and 7 start.
         assert_eq!(
-            starts(BatchPolicy::Fcfs),
+            exclusive_starts(BatchPolicy::Fcfs),
             [0.0, 10.0, 15.0, 15.0, 15.0, 35.0, 35.0]
         );
     }
@@ -240,21 +265,47 @@ mod tests {
         // t16: 7 (1 proc, est. 30) ends at 46 > 35 but fits in the extra processor: starts.
         // t35: 4 ends, 3 free: 6 starts on its reservation.
         assert_eq!(
-            starts(BatchPolicy::Easy),
+            exclusive_starts(BatchPolicy::Easy),
             [0.0, 10.0, 2.0, 15.0, 4.0, 35.0, 16.0]
         );
     }
 
     #[test]
+    fn every_node_free_by_the_shadow_time_counts_beyond_the_heads_need() {
+        // Three nodes. t0: 1 and 2 (1 node, 10 s each) start. t1: 3 needs 2 nodes, 1 is free:
+        // reservation at 10, when 1 and 2 both end, and then 3 nodes are free: 1 extra.
+        // t2: 4 (1 node, 20 s) outlasts the reservation but takes only the extra node: it starts,
+        // and 3 still starts at 10.
+        let jobs = swf::parse(
+            "1 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n\
+             2 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n\
+             3 1 -1  5 -1 -1 -1 2  5 -1 1 1 1 -1 -1 -1 -1 -1\n\
+             4 2 -1 20 -1 -1 -1 1 20 -1 1 1 1 -1 -1 -1 -1 -1\n",
+            "ties.swf",
+        )
+        .unwrap()
+        .jobs;
+        let replay = on_cluster(&jobs, "cluster:3 core:1", BatchPolicy::Easy, exclusive()).unwrap();
+        assert_eq!(starts(&replay), [0.0, 0.0, 10.0, 2.0]);
+    }
+
+    #[test]
     fn a_job_wider_than_the_machine_is_refused() {
         let trace = swf::parse(TRACE, "hand.swf").unwrap();
-        let err = schedule(&trace.jobs, 3, BatchPolicy::Easy).unwrap_err();
+        let err = on_cluster(
+            &trace.jobs,
+            "cluster:3 core:1",
+            BatchPolicy::Easy,
+            exclusive(),
+        )
+        .unwrap_err();
         assert_eq!(
             err,
-            BatchError::TooWide {
+            ClusterError::TooWide {
                 id: 2,
                 procs: 4,
-                machine: 3
+                nodes: 3,
+                cpus_per_node: 1
             }
         );
         assert!(err.to_string().contains("MaxProcs"));

@@ -1,26 +1,44 @@
-//! `cosched replay`: an archive trace (SWF) through a cluster batch scheduler, with the archive's
-//! metrics.
+//! `cosched replay`: an archive trace (SWF) on a cluster: a batch scheduler places jobs on nodes and a
+//! cosched policy (or none) shares each node; the archive's metrics for each node policy.
 
 use super::output::prepare_results_dir;
 use anyhow::{bail, Context as _};
-use cosched_sim::cluster::{self, BatchMetrics, BatchPolicy, Placement};
-use cosched_sim::swf::{self, SwfJob};
+use cosched_core::names::file_name_part;
+use cosched_core::topology::cluster::{self, Cluster};
+use cosched_core::Policy;
+use cosched_sim::cluster::{self as replay, BatchMetrics, BatchPolicy, Coordination, NodeSharing};
+use cosched_sim::cluster::{ClusterOptions, Placement};
+use cosched_sim::swf::{self, SwfJob, SwfTrace};
+use serde::Serialize;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
-/// Replay a Parallel Workloads Archive trace (SWF) under FCFS or EASY backfilling
+/// The node policy that lets each job have its nodes to itself.
+const EXCLUSIVE: &str = "exclusive";
+
+/// Replay a Parallel Workloads Archive trace (SWF) on a cluster: FCFS or EASY backfilling across
+/// nodes, a cosched policy inside each node
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Each job of TRACE (Standard Workload Format; .gz is read through gzip) \
 becomes a rigid job: its requested processors (allocated ones when unknown) for its recorded run time, \
 with its requested time as the estimate EASY reserves by. Jobs whose run time or size is unknown are \
-left out and counted. Nodes run their jobs alone: cosched's policies inside nodes are not modelled yet \
-(docs/simulation-model.md, \"Cluster replay\").\n\nPrints the archive's metrics: mean and maximum wait, \
-bounded slowdown max(1, (wait + run) / max(run, 10 s)), utilisation and makespan.\n\nExamples:\n  \
+left out and counted. A job of P processors on nodes of C CPUs takes ceil(P/C) whole nodes.\n\n\
+--node-policy exclusive (the default) gives each job its nodes alone, as the archive's machines did. \
+Any cosched policy (gang, taco, eq, ...) instead shares each node among up to --mpl jobs: the batch \
+scheduler places a job on nodes whose policy runs it beside the jobs already there, and the job \
+progresses at the share its nodes give it; with --slots coordinated (the default) all of a job's nodes \
+run it in the same slot. A comma-separated list compares node policies, one row each \
+(docs/simulation-model.md, \"Cluster replay\").\n\nPrints the archive's metrics: mean and maximum \
+wait, bounded slowdown max(1, (end - submit) / max(run, 10 s)), utilisation and makespan.\n\n\
+Examples:\n  \
 cosched replay ../shared/data/traces/KTH-SP2-1996-2.1-cln.swf.gz --batch easy\n  \
-cosched replay trace.swf --procs 128 --batch fcfs --json\n  \
-cosched replay trace.swf -o results/replay-easy"
+cosched replay KTH-SP2-1996-2.1-cln.swf.gz --node-policy exclusive,gang,taco,eq\n  \
+cosched replay trace.swf --machine 'cluster:128 package:2 core:8' --node-policy eq --mpl 4\n  \
+cosched replay trace.swf --node-policy gang --slots uncoordinated --json\n  \
+cosched replay trace.swf --procs 128 --batch fcfs -o results/replay-fcfs"
 )]
 pub struct Args {
     /// SWF trace file (plain or .gz)
@@ -29,14 +47,36 @@ pub struct Args {
     /// Batch scheduler: fcfs or easy (EASY backfilling)
     #[arg(long, value_name = "fcfs|easy", default_value = "easy")]
     batch: BatchPolicy,
-    /// Processors of the machine (SWF's allocation unit; one per node on KTH's SP2) [default: the
-    /// trace header's MaxProcs, else MaxNodes]
+    /// The cluster: `cluster:N NODE` (NODE a preset, hwloc synthetic string or XML file) or a machine
+    /// file (docs/machines.md) [default: the header's MaxNodes nodes of MaxProcs/MaxNodes CPUs]
+    #[arg(long, value_name = "cluster:N NODE|FILE", conflicts_with = "procs")]
+    machine: Option<String>,
+    /// N one-CPU nodes (the archive's processors), instead of --machine
     #[arg(long, value_name = "N")]
     procs: Option<u32>,
-    /// Print the metrics as JSON
+    /// What shares each node: exclusive, or cosched policies (gang, taco, eq, ...), comma-separated
+    #[arg(
+        long,
+        value_name = "exclusive|POLICY,...",
+        default_value = EXCLUSIVE,
+        value_delimiter = ','
+    )]
+    node_policy: Vec<String>,
+    /// Most jobs a shared node holds at once (the multiprogramming level)
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    mpl: u32,
+    /// Slots of a job's nodes: coordinated (global slot boundaries) or uncoordinated (each node on
+    /// its own)
+    #[arg(
+        long,
+        value_name = "coordinated|uncoordinated",
+        default_value = "coordinated"
+    )]
+    slots: Coordination,
+    /// Print the metrics as JSON (one object per node policy)
     #[arg(long)]
     json: bool,
-    /// Write schedule.csv (one row per job) and metrics.json into DIR
+    /// Write schedule.csv (one row per job and node policy) and metrics.json into DIR
     #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Write into --out even if it holds earlier results
@@ -44,35 +84,117 @@ pub struct Args {
     force: bool,
 }
 
+/// One node policy's replay.
+#[derive(Serialize)]
+struct Row {
+    node_policy: String,
+    batch: &'static str,
+    machine: String,
+    mpl: u32,
+    slots: &'static str,
+    #[serde(flatten)]
+    metrics: BatchMetrics,
+    /// Node signatures the node policy was consulted on.
+    policy_runs: usize,
+    /// Wall-clock time of the replay alone (not reading the trace), seconds.
+    replay_seconds: f64,
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let text = read_trace(&args.trace)?;
     let trace = swf::parse(&text, &args.trace.display().to_string())?;
-    let Some(procs) = args.procs.or(trace.machine_procs()) else {
-        bail!(
-            "{} has no `; MaxProcs:` or `; MaxNodes:` header; give the machine's size with --procs N",
-            args.trace.display()
-        );
-    };
-    if procs == 0 {
-        bail!("the machine needs at least one processor; give --procs N with N > 0");
+    let (machine_spec, cluster) = machine(&args, &trace)?;
+    if args.mpl == 0 {
+        bail!("--mpl is the most jobs a node holds at once; give 1 or more");
     }
-    let placements = cluster::schedule(&trace.jobs, procs, args.batch)?;
-    let metrics = cluster::summarize(&trace.jobs, &placements, procs);
+    for name in args.node_policy.iter().filter(|n| *n != EXCLUSIVE) {
+        cosched_policies::create(name).map_err(|e| {
+            anyhow::anyhow!("--node-policy: {e}; or `{EXCLUSIVE}` for nodes run alone")
+        })?;
+    }
+    let mut rows = Vec::new();
+    let mut schedules = Vec::new();
+    for name in &args.node_policy {
+        let factory = || -> Box<dyn Policy> { cosched_policies::create(name).expect("checked") };
+        let sharing = if name == EXCLUSIVE {
+            NodeSharing {
+                policy: None,
+                mpl: 1,
+                switch_cost: 0.0,
+            }
+        } else {
+            NodeSharing {
+                policy: Some(&factory),
+                mpl: args.mpl,
+                switch_cost: NodeSharing::default_switch_cost(),
+            }
+        };
+        let mpl = sharing.mpl;
+        let options = ClusterOptions {
+            batch: args.batch,
+            sharing,
+            coordination: args.slots,
+        };
+        let clock = Instant::now();
+        let result = replay::replay(&trace.jobs, &cluster, &options)?;
+        let replay_seconds = clock.elapsed().as_secs_f64();
+        rows.push(Row {
+            node_policy: name.clone(),
+            batch: batch_name(args.batch),
+            machine: machine_spec.clone(),
+            mpl,
+            slots: slots_name(args.slots),
+            metrics: replay::summarize(&trace.jobs, &result.placements, cluster.num_cpus() as u32),
+            policy_runs: result.policy_runs,
+            replay_seconds,
+        });
+        schedules.push(result.placements);
+    }
     if let Some(dir) = &args.out {
         prepare_results_dir(dir, args.force)?;
-        write_schedule(&dir.join("schedule.csv"), &trace.jobs, &placements)?;
+        write_schedule(&dir.join("schedule.csv"), &trace.jobs, &rows, &schedules)?;
         std::fs::write(
             dir.join("metrics.json"),
-            serde_json::to_string_pretty(&metrics)?,
+            serde_json::to_string_pretty(&rows)?,
         )
         .with_context(|| format!("cannot write {}", dir.join("metrics.json").display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&metrics)?);
+        println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
-        print_metrics(&args, procs, trace.skipped, &metrics);
+        print_rows(&args, &cluster, &machine_spec, &trace, &rows);
     }
     Ok(())
+}
+
+/// The cluster to replay on, and how to name it.
+fn machine(args: &Args, trace: &SwfTrace) -> anyhow::Result<(String, Cluster)> {
+    let spec = match (&args.machine, args.procs) {
+        (Some(spec), _) => spec.clone(),
+        (None, Some(0)) => {
+            bail!("the machine needs at least one processor; give --procs N with N > 0")
+        }
+        (None, Some(procs)) => format!("cluster:{procs} core:1"),
+        (None, None) => match (trace.max_nodes, trace.machine_procs()) {
+            (Some(nodes), Some(procs)) if nodes > 0 && procs % nodes == 0 => {
+                format!("cluster:{nodes} core:{}", procs / nodes)
+            }
+            (_, Some(procs)) if procs > 0 => format!("cluster:{procs} core:1"),
+            _ => bail!(
+                "{} has no `; MaxProcs:` or `; MaxNodes:` header; give the machine with --machine \
+                 'cluster:N NODE' or --procs N",
+                args.trace.display()
+            ),
+        },
+    };
+    if !cluster::is_cluster(&spec) {
+        bail!(
+            "--machine {spec:?} is one machine; a replay needs a cluster: write `cluster:N {spec}` \
+             for N such nodes"
+        );
+    }
+    let cluster = cluster::parse(&spec)?;
+    Ok((spec, cluster))
 }
 
 fn read_trace(path: &Path) -> anyhow::Result<String> {
@@ -94,23 +216,34 @@ fn read_trace(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-fn write_schedule(path: &Path, jobs: &[SwfJob], placements: &[Placement]) -> anyhow::Result<()> {
-    let mut csv = String::from("job,submit,procs,run,estimate,start,end,wait,bounded_slowdown\n");
-    for p in placements {
-        let job = &jobs[p.job];
-        let wait = p.start - job.submit;
-        csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{:.4}\n",
-            job.id,
-            job.submit,
-            job.procs,
-            job.run,
-            job.estimate,
-            p.start,
-            p.end,
-            wait,
-            cluster::metrics::bounded_slowdown(wait, job.run)
-        ));
+fn write_schedule(
+    path: &Path,
+    jobs: &[SwfJob],
+    rows: &[Row],
+    schedules: &[Vec<Placement>],
+) -> anyhow::Result<()> {
+    let mut csv = String::from(
+        "job,submit,procs,run,estimate,start,end,wait,bounded_slowdown,node_policy,nodes\n",
+    );
+    for (row, placements) in rows.iter().zip(schedules) {
+        let policy = file_name_part(&row.node_policy);
+        for p in placements {
+            let job = &jobs[p.job];
+            let nodes: Vec<String> = p.nodes.iter().map(u32::to_string).collect();
+            csv.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{:.4},{policy},{}\n",
+                job.id,
+                job.submit,
+                job.procs,
+                job.run,
+                job.estimate,
+                p.start,
+                p.end,
+                p.start - job.submit,
+                replay::metrics::bounded_slowdown(p.end - job.submit, job.run),
+                nodes.join(" ")
+            ));
+        }
     }
     let mut file =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
@@ -118,26 +251,59 @@ fn write_schedule(path: &Path, jobs: &[SwfJob], placements: &[Placement]) -> any
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn print_metrics(args: &Args, procs: u32, skipped: usize, m: &BatchMetrics) {
-    let batch = match args.batch {
-        BatchPolicy::Fcfs => "FCFS",
-        BatchPolicy::Easy => "EASY",
-    };
+fn batch_name(batch: BatchPolicy) -> &'static str {
+    match batch {
+        BatchPolicy::Fcfs => "fcfs",
+        BatchPolicy::Easy => "easy",
+    }
+}
+
+fn slots_name(slots: Coordination) -> &'static str {
+    match slots {
+        Coordination::Coordinated => "coordinated",
+        Coordination::Uncoordinated => "uncoordinated",
+    }
+}
+
+fn print_rows(args: &Args, cluster: &Cluster, spec: &str, trace: &SwfTrace, rows: &[Row]) {
     println!(
-        "{} under {batch} on {procs} processors",
-        args.trace.display()
+        "{}: {} jobs ({} left out: run time or size unknown)",
+        args.trace.display(),
+        trace.jobs.len(),
+        trace.skipped
     );
     println!(
-        "jobs                   {:>12}  ({skipped} left out: run time or size unknown)",
-        m.jobs
+        "{} on {spec} ({} nodes of {} CPUs); shared nodes hold up to {} jobs, slots {}",
+        batch_name(args.batch).to_uppercase(),
+        cluster.nodes,
+        cluster.node.num_cpus(),
+        args.mpl,
+        slots_name(args.slots)
     );
-    println!("mean wait              {:>12.0} s", m.mean_wait);
-    println!("max wait               {:>12.0} s", m.max_wait);
     println!(
-        "mean bounded slowdown  {:>12.2}  (10 s threshold)",
-        m.mean_bounded_slowdown
+        "{:<12} {:>11} {:>11} {:>10} {:>10} {:>7} {:>11} {:>9}",
+        "node policy",
+        "mean wait s",
+        "max wait s",
+        "mean bsld",
+        "max bsld",
+        "util %",
+        "makespan s",
+        "replay s"
     );
-    println!("max bounded slowdown   {:>12.1}", m.max_bounded_slowdown);
-    println!("utilisation            {:>11.1} %", 100.0 * m.utilisation);
-    println!("makespan               {:>12.0} s", m.makespan);
+    for row in rows {
+        let m = &row.metrics;
+        println!(
+            "{:<12} {:>11.0} {:>11.0} {:>10.2} {:>10.1} {:>7.1} {:>11.0} {:>9.3}",
+            row.node_policy,
+            m.mean_wait,
+            m.max_wait,
+            m.mean_bounded_slowdown,
+            m.max_bounded_slowdown,
+            100.0 * m.utilisation,
+            m.makespan,
+            row.replay_seconds
+        );
+    }
+    println!("bsld: bounded slowdown, 10 s threshold");
 }
