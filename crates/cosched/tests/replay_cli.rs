@@ -1,4 +1,5 @@
-//! `cosched replay` from the command line: SWF in, the archive's metrics out.
+//! `cosched replay` from the command line: SWF in, the archive's metrics out; and the cluster
+//! machines it runs on, as `cosched topo` shows them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -156,5 +157,50 @@ fn kth_sp2_replays_with_easy_ahead_of_fcfs() {
         bsld(&easy),
         "eq {} EASY {easy}",
         shared[1]
+    );
+}
+
+#[test]
+fn topo_shows_a_cluster_as_its_size_and_one_node() {
+    let out = cosched(&[
+        "topo",
+        "--machine",
+        "cluster:128 package:2 core:8",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let topo: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(topo["cluster"]["nodes"], 128);
+    assert_eq!(topo["cluster"]["cpus"], 2048);
+    assert_eq!(
+        topo["node"]["partition_sizes"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+        16
+    );
+    let out = cosched(&["topo", "--machine", "cluster:2 core:4"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("cluster of 2 nodes × 4 CPUs = 8 CPUs"),
+        "{text}"
+    );
+    let err = String::from_utf8(
+        cosched(&["topo", "--machine", "cluster:2 core:4", "--of", "xml"]).stderr,
+    )
+    .unwrap();
+    assert!(err.contains("one machine, not a cluster"), "{err}");
+    let workload = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/default.toml");
+    let err =
+        String::from_utf8(cosched(&["sim", workload, "--machine", "cluster:2 core:4"]).stderr)
+            .unwrap();
+    assert!(
+        err.contains("is a cluster") && err.contains("cosched replay"),
+        "{err}"
     );
 }

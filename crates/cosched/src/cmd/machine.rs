@@ -8,7 +8,8 @@ use cosched_core::Topology;
 pub struct MachineArgs {
     /// The machine: a preset (taco-opteron8435, casas-opteron6172, gang-opteron8380,
     /// scalpel-xeon-e5620, or `this`, the running machine read from sysfs), a file written by
-    /// `lstopo --of xml FILE`, or hwloc's synthetic syntax, e.g. "pack:2 [numa] l3:1(size=6MB) core:6 pu:2"
+    /// `lstopo --of xml FILE`, or hwloc's synthetic syntax, e.g. "pack:2 [numa] l3:1(size=6MB) core:6 pu:2";
+    /// `topo` also shows clusters: "cluster:128 package:2 core:8" or a machine file (docs/machines.md)
     #[arg(long, value_name = "PRESET|FILE|SYNTHETIC", default_value = presets::THIS_MACHINE)]
     pub machine: String,
 }
