@@ -21,5 +21,5 @@ pub use guard::{check_stall, PlanError, TimerLoopGuard};
 pub use job::{JobHints, JobId, JobKind, JobSpec, SyncKind};
 pub use plan::{Assignment, Plan, Slot};
 pub use plan_change::{PlanChange, PlanReplay};
-pub use policy::{ActiveJob, Context, Policy};
+pub use policy::{take_over, ActiveJob, Context, Policy};
 pub use topology::{Level, Topology, TopologyError};

@@ -48,3 +48,75 @@ pub trait Policy: Send {
         None
     }
 }
+
+/// A policy taking over jobs it has never seen (a daemon switching policy while jobs run): each active
+/// job arrives in turn, in arrival order, with the ones before it already known, as if the policy had
+/// been there all along. Returns the last plan it gave, `None` if it gave none.
+pub fn take_over(
+    policy: &mut dyn Policy,
+    topology: &Topology,
+    now: f64,
+    jobs: &[ActiveJob],
+) -> Option<Plan> {
+    let mut plan = None;
+    for (i, job) in jobs.iter().enumerate() {
+        let ctx = Context {
+            topology,
+            now,
+            jobs: &jobs[..=i],
+        };
+        plan = policy
+            .decide(&ctx, &Event::Arrived { job: job.spec.id })
+            .or(plan);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{JobId, JobKind};
+
+    /// Remembers how many jobs each decision saw; plans only when the second job arrives.
+    struct Counting(Vec<usize>);
+
+    impl Policy for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+
+        fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+            self.0.push(ctx.jobs.len());
+            matches!(event, Event::Arrived { job } if *job == JobId(2)).then(|| Plan {
+                timer: Some(7.0),
+                ..Plan::default()
+            })
+        }
+    }
+
+    #[test]
+    fn a_new_policy_meets_running_jobs_one_by_one_and_its_last_plan_stands() {
+        let topology = crate::topology::synthetic::parse("pack:1 core:2").unwrap();
+        let jobs: Vec<ActiveJob> = (1..=3)
+            .map(|id| ActiveJob {
+                spec: JobSpec {
+                    id: JobId(id),
+                    name: format!("j{id}"),
+                    arrival: 0.0,
+                    kind: JobKind::Rigid,
+                    min_threads: 1,
+                    max_threads: 1,
+                    coschedule: true,
+                    weight: 1.0,
+                    hints: Default::default(),
+                },
+                started: Some(1.0),
+                threads: 1,
+            })
+            .collect();
+        let mut policy = Counting(Vec::new());
+        let plan = take_over(&mut policy, &topology, 5.0, &jobs);
+        assert_eq!(policy.0, [1, 2, 3]);
+        assert_eq!(plan.map(|p| p.timer), Some(Some(7.0)));
+    }
+}

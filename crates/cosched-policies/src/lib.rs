@@ -42,6 +42,11 @@ const POLICIES: &[Entry] = &[
     ("auto", "beyond the papers: coschedules jobs at the threads they really run, space-shares those that follow advice, least estimated remaining work first with aging when run times are known (docs/policies.md)", || Box::<auto::Auto>::default()),
 ];
 
+/// The policy `cosched run` and a daemon use when none is named, the one for practitioners:
+/// coschedules what needs it, space-shares along the topology, and stays within a few percent of plain
+/// Linux where coscheduling buys nothing (README, "Results").
+pub const DEFAULT_POLICY: &str = "auto";
+
 /// Names of all policies, for help texts and error messages.
 /// Policies for bags of single-threaded tasks: they give every job one core, so they do not suit
 /// multithreaded jobs.

@@ -130,6 +130,14 @@ mod tests {
             .output()
             .unwrap();
         let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        // The forked shell becomes `sleep` when it execs.
+        let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        for _ in 0..500 {
+            if comm().trim() == "sleep" {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let stranger = Peer {
             uid: me().uid.wrapping_add(1),
             ..me()

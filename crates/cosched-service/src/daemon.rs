@@ -22,7 +22,8 @@ use std::time::Duration;
 pub struct DaemonOptions {
     pub socket: PathBuf,
     pub state: PathBuf,
-    pub policy: String,
+    /// `None`: the last policy the journal names, else `auto`.
+    pub policy: Option<String>,
     /// How long a connection may stay silent before the daemon closes it.
     pub idle_timeout: Duration,
 }
@@ -60,21 +61,35 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     unsafe { libc::umask(0o077) };
     let _lock = take_lock(&options.state)?;
     notify::tell("STATUS=replaying the journal");
-    let policy =
-        cosched_policies::create(&options.policy).map_err(|e| DaemonError::Setup(e.to_string()))?;
     let topology = sysfs::discover().map_err(|e| DaemonError::Setup(e.to_string()))?;
-    let (journal, replayed) =
+    let (journal, history) =
         Journal::open(&options.state.join("journal.jsonl")).map_err(io_error(format!(
             "cannot open the journal in {}",
             options.state.display()
         )))?;
-    let shared = Arc::new(Shared::new(
-        Registry::default(),
-        journal,
-        logs.clone(),
-        options.policy.clone(),
-    ));
-    recover(&shared, replayed)?;
+    let policy_name = options
+        .policy
+        .clone()
+        .or(history.policy.clone())
+        .unwrap_or_else(|| cosched_policies::DEFAULT_POLICY.to_string());
+    let policy =
+        cosched_policies::create(&policy_name).map_err(|e| DaemonError::Setup(e.to_string()))?;
+    if history.policy.as_ref() != Some(&policy_name) {
+        journal
+            .write(&Entry::Policy {
+                t: now_unix(),
+                name: policy_name.clone(),
+                // SAFETY: geteuid has no preconditions.
+                uid: unsafe { libc::geteuid() },
+            })
+            .map_err(io_error("cannot write the journal".into()))?;
+    }
+    let registry = Registry {
+        policy: policy_name.clone(),
+        ..Registry::default()
+    };
+    let shared = Arc::new(Shared::new(registry, journal, logs.clone()));
+    recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
     let server = {
         let shared = shared.clone();
@@ -99,7 +114,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     let mut ready = Some(format!(
         "READY=1\nSTATUS=serving {} with policy {}; {adopted} running jobs adopted, {queued} queued",
         options.socket.display(),
-        options.policy
+        policy_name
     ));
     let mut run_options = RunOptions::new(
         // With the pid, a daemon restarted within the second does not overwrite its predecessor's.
@@ -124,7 +139,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     };
     eprintln!(
         "cosched daemon: policy {}, socket {}, state {}",
-        options.policy,
+        policy_name,
         options.socket.display(),
         options.state.display()
     );

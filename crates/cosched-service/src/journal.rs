@@ -72,6 +72,12 @@ pub enum Entry {
         id: u64,
         t: f64,
     },
+    /// The daemon's policy from now on (`--policy` at start, or `cosched policy P` by `uid`).
+    Policy {
+        t: f64,
+        name: String,
+        uid: u32,
+    },
 }
 
 pub struct Journal {
@@ -101,10 +107,18 @@ pub struct Replayed {
     pub attached: Option<Adopt>,
 }
 
+/// What replaying a journal gives back.
+#[derive(Debug, Default)]
+pub struct History {
+    pub jobs: Vec<Replayed>,
+    /// The last policy it names.
+    pub policy: Option<String>,
+}
+
 impl Journal {
     /// Opens (creating) the journal and replays it.
-    pub fn open(path: &Path) -> io::Result<(Journal, Vec<Replayed>)> {
-        let mut jobs: Vec<Replayed> = Vec::new();
+    pub fn open(path: &Path) -> io::Result<(Journal, History)> {
+        let mut history = History::default();
         if let Ok(file) = File::open(path) {
             for (n, line) in BufReader::new(file).lines().enumerate() {
                 let line = line?;
@@ -117,7 +131,10 @@ impl Journal {
                     );
                     continue;
                 };
-                apply(&mut jobs, entry);
+                match entry {
+                    Entry::Policy { name, .. } => history.policy = Some(name),
+                    entry => apply(&mut history.jobs, entry),
+                }
             }
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
@@ -128,7 +145,7 @@ impl Journal {
                 synced: Mutex::new((syncing, 0)),
                 path: path.to_path_buf(),
             },
-            jobs,
+            history,
         ))
     }
 
@@ -221,7 +238,9 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
         | Entry::Threads { id, .. }
         | Entry::Finished { id, .. }
         | Entry::Cancelled { id, .. } => *id,
-        Entry::Submitted { .. } | Entry::Attached { .. } => unreachable!("handled above"),
+        Entry::Submitted { .. } | Entry::Attached { .. } | Entry::Policy { .. } => {
+            unreachable!("handled above")
+        }
     };
     let Some(job) = jobs.iter_mut().find(|j| j.view.id == id) else {
         return;
@@ -261,7 +280,9 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
             view.cpus = None;
         }
         Entry::Cancelled { .. } => view.state = JobState::Cancelled,
-        Entry::Submitted { .. } | Entry::Attached { .. } => unreachable!("handled above"),
+        Entry::Submitted { .. } | Entry::Attached { .. } | Entry::Policy { .. } => {
+            unreachable!("handled above")
+        }
     }
 }
 
@@ -324,8 +345,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, jobs) = Journal::open(&path).unwrap();
-            assert!(jobs.is_empty());
+            let (journal, history) = Journal::open(&path).unwrap();
+            assert!(history.jobs.is_empty() && history.policy.is_none());
+            for name in ["gang", "auto"] {
+                journal
+                    .write(&Entry::Policy {
+                        t: 0.5,
+                        name: name.into(),
+                        uid: 0,
+                    })
+                    .unwrap();
+            }
             for id in 1..=3 {
                 journal
                     .write(&Entry::Submitted {
@@ -367,7 +397,9 @@ mod tests {
             .unwrap()
             .write_all(b"{\"event\":\"cancel")
             .unwrap();
-        let (_, jobs) = Journal::open(&path).unwrap();
+        let (_, history) = Journal::open(&path).unwrap();
+        assert_eq!(history.policy.as_deref(), Some("auto"));
+        let jobs = history.jobs;
         let states: Vec<_> = jobs.iter().map(|j| j.view.state).collect();
         assert_eq!(
             states,

@@ -5,6 +5,7 @@
 use crate::journal::{Appended, Entry, Journal};
 use crate::protocol::{now_unix, Attachment, JobState, JobView, Reply, Request, Submission};
 use crate::switches::SwitchLog;
+use cosched_core::Policy;
 use cosched_linux::Adopt;
 use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -37,6 +38,10 @@ pub struct Registry {
     pub incoming: VecDeque<u64>,
     /// Running jobs to kill.
     pub cancelled: Vec<u64>,
+    /// The policy's name, as the last `--policy` or `cosched policy P` gave it.
+    pub policy: String,
+    /// A policy to take over, not yet handed to the executor.
+    pub policy_switch: Option<Box<dyn Policy>>,
 }
 
 pub struct Shared {
@@ -47,14 +52,13 @@ pub struct Shared {
     /// Readable when the executor has news to take (an eventfd).
     wake: OwnedFd,
     pub logs: PathBuf,
-    pub policy: String,
     /// The uid the daemon runs as; a user daemon serves that user only.
     pub daemon_uid: u32,
     pub switches: Mutex<SwitchLog>,
 }
 
 impl Shared {
-    pub fn new(registry: Registry, journal: Journal, logs: PathBuf, policy: String) -> Shared {
+    pub fn new(registry: Registry, journal: Journal, logs: PathBuf) -> Shared {
         // SAFETY: plain system call; the descriptor is owned below.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
@@ -64,7 +68,6 @@ impl Shared {
             journal,
             wake: unsafe { OwnedFd::from_raw_fd(fd) },
             logs,
-            policy,
             // SAFETY: geteuid has no preconditions.
             daemon_uid: unsafe { libc::geteuid() },
             switches: Mutex::default(),
@@ -148,7 +151,7 @@ impl Shared {
             Request::Cancel { ids } => self.cancel(&ids, peer),
             Request::Wait { ids } => self.wait(&ids),
             Request::Policy { set: None } => Ok(Reply::Policy {
-                name: self.policy.clone(),
+                name: self.lock().policy.clone(),
             }),
             Request::Switches {} => {
                 let log = self.switches.lock().unwrap_or_else(|p| p.into_inner());
@@ -157,9 +160,7 @@ impl Shared {
                     recent_lateness: log.recent(),
                 })
             }
-            Request::Policy { set: Some(name) } => Err(format!(
-                "this daemon cannot switch policy while it runs; restart it with `--policy {name}` (running jobs are adopted again)"
-            )),
+            Request::Policy { set: Some(name) } => self.switch_policy(name, peer),
             Request::Attach(attachment) => self.attach(attachment, peer),
         };
         result.unwrap_or_else(|message| Reply::Error { message })
@@ -286,6 +287,29 @@ impl Shared {
         drop(registry);
         self.wake_executor();
         Ok(Reply::Attached { id })
+    }
+
+    /// Switches the running policy: it takes over every job at the executor's next pass, and the
+    /// journal keeps it for the next daemon.
+    fn switch_policy(&self, name: String, peer: Peer) -> Result<Reply, String> {
+        if peer.uid != 0 && peer.uid != self.daemon_uid {
+            return Err(format!(
+                "only root or the daemon's own user (uid {}) may switch its policy",
+                self.daemon_uid
+            ));
+        }
+        let policy = cosched_policies::create(&name).map_err(|e| e.to_string())?;
+        let mut registry = self.lock();
+        self.journal(&Entry::Policy {
+            t: now_unix(),
+            name: name.clone(),
+            uid: peer.uid,
+        })?;
+        registry.policy = name.clone();
+        registry.policy_switch = Some(policy);
+        drop(registry);
+        self.wake_executor();
+        Ok(Reply::Policy { name })
     }
 
     fn cancel(&self, ids: &[u64], peer: Peer) -> Result<Reply, String> {

@@ -5,7 +5,7 @@ use crate::journal::{Appended, Entry};
 use crate::protocol::{now_unix, JobState};
 use crate::registry::Shared;
 use cosched_core::trace::{ExitStatus, Record};
-use cosched_core::{JobId, JobSpec};
+use cosched_core::{JobId, JobSpec, Policy};
 use cosched_linux::{ArrivingJob, InvokingUser, JobOutcome, JobSource};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
@@ -116,6 +116,10 @@ impl JobSource for DaemonSource {
         drop(registry);
         self.sync(position);
         self.shared.notify_ended();
+    }
+
+    fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
+        self.shared.lock().policy_switch.take()
     }
 
     fn wake_fd(&self) -> Option<RawFd> {

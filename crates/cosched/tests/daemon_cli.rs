@@ -26,20 +26,24 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path, policy: &str) -> Daemon {
-        Daemon::start_with(dir, policy, |_| {})
+        Daemon::start_with(dir, Some(policy), |_| {})
     }
 
     /// [`Daemon::start`], its command changed by `adjust` first.
-    fn start_with(dir: &Path, policy: &str, adjust: impl FnOnce(&mut Command)) -> Daemon {
+    /// `policy` `None`: none given, so the journal's last one, else the default.
+    fn start_with(dir: &Path, policy: Option<&str>, adjust: impl FnOnce(&mut Command)) -> Daemon {
         let socket = dir.join("cosched.sock");
         let state = dir.join("state");
         let mut command = Command::new(env!("CARGO_BIN_EXE_cosched"));
         command
-            .args(["daemon", "--policy", policy, "--idle-timeout", "1"])
+            .args(["daemon", "--idle-timeout", "1"])
             .arg("--socket")
             .arg(&socket)
             .arg("--state")
             .arg(&state);
+        if let Some(policy) = policy {
+            command.args(["--policy", policy]);
+        }
         adjust(&mut command);
         let child = command.spawn().unwrap();
         let started = Instant::now();
@@ -535,7 +539,7 @@ fn systemd_hears_ready_once_the_socket_listens_and_stopping_at_the_end() {
     listener
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
-    let mut daemon = Daemon::start_with(dir.path(), "eq", |command| {
+    let mut daemon = Daemon::start_with(dir.path(), Some("eq"), |command| {
         command.env("NOTIFY_SOCKET", format!("@{name}"));
     });
     let mut messages = Vec::new();
@@ -607,9 +611,7 @@ impl Spinner {
     }
 
     fn cpu_ticks(&self) -> u64 {
-        cosched_linux::procfs::stat(self.pid())
-            .map(|s| s.cpu_ticks)
-            .unwrap_or(0)
+        cpu_ticks(self.pid())
     }
 }
 
@@ -672,14 +674,20 @@ fn cpus_allowed(pid: i32) -> String {
     line.trim().to_string()
 }
 
-/// Whether the process made no progress for a whole half second at some point within `limit`: it
+fn cpu_ticks(pid: i32) -> u64 {
+    cosched_linux::procfs::stat(pid)
+        .map(|s| s.cpu_ticks)
+        .unwrap_or(0)
+}
+
+/// Whether process `pid` made no progress for a whole half second at some point within `limit`: it
 /// was frozen while its slot was off.
-fn was_frozen_a_while(spinner: &Spinner, limit: Duration) -> bool {
+fn was_frozen_a_while(pid: i32, limit: Duration) -> bool {
     let start = Instant::now();
-    let (mut ticks, mut since) = (spinner.cpu_ticks(), Instant::now());
+    let (mut ticks, mut since) = (cpu_ticks(pid), Instant::now());
     while start.elapsed() < limit {
         std::thread::sleep(Duration::from_millis(50));
-        let now = spinner.cpu_ticks();
+        let now = cpu_ticks(pid);
         if now != ticks {
             (ticks, since) = (now, Instant::now());
         } else if since.elapsed() >= Duration::from_millis(500) {
@@ -742,7 +750,7 @@ fn an_attached_process_is_placed_time_sliced_and_readopted_after_a_restart() {
         assert_ne!(planned, format!("0-{}", cpus - 1), "one thread, all CPUs");
     }
     assert!(
-        was_frozen_a_while(&spinner, Duration::from_secs(8)),
+        was_frozen_a_while(spinner.pid(), Duration::from_secs(8)),
         "the attached process never stopped while its slot was off"
     );
     let before = spinner.cpu_ticks();
@@ -784,7 +792,7 @@ fn an_attached_process_is_placed_time_sliced_and_readopted_after_a_restart() {
         job.adopted && job.state == JobState::Running
     }));
     assert!(
-        was_frozen_a_while(&spinner, Duration::from_secs(8)),
+        was_frozen_a_while(spinner.pid(), Duration::from_secs(8)),
         "the re-adopted process is not time-sliced"
     );
     // It ends on its own: done, its exit status unknown (cosched is not its parent).
@@ -879,7 +887,7 @@ fn an_attached_process_left_in_place_keeps_its_cgroups_and_follows_the_plan() {
         cpus_allowed(spinner.pid())
     );
     assert!(
-        was_frozen_a_while(&spinner, Duration::from_secs(8)),
+        was_frozen_a_while(spinner.pid(), Duration::from_secs(8)),
         "the process left in place never stopped while its slot was off"
     );
     assert_eq!(
@@ -944,4 +952,101 @@ fn report_since_covers_the_jobs_of_every_daemon_run_in_the_window() {
     assert!(!out.status.success());
     let message = String::from_utf8_lossy(&out.stderr);
     assert!(message.contains("no job reached the daemon"), "{message}");
+}
+
+#[test]
+fn the_policy_switches_live_over_running_jobs_and_a_restart_keeps_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let all = if cpus > 1 {
+        format!("0-{}", cpus - 1)
+    } else {
+        "0".into()
+    };
+    // EQ splits the machine between two machine-wide jobs; gang gives each all of it in turn.
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let ids = [
+        submit_machine_wide_spinner(&daemon, cpus),
+        submit_machine_wide_spinner(&daemon, cpus),
+    ];
+    assert!(poll(Duration::from_secs(10), || ids
+        .iter()
+        .all(|&id| show(&daemon, id).cpus.is_some())));
+    let pids: Vec<i32> = ids
+        .iter()
+        .map(|&id| show(&daemon, id).pid.unwrap() as i32)
+        .collect();
+    if cpus > 1 {
+        assert_ne!(
+            show(&daemon, ids[0]).cpus.unwrap(),
+            all,
+            "eq gave one job all"
+        );
+    }
+    let unknown = cosched(&daemon, &["policy", "fastest"]);
+    let message = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        !unknown.status.success() && message.contains("valid policies"),
+        "{message}"
+    );
+    if unsafe { libc::geteuid() } == 0 && Command::new("setpriv").arg("--version").output().is_ok()
+    {
+        let refused = as_nobody(&daemon, &["policy", "gang"]);
+        let message = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success() && message.contains("only root"),
+            "{message}"
+        );
+    }
+    let switched = cosched(&daemon, &["policy", "gang:slice=1"]);
+    assert!(
+        switched.status.success(),
+        "{}",
+        String::from_utf8_lossy(&switched.stderr)
+    );
+    // The same processes run on, placed again under gang: all the CPUs, in turns.
+    assert!(
+        poll(Duration::from_secs(10), || show(&daemon, ids[0])
+            .cpus
+            .as_deref()
+            == Some(all.as_str())),
+        "not re-planned: {:?}",
+        show(&daemon, ids[0]).cpus
+    );
+    for (&id, &pid) in ids.iter().zip(&pids) {
+        let job = show(&daemon, id);
+        assert_eq!((job.state, job.pid), (JobState::Running, Some(pid as u32)));
+    }
+    assert!(
+        was_frozen_a_while(pids[0], Duration::from_secs(8)),
+        "gang never froze a job after the switch"
+    );
+    let shown = cosched(&daemon, &["policy"]);
+    assert_eq!(
+        String::from_utf8_lossy(&shown.stdout).trim(),
+        "gang:slice=1"
+    );
+    assert!(daemon
+        .journal()
+        .iter()
+        .any(|e| matches!(e, Entry::Policy { name, .. } if name == "gang:slice=1")));
+    // A restart without --policy comes back with the last one set.
+    daemon.stop();
+    let mut successor = Daemon::start_with(dir.path(), None, |_| {});
+    let shown = cosched(&successor, &["policy"]);
+    assert_eq!(
+        String::from_utf8_lossy(&shown.stdout).trim(),
+        "gang:slice=1"
+    );
+    successor
+        .ask(Request::Cancel { ids: ids.to_vec() })
+        .unwrap();
+    successor.wait(ids.to_vec());
+    successor.stop();
 }

@@ -421,6 +421,7 @@ impl<'a> Executor<'a> {
             }
             self.reap_exited()?;
             self.cancel_asked()?;
+            self.switch_policy_if_asked()?;
             self.notice_thread_changes()?;
             self.arrive_due()?;
             self.switch_slot_if_due()?;
@@ -517,6 +518,22 @@ impl<'a> Executor<'a> {
         }
         self.deciding = false;
         Ok(())
+    }
+
+    /// Hands every job to the policy the source switched to, and applies the plan it makes of them.
+    fn switch_policy_if_asked(&mut self) -> Result<(), Error> {
+        let Some(policy) = self.source.take_policy() else {
+            return Ok(());
+        };
+        self.policy = policy;
+        self.timer = None;
+        self.timer_guard = TimerLoopGuard::default();
+        let now = self.now();
+        let plan = cosched_core::take_over(self.policy.as_mut(), self.topology, now, &self.active);
+        match plan {
+            Some(plan) => self.apply(plan),
+            None => Ok(()),
+        }
     }
 
     fn arrive_due(&mut self) -> Result<(), Error> {

@@ -7,7 +7,7 @@ use crate::isolated::IsolatedTimes;
 use crate::launch::InvokingUser;
 use cosched_core::trace::Record;
 use cosched_core::workload::Workload;
-use cosched_core::{JobId, JobSpec, Topology};
+use cosched_core::{JobId, JobSpec, Policy, Topology};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
@@ -77,6 +77,10 @@ pub trait JobSource {
     /// Jobs to stop now: arrived ones are dropped, running ones killed.
     fn take_cancelled(&mut self) -> Vec<JobId> {
         Vec::new()
+    }
+    /// A policy to take over from the running one, with every job it holds (`cosched policy P`).
+    fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
+        None
     }
     /// Every trace record of the run, as it is written.
     fn observe(&mut self, _record: &Record) {}

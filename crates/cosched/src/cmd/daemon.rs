@@ -15,9 +15,10 @@ Examples:\n  cosched daemon\n  cosched daemon --policy gang\n  \
 sudo systemctl enable --now cosched"
 )]
 pub struct Args {
-    /// Scheduling policy (`cosched sim --help` lists them)
-    #[arg(long, default_value = "taco")]
-    policy: String,
+    /// Scheduling policy (`cosched sim --help` lists them) [default: the last one set, as the journal
+    /// keeps it, else auto]
+    #[arg(long)]
+    policy: Option<String>,
     /// Socket to listen on [default: by mode, see below]
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,

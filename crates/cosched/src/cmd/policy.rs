@@ -1,11 +1,16 @@
-//! `cosched policy`: the daemon's running policy.
+//! `cosched policy`: the daemon's running policy, shown or switched while jobs run.
 
 use super::client::{unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
 
-/// Show the daemon's policy (switching needs a daemon restart with --policy)
+/// Show the daemon's policy, or switch it live
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  cosched policy")]
+#[command(
+    after_help = "Switching needs root (system daemon) or the daemon's own user (user \
+daemon). The new policy takes over every job at once: running jobs keep running and are placed \
+again under it. The journal keeps the choice, so a restarted daemon comes back with it.\n\n\
+Examples:\n  cosched policy\n  sudo cosched policy gang\n  sudo cosched policy taco:sizes=1/6/24"
+)]
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,

@@ -13,10 +13,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-/// The policy for practitioners: coschedules what needs it, space-shares along the topology, and stays
-/// within a few percent of plain Linux where coscheduling buys nothing (README, "Results").
-pub const DEFAULT_POLICY: &str = "auto";
-
 /// Run a workload's jobs for real on this machine under one policy
 #[derive(clap::Args, Debug)]
 #[command(
@@ -36,7 +32,7 @@ pub struct Args {
     #[arg(value_name = "WORKLOAD")]
     workload: PathBuf,
     /// Policy to run (see `cosched sim --help` or docs/policies.md for the list)
-    #[arg(long, value_name = "P", default_value = DEFAULT_POLICY)]
+    #[arg(long, value_name = "P", default_value = cosched_policies::DEFAULT_POLICY)]
     policy: String,
     /// Output directory [default: results/<workload>-<policy>-<UTC time>]
     #[arg(short, long, value_name = "DIR")]
