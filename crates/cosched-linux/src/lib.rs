@@ -37,6 +37,7 @@ mod measure;
 mod mechanism;
 mod priority;
 pub mod procfs;
+pub mod slurm;
 mod watchdog;
 
 pub use calibrate::calibrate;

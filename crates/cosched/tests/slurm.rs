@@ -1,0 +1,542 @@
+//! cosched under a real Slurm on localhost: munged, slurmctld and slurmd started by the test with a
+//! private configuration (`SLURM_CONF`), state and spool, one 2-CPU node in an oversubscribed
+//! partition, and the TaskProlog shipped in `dist/slurm/task-prolog` handing every task to a cosched
+//! daemon of the test's own. Each test skips, saying why, where Slurm is not installed, where it does
+//! not run as root, or where the cluster does not come up.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One cluster at a time: they share the node's CPUs and Slurm's cgroups.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const TOOLS: &[&str] = &[
+    "munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo",
+];
+
+/// Why Slurm cannot be used here, or `None` when it can.
+fn unavailable() -> Option<String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .collect();
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .copied()
+        .filter(|tool| !dirs.iter().any(|d| d.join(tool).is_file()))
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "{} not installed (apt-get install slurm-wlm munge)",
+            missing.join(", ")
+        ));
+    }
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("slurmd must run as root".into());
+    }
+    None
+}
+
+fn tool(name: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
+        let path = Path::new(dir).join(name);
+        if path.is_file() {
+            return path;
+        }
+    }
+    PathBuf::from(name)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is as long as we say.
+    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).to_string();
+    name.split('.').next().unwrap_or("localhost").to_string()
+}
+
+/// Slurm's own time slicing, for the comparison: jobs of one partition suspended and resumed in turn.
+const GANG: &str = "PreemptMode=GANG\nSchedulerTimeSlice=5\n";
+
+struct Cluster {
+    dir: PathBuf,
+    conf: PathBuf,
+    node: String,
+    munged: Child,
+    slurmctld: Child,
+    slurmd: Option<Child>,
+}
+
+impl Cluster {
+    /// Starts munged, slurmctld and slurmd with a configuration of their own under `dir`; `extra` is
+    /// appended to slurm.conf.
+    fn start(dir: &Path, extra: &str) -> Result<Cluster, String> {
+        let node = hostname();
+        for sub in ["munge", "state", "spool", "log"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let munge = dir.join("munge");
+        std::fs::set_permissions(&munge, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let key = munge.join("munge.key");
+        let mut bytes = [0u8; 128];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+            .unwrap();
+        std::fs::write(&key, bytes).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).unwrap();
+        let socket = munge.join("socket");
+        let munged = Command::new(tool("munged"))
+            .args(["-F", "-f"])
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!("--pid-file={}", munge.join("pid").display()))
+            .arg(format!("--seed-file={}", munge.join("seed").display()))
+            .arg(format!("--log-file={}", dir.join("log/munged.log").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start munged: {e}"))?;
+        let prolog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/slurm/task-prolog");
+        let prolog = prolog.canonicalize().unwrap();
+        let d = dir.display();
+        let conf = format!(
+            "ClusterName=cosched\n\
+SlurmctldHost={node}(127.0.0.1)\n\
+SlurmctldPort={ctld}\n\
+SlurmdPort={slurmd}\n\
+SlurmUser=root\n\
+AuthType=auth/munge\n\
+AuthInfo=socket={socket}\n\
+CredType=cred/munge\n\
+StateSaveLocation={d}/state\n\
+SlurmdSpoolDir={d}/spool\n\
+SlurmctldPidFile={d}/slurmctld.pid\n\
+SlurmdPidFile={d}/slurmd.pid\n\
+SlurmctldLogFile={d}/log/slurmctld.log\n\
+SlurmdLogFile={d}/log/slurmd.log\n\
+ProctrackType=proctrack/cgroup\n\
+TaskPlugin=task/cgroup,task/affinity\n\
+TaskProlog={prolog}\n\
+JobAcctGatherType=jobacct_gather/linux\n\
+JobCompType=jobcomp/filetxt\n\
+JobCompLoc={d}/log/jobcomp.txt\n\
+AccountingStorageType=accounting_storage/none\n\
+SchedulerType=sched/builtin\n\
+SelectType=select/cons_tres\n\
+SelectTypeParameters=CR_Core\n\
+ReturnToService=2\n\
+KillWait=2\n\
+MpiDefault=none\n\
+NodeName={node} NodeAddr=127.0.0.1 CPUs=2 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=500 State=UNKNOWN\n\
+PartitionName=shared Nodes={node} Default=YES OverSubscribe=FORCE:2 MaxTime=INFINITE State=UP\n\
+{extra}",
+            ctld = free_port(),
+            slurmd = free_port(),
+            socket = socket.display(),
+            prolog = prolog.display(),
+        );
+        let conf_path = dir.join("slurm.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        // Slurm's cgroup plugins keep each step's tasks in its cgroups; cosched stays inside them.
+        std::fs::write(
+            dir.join("cgroup.conf"),
+            "CgroupPlugin=autodetect\nConstrainCores=yes\nIgnoreSystemd=yes\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("plugstack.conf"), "").unwrap();
+        let started = Instant::now();
+        while !socket.exists() {
+            if started.elapsed() > Duration::from_secs(10) {
+                return Err("munged did not create its socket".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let quiet = |c: &mut Command| {
+            c.env("SLURM_CONF", &conf_path)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+        };
+        let mut ctld = Command::new(tool("slurmctld"));
+        ctld.args(["-D", "-i"]);
+        quiet(&mut ctld);
+        let slurmctld = ctld
+            .spawn()
+            .map_err(|e| format!("cannot start slurmctld: {e}"))?;
+        let mut cluster = Cluster {
+            dir: dir.to_path_buf(),
+            conf: conf_path,
+            node,
+            munged,
+            slurmctld,
+            slurmd: None,
+        };
+        cluster.start_slurmd()?;
+        let started = Instant::now();
+        loop {
+            let state = cluster.output("sinfo", &["-h", "-o", "%T"]);
+            if state.trim() == "idle" {
+                return Ok(cluster);
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err(format!(
+                    "the node did not become idle (sinfo: {:?}); logs in {}",
+                    state.trim(),
+                    cluster.dir.join("log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn start_slurmd(&mut self) -> Result<(), String> {
+        let mut command = Command::new(tool("slurmd"));
+        command
+            .args(["-D", "-N", &self.node])
+            .env("SLURM_CONF", &self.conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.slurmd = Some(
+            command
+                .spawn()
+                .map_err(|e| format!("cannot start slurmd: {e}"))?,
+        );
+        Ok(())
+    }
+
+    /// Stops slurmd and starts it again; running steps (their slurmstepd) are not affected.
+    fn restart_slurmd(&mut self) {
+        if let Some(mut slurmd) = self.slurmd.take() {
+            unsafe { libc::kill(slurmd.id() as i32, libc::SIGTERM) };
+            let _ = slurmd.wait();
+        }
+        self.start_slurmd().unwrap();
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(tool(program));
+        command.env("SLURM_CONF", &self.conf);
+        command
+    }
+
+    fn output(&self, program: &str, args: &[&str]) -> String {
+        let output = self.command(program).args(args).output().unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Submits a batch job with `env` added to its environment; its output goes to `<dir>/<id>.out`.
+    fn sbatch(&self, args: &[&str], env: &[(&str, &str)], script: &str) -> u64 {
+        let output = self
+            .command("sbatch")
+            .args(["--parsable", "-o"])
+            .arg(self.dir.join("%j.out"))
+            .args(args)
+            .arg("--wrap")
+            .arg(script)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.trim()
+            .split(';')
+            .next()
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "sbatch failed: {}{}",
+                    text,
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            })
+    }
+
+    /// Job ids still known to squeue (pending, running, suspended, completing).
+    fn queued(&self) -> Vec<u64> {
+        self.output("squeue", &["-h", "-o", "%i"])
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Waits until none of `ids` is in the queue; false after `limit`.
+    fn wait_gone(&self, ids: &[u64], limit: Duration) -> bool {
+        let started = Instant::now();
+        while self.queued().iter().any(|id| ids.contains(id)) {
+            if started.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        true
+    }
+
+    fn cancel(&self, ids: &[u64]) {
+        let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let _ = self.command("scancel").args(&ids).status();
+    }
+
+    /// `JobState=…` of a finished job, from the job completion log.
+    fn completion(&self, id: u64) -> Option<String> {
+        let log = std::fs::read_to_string(self.dir.join("log/jobcomp.txt")).ok()?;
+        log.lines()
+            .find(|l| l.starts_with(&format!("JobId={id} ")))
+            .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("JobState=")))
+            .map(str::to_string)
+    }
+
+    /// `start` and `end` Unix times the job script printed.
+    fn times(&self, id: u64) -> Option<(f64, f64)> {
+        let text = std::fs::read_to_string(self.dir.join(format!("{id}.out"))).ok()?;
+        let mark = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+        };
+        Some((mark("start ")?, mark("end ")?))
+    }
+}
+
+impl Drop for Cluster {
+    /// Cancels every job, then stops the daemons: a failed test leaves nothing running.
+    fn drop(&mut self) {
+        let ids = self.queued();
+        if !ids.is_empty() {
+            self.cancel(&ids);
+            self.wait_gone(&ids, Duration::from_secs(20));
+        }
+        let mut children: Vec<&mut Child> = vec![&mut self.slurmctld, &mut self.munged];
+        if let Some(slurmd) = self.slurmd.as_mut() {
+            children.insert(0, slurmd);
+        }
+        for child in children {
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A cosched daemon of the test's own, which the TaskProlog reaches through `COSCHED_SOCKET`.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    state: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &Path) -> Daemon {
+        let socket = dir.join("cosched.sock");
+        let state = dir.join("cosched-state");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("cosched-daemon.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state")
+            .arg(&state)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while UnixStream::connect(&socket).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the cosched daemon did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon {
+            child,
+            socket,
+            state,
+        }
+    }
+
+    fn kill(&mut self) {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    /// `cosched jobs --all --json`.
+    fn jobs(&self) -> Vec<serde_json::Value> {
+        let output = Command::new(env!("CARGO_BIN_EXE_cosched"))
+            .args(["jobs", "--all", "--json"])
+            .env("COSCHED_SOCKET", &self.socket)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cosched jobs: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        match value {
+            serde_json::Value::Array(jobs) => jobs,
+            other => other["jobs"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The environment a job needs for its TaskProlog to reach `socket` (a path with no daemon behind it
+/// runs the job without cosched).
+fn prolog_env(socket: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("COSCHED_SOCKET", socket.display().to_string()),
+        ("COSCHED_BIN", env!("CARGO_BIN_EXE_cosched").to_string()),
+    ]
+}
+
+/// A 2-thread OpenMP program whose threads spin while they wait (`OMP_WAIT_POLICY=active`): many
+/// short parallel regions of a small stencil, so a thread descheduled while its partner spins costs
+/// the job its progress.
+fn spinning_job(iterations: u64) -> String {
+    let stencil = cosched_native::benchmark("stencil");
+    format!(
+        "echo start $(date +%s.%N); OMP_NUM_THREADS=2 OMP_WAIT_POLICY=active {} --size 200 \
+--iterations {iterations}; echo end $(date +%s.%N)",
+        stencil.display()
+    )
+}
+
+/// Submits the spinning job, asking for the node's 2 CPUs.
+fn submit(cluster: &Cluster, args: &[&str], iterations: u64, socket: &Path) -> u64 {
+    let env = prolog_env(socket);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args: Vec<&str> = ["-c", "2"].iter().chain(args).copied().collect();
+    cluster.sbatch(&args, &env, &spinning_job(iterations))
+}
+
+/// Seconds from the first job's start to the last one's end.
+fn makespan(cluster: &Cluster, ids: &[u64]) -> f64 {
+    let times: Vec<(f64, f64)> = ids
+        .iter()
+        .map(|&id| {
+            cluster
+                .times(id)
+                .unwrap_or_else(|| panic!("job {id} printed no start and end"))
+        })
+        .collect();
+    let start = times.iter().map(|t| t.0).fold(f64::INFINITY, f64::min);
+    let end = times.iter().map(|t| t.1).fold(0.0, f64::max);
+    end - start
+}
+
+fn skip(reason: &str) {
+    eprintln!("skipped: {reason}");
+}
+
+/// Starts a cluster in `dir`, or says why not.
+fn cluster_or_skip(dir: &Path, extra: &str) -> Option<Cluster> {
+    if let Some(reason) = unavailable() {
+        skip(&reason);
+        return None;
+    }
+    match Cluster::start(dir, extra) {
+        Ok(cluster) => Some(cluster),
+        Err(reason) => {
+            skip(&format!("Slurm did not start here: {reason}"));
+            None
+        }
+    }
+}
+
+/// Iterations of each job: about 6 s alone on an idle 2-CPU machine, longer than Slurm's shortest
+/// time slice (5 s), so that its gang scheduling really switches.
+const ITERATIONS: u64 = 12_000;
+
+#[test]
+fn two_spinning_jobs_take_no_longer_under_cosched_than_one_after_the_other() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(cluster) = cluster_or_skip(&dir.path().join("plain"), "") else {
+        return;
+    };
+    let nowhere = dir.path().join("no-daemon.sock");
+    let limit = Duration::from_secs(600);
+
+    // One after the other: Slurm starts the second job of one name only when the first has ended.
+    let serial: Vec<u64> = (0..2)
+        .map(|_| submit(&cluster, &["-J", "serial", "--dependency=singleton"], ITERATIONS, &nowhere))
+        .collect();
+    assert!(cluster.wait_gone(&serial, limit), "the serial jobs did not end");
+    let one_after_the_other: f64 = serial
+        .iter()
+        .map(|&id| cluster.times(id).map(|(s, e)| e - s).expect("job times"))
+        .sum();
+
+    // Both at once on the oversubscribed node, Linux alone sharing the CPUs; cut short once it
+    // has taken three times as long as one after the other.
+    let plain: Vec<u64> = (0..2)
+        .map(|_| submit(&cluster, &["-J", "plain"], ITERATIONS, &nowhere))
+        .collect();
+    let cap = Duration::from_secs_f64(3.0 * one_after_the_other);
+    let plain_makespan = match cluster.wait_gone(&plain, cap) {
+        true => format!("{:.1} s", makespan(&cluster, &plain)),
+        false => {
+            cluster.cancel(&plain);
+            assert!(cluster.wait_gone(&plain, limit));
+            format!("> {:.1} s (cancelled)", cap.as_secs_f64())
+        }
+    };
+
+    // Both at once, handed to cosched by the TaskProlog.
+    let daemon = Daemon::start(dir.path());
+    let cosched: Vec<u64> = (0..2)
+        .map(|_| submit(&cluster, &["-J", "cosched"], ITERATIONS, &daemon.socket))
+        .collect();
+    assert!(cluster.wait_gone(&cosched, limit), "the cosched jobs did not end");
+    let cosched_makespan = makespan(&cluster, &cosched);
+    for &id in &cosched {
+        assert_eq!(cluster.completion(id).as_deref(), Some("COMPLETED"), "job {id}");
+    }
+    drop(daemon);
+    drop(cluster);
+
+    // Slurm's own gang scheduling, in a cluster configured for it.
+    let gang_cluster = Cluster::start(&dir.path().join("gang"), GANG).expect("gang cluster");
+    let gang: Vec<u64> = (0..2)
+        .map(|_| submit(&gang_cluster, &["-J", "gang"], ITERATIONS, &nowhere))
+        .collect();
+    assert!(gang_cluster.wait_gone(&gang, limit), "the gang jobs did not end");
+    let gang_makespan = makespan(&gang_cluster, &gang);
+
+    eprintln!(
+        "two 2-thread spinning OpenMP jobs on one oversubscribed 2-CPU node, makespan:\n  \
+one after the other  {one_after_the_other:.1} s\n  \
+Slurm, no time slicing  {plain_makespan}\n  \
+Slurm gang scheduling (5 s slices)  {gang_makespan:.1} s\n  \
+Slurm + cosched  {cosched_makespan:.1} s"
+    );
+    assert!(
+        cosched_makespan <= 1.1 * one_after_the_other,
+        "with cosched the jobs took {cosched_makespan:.1} s, more than 1.1 x {one_after_the_other:.1} s"
+    );
+}
