@@ -4,8 +4,7 @@
 //! daemon of the test's own. Each test skips, saying why, where Slurm is not installed, where it does
 //! not run as root, or where the cluster does not come up.
 
-use std::collections::BTreeMap;
-use std::io::Write;
+use cosched_linux::slurm::SlurmStep;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -18,7 +17,14 @@ use std::time::{Duration, Instant};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const TOOLS: &[&str] = &[
-    "munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "sinfo",
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "squeue",
+    "scancel",
+    "scontrol",
+    "sinfo",
 ];
 
 /// Why Slurm cannot be used here, or `None` when it can.
@@ -108,7 +114,10 @@ impl Cluster {
             .arg(format!("--key-file={}", key.display()))
             .arg(format!("--pid-file={}", munge.join("pid").display()))
             .arg(format!("--seed-file={}", munge.join("seed").display()))
-            .arg(format!("--log-file={}", dir.join("log/munged.log").display()))
+            .arg(format!(
+                "--log-file={}",
+                dir.join("log/munged.log").display()
+            ))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -296,7 +305,10 @@ PartitionName=shared Nodes={node} Default=YES OverSubscribe=FORCE:2 MaxTime=INFI
         let log = std::fs::read_to_string(self.dir.join("log/jobcomp.txt")).ok()?;
         log.lines()
             .find(|l| l.starts_with(&format!("JobId={id} ")))
-            .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("JobState=")))
+            .and_then(|l| {
+                l.split_whitespace()
+                    .find_map(|f| f.strip_prefix("JobState="))
+            })
             .map(str::to_string)
     }
 
@@ -334,13 +346,11 @@ impl Drop for Cluster {
 struct Daemon {
     child: Child,
     socket: PathBuf,
-    state: PathBuf,
 }
 
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
         let socket = dir.join("cosched.sock");
-        let state = dir.join("cosched-state");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -351,7 +361,7 @@ impl Daemon {
             .arg("--socket")
             .arg(&socket)
             .arg("--state")
-            .arg(&state)
+            .arg(dir.join("cosched-state"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -364,11 +374,7 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Daemon {
-            child,
-            socket,
-            state,
-        }
+        Daemon { child, socket }
     }
 
     fn kill(&mut self) {
@@ -484,9 +490,19 @@ fn two_spinning_jobs_take_no_longer_under_cosched_than_one_after_the_other() {
 
     // One after the other: Slurm starts the second job of one name only when the first has ended.
     let serial: Vec<u64> = (0..2)
-        .map(|_| submit(&cluster, &["-J", "serial", "--dependency=singleton"], ITERATIONS, &nowhere))
+        .map(|_| {
+            submit(
+                &cluster,
+                &["-J", "serial", "--dependency=singleton"],
+                ITERATIONS,
+                &nowhere,
+            )
+        })
         .collect();
-    assert!(cluster.wait_gone(&serial, limit), "the serial jobs did not end");
+    assert!(
+        cluster.wait_gone(&serial, limit),
+        "the serial jobs did not end"
+    );
     let one_after_the_other: f64 = serial
         .iter()
         .map(|&id| cluster.times(id).map(|(s, e)| e - s).expect("job times"))
@@ -512,10 +528,17 @@ fn two_spinning_jobs_take_no_longer_under_cosched_than_one_after_the_other() {
     let cosched: Vec<u64> = (0..2)
         .map(|_| submit(&cluster, &["-J", "cosched"], ITERATIONS, &daemon.socket))
         .collect();
-    assert!(cluster.wait_gone(&cosched, limit), "the cosched jobs did not end");
+    assert!(
+        cluster.wait_gone(&cosched, limit),
+        "the cosched jobs did not end"
+    );
     let cosched_makespan = makespan(&cluster, &cosched);
     for &id in &cosched {
-        assert_eq!(cluster.completion(id).as_deref(), Some("COMPLETED"), "job {id}");
+        assert_eq!(
+            cluster.completion(id).as_deref(),
+            Some("COMPLETED"),
+            "job {id}"
+        );
     }
     drop(daemon);
     drop(cluster);
@@ -525,7 +548,10 @@ fn two_spinning_jobs_take_no_longer_under_cosched_than_one_after_the_other() {
     let gang: Vec<u64> = (0..2)
         .map(|_| submit(&gang_cluster, &["-J", "gang"], ITERATIONS, &nowhere))
         .collect();
-    assert!(gang_cluster.wait_gone(&gang, limit), "the gang jobs did not end");
+    assert!(
+        gang_cluster.wait_gone(&gang, limit),
+        "the gang jobs did not end"
+    );
     let gang_makespan = makespan(&gang_cluster, &gang);
 
     eprintln!(
@@ -539,4 +565,275 @@ Slurm + cosched  {cosched_makespan:.1} s"
         cosched_makespan <= 1.1 * one_after_the_other,
         "with cosched the jobs took {cosched_makespan:.1} s, more than 1.1 x {one_after_the_other:.1} s"
     );
+}
+
+/// Every process in Slurm job `job`'s cgroups (the tasks, and in cgroup v1 their slurmstepd).
+fn processes_of(job: u64) -> Vec<i32> {
+    cosched_linux::procfs::all_processes()
+        .into_iter()
+        .filter(|p| SlurmStep::of_process(p.pid).is_some_and(|s| s.job == job))
+        .map(|p| p.pid)
+        .collect()
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// `(thread id, state letter, Cpus_allowed_list)` of every thread of `pid`.
+fn threads(pid: i32) -> Vec<(i32, char, String)> {
+    cosched_linux::procfs::threads(pid)
+        .into_iter()
+        .filter_map(|tid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.trim().to_string())
+            };
+            let state = field("State:")?.chars().next()?;
+            Some((tid, state, field("Cpus_allowed_list:")?))
+        })
+        .collect()
+}
+
+/// Stopped threads (T) among the processes of `jobs`.
+fn stopped(jobs: &[u64]) -> Vec<(u64, i32, String)> {
+    jobs.iter()
+        .flat_map(|&job| {
+            processes_of(job).into_iter().flat_map(move |pid| {
+                threads(pid)
+                    .into_iter()
+                    .filter(|t| t.1 == 'T')
+                    .map(move |_| (job, pid, comm(pid)))
+            })
+        })
+        .collect()
+}
+
+/// The cosched job attached for Slurm job `job`'s batch step.
+fn attached<'a>(jobs: &'a [serde_json::Value], job: u64) -> Option<&'a serde_json::Value> {
+    jobs.iter()
+        .find(|j| j["slurm"]["job"].as_u64() == Some(job) && j["slurm"]["step"] == "batch")
+}
+
+/// Waits until the daemon runs a job for each of the Slurm jobs `ids`.
+fn wait_attached(daemon: &Daemon, ids: &[u64]) {
+    let started = Instant::now();
+    loop {
+        let jobs = daemon.jobs();
+        if ids
+            .iter()
+            .all(|&id| attached(&jobs, id).is_some_and(|j| j["state"] == "running"))
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "Slurm jobs {ids:?} were not all attached: {jobs:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Cgroup directories named `cosched-<pid>-…` for one of `pids`, in any mounted hierarchy.
+fn cosched_cgroups(pids: &[u32]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if !kind.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if pids
+                .iter()
+                .any(|p| name.starts_with(&format!("cosched-{p}-")))
+            {
+                found.push(entry.path());
+            }
+            stack.push(entry.path());
+        }
+    }
+    found
+}
+
+/// Slurm's own cgroup directories of `job` still present.
+fn slurm_cgroups(job: u64) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name().to_string_lossy() == format!("job_{job}") {
+                found.push(entry.path());
+            } else {
+                stack.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// Long enough to be cancelled while it runs.
+const LONG: u64 = 10_000_000;
+
+#[test]
+fn a_cancelled_job_leaves_cosched_and_the_other_gets_the_whole_node() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(cluster) = cluster_or_skip(&dir.path().join("cluster"), "") else {
+        return;
+    };
+    let daemon = Daemon::start(dir.path());
+    let a = submit(&cluster, &["-J", "a"], LONG, &daemon.socket);
+    let b = submit(&cluster, &["-J", "b"], LONG, &daemon.socket);
+    wait_attached(&daemon, &[a, b]);
+
+    cluster.cancel(&[a]);
+    assert!(
+        cluster.wait_gone(&[a], Duration::from_secs(60)),
+        "scancel did not end job {a}"
+    );
+    assert_eq!(cluster.completion(a).as_deref(), Some("CANCELLED"));
+    let started = Instant::now();
+    loop {
+        let jobs = daemon.jobs();
+        let view = attached(&jobs, a).expect("job a is still listed");
+        if view["state"] != "running" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "cosched still runs the cancelled job: {view:#}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(processes_of(a).is_empty(), "job {a} left processes");
+
+    // Job b's program now runs on both CPUs and is never stopped again.
+    let program = || {
+        processes_of(b)
+            .into_iter()
+            .find(|&pid| comm(pid) == "stencil")
+            .expect("job b's program runs")
+    };
+    let whole = |pid: i32| {
+        let threads = threads(pid);
+        !threads.is_empty() && threads.iter().all(|t| t.2 == "0-1" && t.1 != 'T')
+    };
+    let started = Instant::now();
+    while !whole(program()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "job b did not get the whole node: {:?}",
+            threads(program())
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..20 {
+        assert!(
+            whole(program()),
+            "job b lost the node again: {:?}",
+            threads(program())
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let jobs = daemon.jobs();
+    assert_eq!(attached(&jobs, b).unwrap()["cpus"], "0-1");
+}
+
+#[test]
+fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut cluster) = cluster_or_skip(&dir.path().join("cluster"), "") else {
+        return;
+    };
+    let mut daemon = Daemon::start(dir.path());
+    let first_daemon = daemon.child.id();
+    let ids: Vec<u64> = ["a", "b"]
+        .iter()
+        .map(|name| submit(&cluster, &["-J", name], ITERATIONS / 2, &daemon.socket))
+        .collect();
+    wait_attached(&daemon, &ids);
+
+    cluster.restart_slurmd();
+    assert_eq!(cluster.queued().len(), 2, "restarting slurmd ended a job");
+
+    // A daemon killed while it has one of the jobs stopped (two 2-thread jobs on 2 CPUs take
+    // turns): its watchdog resumes it.
+    let started = Instant::now();
+    while stopped(&ids).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "cosched never stopped either job"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    daemon.kill();
+    let started = Instant::now();
+    while !stopped(&ids).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "tasks stay stopped without a daemon: {:?}",
+            stopped(&ids)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..10 {
+        assert_eq!(
+            stopped(&ids),
+            vec![],
+            "a task was stopped with no daemon running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let daemon = Daemon::start(dir.path());
+    wait_attached(&daemon, &ids);
+    assert!(
+        cluster.wait_gone(&ids, Duration::from_secs(600)),
+        "the jobs did not end"
+    );
+    for &id in &ids {
+        assert_eq!(
+            cluster.completion(id).as_deref(),
+            Some("COMPLETED"),
+            "job {id}"
+        );
+    }
+    let started = Instant::now();
+    loop {
+        let left: Vec<PathBuf> = ids.iter().flat_map(|&id| slurm_cgroups(id)).collect();
+        let ours = cosched_cgroups(&[first_daemon, daemon.child.id()]);
+        if left.is_empty() && ours.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "stray cgroups: {left:?} {ours:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let jobs = daemon.jobs();
+    for &id in &ids {
+        let view = attached(&jobs, id).expect("listed");
+        assert_ne!(view["state"], "running", "{view:#}");
+    }
 }
