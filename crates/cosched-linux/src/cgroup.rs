@@ -252,6 +252,31 @@ fn own_path(text: &str, matches: impl Fn(&str, &str) -> bool) -> Option<String> 
     })
 }
 
+/// The CPUs of the cpuset cgroup process `pid` is in (its allocation, where a batch system confines
+/// it): `cpuset.cpus` in the v1 cpuset hierarchy, else `cpuset.cpus.effective` in cgroup v2, read from
+/// the cgroup itself or its nearest ancestor that has the file. `None` when neither can be read.
+pub fn cpuset_of(pid: i32) -> Option<CpuSet> {
+    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+    let theirs = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let v1 = mount_point(&mounts, |fstype, options| {
+        fstype == "cgroup" && options.split(',').any(|o| o == "cpuset")
+    })
+    .zip(own_path(&theirs, |_, c| {
+        c.split(',').any(|x| x == "cpuset")
+    }))
+    .map(|found| (found, "cpuset.cpus"));
+    let v2 = || {
+        mount_point(&mounts, |fstype, _| fstype == "cgroup2")
+            .zip(own_path(&theirs, |id, _| id == "0"))
+            .map(|found| (found, "cpuset.cpus.effective"))
+    };
+    let ((mount, relative), file) = v1.or_else(v2)?;
+    let dir = mount.join(relative.trim_start_matches('/'));
+    dir.ancestors()
+        .take_while(|d| d.starts_with(&mount))
+        .find_map(|d| read_list(&d.join(file)).ok().filter(|c| !c.is_empty()))
+}
+
 /// NUMA nodes holding any of `cpus`, from sysfs (empty when the machine exposes no nodes).
 pub fn numa_nodes_of(cpus: &CpuSet) -> CpuSet {
     let Ok(entries) = fs::read_dir("/sys/devices/system/node") else {
@@ -283,6 +308,16 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
         assert_eq!(freezer, Some(PathBuf::from("/sys/fs/cgroup/freezer")));
         let v2 = mount_point(MOUNTS, |t, _| t == "cgroup2");
         assert_eq!(v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+    }
+
+    #[test]
+    fn a_process_cpuset_is_within_the_machine() {
+        let me = std::process::id() as i32;
+        if let Some(cpus) = cpuset_of(me) {
+            let online: CpuSet = read_list(Path::new("/sys/devices/system/cpu/online")).unwrap();
+            assert!(!cpus.is_empty() && cpus.is_subset(&online), "{cpus}");
+        }
+        assert_eq!(cpuset_of(-1), None);
     }
 
     #[test]
