@@ -72,9 +72,31 @@ pub fn allowed_cpus(pid: i32, tid: i32) -> io::Result<CpuSet> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// The CPUs a job confined to `allocation` (a batch system's cpuset, which it must not leave) uses for
+/// the partition `cpus` a policy chose on the whole machine: the partition itself when it lies inside,
+/// its part inside when they overlap, and otherwise as many CPUs of the allocation as the partition
+/// has, from the allocation's first. The kernel would refuse a mask outside the cpuset altogether.
+pub fn within_allocation(cpus: &CpuSet, allocation: &CpuSet) -> CpuSet {
+    let inside = cpus.intersection(allocation);
+    match inside.is_empty() {
+        false => inside,
+        true => allocation.take(cpus.len().max(1)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partition_is_fitted_into_an_allocation() {
+        let set = |s: &str| -> CpuSet { s.parse().unwrap() };
+        let allocation = set("4-7");
+        assert_eq!(within_allocation(&set("4-5"), &allocation), set("4-5"));
+        assert_eq!(within_allocation(&set("2-5"), &allocation), set("4-5"));
+        assert_eq!(within_allocation(&set("0-1"), &allocation), set("4-5"));
+        assert_eq!(within_allocation(&set("0-15"), &allocation), allocation);
+    }
 
     #[test]
     fn a_thread_reads_back_the_mask_it_was_given() {
