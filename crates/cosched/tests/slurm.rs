@@ -615,10 +615,10 @@ fn stopped(jobs: &[u64]) -> Vec<(u64, i32, String)> {
         .collect()
 }
 
-/// The cosched job attached for Slurm job `job`'s batch step.
-fn attached<'a>(jobs: &'a [serde_json::Value], job: u64) -> Option<&'a serde_json::Value> {
-    jobs.iter()
-        .find(|j| j["slurm"]["job"].as_u64() == Some(job) && j["slurm"]["step"] == "batch")
+/// The cosched job attached for Slurm job `job`'s batch step (label `slurm=J.batch`).
+fn attached(jobs: &[serde_json::Value], job: u64) -> Option<&serde_json::Value> {
+    let step = format!("{job}.batch");
+    jobs.iter().find(|j| j["labels"]["slurm"] == step.as_str())
 }
 
 /// Waits until the daemon runs a job for each of the Slurm jobs `ids`.
