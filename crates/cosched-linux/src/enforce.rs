@@ -4,7 +4,7 @@
 //! page, cgroups, a process group) it registers there itself, before the thing exists or is joined, and
 //! it unregisters it once it has undone it. The executor never talks to the watchdog.
 
-use crate::affinity::Mask;
+use crate::affinity::{within_allocation, Mask};
 use crate::cgroup::{numa_nodes_of, Cgroup};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::watchdog::{OnDeath, Watchdog};
@@ -57,6 +57,9 @@ pub struct JobControl {
     pub members: Members,
     pub cgroups: Vec<Cgroup>,
     pub cpus: CpuSet,
+    /// The cpuset an in-place job is confined to (a batch system's allocation): every partition is
+    /// fitted into it.
+    pub allocation: Option<CpuSet>,
     pub frozen: bool,
 }
 
@@ -66,8 +69,20 @@ pub struct Prepared {
     entry: usize,
     cgroups: Vec<Cgroup>,
     cpus: CpuSet,
+    allocation: Option<CpuSet>,
     pub join: Vec<PathBuf>,
     pub mask: Option<Mask>,
+}
+
+impl Prepared {
+    /// Keeps an in-place job inside `allocation`, the cpuset a batch system confines it to: its
+    /// partitions are fitted into it from now on ([`within_allocation`]).
+    pub fn confine(&mut self, allocation: CpuSet) -> io::Result<()> {
+        self.cpus = within_allocation(&self.cpus, &allocation);
+        self.mask = Some(Mask::new(&self.cpus)?);
+        self.allocation = Some(allocation);
+        Ok(())
+    }
 }
 
 /// Which processes belong to which process group and which parent, from one pass over /proc.
@@ -154,6 +169,7 @@ impl Enforcer {
             entry,
             cgroups: Vec::new(),
             cpus: cpus.clone(),
+            allocation: None,
             join: Vec::new(),
             mask: None,
         };
@@ -290,6 +306,7 @@ impl Enforcer {
             members,
             cgroups: prepared.cgroups,
             cpus: prepared.cpus,
+            allocation: prepared.allocation,
             frozen: false,
         }
     }
@@ -340,6 +357,8 @@ impl Enforcer {
 
     /// Moves the job to `cpus`.
     pub fn place(&self, job: &mut JobControl, cpus: &CpuSet) -> io::Result<()> {
+        let fitted = job.allocation.as_ref().map(|a| within_allocation(cpus, a));
+        let cpus = fitted.as_ref().unwrap_or(cpus);
         if &job.cpus == cpus {
             return Ok(());
         }

@@ -3,8 +3,10 @@
 //! cosched itself, and belong to the client (root may attach anyone's). What it is is read from /proc
 //! and never from the request.
 
+use crate::protocol::Attachment;
 use crate::registry::Peer;
 use cosched_linux::procfs;
+use cosched_linux::slurm::SlurmStep;
 use std::path::PathBuf;
 
 /// A process found fit to attach, as /proc describes it.
@@ -18,6 +20,8 @@ pub struct Found {
     /// Its command line, for display.
     pub command: Vec<String>,
     pub cwd: PathBuf,
+    /// The Slurm job step it is a task of, from its cgroups.
+    pub slurm: Option<SlurmStep>,
 }
 
 /// Checks that `peer` may attach process `pid`: it runs, it is not init, a kernel thread, the daemon,
@@ -90,7 +94,26 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
         comm,
         command,
         cwd,
+        slurm: SlurmStep::of_process(pid),
     })
+}
+
+/// A task of a Slurm job step (`docs/slurm.md`) stays in Slurm's cgroups, where Slurm's process
+/// tracking, `scancel` and accounting find it, so it is attached in place, confined to the CPUs of
+/// its allocation; it is labelled `slurm=J.S` and, unless the request names it, named `slurm-J.S`
+/// after the step the kernel records, whatever the request says, and uses at most as many threads as
+/// the allocation has CPUs unless the request bounds them itself.
+pub fn as_slurm_task(mut a: Attachment, found: &Found) -> Attachment {
+    let Some(step) = &found.slurm else {
+        return a;
+    };
+    a.in_place = true;
+    a.labels.insert("slurm".into(), step.to_string());
+    a.name.get_or_insert_with(|| format!("slurm-{step}"));
+    if a.max_threads.is_none() {
+        a.max_threads = cosched_linux::cgroup::cpuset_of(found.pid).map(|cpus| cpus.len() as u32);
+    }
+    a
 }
 
 /// Whether a job whose main process is `job_pid` already holds process `pid`: it is that process, one

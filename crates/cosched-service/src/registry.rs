@@ -217,6 +217,7 @@ impl Shared {
     fn attach(&self, a: Attachment, peer: Peer) -> Result<Reply, String> {
         self.check_served(peer)?;
         let found = crate::attach::inspect(a.pid, peer)?;
+        let a = crate::attach::as_slurm_task(a, &found);
         let submission = Submission {
             name: a.name.unwrap_or_else(|| found.comm.clone()),
             command: found.command.clone(),

@@ -44,9 +44,18 @@ impl LaunchEnvironment {
                 true => Members::Tree(adopt.pid),
                 false => Members::Group(adopt.pid),
             };
-            let prepared = enforcer
+            let mut prepared = enforcer
                 .prepare(cpus, &page_path, adopt.in_place)
                 .map_err(|e| e.to_string())?;
+            // Left in a batch system's cgroups, it must also stay on the CPUs they allow it.
+            let allocation = adopt
+                .in_place
+                .then(|| crate::cgroup::cpuset_of(adopt.pid))
+                .flatten();
+            if let Some(Err(e)) = allocation.map(|a| prepared.confine(a)) {
+                enforcer.abandon(prepared);
+                return Err(format!("cannot adopt process {}: {e}", adopt.pid));
+            }
             // Checked again as it is enclosed: the pid may have been reused since the request.
             let enclosed = match adopt.is_alive() {
                 true => enforcer.enclose(&prepared, members),
