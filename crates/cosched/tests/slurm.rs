@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// One cluster at a time: they share the node's CPUs and Slurm's cgroups.
@@ -459,14 +459,17 @@ fn skip(reason: &str) {
     eprintln!("skipped: {reason}");
 }
 
-/// Starts a cluster in `dir`, or says why not.
-fn cluster_or_skip(dir: &Path, extra: &str) -> Option<Cluster> {
+/// One test at a time, a temporary directory and a cluster in its `cluster/` with `extra` in its
+/// slurm.conf; `None`, saying why, where Slurm cannot run.
+fn start(extra: &str) -> Option<(MutexGuard<'static, ()>, tempfile::TempDir, Cluster)> {
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(reason) = unavailable() {
         skip(&reason);
         return None;
     }
-    match Cluster::start(dir, extra) {
-        Ok(cluster) => Some(cluster),
+    let dir = tempfile::tempdir().unwrap();
+    match Cluster::start(&dir.path().join("cluster"), extra) {
+        Ok(cluster) => Some((serial, dir, cluster)),
         Err(reason) => {
             skip(&format!("Slurm did not start here: {reason}"));
             None
@@ -480,9 +483,7 @@ const ITERATIONS: u64 = 12_000;
 
 #[test]
 fn two_spinning_jobs_take_no_longer_under_cosched_than_one_after_the_other() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(cluster) = cluster_or_skip(&dir.path().join("plain"), "") else {
+    let Some((_serial, dir, cluster)) = start("") else {
         return;
     };
     let nowhere = dir.path().join("no-daemon.sock");
@@ -640,36 +641,8 @@ fn wait_attached(daemon: &Daemon, ids: &[u64]) {
     }
 }
 
-/// Cgroup directories named `cosched-<pid>-…` for one of `pids`, in any mounted hierarchy.
-fn cosched_cgroups(pids: &[u32]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if !kind.is_dir() {
-                continue;
-            }
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if pids
-                .iter()
-                .any(|p| name.starts_with(&format!("cosched-{p}-")))
-            {
-                found.push(entry.path());
-            }
-            stack.push(entry.path());
-        }
-    }
-    found
-}
-
-/// Slurm's own cgroup directories of `job` still present.
-fn slurm_cgroups(job: u64) -> Vec<PathBuf> {
+/// Cgroup directories, in any mounted hierarchy, whose name `wanted` accepts (not searched below).
+fn cgroup_dirs(wanted: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
     while let Some(dir) = stack.pop() {
@@ -680,10 +653,9 @@ fn slurm_cgroups(job: u64) -> Vec<PathBuf> {
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            if entry.file_name().to_string_lossy() == format!("job_{job}") {
-                found.push(entry.path());
-            } else {
-                stack.push(entry.path());
+            match wanted(&entry.file_name().to_string_lossy()) {
+                true => found.push(entry.path()),
+                false => stack.push(entry.path()),
             }
         }
     }
@@ -695,9 +667,7 @@ const LONG: u64 = 10_000_000;
 
 #[test]
 fn a_cancelled_job_leaves_cosched_and_the_other_gets_the_whole_node() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(cluster) = cluster_or_skip(&dir.path().join("cluster"), "") else {
+    let Some((_serial, dir, cluster)) = start("") else {
         return;
     };
     let daemon = Daemon::start(dir.path());
@@ -760,9 +730,7 @@ fn a_cancelled_job_leaves_cosched_and_the_other_gets_the_whole_node() {
 
 #[test]
 fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let Some(mut cluster) = cluster_or_skip(&dir.path().join("cluster"), "") else {
+    let Some((_serial, dir, mut cluster)) = start("") else {
         return;
     };
     let mut daemon = Daemon::start(dir.path());
@@ -820,8 +788,14 @@ fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() 
     }
     let started = Instant::now();
     loop {
-        let left: Vec<PathBuf> = ids.iter().flat_map(|&id| slurm_cgroups(id)).collect();
-        let ours = cosched_cgroups(&[first_daemon, daemon.child.id()]);
+        // Slurm's job cgroups, and cosched's own (`cosched-<daemon pid>-…`, none for in-place jobs).
+        let left = cgroup_dirs(|name| ids.iter().any(|id| name == format!("job_{id}")));
+        let daemons = [first_daemon, daemon.child.id()];
+        let ours = cgroup_dirs(|name| {
+            daemons
+                .iter()
+                .any(|p| name.starts_with(&format!("cosched-{p}-")))
+        });
         if left.is_empty() && ours.is_empty() {
             break;
         }
