@@ -534,12 +534,15 @@ fn two_spinning_jobs_take_no_longer_under_cosched_than_one_after_the_other() {
         "the cosched jobs did not end"
     );
     let cosched_makespan = makespan(&cluster, &cosched);
+    let jobs = daemon.jobs();
     for &id in &cosched {
         assert_eq!(
             cluster.completion(id).as_deref(),
             Some("COMPLETED"),
             "job {id}"
         );
+        let view = attached(&jobs, id).unwrap_or_else(|| panic!("job {id} was not attached"));
+        assert_eq!(view["name"], format!("slurm-{id}.batch"));
     }
     drop(daemon);
     drop(cluster);
