@@ -35,6 +35,7 @@ mod isolated;
 mod launch;
 mod measure;
 mod mechanism;
+pub mod model_runs;
 mod priority;
 pub mod procfs;
 pub mod slurm;

@@ -30,6 +30,7 @@
 //!
 //! New model features belong in new modules called from [`model`], each with a switch in [`Effects`].
 
+pub mod calibrated;
 pub mod cluster;
 mod engine;
 pub mod footprint;

@@ -2,7 +2,7 @@
 //! slot. `docs/simulation-model.md` explains every effect, its source and its switch in [`Effects`].
 
 use crate::footprint::{self, Footprint};
-use crate::profile::{Profile, Speedup, BLOCK_COST};
+use crate::profile::{Profile, Speedup, SpinLimit, BLOCK_COST};
 use cosched_core::{CpuSet, Level, SyncKind, Topology};
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +64,14 @@ impl Default for Effects {
 pub struct ModelParams {
     /// Average time slice of the OS scheduler when threads share a CPU, seconds (Peter et al. §3: 15 ms).
     pub os_quantum: f64,
+    /// How the OS lines up the time slices of one spinning team's threads on different CPUs: the team
+    /// runs all its `n` threads at once a fraction L^−(1 + κ(n − 1)) of the time (L threads per CPU).
+    /// κ = 1: independent slices; κ = 0: slices in step, as if gang-scheduled; above 1, worse than chance
+    /// (load balancing stacks the team's threads on one CPU).
+    pub spin_corun: f64,
+    /// Seconds libgomp's default wait (no `OMP_WAIT_POLICY`, `GOMP_SPINCOUNT` = 300,000 polls) spins
+    /// before its futex sleep, for profiles with `spin=gomp`.
+    pub gomp_spin: f64,
     /// Direct cost of one context switch, seconds (TACO §3.3: single-digit microseconds).
     pub context_switch: f64,
     /// Time to refill a whole LLC after a slot switch, seconds (TACO §3.3: about 1 ms).
@@ -82,6 +90,8 @@ impl Default for ModelParams {
     fn default() -> Self {
         ModelParams {
             os_quantum: 0.015,
+            spin_corun: 1.0,
+            gomp_spin: 0.01,
             context_switch: 5e-6,
             llc_refill: 1e-3,
             llc_mb: 6.0,
@@ -350,10 +360,12 @@ fn serial_phase_rate(profile: &Profile, share: f64, serial_speed: f64) -> Option
 ///
 /// Each synchronisation waits for the slowest thread, which under time sharing is usually descheduled:
 /// about one OS time slice per other thread on its CPU (TACO §4.3 on lu.A; Peter et al. §3). What the job
-/// loses is the time its waiters hold their CPUs meanwhile. A spinning job spins through the whole wait;
-/// a blocking job only pays the block/wake-up cost (Peter et al. §2), since the CPU time it leaves goes to
-/// the others and comes back to it by fair sharing; a spin-then-block job (Peter et al. §3, 50 µs) spins up
-/// to its limit first, then blocks.
+/// loses is the time its waiters hold their CPUs meanwhile. A spinning job spins through the whole wait,
+/// unless its synchronisations are so frequent that it does better by running only while all its
+/// threads happen to hold a CPU at once (the co-run fraction, `ModelParams::spin_corun`); a blocking job
+/// only pays the block/wake-up cost (Peter et al. §2), since the CPU time it leaves goes to the others
+/// and comes back to it by fair sharing; a spin-then-block job (Peter et al. §3, 50 µs; libgomp's default
+/// wait) spins up to its limit first, then blocks.
 fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     let oversubscription = r.threads as f64 / share.max(1e-12);
     if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 || rate <= 0.0 {
@@ -363,12 +375,31 @@ fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
     let dedicated = r.profile.speedup.traditional(r.threads as f64);
     let interval = r.profile.sync_interval * dedicated / rate;
     let straggler_wait = (oversubscription - 1.0) * params.os_quantum;
-    let penalty = match r.profile.sync {
-        SyncKind::Spin => straggler_wait,
-        SyncKind::Block => r.profile.spin_limit.min(straggler_wait) + BLOCK_COST,
-        SyncKind::None => 0.0,
-    };
-    interval / (interval + penalty)
+    match r.profile.sync {
+        SyncKind::Spin => {
+            let one_wait_each = interval / (interval + straggler_wait);
+            let corun = corun_fraction(oversubscription, r, params) * dedicated / rate;
+            one_wait_each.max(corun)
+        }
+        SyncKind::Block => {
+            let spin = match r.profile.spin_limit {
+                SpinLimit::Seconds(s) => s,
+                SpinLimit::Gomp => params.gomp_spin,
+            };
+            interval / (interval + spin.min(straggler_wait) + BLOCK_COST)
+        }
+        SyncKind::None => 1.0,
+    }
+}
+
+/// Fraction of the time all threads of a team run at once when each holds 1/`oversubscription` of its
+/// CPU and the OS slices them without coordination; never, when two of them share a CPU.
+fn corun_fraction(oversubscription: f64, r: &Runner, params: &ModelParams) -> f64 {
+    if r.threads as usize > r.cpus.len() {
+        return 0.0;
+    }
+    let exponent = 1.0 + params.spin_corun * (f64::from(r.threads) - 1.0);
+    oversubscription.powf(-exponent)
 }
 
 /// (miss ratio in this slot, miss ratio alone) per runner, by composing footprint curves (Scalpel

@@ -52,15 +52,30 @@ pub struct Profile {
     pub sync: SyncKind,
     /// Seconds between two synchronisations while each of its threads has a CPU of its own.
     pub sync_interval: f64,
-    /// `sync = block` only: seconds a waiting thread spins before it blocks (a spin-then-block barrier,
-    /// Peter et al. §3 [Kontothanassis et al.]); 0 blocks at once (passive waiting).
-    pub spin_limit: f64,
+    /// `sync = block` only: how long a waiting thread spins before it blocks (a spin-then-block barrier,
+    /// Peter et al. §3 [Kontothanassis et al.]); zero seconds blocks at once (passive waiting).
+    pub spin_limit: SpinLimit,
     /// Seconds from a new thread-count advice until a malleable job uses it (TACO Table 2).
     pub reconfig_delay: f64,
     /// The job's footprint curve, from which the LLC model derives its misses; None when unknown.
     pub footprint: Option<Footprint>,
     /// Memory bandwidth one thread demands at full speed, GB/s; 0 when unknown.
     pub bandwidth_gbs: f64,
+}
+
+/// How long a blocking waiter spins first.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SpinLimit {
+    Seconds(f64),
+    /// libgomp's default wait policy (no `OMP_WAIT_POLICY`): `GOMP_SPINCOUNT` polls, whose duration is
+    /// the machine's (`ModelParams::gomp_spin`), then a futex sleep.
+    Gomp,
+}
+
+impl SpinLimit {
+    pub fn is_zero(&self) -> bool {
+        *self == SpinLimit::Seconds(0.0)
+    }
 }
 
 impl Speedup {
@@ -223,7 +238,7 @@ fn parametric(speedup: Speedup, params: &mut Params) -> Result<Profile, String> 
         speedup,
         sync: SyncKind::None,
         sync_interval: f64::INFINITY,
-        spin_limit: 0.0,
+        spin_limit: SpinLimit::Seconds(0.0),
         reconfig_delay: 0.0,
         footprint: None,
         bandwidth_gbs: 0.0,
@@ -267,8 +282,13 @@ impl Params {
             }
             profile.sync_interval = v;
         }
-        if let Some(v) = self.number("spin")? {
-            profile.spin_limit = v;
+        if let Some((_, value)) = self.items.iter().find(|(k, _)| k == "spin") {
+            profile.spin_limit = if value == "gomp" {
+                self.used.push("spin".into());
+                SpinLimit::Gomp
+            } else {
+                SpinLimit::Seconds(self.number("spin")?.unwrap_or(0.0))
+            };
         }
         if let Some(v) = self.number("reconfig_delay")? {
             profile.reconfig_delay = v;
@@ -291,7 +311,7 @@ impl Params {
         if profile.sync != SyncKind::None && !profile.sync_interval.is_finite() {
             return Err("sync=spin|block needs sync_interval=SECONDS".into());
         }
-        if profile.spin_limit > 0.0 && profile.sync != SyncKind::Block {
+        if !profile.spin_limit.is_zero() && profile.sync != SyncKind::Block {
             return Err(
                 "spin=SECONDS is how long a blocking waiter spins first: it needs sync=block (sync=spin spins without limit)"
                     .into(),
@@ -373,7 +393,12 @@ fn nas(bench: &str) -> Option<Profile> {
             SyncKind::Block
         },
         sync_interval: best / syncs,
-        spin_limit: 0.0,
+        // TACO ran libgomp's default wait policy (its UEp, passive waiting, is `spin=0`).
+        spin_limit: if active_wait {
+            SpinLimit::Seconds(0.0)
+        } else {
+            SpinLimit::Gomp
+        },
         reconfig_delay: number(14) / 1000.0,
         footprint: None,
         bandwidth_gbs: 0.0,
@@ -404,7 +429,7 @@ fn polybench(kernel: &str) -> Option<Profile> {
         },
         sync: SyncKind::None,
         sync_interval: f64::INFINITY,
-        spin_limit: 0.0,
+        spin_limit: SpinLimit::Seconds(0.0),
         reconfig_delay: 0.0,
         footprint: Some(Footprint::power_law_through(
             number(2),
@@ -458,7 +483,10 @@ mod tests {
         assert!(e.reason.contains("sync_interval"), "{e}");
         let p = parse("amdahl(serial=0, runtime=5, sync=block, sync_interval=1e-6, spin=5e-5)")
             .unwrap();
-        assert_eq!((p.sync_interval, p.spin_limit), (1e-6, 5e-5));
+        assert_eq!(
+            (p.sync_interval, p.spin_limit),
+            (1e-6, SpinLimit::Seconds(5e-5))
+        );
         let e = parse("amdahl(serial=0, runtime=5, sync=spin, sync_interval=1e-6, spin=5e-5)")
             .unwrap_err();
         assert!(e.reason.contains("sync=block"), "{e}");

@@ -1,4 +1,5 @@
-//! `cosched calibrate`: each job of a workload alone on this machine, for slowdown and NTT.
+//! `cosched calibrate`: each job of a workload alone on this machine, for slowdown and NTT; with
+//! `--model`, the simulator's machine-specific constants from short runs of the bundled benchmarks.
 
 use super::run::MechanismArgs;
 use crate::exit::JobsFailed;
@@ -14,22 +15,42 @@ use std::path::PathBuf;
 thread count its bounds allow, and stores the times (keyed by machine, job name and command) in \
 WORKLOAD with the extension .isolated.json, where `cosched run` and `cosched compare` find them: they \
 are the denominators of slowdown and NTT (TACO §4, CaSAS eq. 1). Jobs that fail are reported and left \
-out.\n\nExamples:\n  cosched calibrate examples/default.toml\n  \
-cosched calibrate my.toml --isolated my-times.json -o results/calibration"
+out.\n\nWith --model (no WORKLOAD), fits the simulator's machine-specific constants instead, from short \
+runs on this machine (about half a minute; run it on an idle machine): how a spinning team progresses \
+beside CPU hogs, the OS time slice, libgomp's spin time, the context-switch, LLC-refill and memory \
+bandwidth figures, each the median of 3 runs with its range. It writes a machine model file (default: \
+~/.cache/cosched/model-<machine>-<cpus>cpu.toml) that `cosched sim` and `cosched compare --sim` use on \
+this machine (docs/simulation-model.md).\n\nExamples:\n  cosched calibrate examples/default.toml\n  \
+cosched calibrate my.toml --isolated my-times.json -o results/calibration\n  \
+cosched calibrate --model\n  cosched calibrate --model -o box.model.toml"
 )]
 pub struct Args {
     /// Workload file (TOML; every job needs a `command`)
-    #[arg(value_name = "WORKLOAD")]
-    workload: PathBuf,
-    /// Directory for each calibration run's trace and output [default: results/calibrate-<workload>]
-    #[arg(short, long, value_name = "DIR")]
+    #[arg(
+        value_name = "WORKLOAD",
+        required_unless_present = "model",
+        conflicts_with = "model"
+    )]
+    workload: Option<PathBuf>,
+    /// Fit the simulator's machine model on this machine instead of timing a workload's jobs
+    #[arg(long)]
+    model: bool,
+    /// With --model: runs per constant (the median is kept, the range reported)
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "model", value_parser = clap::value_parser!(u32).range(1..=20))]
+    repeat: u32,
+    /// Directory for each calibration run's trace and output [default: results/calibrate-<workload>];
+    /// with --model, the model file to write
+    #[arg(short, long, value_name = "DIR|FILE")]
     out: Option<PathBuf>,
     #[command(flatten)]
     mechanism: MechanismArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let workload = Workload::load(&args.workload)?;
+    let Some(workload_path) = &args.workload else {
+        return super::calibrate_model::run(args.out.as_deref(), args.repeat);
+    };
+    let workload = Workload::load(workload_path)?;
     let topology = sysfs::discover()?;
     cosched_native::locate().map_err(anyhow::Error::msg)?;
     let out = args.out.clone().unwrap_or_else(|| {
@@ -39,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .mechanism
         .isolated
         .clone()
-        .unwrap_or_else(|| IsolatedTimes::default_path(&args.workload));
+        .unwrap_or_else(|| IsolatedTimes::default_path(workload_path));
     let mut times = IsolatedTimes::load(&path)?;
     eprintln!(
         "calibrating {} jobs of {} alone on {} ({} CPUs)",

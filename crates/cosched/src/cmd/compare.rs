@@ -1,6 +1,7 @@
 //! `cosched compare`: the same workload under several policies, back to back, one table, one report.
 //! Real runs measure the isolated times they lack first (`cosched calibrate`), so slowdowns are known.
 
+use super::machine_model::{self, ModelArgs};
 use super::output::{default_results_dir, prepare_results_dir};
 use super::run::{progress_bar, show, MechanismArgs};
 use crate::exit::JobsFailed;
@@ -13,7 +14,7 @@ use cosched_linux::{Calibrated, IsolatedTimes, RunOptions};
 use cosched_report::{
     comparison, disambiguate_labels, results_json, text_table, write_report, Run,
 };
-use cosched_sim::{simulate_into, JsonLinesSink, SimJob, SimOptions};
+use cosched_sim::{simulate_into, JsonLinesSink, ModelParams, SimJob, SimOptions};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -51,6 +52,9 @@ pub struct Args {
     /// [default: this machine]
     #[arg(long, value_name = "PRESET|FILE|SYNTHETIC", requires = "sim")]
     machine: Option<String>,
+    /// Simulations only: the machine model's constants
+    #[command(flatten)]
+    model: ModelArgs,
     /// Directory for traces, report and CSV [default: results/<workload>-<UTC time>]
     #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -76,8 +80,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         sysfs::discover()?
     };
+    anyhow::ensure!(
+        args.sim || args.model.model.is_none(),
+        "--model applies to simulations only: add --sim"
+    );
+    let fitted = if args.sim {
+        machine_model::chosen(&args.model, args.machine.as_deref(), &topology)?
+    } else {
+        None
+    };
     let (workload, simulated_jobs) = if args.sim {
-        let (workload, jobs) = match &args.workload {
+        let (workload, mut jobs) = match &args.workload {
             Some(path) => cosched_sim::jobs::load(path, topology.num_cpus())?,
             None => {
                 let workload = bundled_workload();
@@ -90,6 +103,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 (workload, jobs)
             }
         };
+        if let Some(model) = &fitted {
+            let isolated = isolated_path(&args);
+            let resized = machine_model::size_jobs_to_measured(
+                &mut jobs,
+                &workload,
+                &topology,
+                &model.params,
+                &isolated,
+            )?;
+            eprintln!(
+                "machine model of {} ({} CPUs); {resized} of {} jobs sized by the isolated times in {}",
+                model.machine,
+                model.cpus,
+                jobs.len(),
+                isolated.display()
+            );
+        }
         (workload, Some(jobs))
     } else {
         let workload = match &args.workload {
@@ -107,7 +137,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     prepare_results_dir(&out, args.force)?;
     let (mut runs, incomplete) = match simulated_jobs {
         Some(jobs) => (
-            compare_simulated(&workload, &jobs, &topology, &policies, &out)?,
+            compare_simulated(
+                &workload,
+                &jobs,
+                &topology,
+                &machine_model::params(fitted.as_ref()),
+                &policies,
+                &out,
+            )?,
             None,
         ),
         None => compare_real(
@@ -139,6 +176,7 @@ fn compare_simulated(
     workload: &Workload,
     jobs: &[SimJob],
     topology: &Topology,
+    params: &ModelParams,
     policies: &[String],
     out: &Path,
 ) -> anyhow::Result<Vec<Run>> {
@@ -154,7 +192,7 @@ fn compare_simulated(
         let trace = out.join(format!("{}.jsonl", file_name_part(policy)));
         let started = Instant::now();
         eprint!("[{}/{}] {policy} … ", i + 1, policies.len());
-        simulate(topology, jobs, workload, policy, &trace)?;
+        simulate(topology, jobs, workload, params, policy, &trace)?;
         runs.push(finished(&trace, started)?);
     }
     Ok(runs)
@@ -293,12 +331,14 @@ fn simulate(
     topology: &Topology,
     jobs: &[SimJob],
     workload: &Workload,
+    params: &ModelParams,
     policy: &str,
     trace: &Path,
 ) -> anyhow::Result<()> {
     let mut policy = cosched_policies::create(policy)?;
     let options = SimOptions {
         workload: workload.info.name.clone(),
+        params: params.clone(),
         ..SimOptions::default()
     };
     let file = File::create(trace).with_context(|| format!("cannot write {}", trace.display()))?;
@@ -328,12 +368,8 @@ fn isolated_path(args: &Args) -> PathBuf {
     if let Some(path) = &args.workload {
         return IsolatedTimes::default_path(path);
     }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")));
-    match cache {
-        Some(dir) => dir.join("cosched/default.isolated.json"),
+    match machine_model::cache_dir() {
+        Some(dir) => dir.join("default.isolated.json"),
         None => PathBuf::from("results/default.isolated.json"),
     }
 }

@@ -1,5 +1,6 @@
 //! `cosched sim`: simulate policies on a workload or a scenario and compare them in one table.
 
+use super::machine_model::{self, ModelArgs};
 use super::output::prepare_results_dir;
 use super::sim_tables;
 use anyhow::{bail, Context as _};
@@ -58,6 +59,8 @@ pub struct Args {
     /// Write into --out even if it holds earlier traces
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    model: ModelArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -92,6 +95,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(ModelConfig::default);
     if args.exact {
         model.mode = Mode::Exact;
+    }
+    // A scenario names its machine and constants; a workload runs on this machine's fitted model.
+    let fitted = match &scenario {
+        Some(_) if args.model.model.is_none() => None,
+        _ => machine_model::chosen(&args.model, args.machine.as_deref(), &topology)?,
+    };
+    if let Some(fitted) = &fitted {
+        model.params = fitted.params.clone();
     }
     let mut progress = Progress::new();
     let paper = scenario.as_ref().and_then(|f| f.paper.as_ref());
@@ -152,10 +163,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 args.seeds.unwrap_or(file.scenario.seeds),
                 cpus,
             )?,
-            (None, Some(path)) => vec![workload_instance(path, cpus, args.seeds)?],
+            (None, Some(path)) => vec![workload_instance(path, cpus, args.seeds)?.1],
             (None, None) => unreachable!("ScenarioFile::load checks that jobs are given"),
         },
-        None => vec![workload_instance(&args.input, cpus, args.seeds)?],
+        None => {
+            let (workload, mut instance) = workload_instance(&args.input, cpus, args.seeds)?;
+            if fitted.is_some() {
+                let isolated = cosched_linux::IsolatedTimes::default_path(&args.input);
+                let resized = machine_model::size_jobs_to_measured(
+                    &mut instance.jobs,
+                    &workload,
+                    &topology,
+                    &model.params,
+                    &isolated,
+                )?;
+                if resized > 0 {
+                    eprintln!(
+                        "{resized} of {} jobs sized by the isolated times in {}",
+                        instance.jobs.len(),
+                        isolated.display()
+                    );
+                }
+            }
+            vec![instance]
+        }
     };
     if named.is_empty() {
         let specs: Vec<_> = (instances.iter())
@@ -255,7 +286,7 @@ fn workload_instance(
     path: &std::path::Path,
     cpus: usize,
     seeds: Option<u64>,
-) -> anyhow::Result<Instance> {
+) -> anyhow::Result<(cosched_core::workload::Workload, Instance)> {
     if seeds.is_some_and(|n| n > 1) {
         bail!(
             "--seeds needs generated workloads: a workload file is replayed as it is; use a scenario \
@@ -263,9 +294,10 @@ with a [generator] table, or `cosched gen --seed N` for each seed"
         );
     }
     let (workload, jobs) = jobs::load(path, cpus)?;
-    Ok(Instance {
-        name: workload.info.name,
+    let instance = Instance {
+        name: workload.info.name.clone(),
         seed: None,
         jobs,
-    })
+    };
+    Ok((workload, instance))
 }

@@ -1,0 +1,111 @@
+//! Which model constants a simulation uses: the papers' defaults for named machines, and for this
+//! machine the model `cosched calibrate --model` fitted here (with job sizes from the isolated times
+//! measured here).
+
+use cosched_core::topology::presets::THIS_MACHINE;
+use cosched_core::workload::Workload;
+use cosched_core::Topology;
+use cosched_linux::IsolatedTimes;
+use cosched_sim::calibrated::CalibratedModel;
+use cosched_sim::{isolated_time, ModelParams, SimJob, SimOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `--model FILE`, shared by `sim` and `compare --sim`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ModelArgs {
+    /// Machine model file written by `cosched calibrate --model` [default: with `--machine this`,
+    /// the one fitted on this machine; for other machines, the papers' constants]
+    #[arg(long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+}
+
+/// cosched's cache directory (`$XDG_CACHE_HOME/cosched` or `~/.cache/cosched`), where the bundled
+/// workload's isolated times and the machine models live.
+pub fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .map(|dir| dir.join("cosched"))
+}
+
+/// Where this machine's fitted model is kept.
+pub fn default_model_path(topology: &Topology) -> PathBuf {
+    let dir = cache_dir().unwrap_or_else(|| PathBuf::from("results"));
+    CalibratedModel::path_in(&dir, &topology.name, topology.num_cpus())
+}
+
+/// The fitted model to simulate `topology` with, if any: `--model FILE`; else for this machine its
+/// stored model, which an explicit `--machine this` requires (the default machine falls back to the
+/// papers' constants, saying so).
+pub fn chosen(
+    args: &ModelArgs,
+    machine: Option<&str>,
+    topology: &Topology,
+) -> anyhow::Result<Option<CalibratedModel>> {
+    if let Some(path) = &args.model {
+        return Ok(Some(
+            CalibratedModel::load(path).map_err(anyhow::Error::msg)?,
+        ));
+    }
+    if machine.is_some_and(|m| m != THIS_MACHINE) {
+        return Ok(None);
+    }
+    let path = default_model_path(topology);
+    if path.exists() {
+        return Ok(Some(
+            CalibratedModel::load(&path).map_err(anyhow::Error::msg)?,
+        ));
+    }
+    if machine.is_some() {
+        anyhow::bail!(
+            "no machine model fitted for this machine ({}, {} CPUs) yet: run `cosched calibrate --model` \
+(about a minute) to write {}, or give --model FILE",
+            topology.name,
+            topology.num_cpus(),
+            path.display()
+        );
+    }
+    eprintln!(
+        "note: no machine model fitted here yet: simulating with the papers' constants \
+(`cosched calibrate --model` fits this machine's)"
+    );
+    Ok(None)
+}
+
+/// The constants of `model`, or the defaults.
+pub fn params(model: Option<&CalibratedModel>) -> ModelParams {
+    model.map(|m| m.params.clone()).unwrap_or_default()
+}
+
+/// Gives each job the work that makes its simulated isolated time the one measured for it on this
+/// machine (`isolated`, stored by `cosched calibrate WORKLOAD` or a real `compare`): the profiles'
+/// runtimes were measured once, on some machine, while the model's constants describe how jobs share
+/// this one. Returns how many jobs were resized.
+pub fn size_jobs_to_measured(
+    jobs: &mut [SimJob],
+    workload: &Workload,
+    topology: &Topology,
+    params: &ModelParams,
+    isolated: &Path,
+) -> anyhow::Result<usize> {
+    let times = IsolatedTimes::load(isolated)?;
+    let options = SimOptions {
+        params: params.clone(),
+        ..SimOptions::default()
+    };
+    let mut resized = 0;
+    for job in jobs.iter_mut() {
+        let entry = workload.jobs.iter().find(|e| e.name == job.spec.name);
+        let Some(measured) = entry.and_then(|e| times.lookup(topology, e)) else {
+            continue;
+        };
+        let simulated = isolated_time(topology, job, &options);
+        if simulated > 0.0 && measured > 0.0 {
+            Arc::make_mut(&mut job.profile).work *= measured / simulated;
+            resized += 1;
+        }
+    }
+    Ok(resized)
+}
