@@ -490,6 +490,11 @@ mod tests {
         let e = parse("amdahl(serial=0, runtime=5, sync=spin, sync_interval=1e-6, spin=5e-5)")
             .unwrap_err();
         assert!(e.reason.contains("sync=block"), "{e}");
+        let p = parse("amdahl(serial=0, runtime=5, sync=block, sync_interval=1e-3, spin=gomp)")
+            .unwrap();
+        assert_eq!(p.spin_limit, SpinLimit::Gomp);
+        assert_eq!(parse("nas/cg.B").unwrap().spin_limit, SpinLimit::Gomp);
+        assert!(parse("nas/lu.A").unwrap().spin_limit.is_zero());
     }
 
     #[test]

@@ -16,7 +16,7 @@ thread count its bounds allow, and stores the times (keyed by machine, job name 
 WORKLOAD with the extension .isolated.json, where `cosched run` and `cosched compare` find them: they \
 are the denominators of slowdown and NTT (TACO §4, CaSAS eq. 1). Jobs that fail are reported and left \
 out.\n\nWith --model (no WORKLOAD), fits the simulator's machine-specific constants instead, from short \
-runs on this machine (about half a minute; run it on an idle machine): how a spinning team progresses \
+runs on this machine (about 15 s; run it on an idle machine): how a spinning team progresses \
 beside CPU hogs, the OS time slice, libgomp's spin time, the context-switch, LLC-refill and memory \
 bandwidth figures, each the median of 3 runs with its range. It writes a machine model file (default: \
 ~/.cache/cosched/model-<machine>-<cpus>cpu.toml) that `cosched sim` and `cosched compare --sim` use on \

@@ -84,6 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.sim || args.model.model.is_none(),
         "--model applies to simulations only: add --sim"
     );
+    let mut model_note = String::new();
     let fitted = if args.sim {
         machine_model::chosen(&args.model, args.machine.as_deref(), &topology)?
     } else {
@@ -103,6 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 (workload, jobs)
             }
         };
+        let mut sized = String::new();
         if let Some(model) = &fitted {
             let isolated = isolated_path(&args);
             let resized = machine_model::size_jobs_to_measured(
@@ -112,14 +114,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 &model.params,
                 &isolated,
             )?;
-            eprintln!(
-                "machine model of {} ({} CPUs); {resized} of {} jobs sized by the isolated times in {}",
-                model.machine,
-                model.cpus,
+            sized = format!(
+                "; {resized} of {} jobs sized by the isolated times in {}",
                 jobs.len(),
                 isolated.display()
             );
         }
+        model_note = machine_model::describe(fitted.as_ref(), args.machine.as_deref(), &sized);
         (workload, Some(jobs))
     } else {
         let workload = match &args.workload {
@@ -141,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 &workload,
                 &jobs,
                 &topology,
-                &machine_model::params(fitted.as_ref()),
+                (&machine_model::params(fitted.as_ref()), &model_note),
                 &policies,
                 &out,
             )?,
@@ -176,12 +177,12 @@ fn compare_simulated(
     workload: &Workload,
     jobs: &[SimJob],
     topology: &Topology,
-    params: &ModelParams,
+    (params, model_note): (&ModelParams, &str),
     policies: &[String],
     out: &Path,
 ) -> anyhow::Result<Vec<Run>> {
     eprintln!(
-        "comparing {} on {} ({} CPUs, simulated): {}",
+        "comparing {} on {} ({} CPUs, simulated; {model_note}): {}",
         workload.info.name,
         topology.name,
         topology.num_cpus(),

@@ -38,7 +38,7 @@ pub fn default_model_path(topology: &Topology) -> PathBuf {
 
 /// The fitted model to simulate `topology` with, if any: `--model FILE`; else for this machine its
 /// stored model, which an explicit `--machine this` requires (the default machine falls back to the
-/// papers' constants, saying so).
+/// papers' constants; [`describe`] says so).
 pub fn chosen(
     args: &ModelArgs,
     machine: Option<&str>,
@@ -61,17 +61,24 @@ pub fn chosen(
     if machine.is_some() {
         anyhow::bail!(
             "no machine model fitted for this machine ({}, {} CPUs) yet: run `cosched calibrate --model` \
-(about a minute) to write {}, or give --model FILE",
+(about 15 s) to write {}, or give --model FILE",
             topology.name,
             topology.num_cpus(),
             path.display()
         );
     }
-    eprintln!(
-        "note: no machine model fitted here yet: simulating with the papers' constants \
-(`cosched calibrate --model` fits this machine's)"
-    );
     Ok(None)
+}
+
+/// One line for the user: which constants the simulation uses, and how many jobs were sized.
+pub fn describe(fitted: Option<&CalibratedModel>, machine: Option<&str>, sized: &str) -> String {
+    match fitted {
+        Some(m) => format!("machine model of {} ({} CPUs){sized}", m.machine, m.cpus),
+        None if machine.is_none() => "no machine model fitted here yet: the papers' constants \
+(`cosched calibrate --model` fits this machine's)"
+            .to_string(),
+        None => "the papers' constants".to_string(),
+    }
 }
 
 /// The constants of `model`, or the defaults.

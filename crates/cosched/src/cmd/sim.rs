@@ -104,6 +104,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(fitted) = &fitted {
         model.params = fitted.params.clone();
     }
+    let mut model_note = String::new();
+    if scenario.is_none() && fitted.is_none() {
+        model_note = machine_model::describe(None, args.machine.as_deref(), "");
+    }
     let mut progress = Progress::new();
     let paper = scenario.as_ref().and_then(|f| f.paper.as_ref());
     if let Some(file) = scenario.as_ref().filter(|f| !f.sets.is_empty()) {
@@ -177,13 +181,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &model.params,
                     &isolated,
                 )?;
-                if resized > 0 {
-                    eprintln!(
-                        "{resized} of {} jobs sized by the isolated times in {}",
+                model_note = machine_model::describe(
+                    fitted.as_ref(),
+                    args.machine.as_deref(),
+                    &format!(
+                        "; {resized} of {} jobs sized by the isolated times in {}",
                         instance.jobs.len(),
                         isolated.display()
-                    );
-                }
+                    ),
+                );
             }
             vec![instance]
         }
@@ -193,6 +199,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .flat_map(|i| i.jobs.iter().map(|j| j.spec.clone()))
             .collect();
         policies = super::policies::default_for(&specs);
+    }
+    if !model_note.is_empty() {
+        eprintln!("{model_note}");
     }
     let results = runner::run_all(
         &topology,
