@@ -6,6 +6,7 @@
 //! - [`attach`]: which running processes a client may hand to the daemon (`cosched attach`).
 //! - [`journal`]: the fsynced append-only history, replayed at start.
 //! - [`notify`]: readiness and status for systemd (`Type=notify`).
+//! - [`slowdown`]: a job's slowdown so far, from the daemon's history.
 //! - [`source`]: the executor's job source fed by submissions.
 //! - [`switches`]: how late slot switches came, for `cosched bench daemon`.
 //! - [`daemon`]: start-up, recovery and adoption after a restart, the executor run.
@@ -22,5 +23,6 @@ pub mod paths;
 pub mod protocol;
 pub mod registry;
 pub mod server;
+pub mod slowdown;
 pub mod source;
 pub mod switches;

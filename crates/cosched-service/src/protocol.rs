@@ -177,6 +177,10 @@ pub struct JobView {
     pub attached: bool,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Elapsed time over the shortest run of the same command that ended well, as far as the
+    /// daemon's history goes (`slowdown.rs`); none for a command never seen to finish.
+    #[serde(default)]
+    pub slowdown: Option<f64>,
 }
 
 impl JobView {
@@ -208,6 +212,7 @@ impl JobView {
             adopted: false,
             attached: false,
             labels: submission.labels.clone(),
+            slowdown: None,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use crate::journal::{Appended, Entry, Journal};
 use crate::protocol::{now_unix, Attachment, JobState, JobView, Reply, Request, Submission};
+use crate::slowdown;
 use crate::switches::SwitchLog;
 use cosched_core::Policy;
 use cosched_linux::Adopt;
@@ -131,23 +132,34 @@ impl Shared {
     pub fn handle(&self, request: Request, peer: Peer) -> Reply {
         let result = match request {
             Request::Submit(submission) => self.submit(submission, peer),
-            Request::Jobs { all } => Ok(Reply::Jobs {
-                jobs: self
-                    .lock()
-                    .jobs
-                    .values()
-                    .filter(|j| all || !j.view.state.ended())
-                    .map(|j| j.view.clone())
-                    .collect(),
-            }),
-            Request::Show { id } => self
-                .lock()
-                .jobs
-                .get(&id)
-                .map(|j| Reply::Job {
-                    job: Box::new(j.view.clone()),
+            Request::Jobs { all } => {
+                let registry = self.lock();
+                let shortest = slowdown::shortest_runs(registry.jobs.values().map(|j| &j.view));
+                let now = now_unix();
+                Ok(Reply::Jobs {
+                    jobs: registry
+                        .jobs
+                        .values()
+                        .filter(|j| all || !j.view.state.ended())
+                        .map(|j| slowdown::with_slowdown(j.view.clone(), &shortest, now))
+                        .collect(),
                 })
-                .ok_or_else(|| no_such_job(id)),
+            }
+            Request::Show { id } => {
+                let registry = self.lock();
+                let shortest = slowdown::shortest_runs(registry.jobs.values().map(|j| &j.view));
+                registry
+                    .jobs
+                    .get(&id)
+                    .map(|j| Reply::Job {
+                        job: Box::new(slowdown::with_slowdown(
+                            j.view.clone(),
+                            &shortest,
+                            now_unix(),
+                        )),
+                    })
+                    .ok_or_else(|| no_such_job(id))
+            }
             Request::Cancel { ids } => self.cancel(&ids, peer),
             Request::Wait { ids } => self.wait(&ids),
             Request::Policy { set: None } => Ok(Reply::Policy {

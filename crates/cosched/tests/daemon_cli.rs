@@ -1050,3 +1050,35 @@ fn the_policy_switches_live_over_running_jobs_and_a_restart_keeps_it() {
     successor.wait(ids.to_vec());
     successor.stop();
 }
+
+#[test]
+fn jobs_show_the_slowdown_so_far_of_a_command_seen_to_finish_before() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let first = daemon.submit(&["sleep", "0.5"]);
+    let [done] = &daemon.wait(vec![first])[..] else {
+        panic!("one job")
+    };
+    assert_eq!(done.state, JobState::Done);
+    let alone = done.finished.unwrap() - done.started.unwrap();
+    assert_eq!(show(&daemon, first).slowdown, Some(1.0), "the shortest run is itself");
+
+    let again = daemon.submit(&["sleep", "0.5"]);
+    let never_seen = daemon.submit(&["sleep", "3"]);
+    assert!(poll(Duration::from_secs(10), || show(&daemon, again).state == JobState::Running));
+    let running = show(&daemon, again);
+    let so_far = running.slowdown.expect("a command seen to finish has a slowdown");
+    let elapsed = cosched_service::protocol::now_unix() - running.started.unwrap();
+    assert!(
+        so_far > 0.0 && so_far <= elapsed / alone + 0.01,
+        "{so_far} against {elapsed} s over {alone} s"
+    );
+    assert_eq!(show(&daemon, never_seen).slowdown, None);
+
+    let listing = cosched(&daemon, &["jobs"]);
+    let text = String::from_utf8_lossy(&listing.stdout);
+    assert!(text.lines().next().unwrap().contains("slowdown"), "{text}");
+    daemon.wait(vec![again, never_seen]);
+    daemon.stop();
+}

@@ -39,8 +39,8 @@ impl ClientArgs {
 /// One line per job: id, name, user, state, CPUs now, threads, elapsed.
 pub fn print_jobs(jobs: &[JobView]) {
     println!(
-        "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9}  labels",
-        "id", "name", "uid", "state", "cpus", "threads", "elapsed s"
+        "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9} {:>8}  labels",
+        "id", "name", "uid", "state", "cpus", "threads", "elapsed s", "slowdown"
     );
     let now = cosched_service::protocol::now_unix();
     for job in jobs {
@@ -50,7 +50,7 @@ pub fn print_jobs(jobs: &[JobView]) {
             .map_or("-".to_string(), |e| format!("{e:.1}"));
         let labels: Vec<String> = job.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!(
-            "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9}  {}",
+            "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9} {:>8}  {}",
             job.id,
             job.name,
             job.uid,
@@ -58,6 +58,7 @@ pub fn print_jobs(jobs: &[JobView]) {
             job.cpus.as_deref().unwrap_or("-"),
             job.threads.map_or("-".into(), |t| t.to_string()),
             elapsed,
+            job.slowdown.map_or("-".into(), |s| format!("{s:.2}")),
             labels.join(",")
         );
     }

@@ -3,7 +3,7 @@
 use super::client::{print_jobs, unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
 
-/// List the daemon's jobs: id, name, user, state, CPUs now, threads, elapsed
+/// List the daemon's jobs: id, name, user, state, CPUs now, threads, elapsed, slowdown so far
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  cosched jobs\n  cosched jobs --all --json")]
 pub struct Args {
