@@ -1062,13 +1062,20 @@ fn jobs_show_the_slowdown_so_far_of_a_command_seen_to_finish_before() {
     };
     assert_eq!(done.state, JobState::Done);
     let alone = done.finished.unwrap() - done.started.unwrap();
-    assert_eq!(show(&daemon, first).slowdown, Some(1.0), "the shortest run is itself");
+    assert_eq!(
+        show(&daemon, first).slowdown,
+        Some(1.0),
+        "the shortest run is itself"
+    );
 
     let again = daemon.submit(&["sleep", "0.5"]);
     let never_seen = daemon.submit(&["sleep", "3"]);
-    assert!(poll(Duration::from_secs(10), || show(&daemon, again).state == JobState::Running));
+    assert!(poll(Duration::from_secs(10), || show(&daemon, again).state
+        == JobState::Running));
     let running = show(&daemon, again);
-    let so_far = running.slowdown.expect("a command seen to finish has a slowdown");
+    let so_far = running
+        .slowdown
+        .expect("a command seen to finish has a slowdown");
     let elapsed = cosched_service::protocol::now_unix() - running.started.unwrap();
     assert!(
         so_far > 0.0 && so_far <= elapsed / alone + 0.01,
