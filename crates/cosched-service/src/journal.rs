@@ -290,22 +290,6 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
 mod tests {
     use super::*;
 
-    fn submission() -> Submission {
-        Submission {
-            name: "j".into(),
-            command: vec!["/bin/true".into()],
-            cwd: "/".into(),
-            env: Default::default(),
-            min_threads: None,
-            max_threads: None,
-            kind: Default::default(),
-            weight: 1.0,
-            coschedule: true,
-            hints: Default::default(),
-            labels: Default::default(),
-        }
-    }
-
     #[test]
     fn concurrent_writers_each_get_a_whole_line_and_every_entry_replays() {
         let dir = tempfile::tempdir().unwrap();
@@ -363,7 +347,7 @@ mod tests {
                         t: 1.0,
                         uid: 1000,
                         gid: 1000,
-                        submission: submission(),
+                        submission: Submission::of("/bin/true"),
                         stdout: "o".into(),
                         stderr: "e".into(),
                     })

@@ -69,6 +69,26 @@ pub struct Submission {
     pub labels: BTreeMap<String, String>,
 }
 
+#[cfg(test)]
+impl Submission {
+    /// One program without arguments, with every other field at its default: what unit tests need.
+    pub(crate) fn of(program: &str) -> Submission {
+        Submission {
+            name: program.into(),
+            command: vec![program.into()],
+            cwd: "/".into(),
+            env: Default::default(),
+            min_threads: None,
+            max_threads: None,
+            kind: Default::default(),
+            weight: 1.0,
+            coschedule: true,
+            hints: Default::default(),
+            labels: Default::default(),
+        }
+    }
+}
+
 /// A running process to adopt as a job, as `cosched attach` sends it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

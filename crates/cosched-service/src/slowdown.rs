@@ -38,19 +38,7 @@ mod tests {
     use crate::protocol::Submission;
 
     fn view(id: u64, command: &str, state: JobState, run: Option<(f64, Option<f64>)>) -> JobView {
-        let submission = Submission {
-            name: command.into(),
-            command: vec![command.into()],
-            cwd: "/".into(),
-            env: Default::default(),
-            min_threads: None,
-            max_threads: None,
-            kind: Default::default(),
-            weight: 1.0,
-            coschedule: true,
-            hints: Default::default(),
-            labels: Default::default(),
-        };
+        let submission = Submission::of(command);
         let mut view = JobView::queued(id, 0, 0.0, &submission, "o".into(), "e".into());
         view.state = state;
         view.started = run.map(|(start, _)| start);
