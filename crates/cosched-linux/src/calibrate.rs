@@ -1,16 +1,18 @@
-//! Calibration: each job of a workload alone on the whole machine, one after another, giving the
-//! isolated times stored by [`crate::isolated`].
+//! Calibration: each job of a workload alone on the whole machine (or on one CPU, to see how it
+//! scales here), one after another, giving the isolated times stored by [`crate::isolated`].
 
 use crate::executor::{run, RunOptions};
 use crate::isolated::{Calibrated, IsolatedTime};
 use crate::{Error, Freezer, Placement};
 use cosched_core::trace::ExitStatus;
 use cosched_core::workload::{JobEntry, Workload};
-use cosched_core::{Assignment, Context, Event, Plan, Policy, Topology};
+use cosched_core::{Assignment, Context, CpuSet, Event, Plan, Policy, Topology};
 use std::path::Path;
 
-/// Gives the one job of a calibration run the whole machine.
-struct Alone;
+/// Gives the one job of a calibration run its CPUs.
+struct Alone {
+    cpus: CpuSet,
+}
 
 impl Policy for Alone {
     fn name(&self) -> &str {
@@ -21,23 +23,23 @@ impl Policy for Alone {
         let Event::Arrived { job } = event else {
             return None;
         };
-        let all = ctx.topology.cpus().clone();
-        let threads = ctx.job(*job)?.spec.threads_for(all.len());
+        let threads = ctx.job(*job)?.spec.threads_for(self.cpus.len());
         let mut plan = Plan::space_sharing(vec![Assignment {
             job: *job,
-            cpus: all,
+            cpus: self.cpus.clone(),
         }]);
         plan.advice.insert(*job, threads);
         Some(plan)
     }
 }
 
-/// Runs every job of `workload` alone on the whole machine, one after another, with the widest thread
-/// count its bounds allow; each run's trace and output go to `output_dir/<job>/`. `each` is called
-/// after every job.
+/// Runs every job of `workload` alone on `cpus` (the whole machine for isolated times), one after
+/// another, with the widest thread count its bounds allow there; each run's trace and output go to
+/// `output_dir/<job>/`. `each` is called after every job.
 pub fn calibrate(
     workload: &Workload,
     topology: &Topology,
+    cpus: &CpuSet,
     output_dir: &Path,
     placement: Option<Placement>,
     freezer: Option<Freezer>,
@@ -63,7 +65,8 @@ pub fn calibrate(
             what: format!("cannot create {}", job_options.output_dir.display()),
             source,
         })?;
-        let report = run(&alone, topology, Box::new(Alone), &job_options)?;
+        let policy = Alone { cpus: cpus.clone() };
+        let report = run(&alone, topology, Box::new(policy), &job_options)?;
         let outcome = &report.jobs[0];
         let result = match (outcome.status.clone(), outcome.started, outcome.finished) {
             (ExitStatus::Ok, Some(start), Some(end)) => Calibrated::Time(IsolatedTime {

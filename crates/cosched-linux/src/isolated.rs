@@ -25,6 +25,10 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IsolatedTimes {
     pub entries: Vec<IsolatedTime>,
+    /// Each job alone on one CPU of the same machine (`cosched calibrate --scaling`): with `entries`,
+    /// how the job scales here, which the simulator fits (`docs/simulation-model.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_cpu: Vec<IsolatedTime>,
     /// What past runs showed about programs; absent in files written before it existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub behaviour: Vec<ObservedProgram>,
@@ -84,10 +88,17 @@ impl IsolatedTimes {
     }
 
     pub fn lookup(&self, topology: &Topology, job: &JobEntry) -> Option<f64> {
-        self.entries
-            .iter()
-            .find(|e| e.matches(topology, job))
-            .map(|e| e.seconds)
+        self.entry(topology, job).map(|e| e.seconds)
+    }
+
+    /// The job's time alone on the whole machine, with the threads it ran.
+    pub fn entry(&self, topology: &Topology, job: &JobEntry) -> Option<&IsolatedTime> {
+        self.entries.iter().find(|e| e.matches(topology, job))
+    }
+
+    /// The job's time alone on one CPU of this machine, with the threads it ran.
+    pub fn one_cpu_entry(&self, topology: &Topology, job: &JobEntry) -> Option<&IsolatedTime> {
+        self.one_cpu.iter().find(|e| e.matches(topology, job))
     }
 
     /// What past runs showed about this command line here, if any run tested anything.
@@ -138,26 +149,40 @@ impl IsolatedTimes {
         }
     }
 
-    /// Adds the time of every job that succeeded in `results`; returns how many failed.
+    /// Adds the time of every job that succeeded in `results` (runs on the whole machine); returns
+    /// how many failed.
     pub fn record(&mut self, results: Vec<Calibrated>) -> usize {
-        let mut failed = 0;
-        for result in results {
-            match result {
-                Calibrated::Time(time) => self.insert(time),
-                Calibrated::Failed { .. } => failed += 1,
-            }
-        }
-        failed
+        record_into(&mut self.entries, results)
+    }
+
+    /// As [`IsolatedTimes::record`], for runs on one CPU.
+    pub fn record_one_cpu(&mut self, results: Vec<Calibrated>) -> usize {
+        record_into(&mut self.one_cpu, results)
     }
 
     /// Adds an entry, replacing the one for the same machine and job.
     pub fn insert(&mut self, time: IsolatedTime) {
-        self.entries.retain(|e| {
-            (&e.machine, e.cpus, &e.job, &e.command)
-                != (&time.machine, time.cpus, &time.job, &time.command)
-        });
-        self.entries.push(time);
+        insert_into(&mut self.entries, time);
     }
+}
+
+fn record_into(list: &mut Vec<IsolatedTime>, results: Vec<Calibrated>) -> usize {
+    let mut failed = 0;
+    for result in results {
+        match result {
+            Calibrated::Time(time) => insert_into(list, time),
+            Calibrated::Failed { .. } => failed += 1,
+        }
+    }
+    failed
+}
+
+fn insert_into(list: &mut Vec<IsolatedTime>, time: IsolatedTime) {
+    list.retain(|e| {
+        (&e.machine, e.cpus, &e.job, &e.command)
+            != (&time.machine, time.cpus, &time.job, &time.command)
+    });
+    list.push(time);
 }
 
 impl ObservedProgram {

@@ -7,6 +7,7 @@
 //! measured.
 
 use crate::model::ModelParams;
+use crate::profile::Speedup;
 use cosched_core::names::file_name_part;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -151,6 +152,23 @@ impl CalibratedModel {
     }
 }
 
+/// The speedup of a job that took `one_thread` seconds alone with one thread on one CPU and `seconds`
+/// alone with `threads` threads on as many CPUs of the same machine: the table through (1, 1) and
+/// (`threads`, `one_thread` / `seconds`), at most linear. A table rather than Amdahl's law because on
+/// the machine it was written for, the kernels that scale poorly keep all their threads busy (their CPU
+/// time grows with their threads): they have no serial phase that would leave a CPU to others.
+/// None without two distinct points.
+pub fn measured_speedup(one_thread: f64, threads: u32, seconds: f64) -> Option<Speedup> {
+    if threads < 2 || !(one_thread > 0.0 && seconds > 0.0) {
+        return None;
+    }
+    let n = f64::from(threads);
+    Some(Speedup::Table {
+        traditional: vec![(n, (one_thread / seconds).min(n))],
+        effective: None,
+    })
+}
+
 /// κ such that a team of `threads` at `load` threads per CPU co-runs L^−(1 + κ(n − 1)) of the time,
 /// given the measured `progress` (which is that fraction: the team advances only while co-running).
 fn corun_exponent(progress: f64, load: f64, threads: u32) -> f64 {
@@ -193,6 +211,19 @@ mod tests {
         // Nothing measured: the default stays and nothing claims to be fitted.
         assert_eq!(model.params.llc_refill, ModelParams::default().llc_refill);
         assert!(!model.fitted.contains_key("llc_refill"));
+    }
+
+    #[test]
+    fn the_measured_speedup_goes_through_both_measured_times() {
+        let speedup = measured_speedup(6.0, 2, 4.5).unwrap();
+        assert_eq!(speedup.traditional(1.0), 1.0);
+        assert!((speedup.traditional(2.0) - 6.0 / 4.5).abs() < 1e-12);
+        assert!((speedup.traditional(0.5) - 0.5).abs() < 1e-12);
+        // Better than linear is taken as linear; slower with more threads stays slower.
+        assert_eq!(measured_speedup(6.0, 2, 2.5).unwrap().traditional(2.0), 2.0);
+        assert!(measured_speedup(6.0, 2, 7.0).unwrap().traditional(2.0) < 1.0);
+        assert_eq!(measured_speedup(6.0, 1, 6.0), None);
+        assert_eq!(measured_speedup(0.0, 2, 3.0), None);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `cosched calibrate --model` writes this machine's model, and `cosched sim` on this machine uses it.
+//! `cosched calibrate --model` writes this machine's model, and `cosched sim` on this machine uses it;
+//! `cosched calibrate --scaling` times jobs on one CPU too, and the simulation follows those times.
 //! The calibration runs are real and short; nothing here depends on their figures, so a loaded machine
 //! only makes them noisier.
 
@@ -79,4 +80,78 @@ fn calibrate_model_writes_the_model_that_sim_on_this_machine_reads() {
         never > in_step * 1.1,
         "κ = 8: {never} s, κ = 0: {in_step} s"
     );
+}
+
+/// Two malleable kernels arriving together: EQ gives each one CPU.
+fn two_kernels() -> String {
+    let job = |name: &str| {
+        format!(
+            "[[job]]\nname = \"{name}\"\narrival = 0.0\nkind = \"malleable\"\n\
+             command = [\"{{bench}}/dense\", \"--iterations\", \"2\"]\n\
+             env = {{ OMP_WAIT_POLICY = \"passive\" }}\n\
+             profile = \"amdahl(serial=0.01, runtime=1)\"\n"
+        )
+    };
+    format!("[workload]\nname = \"two\"\n{}{}", job("a"), job("b"))
+}
+
+#[test]
+fn jobs_measured_on_one_cpu_take_that_long_on_one_cpu_in_the_simulation() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path();
+    let workload = dir.join("two.toml");
+    std::fs::write(&workload, two_kernels()).unwrap();
+    let workload = workload.to_str().unwrap();
+    let calibration = dir.join("calibration");
+    succeeded(cosched(
+        dir,
+        &[
+            "calibrate",
+            workload,
+            "--scaling",
+            "-o",
+            calibration.to_str().unwrap(),
+        ],
+    ));
+    let isolated = dir.join("two.isolated.json");
+    let mut times: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&isolated).unwrap()).unwrap();
+    assert_eq!(times["one_cpu"].as_array().unwrap().len(), 2, "{times}");
+    assert!(times["one_cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["threads"] == 1));
+    let model = dir.join("model.toml");
+    let fitted = CalibratedModel::fit("any", 2, &Default::default());
+    std::fs::write(&model, fitted.to_toml()).unwrap();
+    // Hand-set times: 2 s on every CPU, and on one CPU either twice that (perfect scaling) or
+    // barely more (a kernel that does not scale here).
+    for one_cpu in [4.0, 2.4] {
+        for entry in times["entries"].as_array_mut().unwrap() {
+            entry["seconds"] = 2.0.into();
+        }
+        for entry in times["one_cpu"].as_array_mut().unwrap() {
+            entry["seconds"] = one_cpu.into();
+        }
+        std::fs::write(&isolated, times.to_string()).unwrap();
+        let stdout = succeeded(cosched(
+            dir,
+            &[
+                "sim",
+                workload,
+                "--policy",
+                "eq",
+                "--model",
+                model.to_str().unwrap(),
+                "--json",
+            ],
+        ));
+        let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let makespan = rows[0]["makespan"].as_f64().unwrap();
+        assert!(
+            (makespan - one_cpu).abs() < 0.05 * one_cpu,
+            "one CPU each: simulated {makespan} s, measured {one_cpu} s alone on one CPU"
+        );
+    }
 }

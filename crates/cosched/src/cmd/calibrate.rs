@@ -15,13 +15,16 @@ use std::path::PathBuf;
 thread count its bounds allow, and stores the times (keyed by machine, job name and command) in \
 WORKLOAD with the extension .isolated.json, where `cosched run` and `cosched compare` find them: they \
 are the denominators of slowdown and NTT (TACO §4, CaSAS eq. 1). Jobs that fail are reported and left \
-out.\n\nWith --model (no WORKLOAD), fits the simulator's machine-specific constants instead, from short \
+out.\n\nWith --scaling, each job also runs alone on one CPU (one thread where its bounds allow): the \
+two times say how it scales on this machine, which `cosched compare --sim` fits instead of the \
+profile's speedup (docs/simulation-model.md).\n\nWith --model (no WORKLOAD), fits the simulator's machine-specific constants instead, from short \
 runs on this machine (about 15 s; run it on an idle machine): how a spinning team progresses \
 beside CPU hogs, the OS time slice, libgomp's spin time, the context-switch, LLC-refill and memory \
 bandwidth figures, each the median of 3 runs with its range. It writes a machine model file (default: \
 ~/.cache/cosched/model-<machine>-<cpus>cpu.toml) that `cosched sim` and `cosched compare --sim` use on \
 this machine (docs/simulation-model.md).\n\nExamples:\n  cosched calibrate examples/default.toml\n  \
 cosched calibrate my.toml --isolated my-times.json -o results/calibration\n  \
+cosched calibrate examples/independent.toml --scaling\n  \
 cosched calibrate --model\n  cosched calibrate --model -o box.model.toml"
 )]
 pub struct Args {
@@ -32,6 +35,9 @@ pub struct Args {
         conflicts_with = "model"
     )]
     workload: Option<PathBuf>,
+    /// Also run each job alone on one CPU, to measure how it scales here (for the simulator)
+    #[arg(long, conflicts_with = "model")]
+    scaling: bool,
     /// Fit the simulator's machine model on this machine instead of timing a workload's jobs
     #[arg(long)]
     model: bool,
@@ -69,21 +75,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         topology.name,
         topology.num_cpus()
     );
+    let mut print = |result: &Calibrated| match result {
+        Calibrated::Time(t) => println!(
+            "{:<24} {:>9.3} s  ({} threads)",
+            t.job, t.seconds, t.threads
+        ),
+        Calibrated::Failed { job, error } => println!("{job:<24} failed: {error}"),
+    };
     let results = cosched_linux::calibrate(
         &workload,
         &topology,
+        topology.cpus(),
         &out,
         args.mechanism.mechanism,
         args.mechanism.freezer,
-        &mut |result| match result {
-            Calibrated::Time(t) => println!(
-                "{:<24} {:>9.3} s  ({} threads)",
-                t.job, t.seconds, t.threads
-            ),
-            Calibrated::Failed { job, error } => println!("{job:<24} failed: {error}"),
-        },
+        &mut print,
     )?;
-    let failed = times.record(results);
+    let mut failed = times.record(results);
+    if args.scaling {
+        let first_cpu = topology.cpus().iter().next().into_iter().collect();
+        eprintln!("the same jobs alone on one CPU, to see how they scale here");
+        let results = cosched_linux::calibrate(
+            &workload,
+            &topology,
+            &first_cpu,
+            &out.join("one-cpu"),
+            args.mechanism.mechanism,
+            args.mechanism.freezer,
+            &mut print,
+        )?;
+        failed += times.record_one_cpu(results);
+    }
     times.save(&path)?;
     println!("isolated times: {}", path.display());
     if failed > 0 {
@@ -92,5 +114,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out.display()
         );
     }
-    JobsFailed::check(failed, workload.jobs.len())
+    let runs = workload.jobs.len() * if args.scaling { 2 } else { 1 };
+    JobsFailed::check(failed, runs)
 }

@@ -107,18 +107,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let mut sized = String::new();
         if let Some(model) = &fitted {
             let isolated = isolated_path(&args);
-            let resized = machine_model::size_jobs_to_measured(
+            let sizing = machine_model::size_jobs_to_measured(
                 &mut jobs,
                 &workload,
                 &topology,
                 &model.params,
                 &isolated,
             )?;
-            sized = format!(
-                "; {resized} of {} jobs sized by the isolated times in {}",
-                jobs.len(),
-                isolated.display()
-            );
+            sized = sizing.note(jobs.len(), &isolated);
         }
         model_note = machine_model::describe(fitted.as_ref(), args.machine.as_deref(), &sized);
         (workload, Some(jobs))
@@ -292,6 +288,7 @@ fn isolated_times(
     let results = cosched_linux::calibrate(
         &missing,
         topology,
+        topology.cpus(),
         &out.join("isolated"),
         mechanism.mechanism,
         mechanism.freezer,

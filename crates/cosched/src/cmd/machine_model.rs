@@ -6,7 +6,7 @@ use cosched_core::topology::presets::THIS_MACHINE;
 use cosched_core::workload::Workload;
 use cosched_core::Topology;
 use cosched_linux::IsolatedTimes;
-use cosched_sim::calibrated::CalibratedModel;
+use cosched_sim::calibrated::{self, CalibratedModel};
 use cosched_sim::{isolated_time, ModelParams, SimJob, SimOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,33 +86,70 @@ pub fn params(model: Option<&CalibratedModel>) -> ModelParams {
     model.map(|m| m.params.clone()).unwrap_or_default()
 }
 
+/// How [`size_jobs_to_measured`] changed the jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizing {
+    /// Jobs whose work was set from their measured isolated time.
+    pub resized: usize,
+    /// Jobs whose speedup was set from their measured one-CPU time too.
+    pub scaled: usize,
+}
+
+impl Sizing {
+    /// The note for the user: how many of `jobs` jobs were sized from `isolated`.
+    pub fn note(&self, jobs: usize, isolated: &Path) -> String {
+        format!(
+            "; {} of {jobs} jobs sized by the isolated times in {}, {} with their scaling measured here",
+            self.resized,
+            isolated.display(),
+            self.scaled
+        )
+    }
+}
+
 /// Gives each job the work that makes its simulated isolated time the one measured for it on this
 /// machine (`isolated`, stored by `cosched calibrate WORKLOAD` or a real `compare`): the profiles'
 /// runtimes were measured once, on some machine, while the model's constants describe how jobs share
-/// this one. Returns how many jobs were resized.
+/// this one. Where `cosched calibrate --scaling` also measured the job on one CPU with one thread, its
+/// speedup is first replaced by the one both times give ([`calibrated::measured_speedup`]): how the
+/// job scales on this machine, which its profile, measured elsewhere, need not say.
 pub fn size_jobs_to_measured(
     jobs: &mut [SimJob],
     workload: &Workload,
     topology: &Topology,
     params: &ModelParams,
     isolated: &Path,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Sizing> {
     let times = IsolatedTimes::load(isolated)?;
     let options = SimOptions {
         params: params.clone(),
         ..SimOptions::default()
     };
-    let mut resized = 0;
+    let mut sizing = Sizing {
+        resized: 0,
+        scaled: 0,
+    };
     for job in jobs.iter_mut() {
-        let entry = workload.jobs.iter().find(|e| e.name == job.spec.name);
-        let Some(measured) = entry.and_then(|e| times.lookup(topology, e)) else {
+        let Some(entry) = workload.jobs.iter().find(|e| e.name == job.spec.name) else {
             continue;
         };
+        let Some(measured) = times.entry(topology, entry) else {
+            continue;
+        };
+        let one_thread = (times.one_cpu_entry(topology, entry))
+            .filter(|one| one.threads == 1)
+            .map(|one| one.seconds);
+        let speedup = one_thread
+            .and_then(|one| calibrated::measured_speedup(one, measured.threads, measured.seconds));
+        if let Some(speedup) = speedup {
+            Arc::make_mut(&mut job.profile).speedup = speedup;
+            sizing.scaled += 1;
+        }
         let simulated = isolated_time(topology, job, &options);
-        if simulated > 0.0 && measured > 0.0 {
-            Arc::make_mut(&mut job.profile).work *= measured / simulated;
-            resized += 1;
+        if simulated > 0.0 && measured.seconds > 0.0 {
+            Arc::make_mut(&mut job.profile).work *= measured.seconds / simulated;
+            sizing.resized += 1;
         }
     }
-    Ok(resized)
+    Ok(sizing)
 }

@@ -174,7 +174,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let (workload, mut instance) = workload_instance(&args.input, cpus, args.seeds)?;
             if fitted.is_some() {
                 let isolated = cosched_linux::IsolatedTimes::default_path(&args.input);
-                let resized = machine_model::size_jobs_to_measured(
+                let sizing = machine_model::size_jobs_to_measured(
                     &mut instance.jobs,
                     &workload,
                     &topology,
@@ -184,11 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 model_note = machine_model::describe(
                     fitted.as_ref(),
                     args.machine.as_deref(),
-                    &format!(
-                        "; {resized} of {} jobs sized by the isolated times in {}",
-                        instance.jobs.len(),
-                        isolated.display()
-                    ),
+                    &sizing.note(instance.jobs.len(), &isolated),
                 );
             }
             vec![instance]
