@@ -15,29 +15,30 @@ use std::time::{Duration, Instant};
 /// Work per barrier round of the spinning team, µs, split among its threads: synchronisations far
 /// more frequent than OS time slices, as in the bundled `spin-barrier` job.
 const SPIN_ROUND_US: u32 = 200;
+/// Work per barrier round of the co-runners that block, µs (the bundled `block-barrier`'s).
+const BLOCKING_ROUND_US: u32 = 400;
 
 /// The progress of a spinning team (the bundled `barrier --kind spin`, `threads` threads) beside as
-/// many CPU-bound threads (`stress --kind cpu`), as a fraction of its progress alone, each run lasting
-/// `seconds`. The OS time-shares the two without coordination, so the team advances only while all its
-/// threads happen to run at once.
+/// many threads that block and wake at every barrier (the bundled workload's `block-barrier`: spin 50 µs,
+/// then sleep), as a fraction of its progress alone, each run lasting `seconds`. The OS time-shares the
+/// two without coordination, so the team advances only while all its threads happen to run at once.
+/// The co-runners block and wake as the workloads' OpenMP kernels do: beside CPU hogs that never block,
+/// the OS keeps the slices of both CPUs in step, which no workload here sees (`docs/simulation-model.md`).
 pub fn spin_progress(bench_dir: &Path, threads: u32, seconds: f64) -> Result<f64, Error> {
-    let barrier = || {
+    let barrier = |kind: &str, work_us: u32, seconds: f64| {
         let mut command = Command::new(bench_dir.join("barrier"));
-        command.args(["--kind", "spin", "--threads", &threads.to_string()]);
-        command.args(["--work", &SPIN_ROUND_US.to_string()]);
+        command.args(["--kind", kind, "--threads", &threads.to_string()]);
+        command.args(["--work", &work_us.to_string()]);
         command.args(["--duration", &seconds.to_string()]);
         command
     };
-    let alone = rate_of(barrier())?;
-    let mut hogs = Command::new(bench_dir.join("stress"));
-    hogs.args(["--kind", "cpu", "--threads", &threads.to_string()]);
-    hogs.args(["--duration", &(seconds + 1.0).to_string()]);
-    let mut hogs = spawn_quiet(hogs)?;
-    // Let the hogs' threads reach their CPUs before the team starts.
+    let alone = rate_of(barrier("spin", SPIN_ROUND_US, seconds))?;
+    let mut corunners = spawn_quiet(barrier("spin-block", BLOCKING_ROUND_US, seconds + 1.0))?;
+    // Let the co-runners' threads reach their CPUs before the team starts.
     std::thread::sleep(Duration::from_millis(100));
-    let beside = rate_of(barrier());
-    let _ = hogs.kill();
-    let _ = hogs.wait();
+    let beside = rate_of(barrier("spin", SPIN_ROUND_US, seconds));
+    let _ = corunners.kill();
+    let _ = corunners.wait();
     Ok(beside? / alone)
 }
 

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 pub struct Measurements {
     /// Threads of the spinning team in the co-run runs.
     pub team_threads: u32,
-    /// Threads per CPU while the team runs beside the CPU hogs (the team's own included).
+    /// Threads per CPU while the team runs beside its co-runners (the team's own included).
     pub team_load: f64,
-    /// The spinning team's progress beside the hogs, as a fraction of its progress alone.
+    /// The spinning team's progress beside co-runners that block and wake, as a fraction of its
+    /// progress alone.
     pub spin_progress: Vec<f64>,
     /// Mean time a CPU-bound thread runs before the OS switches to another on its CPU, seconds.
     pub timeslice: Vec<f64>,

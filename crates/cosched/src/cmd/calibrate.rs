@@ -18,8 +18,8 @@ are the denominators of slowdown and NTT (TACO §4, CaSAS eq. 1). Jobs that fail
 out.\n\nWith --scaling, each job also runs alone on one CPU (one thread where its bounds allow): the \
 two times say how it scales on this machine, which `cosched compare --sim` fits instead of the \
 profile's speedup (docs/simulation-model.md).\n\nWith --model (no WORKLOAD), fits the simulator's machine-specific constants instead, from short \
-runs on this machine (about 15 s; run it on an idle machine): how a spinning team progresses \
-beside CPU hogs, the OS time slice, libgomp's spin time, the context-switch, LLC-refill and memory \
+runs on this machine (about 20 s; run it on an idle machine): how a spinning team progresses \
+beside threads that block and wake, the OS time slice, libgomp's spin time, the context-switch, LLC-refill and memory \
 bandwidth figures, each the median of 3 runs with its range. It writes a machine model file (default: \
 ~/.cache/cosched/model-<machine>-<cpus>cpu.toml) that `cosched sim` and `cosched compare --sim` use on \
 this machine (docs/simulation-model.md).\n\nExamples:\n  cosched calibrate examples/default.toml\n  \

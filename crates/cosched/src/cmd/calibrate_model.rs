@@ -9,8 +9,9 @@ use cosched_sim::calibrated::{CalibratedModel, Measurements};
 use std::path::Path;
 use std::time::Instant;
 
-/// Seconds of each spinning-team run (alone, then beside the hogs).
-const SPIN_RUN_SECONDS: f64 = 1.0;
+/// Seconds of each spinning-team run (alone, then beside the co-runners): long enough for the OS to
+/// move threads between CPUs a few times.
+const SPIN_RUN_SECONDS: f64 = 2.0;
 /// Seconds two CPU-bound threads share one CPU to count their time slices.
 const TIMESLICE_SECONDS: f64 = 0.5;
 const SWITCH_ROUND_TRIPS: u32 = 20_000;
@@ -29,7 +30,7 @@ pub fn run(out: Option<&Path>, repeat: u32) -> anyhow::Result<()> {
     let team = cpus.min(u32::MAX as usize) as u32;
     let mut m = Measurements {
         team_threads: team,
-        // The team's threads and as many hogs, over all CPUs.
+        // The team's threads and as many co-runners, over all CPUs.
         team_load: 2.0,
         ..Measurements::default()
     };
@@ -42,7 +43,7 @@ the machine skews the figures",
     );
     for round in 1..=repeat {
         let step = |what: &str| eprintln!("[{round}/{repeat}] {what} …");
-        step("a spinning team beside CPU hogs");
+        step("a spinning team beside threads that block and wake");
         m.spin_progress
             .push(model_runs::spin_progress(&bench, team, SPIN_RUN_SECONDS)?);
         step("time slices of two threads on one CPU");

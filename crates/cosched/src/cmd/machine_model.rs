@@ -61,7 +61,7 @@ pub fn chosen(
     if machine.is_some() {
         anyhow::bail!(
             "no machine model fitted for this machine ({}, {} CPUs) yet: run `cosched calibrate --model` \
-(about 15 s) to write {}, or give --model FILE",
+(about 20 s) to write {}, or give --model FILE",
             topology.name,
             topology.num_cpus(),
             path.display()
