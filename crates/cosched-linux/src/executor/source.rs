@@ -114,8 +114,9 @@ impl WorkloadReplay {
             .map(|(entry, mut spec)| {
                 let isolated = isolated_times.lookup(topology, entry);
                 // The run history: a past run of the same command alone here estimates its run time
-                // where the workload declares none (`auto` then prefers the least remaining work).
-                spec.hints.runtime = spec.hints.runtime.or(isolated);
+                // better than a declared one, which was measured elsewhere or guessed (`auto` then
+                // prefers the least remaining work).
+                spec.hints.runtime = isolated.or(spec.hints.runtime);
                 if let Some(known) = isolated_times.behaviour(topology, &entry.command) {
                     known.apply(&mut spec);
                 }
@@ -171,5 +172,42 @@ impl JobSource for WorkloadReplay {
     fn finished(&mut self, outcome: JobOutcome) {
         let i = outcome.id.0 as usize;
         self.outcomes[i] = outcome;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isolated::IsolatedTime;
+    use cosched_core::topology::presets;
+    use std::path::Path;
+
+    #[test]
+    fn a_run_time_measured_here_replaces_a_declared_one() {
+        let topology = presets::machine("package:1 core:2").unwrap();
+        let workload = Workload::parse(
+            "[workload]\nname = \"w\"\n\
+             [[job]]\nname = \"measured\"\ncommand = [\"x\"]\nhints = { runtime = 1.0 }\n\
+             [[job]]\nname = \"declared\"\ncommand = [\"y\"]\nhints = { runtime = 2.0 }\n\
+             [[job]]\nname = \"unknown\"\ncommand = [\"z\"]\n",
+            "test",
+        )
+        .unwrap();
+        let times = IsolatedTimes {
+            entries: vec![IsolatedTime {
+                machine: topology.name.clone(),
+                cpus: topology.num_cpus(),
+                job: "measured".into(),
+                command: vec!["x".into()],
+                threads: 2,
+                seconds: 5.0,
+            }],
+            ..IsolatedTimes::default()
+        };
+        let mut replay = WorkloadReplay::new(&workload, &topology, &times, Path::new("out"));
+        let runtimes: Vec<Option<f64>> = (replay.take_arrived(0.0).iter())
+            .map(|j| j.spec.hints.runtime)
+            .collect();
+        assert_eq!(runtimes, vec![Some(5.0), Some(2.0), None]);
     }
 }

@@ -62,7 +62,14 @@ impl Policy for Auto {
                 .all(|j| j.spec.hints.runtime.is_some_and(|r| r > 0.0));
         let tasks = ctx.jobs.iter().all(|j| j.spec.max_threads <= 1);
         let plan = if known && tasks {
-            self.dealt_tasks(ctx)
+            // Every arrival due now reaches the policy before a timer due now: dealing waits for it,
+            // so that LPT sees the whole bag and not each task alone as it comes.
+            let gathering = matches!(event, Event::Arrived { .. });
+            let mut plan = self.dealt_tasks(ctx, !gathering);
+            if gathering {
+                plan.timer = Some(ctx.now);
+            }
+            plan
         } else if known {
             self.least_remaining_first(ctx)
         } else {
@@ -154,7 +161,8 @@ impl Auto {
     /// Single-threaded jobs with known run times: each is dealt to a CPU once, longest first onto the
     /// CPU with the least work left (LPT, so the makespan is LPT's), and every CPU runs its jobs least
     /// remaining work first with aging (which only reorders a CPU's own work, so the makespan stays).
-    fn dealt_tasks(&mut self, ctx: &Context) -> Plan {
+    /// Tasks not dealt yet wait unless `deal_new`.
+    fn dealt_tasks(&mut self, ctx: &Context, deal_new: bool) -> Plan {
         self.dealt.retain(|id, _| ctx.job(*id).is_some());
         let remaining = |job: &ActiveJob| {
             self.service
@@ -169,7 +177,7 @@ impl Auto {
         let mut new: Vec<&ActiveJob> = ctx
             .jobs
             .iter()
-            .filter(|j| !self.dealt.contains_key(&j.spec.id))
+            .filter(|j| deal_new && !self.dealt.contains_key(&j.spec.id))
             .collect();
         new.sort_by(|a, b| remaining(b).total_cmp(&remaining(a)));
         for job in new {
@@ -182,9 +190,11 @@ impl Auto {
         }
         let mut first: HashMap<u32, (&ActiveJob, (bool, f64))> = HashMap::new();
         for job in ctx.jobs {
+            let Some(&cpu) = self.dealt.get(&job.spec.id) else {
+                continue;
+            };
             let runtime = job.spec.hints.runtime.unwrap_or(0.0);
             let key = remaining::priority(ctx.now, job.spec.arrival, runtime, remaining(job));
-            let cpu = self.dealt[&job.spec.id];
             if first.get(&cpu).is_none_or(|(_, best)| key < *best) {
                 first.insert(cpu, (job, key));
             }
@@ -198,7 +208,12 @@ impl Auto {
             .collect();
         assignments.sort_by_key(|a| a.job);
         let mut plan = Plan::space_sharing(assignments);
-        plan.advice = ctx.jobs.iter().map(|j| (j.spec.id, 1)).collect();
+        plan.advice = ctx
+            .jobs
+            .iter()
+            .filter(|j| self.dealt.contains_key(&j.spec.id))
+            .map(|j| (j.spec.id, 1))
+            .collect();
         plan.timer = self.urgency_timer(ctx);
         plan
     }

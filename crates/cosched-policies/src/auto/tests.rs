@@ -186,10 +186,24 @@ fn a_known_task_bag_is_dealt_longest_first_and_each_cpu_runs_its_shortest_first(
         job.spec.hints.runtime = Some(runtime);
         job
     };
-    // LPT: 6 → cpu A, 5 → cpu B, 4 → B (5 < 6), 1 → A (6 < 9).
+    // LPT: 6 → cpu A, 5 → cpu B, 4 → B (5 < 6), 1 → A (6 < 9). Dealt as they come, shortest
+    // first, it would be 1 → A, 4 → B, 5 → A, 6 → B.
     let jobs = vec![task(0, 1.0), task(1, 4.0), task(2, 5.0), task(3, 6.0)];
     let mut auto = Auto::default();
-    let plan = decide(&mut auto, &topo, 0.0, &jobs);
+    for arrived in 1..=jobs.len() {
+        let gathering = decide(&mut auto, &topo, 0.0, &jobs[..arrived]);
+        assert!(
+            gathering.placed_jobs().is_empty(),
+            "the bag is gathered first"
+        );
+        assert_eq!(gathering.timer, Some(0.0));
+    }
+    let ctx = Context {
+        topology: &topo,
+        now: 0.0,
+        jobs: &jobs,
+    };
+    let plan = auto.decide(&ctx, &Event::Timer).unwrap();
     let running: Vec<u32> = plan.slots[0].assignments.iter().map(|a| a.job.0).collect();
     assert_eq!(running, vec![0, 1], "each CPU's shortest task first");
     assert_ne!(auto.dealt[&JobId(0)], auto.dealt[&JobId(1)]);

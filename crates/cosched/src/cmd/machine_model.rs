@@ -148,6 +148,8 @@ pub fn size_jobs_to_measured(
         let simulated = isolated_time(topology, job, &options);
         if simulated > 0.0 && measured.seconds > 0.0 {
             Arc::make_mut(&mut job.profile).work *= measured.seconds / simulated;
+            // As in a real run, the measured time is the job's run-time estimate.
+            job.spec.hints.runtime = Some(measured.seconds);
             sizing.resized += 1;
         }
     }
