@@ -23,7 +23,6 @@ pub struct Enforcer {
     tag: String,
     /// Which entries of the watchdog's table hold a job (started, or with cgroups still to remove).
     entries_used: Vec<bool>,
-    on_death: OnDeath,
     /// Cgroups whose processes were still exiting when their job was released, with their entry.
     busy: Vec<(usize, Cgroup)>,
     // Dropped last: its sweep must come after the enforcer's own cleanup.
@@ -61,6 +60,9 @@ pub struct JobControl {
     /// fitted into it.
     pub allocation: Option<CpuSet>,
     pub frozen: bool,
+    /// The processes of a tree that this cosched stopped, each registered with the watchdog first:
+    /// exactly these are continued, even those that left the tree while stopped.
+    stopped: Vec<i32>,
 }
 
 /// A job's control page and cgroups, created and registered before its process exists, and what the
@@ -135,7 +137,6 @@ impl Enforcer {
             mechanisms,
             tag: format!("cosched-{}-{run}", std::process::id()),
             entries_used: vec![false; capacity],
-            on_death,
             busy: Vec::new(),
             watchdog: Watchdog::start(capacity, on_death)?,
         })
@@ -288,17 +289,10 @@ impl Enforcer {
     }
 
     /// The job runs as `members`: registers its process group with the watchdog. An attached process's
-    /// group may hold other processes, so it is registered only with a watchdog that merely thaws
-    /// (SIGCONT), never with one that kills.
+    /// group may hold other processes (all the tasks of a Slurm step share one; a TaskProlog has its
+    /// own), so a tree is never signalled by group: the processes it stops are registered one by one.
     pub fn started(&mut self, prepared: Prepared, members: Members) -> JobControl {
-        let group = match members {
-            Members::Group(pgid) => Some(pgid),
-            Members::Tree(pid) if self.on_death == OnDeath::Thaw => {
-                crate::procfs::stat(pid).ok().map(|s| s.pgid)
-            }
-            Members::Tree(_) => None,
-        };
-        if let Some(pgid) = group {
+        if let Members::Group(pgid) = members {
             self.watchdog.set_process_group(prepared.entry, pgid);
         }
         JobControl {
@@ -308,6 +302,7 @@ impl Enforcer {
             cpus: prepared.cpus,
             allocation: prepared.allocation,
             frozen: false,
+            stopped: Vec::new(),
         }
     }
 
@@ -390,14 +385,41 @@ impl Enforcer {
         if job.frozen == frozen {
             return Ok(());
         }
-        match (self.mechanisms.freezer, self.freezer_cgroup(job)) {
-            (Freezer::Signal, _) | (_, None) => {
+        let cgroup = self
+            .freezer_cgroup(job)
+            .filter(|_| self.mechanisms.freezer != Freezer::Signal);
+        match (cgroup, job.members) {
+            (Some(cgroup), _) => cgroup.set_frozen(frozen)?,
+            (None, Members::Tree(_)) if frozen => self.stop_tree(job),
+            (None, Members::Tree(_)) => self.continue_stopped(job),
+            (None, Members::Group(_)) => {
                 self.signal(job, if frozen { libc::SIGSTOP } else { libc::SIGCONT })?
             }
-            (_, Some(cgroup)) => cgroup.set_frozen(frozen)?,
         }
         job.frozen = frozen;
         Ok(())
+    }
+
+    /// Stops every process of the job's tree that the watchdog can continue if cosched dies; a tree
+    /// larger than the watchdog holds keeps its other processes running.
+    fn stop_tree(&self, job: &mut JobControl) {
+        for pid in self.members(job, &ProcessTable::read()) {
+            if !self.watchdog.note_stopped(job.entry, pid) {
+                break;
+            }
+            job.stopped.push(pid);
+            // SAFETY: a process of the job's own tree; one that exited meanwhile is no error.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+        }
+    }
+
+    /// Continues exactly the processes [`Enforcer::stop_tree`] stopped.
+    fn continue_stopped(&self, job: &mut JobControl) {
+        for pid in job.stopped.drain(..) {
+            // SAFETY: as in stop_tree.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+        self.watchdog.clear_stopped(job.entry);
     }
 
     /// Kills whatever is left of the job (after its main process ended, or when the run stops) and

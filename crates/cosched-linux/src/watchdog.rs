@@ -3,8 +3,10 @@
 //! Forked at the start of a run, the watchdog blocks on the read end of a pipe whose only writer is
 //! cosched; the read returns end-of-file when cosched's process is gone, however it ended. The run
 //! registers every job's process group, cgroups and control page in a table in shared memory as it creates them and
-//! clears them as it cleans them itself. On end-of-file the watchdog thaws every registered cgroup,
-//! sends SIGCONT then SIGKILL to every registered process group and to every process left in those
+//! clears them as it cleans them itself, and every process it stops one by one (an attached process
+//! tree, paused by signals) before it stops it. On end-of-file the watchdog thaws every registered
+//! cgroup, sends SIGCONT to every process registered as stopped,
+//! then SIGCONT and SIGKILL to every registered process group and to every process left in those
 //! cgroups, removes the control pages, and removes the cgroups, retrying for up to a second while killed processes exit. Orphaned
 //! jobs are killed rather than left running unsupervised: nothing would enforce their plan any more.
 //!
@@ -23,6 +25,10 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 const DIR_CAPACITY: usize = 240;
 /// Cgroups per job: at most one per hierarchy (v2, v1 cpuset, v1 freezer).
 const CGROUPS_PER_JOB: usize = 3;
+/// Processes of one job that can be stopped one by one and continued by the watchdog: an attached
+/// process tree (a Slurm task: its shell, its program and the few they start). Processes beyond these
+/// are left running through the job's pauses rather than risk being left stopped.
+pub const STOPPED_PER_JOB: usize = 256;
 
 #[repr(C)]
 struct CgroupEntry {
@@ -38,6 +44,8 @@ struct JobEntry {
     cgroups: [CgroupEntry; CGROUPS_PER_JOB],
     /// The job's control page file; `kind` 1 = present.
     page: CgroupEntry,
+    /// Processes stopped one by one (SIGSTOP), to be continued; 0 = free.
+    stopped: [AtomicI32; STOPPED_PER_JOB],
 }
 
 /// What the watchdog does to the registered jobs when cosched dies.
@@ -136,6 +144,22 @@ impl Watchdog {
 
     pub fn clear_process_group(&self, job: usize) {
         self.entry(job).pgid.store(0, Ordering::Release);
+    }
+
+    /// Registers process `pid` as about to be stopped; false when the job's table is full, and then the
+    /// process must not be stopped.
+    pub fn note_stopped(&self, job: usize, pid: i32) -> bool {
+        self.entry(job).stopped.iter().any(|slot| {
+            slot.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
+    }
+
+    /// The job's stopped processes were continued.
+    pub fn clear_stopped(&self, job: usize) {
+        for slot in &self.entry(job).stopped {
+            slot.store(0, Ordering::Release);
+        }
     }
 
     pub fn add_cgroup(&self, job: usize, cgroup: &Cgroup) -> io::Result<()> {
@@ -253,6 +277,12 @@ unsafe fn sweep(table: &[JobEntry], on_death: OnDeath) {
             let mut path = [0u8; DIR_CAPACITY + 32];
             if join(&cgroup.dir, file, &mut path) {
                 write_file(&path, value);
+            }
+        }
+        for slot in &entry.stopped {
+            let pid = slot.load(Ordering::Acquire);
+            if pid > 0 {
+                libc::kill(pid, libc::SIGCONT);
             }
         }
     }
@@ -383,5 +413,66 @@ mod tests {
         drop(watchdog);
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(libc::SIGKILL));
+    }
+
+    /// A process of an attached tree, in a group of its own as a TaskProlog is.
+    fn stopped_sleeper() -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+        child
+    }
+
+    fn state(pid: u32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.chars().next().unwrap()
+    }
+
+    fn wait_state(pid: u32, wanted: impl Fn(char) -> bool) -> char {
+        for _ in 0..500 {
+            if wanted(state(pid)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        state(pid)
+    }
+
+    #[test]
+    fn a_dying_daemon_continues_every_process_it_stopped_and_only_those() {
+        let watchdog = Watchdog::start(1, OnDeath::Thaw).unwrap();
+        let mut noted = stopped_sleeper();
+        let mut other = stopped_sleeper();
+        assert!(watchdog.note_stopped(0, noted.id() as i32));
+        wait_state(other.id(), |s| s == 'T');
+        drop(watchdog);
+        let noted_state = wait_state(noted.id(), |s| s != 'T');
+        let other_state = state(other.id());
+        for child in [&mut noted, &mut other] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_ne!(noted_state, 'T', "the stopped process stayed stopped");
+        assert_eq!(
+            other_state, 'T',
+            "a process cosched never stopped was continued"
+        );
+    }
+
+    #[test]
+    fn a_full_table_refuses_another_stopped_process_and_clearing_frees_it() {
+        let watchdog = Watchdog::start(1, OnDeath::Thaw).unwrap();
+        for pid in 0..STOPPED_PER_JOB as i32 {
+            assert!(watchdog.note_stopped(0, i32::MAX - pid));
+        }
+        assert!(!watchdog.note_stopped(0, 42));
+        watchdog.clear_stopped(0);
+        assert!(watchdog.note_stopped(0, 42));
+        watchdog.clear_stopped(0);
     }
 }

@@ -856,13 +856,29 @@ fn a_user_attaches_their_own_processes_only() {
 }
 
 #[test]
-fn an_attached_process_left_in_place_keeps_its_cgroups_and_follows_the_plan() {
+fn an_attached_process_left_in_place_keeps_its_cgroups_follows_the_plan_and_a_dying_daemon_continues_it(
+) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut daemon = Daemon::start(dir.path(), "gang:slice=1");
     let cpus = std::thread::available_parallelism().unwrap().get();
     let wide_id = submit_machine_wide_spinner(&daemon, cpus);
-    let spinner = Spinner::start();
+    // A spinning shell with a child in a session and group of its own, as a Slurm task has its
+    // TaskProlog: stopped with the tree, it must be continued with it.
+    let spinner = Spinner(
+        Command::new("sh")
+            .args(["-c", "setsid sleep 600 & while :; do :; done"])
+            .spawn()
+            .unwrap(),
+    );
+    let child = || {
+        cosched_linux::procfs::all_processes()
+            .into_iter()
+            .find(|p| p.ppid == spinner.pid())
+            .map(|p| p.pid)
+    };
+    assert!(poll(Duration::from_secs(10), || child().is_some()));
+    let child = child().unwrap();
     let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", spinner.pid())).unwrap();
     let id = attach(
         &daemon,
@@ -895,13 +911,36 @@ fn an_attached_process_left_in_place_keeps_its_cgroups_and_follows_the_plan() {
         cgroups,
         "the process was moved out of its cgroups"
     );
-    daemon
+
+    // Killed while it has the tree stopped: its watchdog continues both processes.
+    let tree = [spinner.pid(), child];
+    let stopped_together = poll(Duration::from_secs(10), || {
+        frozen_or_stopped(&tree).len() == 2
+    });
+    unsafe { libc::kill(daemon.pid(), libc::SIGKILL) };
+    daemon.child.wait().unwrap();
+    let continued = poll(Duration::from_secs(5), || {
+        frozen_or_stopped(&tree).is_empty()
+    });
+    let left_stopped = frozen_or_stopped(&tree);
+    // Cleaned up before judging, so that a failure leaves no spinner behind.
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    let mut successor = Daemon::start(dir.path(), "gang:slice=1");
+    successor
         .ask(Request::Cancel {
             ids: vec![id, wide_id],
         })
         .unwrap();
-    daemon.wait(vec![id, wide_id]);
-    daemon.stop();
+    successor.wait(vec![id, wide_id]);
+    successor.stop();
+    assert!(
+        stopped_together,
+        "the daemon never stopped the process and its child together"
+    );
+    assert!(
+        continued,
+        "stopped with no daemon running: {left_stopped:?}"
+    );
 }
 
 #[test]

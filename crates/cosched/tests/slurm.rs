@@ -737,7 +737,6 @@ fn a_cancelled_job_leaves_cosched_and_the_other_gets_the_whole_node() {
 }
 
 #[test]
-#[ignore = "not yet reliable: a TaskProlog the daemon stopped with its task can stay stopped when the daemon is killed; run with --ignored"]
 fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() {
     let Some((_serial, dir, mut cluster)) = start("") else {
         return;
