@@ -481,62 +481,68 @@ fn start(extra: &str) -> Option<(MutexGuard<'static, ()>, tempfile::TempDir, Clu
 /// time slice (5 s), so that its gang scheduling really switches.
 const ITERATIONS: u64 = 200_000;
 
-#[test]
-#[ignore = "not yet reliable: cosched's makespan ranged from 0.86 to 1.62 x one after the other on an idle machine; run with --ignored"]
-fn two_spinning_jobs_under_cosched_take_about_as_long_as_one_after_the_other() {
-    let Some((_serial, dir, cluster)) = start("") else {
-        return;
-    };
-    let nowhere = dir.path().join("no-daemon.sock");
-    let limit = Duration::from_secs(600);
+/// Longest wait for jobs to end.
+const LIMIT: Duration = Duration::from_secs(600);
 
-    // One after the other: Slurm starts the second job of one name only when the first has ended.
-    let serial: Vec<u64> = (0..2)
+/// Pairs of measurements, one after the other and under cosched: the ratio asserted is their median.
+const ROUNDS: usize = 3;
+
+/// Waits until every job of `ids` has printed its end mark and left the queue, or left the queue
+/// without one (it failed); false after `limit`. While the jobs run it reads their output files
+/// rather than asking squeue, whose client and slurmctld would share the measured CPUs several times a
+/// second.
+fn wait_ended(cluster: &Cluster, ids: &[u64], limit: Duration) -> bool {
+    let started = Instant::now();
+    let mut polls = 0u64;
+    loop {
+        polls += 1;
+        let printed = ids.iter().all(|&id| cluster.times(id).is_some());
+        // Every fifth second, squeue says whether a job ended without printing (it failed).
+        if printed
+            || (polls.is_multiple_of(10) && !cluster.queued().iter().any(|q| ids.contains(q)))
+        {
+            return cluster.wait_gone(ids, limit.saturating_sub(started.elapsed()));
+        }
+        if started.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The two spinning jobs one after the other (Slurm starts the second of one name only when the
+/// first has ended): each one's run time, without Slurm's gap between them.
+fn one_after_the_other(cluster: &Cluster, nowhere: &Path) -> Vec<f64> {
+    let ids: Vec<u64> = (0..2)
         .map(|_| {
             submit(
-                &cluster,
+                cluster,
                 &["-J", "serial", "--dependency=singleton"],
                 ITERATIONS,
-                &nowhere,
+                nowhere,
             )
         })
         .collect();
     assert!(
-        cluster.wait_gone(&serial, limit),
+        wait_ended(cluster, &ids, LIMIT),
         "the serial jobs did not end"
     );
-    let one_after_the_other: f64 = serial
-        .iter()
+    ids.iter()
         .map(|&id| cluster.times(id).map(|(s, e)| e - s).expect("job times"))
-        .sum();
+        .collect()
+}
 
-    // Both at once on the oversubscribed node, Linux alone sharing the CPUs; cut short once it
-    // has taken three times as long as one after the other.
-    let plain: Vec<u64> = (0..2)
-        .map(|_| submit(&cluster, &["-J", "plain"], ITERATIONS, &nowhere))
-        .collect();
-    let cap = Duration::from_secs_f64(3.0 * one_after_the_other);
-    let plain_makespan = match cluster.wait_gone(&plain, cap) {
-        true => format!("{:.1} s", makespan(&cluster, &plain)),
-        false => {
-            cluster.cancel(&plain);
-            assert!(cluster.wait_gone(&plain, limit));
-            format!("> {:.1} s (cancelled)", cap.as_secs_f64())
-        }
-    };
-
-    // Both at once, handed to cosched by the TaskProlog.
-    let daemon = Daemon::start(dir.path());
-    let cosched: Vec<u64> = (0..2)
-        .map(|_| submit(&cluster, &["-J", "cosched"], ITERATIONS, &daemon.socket))
+/// Both jobs at once, handed to `daemon` by the TaskProlog: their makespan.
+fn under_cosched(cluster: &Cluster, daemon: &Daemon) -> f64 {
+    let ids: Vec<u64> = (0..2)
+        .map(|_| submit(cluster, &["-J", "cosched"], ITERATIONS, &daemon.socket))
         .collect();
     assert!(
-        cluster.wait_gone(&cosched, limit),
+        wait_ended(cluster, &ids, LIMIT),
         "the cosched jobs did not end"
     );
-    let cosched_makespan = makespan(&cluster, &cosched);
     let jobs = daemon.jobs();
-    for &id in &cosched {
+    for &id in &ids {
         assert_eq!(
             cluster.completion(id).as_deref(),
             Some("COMPLETED"),
@@ -545,6 +551,42 @@ fn two_spinning_jobs_under_cosched_take_about_as_long_as_one_after_the_other() {
         let view = attached(&jobs, id).unwrap_or_else(|| panic!("job {id} was not attached"));
         assert_eq!(view["name"], format!("slurm-{id}.batch"));
     }
+    makespan(cluster, &ids)
+}
+
+#[test]
+fn two_spinning_jobs_under_cosched_take_at_most_1_1_times_one_after_the_other() {
+    let Some((_serial, dir, cluster)) = start("") else {
+        return;
+    };
+    let nowhere = dir.path().join("no-daemon.sock");
+    let daemon = Daemon::start(dir.path());
+
+    // Each ratio compares runs made back to back, so that a machine whose speed drifts (other
+    // tenants, frequency) moves both alike; the median of the rounds is asserted.
+    let mut alone_runs = Vec::new();
+    let mut rounds: Vec<(f64, f64)> = (0..ROUNDS)
+        .map(|_| {
+            let alone = one_after_the_other(&cluster, &nowhere);
+            alone_runs.extend(&alone);
+            (alone.iter().sum(), under_cosched(&cluster, &daemon))
+        })
+        .collect();
+
+    // Both at once on the oversubscribed node, Linux alone sharing the CPUs; cut short once it
+    // has taken three times as long as one after the other.
+    let plain: Vec<u64> = (0..2)
+        .map(|_| submit(&cluster, &["-J", "plain"], ITERATIONS, &nowhere))
+        .collect();
+    let cap = Duration::from_secs_f64(3.0 * rounds[0].0);
+    let plain_makespan = match wait_ended(&cluster, &plain, cap) {
+        true => format!("{:.1} s", makespan(&cluster, &plain)),
+        false => {
+            cluster.cancel(&plain);
+            assert!(cluster.wait_gone(&plain, LIMIT));
+            format!("> {:.1} s (cancelled)", cap.as_secs_f64())
+        }
+    };
     drop(daemon);
     drop(cluster);
 
@@ -554,25 +596,44 @@ fn two_spinning_jobs_under_cosched_take_about_as_long_as_one_after_the_other() {
         .map(|_| submit(&gang_cluster, &["-J", "gang"], ITERATIONS, &nowhere))
         .collect();
     assert!(
-        gang_cluster.wait_gone(&gang, limit),
+        wait_ended(&gang_cluster, &gang, LIMIT),
         "the gang jobs did not end"
     );
     let gang_makespan = makespan(&gang_cluster, &gang);
 
     eprintln!(
         "two 2-thread spinning OpenMP jobs on one oversubscribed 2-CPU node, makespan:\n  \
-one after the other  {one_after_the_other:.1} s\n  \
 Slurm, no time slicing  {plain_makespan}\n  \
-Slurm gang scheduling (5 s slices)  {gang_makespan:.1} s\n  \
-Slurm + cosched  {cosched_makespan:.1} s"
+Slurm gang scheduling (5 s slices)  {gang_makespan:.1} s"
     );
-    // The target is 1.1 x one after the other (reported above, not yet met on every run); what must
-    // never happen is the thrashing of plain oversubscription, cancelled above at 3 x.
-    let ratio = cosched_makespan / one_after_the_other;
-    eprintln!("  Slurm + cosched / one after the other = {ratio:.2} (target 1.10)");
+    for (alone, cosched) in &rounds {
+        eprintln!(
+            "  one after the other  {alone:.1} s, Slurm + cosched  {cosched:.1} s, ratio {:.2}",
+            cosched / alone
+        );
+    }
+    rounds.sort_by(|a, b| (a.1 / a.0).total_cmp(&(b.1 / b.0)));
+    let (alone, cosched) = rounds[ROUNDS / 2];
+    let ratio = cosched / alone;
+    eprintln!("  median ratio {ratio:.2} (target 1.10)");
+    // The same job alone takes the same time every time only on a machine nothing else disturbs;
+    // elsewhere (other builds and tests sharing the CPUs) a 10% target cannot be judged, and what
+    // must still never happen is the thrashing of plain oversubscription.
+    let shortest = alone_runs.iter().copied().fold(f64::INFINITY, f64::min);
+    let longest = alone_runs.iter().copied().fold(0.0, f64::max);
+    let bound = match longest <= 1.1 * shortest {
+        true => 1.1,
+        false => {
+            eprintln!(
+                "  one job alone took {shortest:.1} to {longest:.1} s: the machine is busy, so \
+only 1.5 x is asserted; measure on an idle machine (docs/slurm.md)"
+            );
+            1.5
+        }
+    };
     assert!(
-        ratio <= 1.5,
-        "with cosched the jobs took {cosched_makespan:.1} s, {ratio:.2} x one after the other"
+        ratio <= bound,
+        "with cosched the jobs took {cosched:.1} s, {ratio:.2} x one after the other ({alone:.1} s)"
     );
 }
 
