@@ -25,12 +25,14 @@
 //!    first with the same aging: the makespan is LPT's, the mean slowdown close to shortest-first.
 
 mod remaining;
+mod scalability;
 
 use crate::eq::{equal_shares, grow_in_place};
 use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot, SyncKind,
 };
 use remaining::Service;
+use scalability::Scalability;
 use std::collections::HashMap;
 
 /// Slot length of coscheduled rows, seconds (`gang`'s and TACO's §3.3 slice).
@@ -42,8 +44,12 @@ pub struct Auto {
     /// Single-threaded jobs with known run times: the CPU each was dealt to (LPT).
     dealt: HashMap<JobId, u32>,
     service: Service,
+    scalability: Scalability,
     plan: Option<Plan>,
 }
+
+/// How long after a job starts on CPUs of its own its scaling is read (one sampling interval).
+const MEASURE_AFTER: f64 = 1.0;
 
 impl Policy for Auto {
     fn name(&self) -> &str {
@@ -51,10 +57,16 @@ impl Policy for Auto {
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
-        if matches!(event, Event::Sample(_)) {
+        if let Event::Sample(sample) = event {
+            self.scalability
+                .observe(ctx.now, sample, self.plan.as_ref());
             return None;
         }
+        if let Event::ThreadsChanged { job, .. } = event {
+            self.scalability.changed(ctx.now, *job);
+        }
         self.service.credit(ctx, self.plan.as_ref());
+        self.scalability.retain(ctx);
         let known = !ctx.jobs.is_empty()
             && ctx
                 .jobs
@@ -75,6 +87,12 @@ impl Policy for Auto {
         } else {
             self.shared(ctx)
         };
+        for job in ctx.jobs {
+            let held = |plan: &Plan| plan.cpus_in_slot(0, job.spec.id).cloned();
+            if Some(held(&plan)) != self.plan.as_ref().map(held) {
+                self.scalability.changed(ctx.now, job.spec.id);
+            }
+        }
         self.plan = Some(plan.clone());
         Some(plan)
     }
@@ -239,15 +257,17 @@ impl Auto {
             .iter()
             .partition(|j| fixed_threads(j).is_some() || j.spec.kind == JobKind::Moldable);
         if fixed.is_empty() && elastic.len() <= machine.len() {
-            let wanted = equal_wanted(&elastic, machine.len());
-            return self.space_shared(ctx, machine, &wanted);
+            let wanted = self.scaled_wanted(&elastic, machine.len());
+            let mut plan = self.space_shared(ctx, machine, &wanted);
+            plan.timer = self.measure_timer(ctx, &plan);
+            return plan;
         }
         let region = fixed_region(ctx, &fixed);
         let beside = machine.difference(&region);
         let mut rows = gang_rows(ctx, &fixed, &region);
         let mut always = Vec::new();
         if !elastic.is_empty() && elastic.len() <= beside.len() {
-            let wanted = equal_wanted(&elastic, beside.len());
+            let wanted = self.scaled_wanted(&elastic, beside.len());
             let mut placed: Vec<Assignment> = grow_in_place(&beside, &mut self.held, &wanted)
                 .into_iter()
                 .map(|(job, cpus)| Assignment { job, cpus })
@@ -290,6 +310,31 @@ impl Auto {
             .collect();
         self.held = held;
         plan
+    }
+
+    /// Widths of `cpus` CPUs for elastic jobs: equal shares until some job is measured to scale
+    /// poorly, then by measured scalability (`scalability.rs`).
+    fn scaled_wanted(&self, jobs: &[&ActiveJob], cpus: usize) -> Vec<(JobId, usize)> {
+        let caps: Vec<(JobId, usize)> = jobs
+            .iter()
+            .map(|j| (j.spec.id, (j.spec.max_threads as usize).clamp(1, cpus)))
+            .collect();
+        if !self.scalability.any_serial(jobs.iter().map(|j| j.spec.id)) {
+            return equal_wanted(jobs, cpus);
+        }
+        let widths = self.scalability.widths(&caps, cpus);
+        caps.iter().map(|(id, _)| *id).zip(widths).collect()
+    }
+
+    /// A wake-up one sampling interval after the plan, while a job running on two or more CPUs of its
+    /// own has not had its scaling read.
+    fn measure_timer(&self, ctx: &Context, plan: &Plan) -> Option<f64> {
+        let unmeasured = plan.slots.len() == 1
+            && plan.slots[0]
+                .assignments
+                .iter()
+                .any(|a| a.cpus.len() >= 2 && self.scalability.unknown(a.job));
+        unmeasured.then_some(ctx.now + MEASURE_AFTER)
     }
 
     /// One slot in which each `(job, count)` gets `count` CPUs of `region`, moving as little as possible.

@@ -1,0 +1,179 @@
+//! How well each job scales, measured without probing, and the widths that follow from it.
+//!
+//! A job whose threads block while they wait (a serial phase, a barrier) leaves CPU time unused, and
+//! the CPU time it does use is the work it does: alone on `n` CPUs, CPUs' worth busy = speedup (work
+//! conservation; for Amdahl's law with serial fraction s, busy = 1 / (s + (1 − s)/n) exactly). So one
+//! sampling interval on dedicated CPUs gives the job's serial fraction, s = (n / busy − 1) / (n − 1),
+//! where CaSAS (Tanimoto et al., IPSJ, §3.2) runs each new job alone on several widths while the others
+//! wait. A job that spins while it waits looks perfectly scalable, so the estimate errs towards equal
+//! shares, never towards starving a job.
+//!
+//! Widths then minimise the sum of the jobs' normalised turnaround times, as CaSAS's eq. 1 does, but at
+//! CPU rather than LLC-domain granularity: NTT(k) = T(k) / T(alone) = (s + (1 − s)/k) / (s + (1 − s)/m)
+//! for a job whose widest useful width is m. Amdahl's NTT is convex in k, so handing out one CPU at a
+//! time to the job whose NTT drops most is optimal. With every serial fraction zero (nothing measured,
+//! or jobs that scale) this is exactly equal shares.
+
+use cosched_core::{Context, JobId, Plan, Sample};
+use std::collections::HashMap;
+
+/// Serial fractions measured so far, per job.
+#[derive(Debug, Default)]
+pub struct Scalability {
+    serial: HashMap<JobId, f64>,
+    /// Intervals read per job that could not be used (time-shared, threads not yet matching).
+    tries: HashMap<JobId, u32>,
+    /// When each job last changed CPUs or threads: an interval spanning a change mixes two widths.
+    changed: HashMap<JobId, f64>,
+}
+
+/// Intervals after which a job that never ran alone on its CPUs stops being waited for.
+const MAX_TRIES: u32 = 3;
+
+impl Scalability {
+    /// Records the serial fraction a sample shows, if it covers the job alone on its own CPUs with one
+    /// thread per CPU, in the single slot of `plan` (time-shared intervals say nothing about scaling).
+    /// The first such interval is kept: later ones would only move widths by a CPU, each move a
+    /// reconfiguration.
+    pub fn observe(&mut self, now: f64, sample: &Sample, plan: Option<&Plan>) {
+        if self.serial.contains_key(&sample.job) || sample.cpus < 2 || sample.interval <= 0.0 {
+            return;
+        }
+        let settled = self
+            .changed
+            .get(&sample.job)
+            .is_none_or(|&at| at <= now - sample.interval + 1e-9);
+        let dedicated = plan.is_some_and(|p| {
+            p.slots.len() == 1
+                && p.cpus_in_slot(0, sample.job).map(|c| c.len()) == Some(sample.cpus as usize)
+        });
+        let threads = sample.team_size.or(sample.os_threads);
+        let one_per_cpu =
+            threads.is_none_or(|t| t == sample.cpus) && sample.advice_seen != Some(false);
+        if !dedicated || !one_per_cpu || !settled {
+            *self.tries.entry(sample.job).or_default() += 1;
+            return;
+        }
+        let n = sample.cpus as f64;
+        let busy = (sample.cpu_seconds / sample.interval).clamp(1.0, n);
+        let serial = ((n / busy - 1.0) / (n - 1.0)).clamp(0.0, 1.0);
+        self.serial.insert(sample.job, serial);
+    }
+
+    /// Notes when a job's CPUs or threads change.
+    pub fn changed(&mut self, now: f64, job: JobId) {
+        self.changed.insert(job, now);
+    }
+
+    /// Forgets jobs that left.
+    pub fn retain(&mut self, ctx: &Context) {
+        self.changed.retain(|id, _| ctx.job(*id).is_some());
+        self.serial.retain(|id, _| ctx.job(*id).is_some());
+        self.tries.retain(|id, _| ctx.job(*id).is_some());
+    }
+
+    /// Whether any of `jobs` was measured to have a serial part.
+    pub fn any_serial(&self, mut jobs: impl Iterator<Item = JobId>) -> bool {
+        jobs.any(|id| self.serial.get(&id).is_some_and(|&s| s > 0.0))
+    }
+
+    /// Whether a job's scaling is still to be measured.
+    pub fn unknown(&self, id: JobId) -> bool {
+        !self.serial.contains_key(&id) && self.tries.get(&id).is_none_or(|&t| t < MAX_TRIES)
+    }
+
+    /// Widths for `(job, cap)` pairs sharing `cpus` CPUs (at least one each; needs as many CPUs as
+    /// jobs): one CPU at a time to the job whose normalised turnaround drops most, while any drops.
+    pub fn widths(&self, jobs: &[(JobId, usize)], cpus: usize) -> Vec<usize> {
+        let mut widths = vec![1usize; jobs.len()];
+        let gain = |i: usize, k: usize| {
+            let (id, cap) = jobs[i];
+            if k >= cap {
+                return 0.0;
+            }
+            let s = self.serial.get(&id).copied().unwrap_or(0.0);
+            let alone = s + (1.0 - s) / cap as f64;
+            (1.0 - s) * (1.0 / k as f64 - 1.0 / (k + 1) as f64) / alone
+        };
+        for _ in jobs.len()..cpus {
+            let best = (0..jobs.len())
+                .map(|i| (i, gain(i, widths[i])))
+                .filter(|&(_, g)| g > 0.0)
+                // Ties to the narrowest, then the first: equal shares when nothing is measured.
+                .max_by(|a, b| {
+                    a.1.total_cmp(&b.1)
+                        .then(widths[b.0].cmp(&widths[a.0]))
+                        .then(b.0.cmp(&a.0))
+                });
+            match best {
+                Some((i, _)) => widths[i] += 1,
+                None => break,
+            }
+        }
+        widths
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::{Assignment, CpuSet, RateSource};
+
+    fn alone(job: u32, cpus: &str) -> Plan {
+        Plan::space_sharing(vec![Assignment {
+            job: JobId(job),
+            cpus: cpus.parse::<CpuSet>().unwrap(),
+        }])
+    }
+
+    /// One second on `cpus` CPUs of a job with Amdahl serial fraction `s`: CPUs' worth busy = speedup.
+    fn amdahl_sample(job: u32, cpus: u32, s: f64) -> Sample {
+        let busy = 1.0 / (s + (1.0 - s) / cpus as f64);
+        Sample::new(JobId(job), 1.0, RateSource::Model, cpus, busy, 1.0)
+    }
+
+    #[test]
+    fn cpu_time_on_dedicated_cpus_gives_the_serial_fraction() {
+        let mut scalability = Scalability::default();
+        scalability.observe(2.0, &amdahl_sample(0, 8, 0.2), Some(&alone(0, "0-7")));
+        assert!((scalability.serial[&JobId(0)] - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn intervals_that_say_nothing_about_scaling_are_not_read() {
+        let mut scalability = Scalability::default();
+        // Time-shared: two slots.
+        let mut shared = alone(0, "0-7");
+        shared.slots.push(shared.slots[0].clone());
+        scalability.observe(2.0, &amdahl_sample(0, 8, 0.2), Some(&shared));
+        // The job's CPUs changed during the interval.
+        scalability.changed(1.5, JobId(0));
+        scalability.observe(2.0, &amdahl_sample(0, 8, 0.2), Some(&alone(0, "0-7")));
+        assert!(scalability.unknown(JobId(0)) && scalability.serial.is_empty());
+        scalability.observe(2.0, &amdahl_sample(0, 8, 0.2), Some(&alone(0, "0-7")));
+        assert!(
+            !scalability.unknown(JobId(0)),
+            "gives up after {MAX_TRIES} tries"
+        );
+    }
+
+    #[test]
+    fn widths_are_equal_shares_until_a_job_is_measured_to_scale_poorly() {
+        let mut scalability = Scalability::default();
+        let jobs = [
+            (JobId(0), 48),
+            (JobId(1), 48),
+            (JobId(2), 48),
+            (JobId(3), 48),
+        ];
+        assert_eq!(scalability.widths(&jobs, 48), vec![12, 12, 12, 12]);
+        scalability.serial.insert(JobId(0), 0.005);
+        scalability.serial.insert(JobId(1), 0.005);
+        scalability.serial.insert(JobId(2), 0.3);
+        scalability.serial.insert(JobId(3), 0.3);
+        let widths = scalability.widths(&jobs, 48);
+        assert_eq!(widths.iter().sum::<usize>(), 48);
+        assert!(widths[0] > 12 && widths[2] < 12, "{widths:?}");
+        assert_eq!(widths[0], widths[1]);
+    }
+}
