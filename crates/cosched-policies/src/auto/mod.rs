@@ -48,6 +48,11 @@ pub struct Auto {
     plan: Option<Plan>,
 }
 
+/// At most this many elastic jobs share the machine side by side when nothing is known about their
+/// run times; later ones wait in arrival order (docs/policies.md, `auto`: sharing among every job
+/// present slows every running job at each arrival, a batch loses the efficiency of narrower widths).
+const SIDE_BY_SIDE: usize = 6;
+
 /// How long after a job starts on CPUs of its own its scaling is read (one sampling interval).
 const MEASURE_AFTER: f64 = 1.0;
 
@@ -256,8 +261,9 @@ impl Auto {
             .jobs
             .iter()
             .partition(|j| fixed_threads(j).is_some() || j.spec.kind == JobKind::Moldable);
-        if fixed.is_empty() && elastic.len() <= machine.len() {
-            let wanted = self.scaled_wanted(&elastic, machine.len());
+        let admitted = admitted(&elastic);
+        if fixed.is_empty() && admitted.len() <= machine.len() {
+            let wanted = self.scaled_wanted(&admitted, machine.len());
             let mut plan = self.space_shared(ctx, machine, &wanted);
             plan.timer = self.measure_timer(ctx, &plan);
             return plan;
@@ -362,6 +368,19 @@ impl Auto {
         self.held = held;
         plan
     }
+}
+
+/// The elastic jobs that run side by side when nothing is known: every started one (a job is never
+/// stopped), then the oldest waiting ones, up to `SIDE_BY_SIDE`.
+fn admitted<'a>(elastic: &[&'a ActiveJob]) -> Vec<&'a ActiveJob> {
+    let mut order = elastic.to_vec();
+    order.sort_by(|a, b| {
+        (b.started.is_some().cmp(&a.started.is_some()))
+            .then(a.spec.arrival.total_cmp(&b.spec.arrival))
+    });
+    let started = order.iter().filter(|j| j.started.is_some()).count();
+    order.truncate(started.max(SIDE_BY_SIDE));
+    order
 }
 
 /// Equal shares of `cpus` CPUs among `jobs`, none above its maximum.

@@ -225,3 +225,29 @@ fn jobs_that_held_the_same_cpu_in_different_rows_never_share_it_in_one() {
     );
     assert_eq!(placed[&JobId(2)].len() + placed[&JobId(3)].len(), 2);
 }
+
+#[test]
+fn with_nothing_known_at_most_six_elastic_jobs_run_side_by_side_and_none_is_stopped() {
+    let topo = presets::preset("taco-opteron8435").unwrap();
+    let mut jobs: Vec<ActiveJob> = (0..8)
+        .map(|i| {
+            let mut job = waiting(i, JobKind::Malleable, 1, 24);
+            job.spec.arrival = i as f64;
+            job
+        })
+        .collect();
+    let plan = decide(&mut Auto::default(), &topo, 8.0, &jobs);
+    let placed = plan.placed_jobs();
+    assert_eq!(placed.len(), SIDE_BY_SIDE);
+    assert!(
+        placed.iter().all(|id| id.0 < 6),
+        "the oldest run: {placed:?}"
+    );
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).unwrap().len(), 4);
+    // Jobs already started (as after a time-shared spell) all keep running.
+    for job in &mut jobs {
+        job.started = Some(0.0);
+    }
+    let plan = decide(&mut Auto::default(), &topo, 8.0, &jobs);
+    assert_eq!(plan.placed_jobs().len(), 8);
+}
