@@ -39,7 +39,7 @@ const POLICIES: &[Entry] = &[
     ("scalpel", "task bag: footprint-balanced groups per LLC, two-level LPT dispatch (Scalpel Alg. 1-2)", || Box::new(taskbag::TaskBag::new(scalpel::Scalpel::default()))),
     ("casas", "probes each new job on 1..D LLC domains, then gives whole domains to minimise ANTT; surplus jobs wait (CaSAS §3)", || Box::new(casas::Casas::space_sharing())),
     ("casas-ts", "CaSAS, time-sharing slots of domain allocations when jobs outnumber LLC domains", || Box::new(casas::Casas::time_sharing())),
-    ("auto", "beyond the papers: coschedules jobs at the threads they really run, space-shares those that follow advice, least estimated remaining work first with aging when run times are known (docs/policies.md)", || Box::<auto::Auto>::default()),
+    ("auto", "beyond the papers: coschedules jobs at the threads they really run, space-shares those that follow advice (widths by the scalability their CPU time shows, at most 6 side by side), least estimated remaining work first with aging when run times are known (docs/policies.md)", || Box::<auto::Auto>::default()),
 ];
 
 /// The policy `cosched run` and a daemon use when none is named, the one for practitioners:

@@ -6,10 +6,13 @@
 //!    partitions their threads fit (Ousterhout matrix, as `gang`), inside the smallest partition
 //!    that holds the widest of them.
 //! 2. **Elastic jobs** (malleable jobs that follow advice) share the rest of
-//!    the machine by equal shares (as `eq`): on most workloads a job runs more efficiently on fewer
-//!    CPUs, and space sharing costs no slot switches. They are present in every slot, so they never
-//!    stop. When no CPU is left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they
-//!    take turns in rows of their own instead of waiting (time sharing, as `gang` and `taco`).
+//!    the machine side by side (as `eq`): on most workloads a job runs more efficiently on fewer
+//!    CPUs, and space sharing costs no slot switches. Their widths minimise the summed normalised
+//!    turnaround time by the scalability their CPU time shows (`scalability.rs`; equal shares until a
+//!    job is seen to have a serial part). They are present in every slot, so they never stop. With no
+//!    fixed job, at most `SIDE_BY_SIDE` run at once and later ones wait in arrival order. When no CPU is
+//!    left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they take turns in rows
+//!    of their own instead of waiting (time sharing, as `gang` and `taco`).
 //! 3. **Known remaining work.** When every job has an estimated run time (`hints.runtime`, declared or
 //!    from the run history), the jobs with the least remaining work run first (shortest remaining
 //!    processing time, which minimises mean response time), side by side on equal shares while
