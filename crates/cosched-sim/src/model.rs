@@ -242,7 +242,8 @@ pub(crate) fn slot_rates(
                 rate /= 1.0 + (r.profile.speedup.loaded_slowdown(share) - 1.0) * busy;
             }
             if effects.sync {
-                rate *= sync_factor(r, share, rate, params);
+                let corun = corun_possible(runners, i, params);
+                rate *= sync_factor(r, share, rate, corun, params);
             }
             let (miss, alone_miss) = llc_miss[i];
             if effects.llc {
@@ -358,38 +359,63 @@ fn serial_phase_rate(profile: &Profile, share: f64, serial_speed: f64) -> Option
 
 /// Progress lost to synchronisation when a job's threads are time-shared without coordination.
 ///
-/// Each synchronisation waits for the slowest thread, which under time sharing is usually descheduled:
-/// about one OS time slice per other thread on its CPU (TACO §4.3 on lu.A; Peter et al. §3). What the job
-/// loses is the time its waiters hold their CPUs meanwhile. A spinning job spins through the whole wait,
-/// unless its synchronisations are so frequent that it does better by running only while all its
-/// threads happen to hold a CPU at once (the co-run fraction, `ModelParams::spin_corun`); a blocking job
-/// only pays the block/wake-up cost (Peter et al. §2), since the CPU time it leaves goes to the others
-/// and comes back to it by fair sharing; a spin-then-block job (Peter et al. §3, 50 µs; libgomp's default
-/// wait) spins up to its limit first, then blocks.
-fn sync_factor(r: &Runner, share: f64, rate: f64, params: &ModelParams) -> f64 {
+/// Each synchronisation waits for the slowest thread, which under time sharing is usually descheduled
+/// (TACO §4.3 on lu.A; Peter et al. §3). A spinning waiter holds its CPU until its slice ends, half a
+/// slice on average, and the straggler runs meanwhile: each synchronisation costs every thread Q/2 of
+/// CPU time (never more than the straggler's wait, (L − 1)·Q), out of the fair share the job gets
+/// anyway. Its synchronisations can go faster only if all its threads happen to hold a CPU at once (the
+/// co-run fraction, `ModelParams::spin_corun`), which needs co-runners that leave their CPUs within a
+/// slice (`corun_possible`). A blocking job only pays the block/wake-up cost (Peter et al. §2), since
+/// the CPU time it leaves goes to the others and comes back to it by fair sharing; a spin-then-block
+/// job (Peter et al. §3, 50 µs; libgomp's default wait) spins up to its limit first, then blocks.
+fn sync_factor(r: &Runner, share: f64, rate: f64, corun: bool, params: &ModelParams) -> f64 {
     let oversubscription = r.threads as f64 / share.max(1e-12);
     if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 || rate <= 0.0 {
         return 1.0;
     }
-    // The profile's interval holds when every thread has its own CPU; at a lower rate it stretches.
     let dedicated = r.profile.speedup.traditional(r.threads as f64);
-    let interval = r.profile.sync_interval * dedicated / rate;
     let straggler_wait = (oversubscription - 1.0) * params.os_quantum;
     match r.profile.sync {
         SyncKind::Spin => {
-            let one_wait_each = interval / (interval + straggler_wait);
-            let corun = corun_fraction(oversubscription, r, params) * dedicated / rate;
-            one_wait_each.max(corun)
+            // CPU time per thread between synchronisations: the profile's interval, each thread on
+            // its own CPU.
+            let work = r.profile.sync_interval;
+            let slice_end = work / (work + straggler_wait.min(params.os_quantum / 2.0));
+            if corun {
+                slice_end.max(corun_fraction(oversubscription, r, params) * dedicated / rate)
+            } else {
+                slice_end
+            }
         }
         SyncKind::Block => {
-            let spin = match r.profile.spin_limit {
-                SpinLimit::Seconds(s) => s,
-                SpinLimit::Gomp => params.gomp_spin,
-            };
+            // The profile's interval holds when every thread has its own CPU; at a lower rate it
+            // stretches.
+            let interval = r.profile.sync_interval * dedicated / rate;
+            let spin = spin_seconds(r.profile, params);
             interval / (interval + spin.min(straggler_wait) + BLOCK_COST)
         }
         SyncKind::None => 1.0,
     }
+}
+
+fn spin_seconds(profile: &Profile, params: &ModelParams) -> f64 {
+    match profile.spin_limit {
+        SpinLimit::Seconds(s) => s,
+        SpinLimit::Gomp => params.gomp_spin,
+    }
+}
+
+/// Whether runner `i`'s spinning team can ever run all its threads at once: only when every other job
+/// on its CPUs leaves its CPU within a slice (blocks, or spins less than a slice first); beside threads
+/// that keep their CPUs (no synchronisation, spinning, or libgomp's default wait when it outlasts the
+/// slice) the real traces show the team's threads taking turns (`docs/simulation-model.md`).
+fn corun_possible(runners: &[Runner], i: usize, params: &ModelParams) -> bool {
+    runners.iter().enumerate().all(|(j, other)| {
+        j == i
+            || other.cpus.is_disjoint(runners[i].cpus)
+            || (other.profile.sync == SyncKind::Block
+                && spin_seconds(other.profile, params) < params.os_quantum)
+    })
 }
 
 /// Fraction of the time all threads of a team run at once when each holds 1/`oversubscription` of its

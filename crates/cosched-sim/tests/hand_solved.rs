@@ -295,12 +295,12 @@ fn a_spinning_job_time_shared_without_coscheduling_crawls_and_a_blocking_one_doe
     };
     let (spin, block, plain) = (makespan(spin), makespan(block), makespan(plain));
     assert!(close(plain, 20.0), "{plain}");
-    // Sharing 4 CPUs, each job gets 2 CPUs' worth; the 1 ms interval stretches to 2 ms. Waiting one 15 ms
-    // OS time slice per synchronisation would keep 2/17 of its speed (rate 4/17 ≈ 0.235); running only
-    // while its 4 threads, each holding half a CPU, happen to run at once (independent slices: 2^−4 of
-    // the time) keeps rate 4/16 = 0.25, the better of the two. Alone from t = 20 it runs at speed 4.
+    // Sharing 4 CPUs, each job gets 2 CPUs' worth (two threads per CPU). Each thread spins to the end
+    // of its 15 ms slice, 7.5 ms on average, per 1 ms of work between synchronisations: 1/8.5 of its
+    // speed (rate 2/8.5). Beside a job that never leaves its CPUs its four threads never run all at
+    // once. Alone from t = 20 it runs at speed 4.
     assert!(
-        close(spin, 20.0 + (40.0 - 20.0 * 0.25) / 4.0),
+        close(spin, 20.0 + (40.0 - 20.0 * 2.0 / 8.5) / 4.0),
         "spin {spin}"
     );
     // A blocking job only pays 7.4 µs per synchronisation.
