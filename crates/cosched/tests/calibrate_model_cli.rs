@@ -27,12 +27,35 @@ fn succeeded(out: Output) -> String {
 }
 
 /// UE's simulated makespan under the model in `model`.
+/// UE's simulated makespan of the bundled workload's spinning and blocking barriers, which arrive
+/// together: the only co-runners beside which a spinning team's threads can run at once.
 fn ue_makespan(cache: &Path, model: &Path) -> f64 {
-    let model = model.to_str().unwrap();
+    let workload = cache.join("spin-beside-block.toml");
+    let default = std::fs::read_to_string(WORKLOAD).unwrap();
+    let barriers: Vec<&str> = default
+        .split("[[job]]")
+        .filter(|job| job.contains("-barrier\""))
+        .collect();
+    assert_eq!(barriers.len(), 2, "{default}");
+    let jobs = barriers
+        .iter()
+        .map(|job| format!("[[job]]{}", job.replace("arrival = 1.0", "arrival = 0.0")))
+        .collect::<String>();
+    std::fs::write(
+        &workload,
+        format!("[workload]\nname = \"spin-beside-block\"\n{jobs}"),
+    )
+    .unwrap();
     let stdout = succeeded(cosched(
         cache,
         &[
-            "sim", WORKLOAD, "--policy", "ue", "--model", model, "--json",
+            "sim",
+            workload.to_str().unwrap(),
+            "--policy",
+            "ue",
+            "--model",
+            model.to_str().unwrap(),
+            "--json",
         ],
     ));
     let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();

@@ -108,11 +108,12 @@ impl Sizing {
 }
 
 /// Gives each job the work that makes its simulated isolated time the one measured for it on this
-/// machine (`isolated`, stored by `cosched calibrate WORKLOAD` or a real `compare`): the profiles'
-/// runtimes were measured once, on some machine, while the model's constants describe how jobs share
-/// this one. Where `cosched calibrate --scaling` also measured the job on one CPU with one thread, its
-/// speedup is first replaced by the one both times give ([`calibrated::measured_speedup`]): how the
-/// job scales on this machine, which its profile, measured elsewhere, need not say.
+/// machine (`isolated`, stored by `cosched calibrate WORKLOAD` or a real `compare`), and stretches the
+/// time between its synchronisations alike: the profiles' runtimes were measured once, on some
+/// machine, while the model's constants describe how jobs share this one. Where `cosched calibrate
+/// --scaling` also measured the job on one CPU with one thread, its speedup is first replaced by the
+/// one both times give ([`calibrated::measured_speedup`]): how the job scales on this machine, which
+/// its profile, measured elsewhere, need not say.
 pub fn size_jobs_to_measured(
     jobs: &mut [SimJob],
     workload: &Workload,
@@ -147,7 +148,11 @@ pub fn size_jobs_to_measured(
         }
         let simulated = isolated_time(topology, job, &options);
         if simulated > 0.0 && measured.seconds > 0.0 {
-            Arc::make_mut(&mut job.profile).work *= measured.seconds / simulated;
+            // The program synchronises as often as before (its iterations are fixed), so the time
+            // between its synchronisations stretches with its work.
+            let profile = Arc::make_mut(&mut job.profile);
+            profile.work *= measured.seconds / simulated;
+            profile.sync_interval *= measured.seconds / simulated;
             // As in a real run, the measured time is the job's run-time estimate.
             job.spec.hints.runtime = Some(measured.seconds);
             sizing.resized += 1;
