@@ -307,6 +307,38 @@ fn a_spinning_job_time_shared_without_coscheduling_crawls_and_a_blocking_one_doe
     assert!(block < plain + 0.05, "block {block} vs {plain}");
 }
 
+#[test]
+fn a_spinning_team_runs_in_step_only_beside_jobs_that_leave_their_cpus() {
+    let spin = "amdahl(serial=0, runtime=40, sync=spin, sync_interval=0.001)";
+    let makespan = |beside: &str| {
+        let jobs = [
+            job(0, 0.0, JobKind::Malleable, 2, spin),
+            job(1, 0.0, JobKind::Malleable, 2, beside),
+        ];
+        summarize(&run("ue", &jobs, "core:2")).makespan.unwrap()
+    };
+    // Both jobs hold half of each CPU; the neighbour alone would take 20 s.
+    let beside_hog = makespan("amdahl(serial=0, runtime=20)");
+    let beside_blocker = makespan("amdahl(serial=0, runtime=20, sync=block, sync_interval=0.001)");
+    // Beside threads that keep their CPUs the team's threads take turns: 7.5 ms of spin (half a
+    // 15 ms slice) per 1 ms of work, rate 1/8.5; alone from t = 20 at speed 2.
+    assert!(
+        close(beside_hog, 20.0 + (40.0 - 20.0 / 8.5) / 2.0),
+        "beside a hog {beside_hog}"
+    );
+    // Beside a blocking job both threads hold a CPU at once 2^-2 of the time (independent slices),
+    // at speed 2 then: rate 0.5, better than taking turns.
+    // The blocker pays 7.4 µs per synchronisation, its 1 ms interval stretched to 2 ms on half its CPUs.
+    let neighbour_done = 20.0 * (1.0 + 7.4e-6 / 2e-3);
+    assert!(
+        close(
+            beside_blocker,
+            neighbour_done + (40.0 - neighbour_done * 0.5) / 2.0
+        ),
+        "beside a blocker {beside_blocker}"
+    );
+}
+
 /// Asks for a timer at the current time, forever.
 struct Impatient;
 
