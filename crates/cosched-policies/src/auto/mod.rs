@@ -21,8 +21,8 @@
 //!    has not, oldest first. So a job waits behind shorter newcomers for at most 3 × its estimate;
 //!    after that only the urgent jobs older than itself run before it, and its slowdown is at most
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
-//!    estimate is assumed to need as long again as it has run, so a wrong estimate costs a doubling
-//!    search, not starvation.
+//!    estimate by half again (`OVERRUN_TOLERANCE`) is assumed to need as long again as it has run, so
+//!    a wrong estimate costs a doubling search, not starvation.
 //! 4. **Bags of single-threaded tasks with known run times**: each task is dealt to a CPU once, longest
 //!    first onto the CPU with the least work left (LPT), and each CPU runs its own tasks least remaining
 //!    first with the same aging: the makespan is LPT's, the mean slowdown close to shortest-first.

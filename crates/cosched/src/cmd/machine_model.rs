@@ -113,7 +113,9 @@ impl Sizing {
 /// machine, while the model's constants describe how jobs share this one. Where `cosched calibrate
 /// --scaling` also measured the job on one CPU with one thread, its speedup is first replaced by the
 /// one both times give ([`calibrated::measured_speedup`]): how the job scales on this machine, which
-/// its profile, measured elsewhere, need not say.
+/// its profile, measured elsewhere, need not say. The policies then see what a real run's would: the
+/// measured time as the job's run-time estimate and the behaviour past runs remembered
+/// (`IsolatedTimes::behaviour`).
 pub fn size_jobs_to_measured(
     jobs: &mut [SimJob],
     workload: &Workload,
@@ -156,6 +158,9 @@ pub fn size_jobs_to_measured(
             // As in a real run, the measured time is the job's run-time estimate.
             job.spec.hints.runtime = Some(measured.seconds);
             sizing.resized += 1;
+        }
+        if let Some(known) = times.behaviour(topology, &entry.command) {
+            known.apply(&mut job.spec);
         }
     }
     Ok(sizing)
