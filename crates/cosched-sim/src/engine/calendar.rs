@@ -2,8 +2,8 @@
 //!
 //! Entries are never removed when they become outdated (a job's rate changed, a plan replaced the timer);
 //! each carries the version of what it was computed from, and the engine drops it when it comes up if
-//! that version has moved on. Outdated entries are bounded by the changes made, so the queue stays
-//! proportional to the work done.
+//! that version has moved on. Once they outnumber the entries that can still be current three to one,
+//! they are swept out in one pass, so the queue stays a few times the number of running jobs.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -94,6 +94,15 @@ impl Calendar {
             }
         }
         None
+    }
+
+    /// Drops the outdated entries (those for which `current` fails) once they outnumber `live`, the
+    /// entries that can still be current, three to one: a long run of rate changes would otherwise
+    /// grow the queue far past the cache, and every pop would pay for it.
+    pub fn compact(&mut self, live: usize, mut current: impl FnMut(f64, &Due) -> bool) {
+        if self.heap.len() > 4 * live + 256 {
+            self.heap.retain(|entry| current(entry.t, &entry.due));
+        }
     }
 
     pub fn clear(&mut self) {

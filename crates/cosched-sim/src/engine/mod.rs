@@ -357,7 +357,7 @@ impl<'a> Engine<'a> {
             }
             let states = &self.states;
             let (slot_version, timer_version) = (self.slot_version, self.timer_version);
-            let next = self.calendar.pop(|_, due| match *due {
+            let current = |_: f64, due: &Due| match *due {
                 Due::Finish { job, version } => states[job]
                     .running()
                     .is_some_and(|run| run.finish_version == version),
@@ -367,7 +367,11 @@ impl<'a> Engine<'a> {
                 Due::Arrival => true,
                 Due::SlotEnd { version } => version == slot_version,
                 Due::Timer { version } => version == timer_version,
-            });
+            };
+            // At most a finish and a thread change per running job, plus an arrival, a slot end and a
+            // timer.
+            self.calendar.compact(2 * self.running_count + 3, current);
+            let next = self.calendar.pop(current);
             let Some((t, due)) = next else {
                 check_stall(self.active.len(), false, None).map_err(|e| self.plan_error(e))?;
                 unreachable!("jobs are active, so check_stall reports the stall");
