@@ -182,7 +182,7 @@ impl Global {
             let coarser = geometry.sizes[level - 1];
             let mut movable: Vec<usize> =
                 members.into_iter().filter(|&i| caps[i] < level).collect();
-            movable.sort_by_key(|&i| {
+            movable.sort_by_cached_key(|&i| {
                 let was_coarser = self
                     .held
                     .get(&jobs[i].spec.id)

@@ -6,7 +6,7 @@
 //! lane switches jobs.
 
 use cosched_core::{Assignment, CpuSet, JobId, Slot};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 #[derive(Debug, Clone)]
 pub struct Lane {
@@ -116,54 +116,70 @@ pub fn deal(
         }
         room
     };
-    let by_first_cpu: HashMap<u32, usize> = partitions
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| p.first().map(|c| (c, i)))
-        .collect();
+    let places = Places::of(partitions);
     let mut homeless = Vec::new();
     for &(job, duration) in jobs {
         let home = held
             .get(&job)
-            .and_then(|old| home_lane(old, partitions, &by_first_cpu));
+            .and_then(|old| places.home_lane(old, partitions));
         match home {
             Some(i) if has_room(&lanes[i]) => lanes[i].jobs.push((job, duration)),
             _ => homeless.push((job, duration)),
         }
     }
+    // The emptiest lane first (fewest jobs, then least load, then first): ordered by (count, load,
+    // index); loads are never negative, so their bits order them.
+    let key = |i: usize, lane: &Lane| (lane.jobs.len(), lane.load().to_bits(), i);
+    let mut emptiest: BTreeSet<(usize, u64, usize)> =
+        lanes.iter().enumerate().map(|(i, l)| key(i, l)).collect();
     for (job, duration) in homeless {
-        let i = (0..lanes.len())
-            .min_by(|&a, &b| {
-                lanes[a]
-                    .jobs
-                    .len()
-                    .cmp(&lanes[b].jobs.len())
-                    .then(lanes[a].load().total_cmp(&lanes[b].load()))
-            })
-            .expect("at least one lane");
+        let (_, _, i) = emptiest.pop_first().expect("at least one lane");
         lanes[i].jobs.push((job, duration));
+        emptiest.insert(key(i, &lanes[i]));
     }
     lanes
 }
 
-/// The partition a job held before, or the one containing it, or the first one inside it.
-fn home_lane(
-    old: &CpuSet,
-    partitions: &[CpuSet],
-    by_first_cpu: &HashMap<u32, usize>,
-) -> Option<usize> {
-    let first = old.first()?;
-    // Partitions tile the machine, so the one holding the job's first CPU is the only candidate that
-    // can equal or contain its old set; a smaller partition inside it starts at that CPU too.
-    let candidate = partitions.iter().position(|p| p.contains(first))?;
-    let p = &partitions[candidate];
-    if p == old || old.is_subset(p) || p.is_subset(old) {
-        return Some(candidate);
+/// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it.
+struct Places {
+    of_cpu: HashMap<u32, usize>,
+    by_first_cpu: HashMap<u32, usize>,
+}
+
+impl Places {
+    fn of(partitions: &[CpuSet]) -> Places {
+        let mut of_cpu = HashMap::new();
+        for (i, p) in partitions.iter().enumerate() {
+            for cpu in p.iter() {
+                of_cpu.entry(cpu).or_insert(i);
+            }
+        }
+        let by_first_cpu = partitions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.first().map(|c| (c, i)))
+            .collect();
+        Places {
+            of_cpu,
+            by_first_cpu,
+        }
     }
-    by_first_cpu
-        .get(&first)
-        .copied()
-        .filter(|&i| partitions[i].is_subset(old))
+
+    /// The partition a job held before, or the one containing it, or the first one inside it.
+    fn home_lane(&self, old: &CpuSet, partitions: &[CpuSet]) -> Option<usize> {
+        let first = old.first()?;
+        // Partitions tile the machine, so the one holding the job's first CPU is the only candidate
+        // that can equal or contain its old set; a smaller partition inside it starts at that CPU too.
+        let candidate = *self.of_cpu.get(&first)?;
+        let p = &partitions[candidate];
+        if p == old || old.is_subset(p) || p.is_subset(old) {
+            return Some(candidate);
+        }
+        self.by_first_cpu
+            .get(&first)
+            .copied()
+            .filter(|&i| partitions[i].is_subset(old))
+    }
 }
 
 #[cfg(test)]
