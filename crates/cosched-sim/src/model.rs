@@ -242,7 +242,7 @@ pub(crate) fn slot_rates(
                 rate /= 1.0 + (r.profile.speedup.loaded_slowdown(share) - 1.0) * busy;
             }
             if effects.sync {
-                let corun = corun_possible(runners, i, params);
+                let corun = || corun_possible(runners, i, params);
                 rate *= sync_factor(r, share, rate, corun, params);
             }
             let (miss, alone_miss) = llc_miss[i];
@@ -368,7 +368,15 @@ fn serial_phase_rate(profile: &Profile, share: f64, serial_speed: f64) -> Option
 /// slice (`corun_possible`). A blocking job only pays the block/wake-up cost (Peter et al. §2), since
 /// the CPU time it leaves goes to the others and comes back to it by fair sharing; a spin-then-block
 /// job (Peter et al. §3, 50 µs; libgomp's default wait) spins up to its limit first, then blocks.
-fn sync_factor(r: &Runner, share: f64, rate: f64, corun: bool, params: &ModelParams) -> f64 {
+///
+/// `corun` is asked only for an oversubscribed spinning team: it looks at every other runner.
+fn sync_factor(
+    r: &Runner,
+    share: f64,
+    rate: f64,
+    corun: impl FnOnce() -> bool,
+    params: &ModelParams,
+) -> f64 {
     let oversubscription = r.threads as f64 / share.max(1e-12);
     if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 || rate <= 0.0 {
         return 1.0;
@@ -381,7 +389,7 @@ fn sync_factor(r: &Runner, share: f64, rate: f64, corun: bool, params: &ModelPar
             // its own CPU.
             let work = r.profile.sync_interval;
             let slice_end = work / (work + straggler_wait.min(params.os_quantum / 2.0));
-            if corun {
+            if corun() {
                 slice_end.max(corun_fraction(oversubscription, r, params) * dedicated / rate)
             } else {
                 slice_end
