@@ -428,9 +428,7 @@ mod tests {
     }
 
     fn state(pid: u32) -> char {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        after.chars().next().unwrap()
+        crate::procfs::stat(pid as i32).unwrap().state
     }
 
     fn wait_state(pid: u32, wanted: impl Fn(char) -> bool) -> char {
