@@ -126,8 +126,9 @@ impl Workload {
         crate::names::check_name(&file.workload.name)
             .map_err(|m| invalid(format!("[workload] field `name`: {m}")))?;
         let mut seen = BTreeMap::new();
+        let mut lines = LineCounter::new(text);
         for spanned in &file.job {
-            let line = line_of(text, spanned.span().start);
+            let line = lines.line_at(spanned.span().start);
             let job = spanned.get_ref();
             check_job(job).map_err(|m| invalid(format!("line {line}: job {:?}: {m}", job.name)))?;
             if let Some(first) = seen.insert(job.name.clone(), line) {
@@ -232,7 +233,39 @@ fn key_on_line(text: &str, line: usize) -> Option<String> {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+    LineCounter::new(text).line_at(offset)
+}
+
+/// Line numbers of increasing offsets in one pass over the text: counting from the start for every job
+/// made loading a workload quadratic in its size.
+struct LineCounter<'t> {
+    text: &'t str,
+    offset: usize,
+    line: usize,
+}
+
+impl<'t> LineCounter<'t> {
+    fn new(text: &'t str) -> Self {
+        LineCounter {
+            text,
+            offset: 0,
+            line: 1,
+        }
+    }
+
+    /// The line holding byte `offset`; offsets before the last one asked for count from the start.
+    fn line_at(&mut self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len());
+        if offset < self.offset {
+            (self.offset, self.line) = (0, 1);
+        }
+        self.line += self.text.as_bytes()[self.offset..offset]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.offset = offset;
+        self.line
+    }
 }
 
 #[cfg(test)]
@@ -305,6 +338,16 @@ profile = "nas/ep.B"
         assert!(err.contains("command") && err.contains("profile"), "{err}");
         let err = error_of("[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n");
         assert!(err.contains("line 6") && err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn line_counter_counts_forwards_and_again_from_the_start() {
+        let text = "a\nb\nc\n";
+        let mut lines = LineCounter::new(text);
+        assert_eq!(lines.line_at(0), 1);
+        assert_eq!(lines.line_at(4), 3);
+        assert_eq!(lines.line_at(2), 2);
+        assert_eq!(lines.line_at(99), 4);
     }
 
     #[test]
