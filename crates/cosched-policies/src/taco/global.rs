@@ -6,6 +6,7 @@ use super::lanes::{deal, side_by_side};
 use super::levels::LevelState;
 use super::options::TacoOptions;
 use cosched_core::{ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
@@ -40,10 +41,13 @@ impl Global {
             // A machine too small to set a partition aside: opted-out jobs share it with the others.
             reserved_cpus = CpuSet::new();
         }
-        let available: Vec<Vec<CpuSet>> = geometry
+        let available: Vec<Cow<[CpuSet]>> = geometry
             .parts
             .iter()
             .map(|parts| {
+                if reserved_cpus.is_empty() {
+                    return Cow::Borrowed(parts.as_slice());
+                }
                 parts
                     .iter()
                     .filter(|p| p.is_disjoint(&reserved_cpus))
@@ -164,7 +168,7 @@ impl Global {
     fn promote_odd_jobs(
         &self,
         geometry: &Geometry,
-        available: &[Vec<CpuSet>],
+        available: &[Cow<[CpuSet]>],
         jobs: &[&ActiveJob],
         caps: &[usize],
         targets: &mut [Option<usize>],
@@ -201,7 +205,7 @@ impl Global {
         &mut self,
         ctx: &Context,
         geometry: &Geometry,
-        available: &[Vec<CpuSet>],
+        available: &[Cow<[CpuSet]>],
         jobs: &[&ActiveJob],
         targets: &[Option<usize>],
         options: &TacoOptions,

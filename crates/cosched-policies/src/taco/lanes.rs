@@ -140,25 +140,34 @@ pub fn deal(
     lanes
 }
 
-/// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it.
+/// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it,
+/// indexed by CPU number (built on every plan, so a table rather than a hash map).
 struct Places {
-    of_cpu: HashMap<u32, usize>,
-    by_first_cpu: HashMap<u32, usize>,
+    of_cpu: Vec<Option<usize>>,
+    by_first_cpu: Vec<Option<usize>>,
 }
 
 impl Places {
     fn of(partitions: &[CpuSet]) -> Places {
-        let mut of_cpu = HashMap::new();
+        let mut of_cpu: Vec<Option<usize>> = Vec::new();
+        let mut by_first_cpu: Vec<Option<usize>> = Vec::new();
+        let slot = |table: &mut Vec<Option<usize>>, cpu: u32| {
+            let cpu = cpu as usize;
+            if table.len() <= cpu {
+                table.resize(cpu + 1, None);
+            }
+            cpu
+        };
         for (i, p) in partitions.iter().enumerate() {
             for cpu in p.iter() {
-                of_cpu.entry(cpu).or_insert(i);
+                let cpu = slot(&mut of_cpu, cpu);
+                of_cpu[cpu].get_or_insert(i);
+            }
+            if let Some(first) = p.first() {
+                let first = slot(&mut by_first_cpu, first);
+                by_first_cpu[first] = Some(i);
             }
         }
-        let by_first_cpu = partitions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.first().map(|c| (c, i)))
-            .collect();
         Places {
             of_cpu,
             by_first_cpu,
@@ -167,17 +176,18 @@ impl Places {
 
     /// The partition a job held before, or the one containing it, or the first one inside it.
     fn home_lane(&self, old: &CpuSet, partitions: &[CpuSet]) -> Option<usize> {
-        let first = old.first()?;
+        let first = old.first()? as usize;
         // Partitions tile the machine, so the one holding the job's first CPU is the only candidate
         // that can equal or contain its old set; a smaller partition inside it starts at that CPU too.
-        let candidate = *self.of_cpu.get(&first)?;
+        let candidate = (*self.of_cpu.get(first)?)?;
         let p = &partitions[candidate];
         if p == old || old.is_subset(p) || p.is_subset(old) {
             return Some(candidate);
         }
         self.by_first_cpu
-            .get(&first)
+            .get(first)
             .copied()
+            .flatten()
             .filter(|&i| partitions[i].is_subset(old))
     }
 }
