@@ -72,7 +72,9 @@ impl PlanChange {
             if before.length.to_bits() != slot.length.to_bits() {
                 change.lengths.push((s, slot.length));
             }
-            if has_duplicates(&slot.assignments) || has_duplicates(&before.assignments) {
+            let (Some(before_jobs), Some(after_jobs)) =
+                (by_job(&before.assignments), by_job(&slot.assignments))
+            else {
                 change.cleared.push(s);
                 change
                     .placed
@@ -82,8 +84,13 @@ impl PlanChange {
                         cpus: a.cpus.clone(),
                     }));
                 continue;
-            }
-            let (gone, placed) = diff(&before.assignments, &slot.assignments);
+            };
+            let (gone, placed) = diff_by_job(
+                &before.assignments,
+                &before_jobs,
+                &slot.assignments,
+                &after_jobs,
+            );
             change.removed.extend(gone.into_iter().map(|job| (s, job)));
             change
                 .placed
@@ -165,12 +172,10 @@ impl PlanChange {
     }
 }
 
-fn has_duplicates(assignments: &[Assignment]) -> bool {
-    if assignments.len() < 2 {
-        return false;
-    }
-    let mut seen = std::collections::HashSet::with_capacity(assignments.len());
-    assignments.iter().any(|a| !seen.insert(a.job))
+/// Each job's CPUs in `assignments`; `None` if a job appears twice.
+fn by_job(assignments: &[Assignment]) -> Option<HashMap<JobId, &CpuSet>> {
+    let jobs: HashMap<JobId, &CpuSet> = assignments.iter().map(|a| (a.job, &a.cpus)).collect();
+    (jobs.len() == assignments.len()).then_some(jobs)
 }
 
 /// Jobs of `old` absent from `new`, and assignments of `new` that are new or moved. Neither list may
@@ -178,6 +183,16 @@ fn has_duplicates(assignments: &[Assignment]) -> bool {
 fn diff<'a>(old: &[Assignment], new: &'a [Assignment]) -> (Vec<JobId>, Vec<&'a Assignment>) {
     let before: HashMap<JobId, &CpuSet> = old.iter().map(|a| (a.job, &a.cpus)).collect();
     let after: HashMap<JobId, &CpuSet> = new.iter().map(|a| (a.job, &a.cpus)).collect();
+    diff_by_job(old, &before, new, &after)
+}
+
+/// [`diff`] with each list's jobs already looked up.
+fn diff_by_job<'a>(
+    old: &[Assignment],
+    before: &HashMap<JobId, &CpuSet>,
+    new: &'a [Assignment],
+    after: &HashMap<JobId, &CpuSet>,
+) -> (Vec<JobId>, Vec<&'a Assignment>) {
     let gone = old
         .iter()
         .filter(|a| !after.contains_key(&a.job))
