@@ -1,5 +1,6 @@
 //! Calibration: each job of a workload alone on the whole machine (or on one CPU, to see how it
-//! scales here), one after another, giving the isolated times stored by [`crate::isolated`].
+//! scales here), one after another, giving the isolated times stored by [`crate::isolated`]; repeated
+//! rounds give each job its median time ([`median_over_rounds`]).
 
 use crate::executor::{run, RunOptions};
 use crate::isolated::{Calibrated, IsolatedTime};
@@ -90,4 +91,112 @@ pub fn calibrate(
         results.push(result);
     }
     Ok(results)
+}
+
+/// A job's median time over repeated calibration rounds, with the range of its runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repeated {
+    /// The median run (a failure if the job failed in any round).
+    pub result: Calibrated,
+    /// Shortest and longest run, seconds.
+    pub low: f64,
+    pub high: f64,
+}
+
+impl Repeated {
+    /// Range over median: how far the machine's speed moved between the rounds.
+    pub fn spread(&self) -> f64 {
+        match &self.result {
+            Calibrated::Time(t) if t.seconds > 0.0 => (self.high - self.low) / t.seconds,
+            _ => 0.0,
+        }
+    }
+}
+
+/// Each job's median over `rounds` (each the results of one [`calibrate`] pass over the same jobs,
+/// in the same order). One run per job is not enough on a virtual machine whose host is shared: on
+/// the VM this was written on, memory-bound kernels ran 1.5 times slower for minutes at a time
+/// (`docs/simulation-model.md`), and a calibration taken in such a phase mis-sizes every simulated
+/// job. A job that failed in any round is reported failed.
+pub fn median_over_rounds(rounds: &[Vec<Calibrated>]) -> Vec<Repeated> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    (0..first.len())
+        .map(|index| {
+            let runs: Vec<&Calibrated> = rounds.iter().filter_map(|r| r.get(index)).collect();
+            if let Some(failed) = runs.iter().find(|r| matches!(r, Calibrated::Failed { .. })) {
+                return Repeated {
+                    result: (*failed).clone(),
+                    low: 0.0,
+                    high: 0.0,
+                };
+            }
+            let mut times: Vec<&IsolatedTime> = (runs.iter())
+                .filter_map(|r| match r {
+                    Calibrated::Time(t) => Some(t),
+                    Calibrated::Failed { .. } => None,
+                })
+                .collect();
+            times.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+            let n = times.len();
+            let mut median = times[n / 2].clone();
+            if n % 2 == 0 {
+                median.seconds = (times[n / 2 - 1].seconds + times[n / 2].seconds) / 2.0;
+            }
+            Repeated {
+                result: Calibrated::Time(median),
+                low: times[0].seconds,
+                high: times[n - 1].seconds,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn time(job: &str, seconds: f64) -> Calibrated {
+        Calibrated::Time(IsolatedTime {
+            machine: "vm".into(),
+            cpus: 2,
+            job: job.into(),
+            command: vec![job.into()],
+            threads: 2,
+            seconds,
+        })
+    }
+
+    #[test]
+    fn each_job_gets_its_median_run_and_its_range() {
+        let rounds = vec![
+            vec![time("a", 9.3), time("b", 3.0)],
+            vec![time("a", 6.1), time("b", 3.2)],
+            vec![time("a", 6.5), time("b", 3.1)],
+        ];
+        let medians = median_over_rounds(&rounds);
+        assert_eq!(medians[0].result, time("a", 6.5));
+        assert_eq!((medians[0].low, medians[0].high), (6.1, 9.3));
+        assert!((medians[0].spread() - 3.2 / 6.5).abs() < 1e-12);
+        assert_eq!(medians[1].result, time("b", 3.1));
+        // Two rounds: the mean of both.
+        let medians = median_over_rounds(&rounds[..2]);
+        assert_eq!(medians[1].result, time("b", 3.1));
+    }
+
+    #[test]
+    fn a_job_that_failed_once_is_failed() {
+        let failed = Calibrated::Failed {
+            job: "a".into(),
+            error: "exit code 1".into(),
+        };
+        let rounds = vec![
+            vec![time("a", 2.0)],
+            vec![failed.clone()],
+            vec![time("a", 2.0)],
+        ];
+        assert_eq!(median_over_rounds(&rounds)[0].result, failed);
+        assert!(median_over_rounds(&[]).is_empty());
+    }
 }

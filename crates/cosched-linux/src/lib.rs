@@ -41,7 +41,7 @@ pub mod procfs;
 pub mod slurm;
 mod watchdog;
 
-pub use calibrate::calibrate;
+pub use calibrate::{calibrate, median_over_rounds, Repeated};
 pub use enforce::{Members, ProcessTable};
 pub use executor::{
     execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, Progress, RunOptions,

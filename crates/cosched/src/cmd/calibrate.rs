@@ -5,7 +5,8 @@ use super::run::MechanismArgs;
 use crate::exit::JobsFailed;
 use cosched_core::topology::sysfs;
 use cosched_core::workload::Workload;
-use cosched_linux::{Calibrated, IsolatedTimes};
+use cosched_core::CpuSet;
+use cosched_linux::{median_over_rounds, Calibrated, IsolatedTimes, Repeated};
 use std::path::PathBuf;
 
 /// Run each job of a workload alone on the whole machine and store its isolated time
@@ -14,8 +15,9 @@ use std::path::PathBuf;
     after_help = "Runs the jobs one after another, each alone with all CPUs and the widest \
 thread count its bounds allow, and stores the times (keyed by machine, job name and command) in \
 WORKLOAD with the extension .isolated.json, where `cosched run` and `cosched compare` find them: they \
-are the denominators of slowdown and NTT (TACO §4, CaSAS eq. 1). Jobs that fail are reported and left \
-out.\n\nWith --scaling, each job also runs alone on one CPU (one thread where its bounds allow): the \
+are the denominators of slowdown and NTT (TACO §4, CaSAS eq. 1). Each job runs --repeat times (3) \
+and keeps its median; a range over a tenth of it is flagged, as the machine's speed moved between \
+runs. Jobs that fail are reported and left out.\n\nWith --scaling, each job also runs alone on one CPU (one thread where its bounds allow): the \
 two times say how it scales on this machine, which `cosched compare --sim` fits instead of the \
 profile's speedup (docs/simulation-model.md).\n\nWith --model (no WORKLOAD), fits the simulator's machine-specific constants instead, from short \
 runs on this machine (about 20 s; run it on an idle machine): how a spinning team progresses \
@@ -41,8 +43,8 @@ pub struct Args {
     /// Fit the simulator's machine model on this machine instead of timing a workload's jobs
     #[arg(long)]
     model: bool,
-    /// With --model: runs per constant (the median is kept, the range reported)
-    #[arg(long, value_name = "N", default_value_t = 3, requires = "model", value_parser = clap::value_parser!(u32).range(1..=20))]
+    /// Runs per job and width, or with --model per constant (the median is kept, the range reported)
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     repeat: u32,
     /// Directory for each calibration run's trace and output [default: results/calibrate-<workload>];
     /// with --model, the model file to write
@@ -82,29 +84,52 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
         Calibrated::Failed { job, error } => println!("{job:<24} failed: {error}"),
     };
-    let results = cosched_linux::calibrate(
-        &workload,
-        &topology,
-        topology.cpus(),
-        &out,
-        args.mechanism.mechanism,
-        args.mechanism.freezer,
-        &mut print,
-    )?;
-    let mut failed = times.record(results);
+    let first_cpu: CpuSet = topology.cpus().iter().next().into_iter().collect();
+    let mut widths = vec![("all CPUs", topology.cpus().clone(), PathBuf::new())];
     if args.scaling {
-        let first_cpu = topology.cpus().iter().next().into_iter().collect();
-        eprintln!("the same jobs alone on one CPU, to see how they scale here");
-        let results = cosched_linux::calibrate(
-            &workload,
-            &topology,
-            &first_cpu,
-            &out.join("one-cpu"),
-            args.mechanism.mechanism,
-            args.mechanism.freezer,
-            &mut print,
-        )?;
-        failed += times.record_one_cpu(results);
+        widths.push((
+            "one CPU, to see how they scale here",
+            first_cpu,
+            "one-cpu".into(),
+        ));
+    }
+    // Rounds alternate the widths, so that a phase in which the machine runs slower falls on both
+    // and the medians stay comparable.
+    let mut rounds: Vec<Vec<Vec<Calibrated>>> = vec![Vec::new(); widths.len()];
+    for round in 1..=args.repeat {
+        let round_dir = if args.repeat > 1 {
+            out.join(format!("round-{round}"))
+        } else {
+            out.clone()
+        };
+        for ((what, cpus, subdir), results) in widths.iter().zip(&mut rounds) {
+            eprintln!("[{round}/{}] alone on {what}", args.repeat);
+            results.push(cosched_linux::calibrate(
+                &workload,
+                &topology,
+                cpus,
+                &round_dir.join(subdir),
+                args.mechanism.mechanism,
+                args.mechanism.freezer,
+                &mut print,
+            )?);
+        }
+    }
+    let mut failed = 0;
+    for ((what, _, _), results) in widths.iter().zip(&rounds) {
+        let medians = median_over_rounds(results);
+        if args.repeat > 1 {
+            println!("median of {} runs alone on {what}:", args.repeat);
+            for m in &medians {
+                report_median(m);
+            }
+        }
+        let results = medians.into_iter().map(|m| m.result).collect();
+        failed += if what.starts_with("all") {
+            times.record(results)
+        } else {
+            times.record_one_cpu(results)
+        };
     }
     times.save(&path)?;
     println!("isolated times: {}", path.display());
@@ -114,6 +139,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out.display()
         );
     }
-    let runs = workload.jobs.len() * if args.scaling { 2 } else { 1 };
+    let runs = workload.jobs.len() * widths.len();
     JobsFailed::check(failed, runs)
 }
+
+/// A job's median with its range, and a warning when its runs differ by more than a tenth.
+fn report_median(m: &Repeated) {
+    let Calibrated::Time(t) = &m.result else {
+        return;
+    };
+    let spread = m.spread();
+    let warning = if spread > MAX_SPREAD {
+        "  the machine's speed changed between the runs: calibrate again on an idle machine"
+    } else {
+        ""
+    };
+    println!(
+        "{:<24} {:>9.3} s  ({:.3}–{:.3}, {:.0}%){warning}",
+        t.job,
+        t.seconds,
+        m.low,
+        m.high,
+        spread * 100.0
+    );
+}
+
+/// Range over median beyond which a job's calibration runs are not trusted.
+const MAX_SPREAD: f64 = 0.1;
