@@ -141,7 +141,7 @@ pub fn median_over_rounds(rounds: &[Vec<Calibrated>]) -> Vec<Repeated> {
             times.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
             let n = times.len();
             let mut median = times[n / 2].clone();
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 median.seconds = (times[n / 2 - 1].seconds + times[n / 2].seconds) / 2.0;
             }
             Repeated {
