@@ -314,13 +314,152 @@ PartitionName=shared Nodes={node} Default=YES OverSubscribe=FORCE:2 MaxTime=INFI
 
     /// `start` and `end` Unix times the job script printed.
     fn times(&self, id: u64) -> Option<(f64, f64)> {
-        let text = std::fs::read_to_string(self.dir.join(format!("{id}.out"))).ok()?;
-        let mark = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-        };
-        Some((mark("start ")?, mark("end ")?))
+        self.record(id).map(|r| (r.start, r.end))
     }
+
+    /// What the job script printed about its run (see `spinning_job`).
+    fn record(&self, id: u64) -> Option<JobRecord> {
+        JobRecord::parse(&std::fs::read_to_string(self.dir.join(format!("{id}.out"))).ok()?)
+    }
+}
+
+/// The node's CPU time counters (`/proc/stat`'s first line), in clock ticks of all CPUs together.
+#[derive(Debug, Clone, Copy)]
+struct NodeTicks {
+    /// user + nice + system + irq + softirq: time some process or the kernel ran.
+    busy: u64,
+    /// Time the hypervisor ran something else on this machine's virtual CPUs.
+    steal: u64,
+}
+
+impl NodeTicks {
+    fn parse(fields: &[&str]) -> Option<NodeTicks> {
+        let n = |i: usize| fields.get(i)?.parse::<u64>().ok();
+        Some(NodeTicks {
+            busy: n(0)? + n(1)? + n(2)? + n(5)? + n(6)?,
+            steal: n(7)?,
+        })
+    }
+}
+
+/// A measured job's run as its script recorded it: wall-clock marks, the node's counters at both, and
+/// the CPU time of the job's own program.
+#[derive(Debug, Clone, Copy)]
+struct JobRecord {
+    start: f64,
+    end: f64,
+    node_at_start: NodeTicks,
+    node_at_end: NodeTicks,
+    /// User + system ticks of the processes the script waited for (its program).
+    job_ticks: u64,
+}
+
+impl JobRecord {
+    /// Reads `start <time> cpu <counters…>` and `end <time> cpu <counters…> <script's /proc/PID/stat>`.
+    fn parse(text: &str) -> Option<JobRecord> {
+        let line = |mark: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(mark))
+                .map(|rest| rest.split_whitespace().collect::<Vec<&str>>())
+        };
+        let start = line("start ")?;
+        let end = line("end ")?;
+        // `<time> cpu <10 counters>`, then the script's stat line: `pid (comm) state …`.
+        let after_name = end.iter().position(|f| f.ends_with(')'))?;
+        let stat = &end[after_name + 1..];
+        // proc(5) numbers cutime and cstime 16 and 17, the state 3.
+        let children = |n: usize| stat.get(n - 3)?.parse::<u64>().ok();
+        Some(JobRecord {
+            start: start.first()?.parse().ok()?,
+            end: end.first()?.parse().ok()?,
+            node_at_start: NodeTicks::parse(start.get(2..)?)?,
+            node_at_end: NodeTicks::parse(end.get(2..)?)?,
+            job_ticks: children(16)? + children(17)?,
+        })
+    }
+}
+
+/// How much of the node's CPU time went, while `jobs` ran (from the first one's start to the last
+/// one's end), to anything but those jobs and `own_seconds` of the scheduler under test.
+fn disturbance(jobs: &[JobRecord], own_seconds: f64) -> Disturbance {
+    let first = jobs
+        .iter()
+        .min_by(|a, b| a.start.total_cmp(&b.start))
+        .unwrap();
+    let last = jobs.iter().max_by(|a, b| a.end.total_cmp(&b.end)).unwrap();
+    let tick = cosched_linux::procfs::clock_ticks_per_second();
+    let busy = last
+        .node_at_end
+        .busy
+        .saturating_sub(first.node_at_start.busy) as f64
+        / tick;
+    let steal = last
+        .node_at_end
+        .steal
+        .saturating_sub(first.node_at_start.steal) as f64
+        / tick;
+    let measured = jobs.iter().map(|j| j.job_ticks).sum::<u64>() as f64 / tick + own_seconds;
+    let node = NODE_CPUS * (last.end - first.start);
+    Disturbance {
+        others: (busy - measured).max(0.0) / node,
+        steal: steal / node,
+    }
+}
+
+/// Shares of the node's CPU time taken from measured jobs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Disturbance {
+    /// Other processes and the kernel.
+    others: f64,
+    /// The hypervisor, running something else on this machine's virtual CPUs.
+    steal: f64,
+}
+
+impl Disturbance {
+    fn total(&self) -> f64 {
+        self.others + self.steal
+    }
+
+    /// The larger of two.
+    fn max(self, other: Disturbance) -> Disturbance {
+        match self.total() >= other.total() {
+            true => self,
+            false => other,
+        }
+    }
+}
+
+/// CPUs of the test's node.
+const NODE_CPUS: f64 = 2.0;
+
+/// CPU seconds (their own and their waited-for children's) of every process now, by pid and start.
+fn cpu_by_process() -> std::collections::HashMap<(i32, u64), (String, f64)> {
+    cosched_linux::procfs::all_processes()
+        .into_iter()
+        .map(|p| ((p.pid, p.start_ticks), (comm(p.pid), p.cpu_seconds())))
+        .collect()
+}
+
+/// The processes that took the most CPU time between two `cpu_by_process` snapshots, for saying what
+/// disturbed a measurement.
+fn busiest(
+    before: &std::collections::HashMap<(i32, u64), (String, f64)>,
+    after: &std::collections::HashMap<(i32, u64), (String, f64)>,
+) -> String {
+    let mut used: Vec<(f64, String)> = after
+        .iter()
+        .map(|(key, (name, seconds))| {
+            let earlier = before.get(key).map_or(0.0, |b| b.1);
+            (seconds - earlier, format!("{name} ({})", key.0))
+        })
+        .filter(|(seconds, _)| *seconds >= 0.1)
+        .collect();
+    used.sort_by(|a, b| b.0.total_cmp(&a.0));
+    used.iter()
+        .take(4)
+        .map(|(seconds, name)| format!("{name} {seconds:.1} s"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Drop for Cluster {
@@ -425,9 +564,14 @@ fn prolog_env(socket: &Path) -> Vec<(&'static str, String)> {
 /// the job its progress.
 fn spinning_job(iterations: u64) -> String {
     let stencil = cosched_native::benchmark("stencil");
+    // The same program and OpenMP settings on every side of the comparison, whatever the caller's
+    // environment (sbatch passes it on): no thread binding of libgomp's own, which cosched's
+    // placement of an attached task would override on one side only. Each mark carries the node's
+    // CPU counters, and the end mark the CPU time of the program, for `disturbance`.
     format!(
-        "echo start $(date +%s.%N); OMP_NUM_THREADS=2 OMP_WAIT_POLICY=active {} --size 200 \
---iterations {iterations}; echo end $(date +%s.%N)",
+        "unset OMP_PLACES OMP_PROC_BIND GOMP_CPU_AFFINITY GOMP_SPINCOUNT; \
+echo start $(date +%s.%N) $(head -1 /proc/stat); OMP_NUM_THREADS=2 OMP_WAIT_POLICY=active {} \
+--size 200 --iterations {iterations}; echo end $(date +%s.%N) $(head -1 /proc/stat) $(cat /proc/$$/stat)",
         stencil.display()
     )
 }
@@ -487,20 +631,16 @@ const LIMIT: Duration = Duration::from_secs(600);
 /// Pairs of measurements, one after the other and under cosched: the ratio asserted is their median.
 const ROUNDS: usize = 3;
 
-/// Waits until every job of `ids` has printed its end mark and left the queue, or left the queue
-/// without one (it failed); false after `limit`. While the jobs run it reads their output files
-/// rather than asking squeue, whose client and slurmctld would share the measured CPUs several times a
-/// second.
+/// Waits until every job of `ids` has printed its end mark, or ended without one (it failed: the job
+/// completion log has it), and left the queue; false after `limit`. While the jobs run it only reads
+/// files: asking squeue would start a client, munged and slurmctld on the measured CPUs.
 fn wait_ended(cluster: &Cluster, ids: &[u64], limit: Duration) -> bool {
     let started = Instant::now();
-    let mut polls = 0u64;
     loop {
-        polls += 1;
-        let printed = ids.iter().all(|&id| cluster.times(id).is_some());
-        // Every fifth second, squeue says whether a job ended without printing (it failed).
-        if printed
-            || (polls.is_multiple_of(10) && !cluster.queued().iter().any(|q| ids.contains(q)))
-        {
+        let ended = ids
+            .iter()
+            .all(|&id| cluster.times(id).is_some() || cluster.completion(id).is_some());
+        if ended {
             return cluster.wait_gone(ids, limit.saturating_sub(started.elapsed()));
         }
         if started.elapsed() > limit {
@@ -510,9 +650,15 @@ fn wait_ended(cluster: &Cluster, ids: &[u64], limit: Duration) -> bool {
     }
 }
 
+/// Most of the node's CPU time that anything but the measured jobs (and cosched's daemon) may take
+/// while they run for the 1.1 bound to be judged: a spinning 2-thread job loses far more than the CPU
+/// time another process takes from one of its threads.
+const UNDISTURBED: f64 = 0.05;
+
 /// The two spinning jobs one after the other (Slurm starts the second of one name only when the
-/// first has ended): each one's run time, without Slurm's gap between them.
-fn one_after_the_other(cluster: &Cluster, nowhere: &Path) -> Vec<f64> {
+/// first has ended): what each one's script recorded, each measured from its own start to its own
+/// end, without Slurm's gap between them.
+fn one_after_the_other(cluster: &Cluster, nowhere: &Path) -> Vec<JobRecord> {
     let ids: Vec<u64> = (0..2)
         .map(|_| {
             submit(
@@ -528,12 +674,19 @@ fn one_after_the_other(cluster: &Cluster, nowhere: &Path) -> Vec<f64> {
         "the serial jobs did not end"
     );
     ids.iter()
-        .map(|&id| cluster.times(id).map(|(s, e)| e - s).expect("job times"))
+        .map(|&id| cluster.record(id).expect("job times"))
         .collect()
 }
 
-/// Both jobs at once, handed to `daemon` by the TaskProlog: their makespan.
-fn under_cosched(cluster: &Cluster, daemon: &Daemon) -> f64 {
+/// Both jobs at once, handed to `daemon` by the TaskProlog: what their scripts recorded, and the CPU
+/// seconds the daemon took meanwhile.
+fn under_cosched(cluster: &Cluster, daemon: &Daemon) -> (Vec<JobRecord>, f64) {
+    let daemon_cpu = || {
+        cosched_linux::procfs::stat(daemon.child.id() as i32)
+            .expect("the daemon runs")
+            .cpu_seconds()
+    };
+    let before = daemon_cpu();
     let ids: Vec<u64> = (0..2)
         .map(|_| submit(cluster, &["-J", "cosched"], ITERATIONS, &daemon.socket))
         .collect();
@@ -541,6 +694,7 @@ fn under_cosched(cluster: &Cluster, daemon: &Daemon) -> f64 {
         wait_ended(cluster, &ids, LIMIT),
         "the cosched jobs did not end"
     );
+    let daemon_seconds = daemon_cpu() - before;
     let jobs = daemon.jobs();
     for &id in &ids {
         assert_eq!(
@@ -551,7 +705,59 @@ fn under_cosched(cluster: &Cluster, daemon: &Daemon) -> f64 {
         let view = attached(&jobs, id).unwrap_or_else(|| panic!("job {id} was not attached"));
         assert_eq!(view["name"], format!("slurm-{id}.batch"));
     }
-    makespan(cluster, &ids)
+    let records = ids
+        .iter()
+        .map(|&id| cluster.record(id).expect("job times"))
+        .collect();
+    (records, daemon_seconds)
+}
+
+/// One round: the two jobs one after the other, then both at once under cosched.
+struct Round {
+    alone: Vec<JobRecord>,
+    cosched: Vec<JobRecord>,
+    /// The most that something else took from any measured run of the round.
+    disturbance: Disturbance,
+    /// The processes that took the most CPU time during the round.
+    disturbers: String,
+}
+
+impl Round {
+    fn measure(cluster: &Cluster, daemon: &Daemon, nowhere: &Path) -> Round {
+        let before = cpu_by_process();
+        let alone = one_after_the_other(cluster, nowhere);
+        let (cosched, daemon_seconds) = under_cosched(cluster, daemon);
+        let after = cpu_by_process();
+        let disturbance = alone
+            .iter()
+            .map(|job| disturbance(std::slice::from_ref(job), 0.0))
+            .chain([disturbance(&cosched, daemon_seconds)])
+            .fold(Disturbance::default(), Disturbance::max);
+        Round {
+            alone,
+            cosched,
+            disturbance,
+            disturbers: busiest(&before, &after),
+        }
+    }
+
+    fn one_after_the_other(&self) -> f64 {
+        self.alone.iter().map(|j| j.end - j.start).sum()
+    }
+
+    fn with_cosched(&self) -> f64 {
+        let start = self
+            .cosched
+            .iter()
+            .map(|j| j.start)
+            .fold(f64::INFINITY, f64::min);
+        let end = self.cosched.iter().map(|j| j.end).fold(0.0, f64::max);
+        end - start
+    }
+
+    fn ratio(&self) -> f64 {
+        self.with_cosched() / self.one_after_the_other()
+    }
 }
 
 #[test]
@@ -564,13 +770,8 @@ fn two_spinning_jobs_under_cosched_take_at_most_1_1_times_one_after_the_other() 
 
     // Each ratio compares runs made back to back, so that a machine whose speed drifts (other
     // tenants, frequency) moves both alike; the median of the rounds is asserted.
-    let mut alone_runs = Vec::new();
-    let mut rounds: Vec<(f64, f64)> = (0..ROUNDS)
-        .map(|_| {
-            let alone = one_after_the_other(&cluster, &nowhere);
-            alone_runs.extend(&alone);
-            (alone.iter().sum(), under_cosched(&cluster, &daemon))
-        })
+    let mut rounds: Vec<Round> = (0..ROUNDS)
+        .map(|_| Round::measure(&cluster, &daemon, &nowhere))
         .collect();
 
     // Both at once on the oversubscribed node, Linux alone sharing the CPUs; cut short once it
@@ -578,7 +779,7 @@ fn two_spinning_jobs_under_cosched_take_at_most_1_1_times_one_after_the_other() 
     let plain: Vec<u64> = (0..2)
         .map(|_| submit(&cluster, &["-J", "plain"], ITERATIONS, &nowhere))
         .collect();
-    let cap = Duration::from_secs_f64(3.0 * rounds[0].0);
+    let cap = Duration::from_secs_f64(3.0 * rounds[0].one_after_the_other());
     let plain_makespan = match wait_ended(&cluster, &plain, cap) {
         true => format!("{:.1} s", makespan(&cluster, &plain)),
         false => {
@@ -606,34 +807,67 @@ fn two_spinning_jobs_under_cosched_take_at_most_1_1_times_one_after_the_other() 
 Slurm, no time slicing  {plain_makespan}\n  \
 Slurm gang scheduling (5 s slices)  {gang_makespan:.1} s"
     );
-    for (alone, cosched) in &rounds {
+    for round in &rounds {
+        let alone: Vec<String> = round
+            .alone
+            .iter()
+            .map(|j| format!("{:.1}", j.end - j.start))
+            .collect();
         eprintln!(
-            "  one after the other  {alone:.1} s, Slurm + cosched  {cosched:.1} s, ratio {:.2}",
-            cosched / alone
+            "  one after the other  {:.1} s ({} s), Slurm + cosched  {:.1} s, ratio {:.2}; \
+node taken from a measured run: {:.1}% by other processes, {:.1}% by the hypervisor",
+            round.one_after_the_other(),
+            alone.join(" + "),
+            round.with_cosched(),
+            round.ratio(),
+            100.0 * round.disturbance.others,
+            100.0 * round.disturbance.steal,
         );
+        if round.disturbance.total() > UNDISTURBED {
+            eprintln!("    busiest processes meanwhile: {}", round.disturbers);
+        }
     }
-    rounds.sort_by(|a, b| (a.1 / a.0).total_cmp(&(b.1 / b.0)));
-    let (alone, cosched) = rounds[ROUNDS / 2];
-    let ratio = cosched / alone;
+    rounds.sort_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+    let median = &rounds[ROUNDS / 2];
+    let ratio = median.ratio();
     eprintln!("  median ratio {ratio:.2} (target 1.10)");
-    // The same job alone takes the same time every time only on a machine nothing else disturbs;
-    // elsewhere (other builds and tests sharing the CPUs) a 10% target cannot be judged, and what
-    // must still never happen is the thrashing of plain oversubscription.
+
+    // A spinning job that shares a CPU with anything else loses far more than that CPU time (its
+    // threads may even end up on one CPU together), so a job alone is only a baseline where nothing
+    // else ran. Where something did (other builds and tests on the machine, or the hypervisor), the
+    // test names it and asserts only that the jobs do not thrash as under plain oversubscription.
+    if rounds.iter().any(|r| r.disturbance.total() > UNDISTURBED) {
+        eprintln!(
+            "  something else took more than {:.0}% of the node during a measured run: 1.1 x is \
+not judged, only 1.5 x is asserted; measure on an idle machine (docs/slurm.md)",
+            100.0 * UNDISTURBED
+        );
+        assert!(
+            ratio <= 1.5,
+            "with cosched the jobs took {:.1} s, {ratio:.2} x one after the other ({:.1} s)",
+            median.with_cosched(),
+            median.one_after_the_other()
+        );
+        return;
+    }
+    // Undisturbed, the same job alone must take the same time every time: if it does not, the
+    // baseline cannot carry a 10% bound, and that is a finding, not a pass.
+    let alone_runs: Vec<f64> = rounds
+        .iter()
+        .flat_map(|r| r.alone.iter().map(|j| j.end - j.start))
+        .collect();
     let shortest = alone_runs.iter().copied().fold(f64::INFINITY, f64::min);
     let longest = alone_runs.iter().copied().fold(0.0, f64::max);
-    let bound = match longest <= 1.1 * shortest {
-        true => 1.1,
-        false => {
-            eprintln!(
-                "  one job alone took {shortest:.1} to {longest:.1} s: the machine is busy, so \
-only 1.5 x is asserted; measure on an idle machine (docs/slurm.md)"
-            );
-            1.5
-        }
-    };
     assert!(
-        ratio <= bound,
-        "with cosched the jobs took {cosched:.1} s, {ratio:.2} x one after the other ({alone:.1} s)"
+        longest <= 1.1 * shortest,
+        "on an undisturbed node the same job alone took {shortest:.1} to {longest:.1} s: the \
+baseline varies by itself more than the 10% bound"
+    );
+    assert!(
+        ratio <= 1.1,
+        "with cosched the jobs took {:.1} s, {ratio:.2} x one after the other ({:.1} s)",
+        median.with_cosched(),
+        median.one_after_the_other()
     );
 }
 
@@ -893,4 +1127,24 @@ fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() 
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn a_job_record_reads_the_marks_the_job_script_prints() {
+    let output = "start 100.5 cpu 1000 0 200 5000 0 0 0 30 0 0\n\
+stencil size=200 iterations=10 seconds=0.1\n\
+end 104.5 cpu 1900 0 220 5000 0 0 10 50 0 0 \
+77 (slurm_script) S 76 77 77 0 -1 4194560 500 900 0 0 1 2 780 30 20 0 1 0 123 0 0\n";
+    let record = JobRecord::parse(output).expect("parsed");
+    assert_eq!((record.start, record.end), (100.5, 104.5));
+    assert_eq!(record.node_at_start.busy, 1200);
+    assert_eq!(record.node_at_end.busy, 2130);
+    assert_eq!(record.node_at_end.steal, 50);
+    assert_eq!(record.job_ticks, 810);
+    assert!(JobRecord::parse("start 100.5 cpu 1 2 3\n").is_none());
+    // 930 busy ticks in 4 s of 2 CPUs, 810 of them the job's; 20 ticks stolen.
+    let seen = disturbance(&[record], 0.0);
+    let tick = cosched_linux::procfs::clock_ticks_per_second();
+    assert!((seen.others - 120.0 / tick / 8.0).abs() < 1e-9, "{seen:?}");
+    assert!((seen.steal - 20.0 / tick / 8.0).abs() < 1e-9, "{seen:?}");
 }
