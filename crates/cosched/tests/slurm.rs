@@ -312,11 +312,6 @@ PartitionName=shared Nodes={node} Default=YES OverSubscribe=FORCE:2 MaxTime=INFI
             .map(str::to_string)
     }
 
-    /// `start` and `end` Unix times the job script printed.
-    fn times(&self, id: u64) -> Option<(f64, f64)> {
-        self.record(id).map(|r| (r.start, r.end))
-    }
-
     /// What the job script printed about its run (see `spinning_job`).
     fn record(&self, id: u64) -> Option<JobRecord> {
         JobRecord::parse(&std::fs::read_to_string(self.dir.join(format!("{id}.out"))).ok()?)
@@ -399,7 +394,7 @@ fn disturbance(jobs: &[JobRecord], own_seconds: f64) -> Disturbance {
         .saturating_sub(first.node_at_start.steal) as f64
         / tick;
     let measured = jobs.iter().map(|j| j.job_ticks).sum::<u64>() as f64 / tick + own_seconds;
-    let node = NODE_CPUS * (last.end - first.start);
+    let node = NODE_CPUS * span(jobs);
     Disturbance {
         others: (busy - measured).max(0.0) / node,
         steal: steal / node,
@@ -586,16 +581,21 @@ fn submit(cluster: &Cluster, args: &[&str], iterations: u64, socket: &Path) -> u
 
 /// Seconds from the first job's start to the last one's end.
 fn makespan(cluster: &Cluster, ids: &[u64]) -> f64 {
-    let times: Vec<(f64, f64)> = ids
+    let records: Vec<JobRecord> = ids
         .iter()
         .map(|&id| {
             cluster
-                .times(id)
+                .record(id)
                 .unwrap_or_else(|| panic!("job {id} printed no start and end"))
         })
         .collect();
-    let start = times.iter().map(|t| t.0).fold(f64::INFINITY, f64::min);
-    let end = times.iter().map(|t| t.1).fold(0.0, f64::max);
+    span(&records)
+}
+
+/// Seconds from the first job's start mark to the last one's end mark.
+fn span(jobs: &[JobRecord]) -> f64 {
+    let start = jobs.iter().map(|j| j.start).fold(f64::INFINITY, f64::min);
+    let end = jobs.iter().map(|j| j.end).fold(0.0, f64::max);
     end - start
 }
 
@@ -639,7 +639,7 @@ fn wait_ended(cluster: &Cluster, ids: &[u64], limit: Duration) -> bool {
     loop {
         let ended = ids
             .iter()
-            .all(|&id| cluster.times(id).is_some() || cluster.completion(id).is_some());
+            .all(|&id| cluster.record(id).is_some() || cluster.completion(id).is_some());
         if ended {
             return cluster.wait_gone(ids, limit.saturating_sub(started.elapsed()));
         }
@@ -746,13 +746,7 @@ impl Round {
     }
 
     fn with_cosched(&self) -> f64 {
-        let start = self
-            .cosched
-            .iter()
-            .map(|j| j.start)
-            .fold(f64::INFINITY, f64::min);
-        let end = self.cosched.iter().map(|j| j.end).fold(0.0, f64::max);
-        end - start
+        span(&self.cosched)
     }
 
     fn ratio(&self) -> f64 {
