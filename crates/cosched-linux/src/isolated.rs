@@ -96,9 +96,12 @@ impl IsolatedTimes {
         self.entries.iter().find(|e| e.matches(topology, job))
     }
 
-    /// The job's time alone on one CPU of this machine, with the threads it ran.
-    pub fn one_cpu_entry(&self, topology: &Topology, job: &JobEntry) -> Option<&IsolatedTime> {
-        self.one_cpu.iter().find(|e| e.matches(topology, job))
+    /// The job's time alone on one CPU of this machine with one thread, if it was measured.
+    pub fn one_thread_seconds(&self, topology: &Topology, job: &JobEntry) -> Option<f64> {
+        (self.one_cpu.iter())
+            .find(|e| e.matches(topology, job))
+            .filter(|one| one.threads == 1)
+            .map(|one| one.seconds)
     }
 
     /// What past runs showed about this command line here, if any run tested anything.

@@ -117,6 +117,9 @@ impl WorkloadReplay {
                 // better than a declared one, which was measured elsewhere or guessed (`auto` then
                 // prefers the least remaining work).
                 spec.hints.runtime = isolated.or(spec.hints.runtime);
+                spec.hints.one_cpu_runtime = isolated_times
+                    .one_thread_seconds(topology, entry)
+                    .or(spec.hints.one_cpu_runtime);
                 if let Some(known) = isolated_times.behaviour(topology, &entry.command) {
                     known.apply(&mut spec);
                 }

@@ -137,22 +137,34 @@ impl Auto {
     /// its share. CPUs left over widen the elastic jobs, first in order first.
     fn least_remaining_first(&mut self, ctx: &Context) -> Plan {
         let machine = ctx.topology.num_cpus();
-        let mut order: Vec<(&ActiveJob, (bool, f64))> = ctx
+        let mut order: Vec<Ranked> = ctx
             .jobs
             .iter()
             .map(|job| {
                 let runtime = job.spec.hints.runtime.unwrap_or(0.0);
                 let remaining = self.service.remaining(job.spec.id, runtime);
                 let key = remaining::priority(ctx.now, job.spec.arrival, runtime, remaining);
-                (job, key)
+                let (width, left) = self.useful_width(job, machine, remaining);
+                Ranked {
+                    job,
+                    key,
+                    width,
+                    left,
+                }
             })
             .collect();
-        order.sort_by(|a, b| a.1.partial_cmp(&b.1).expect("finite keys"));
+        if let Some(first) = bounding_job(&mut order, machine) {
+            // Not urgent (an urgent job would go first anyway): it goes before every other job
+            // that is not.
+            if first.key.0 {
+                first.key.1 = f64::NEG_INFINITY;
+            }
+        }
+        order.sort_by(|a, b| a.key.partial_cmp(&b.key).expect("finite keys"));
         let share = (machine / order.len().clamp(1, machine)).max(1);
         let mut free = machine;
         let mut wanted: Vec<(&ActiveJob, usize)> = Vec::new();
-        for (job, _) in &order {
-            let width = full_width(job, machine);
+        for &Ranked { job, width, .. } in &order {
             let take = if spins_when_crowded(job) {
                 if width > free {
                     continue;
@@ -166,22 +178,53 @@ impl Auto {
                 free -= take;
             }
         }
+        // A moldable job keeps the threads it starts with, so it starts with those it can use
+        // alone and does not end on a sliver of the machine; until then its threads share its CPUs.
+        let moldable_threads: HashMap<JobId, usize> = order
+            .iter()
+            .filter(|r| r.job.spec.kind == JobKind::Moldable)
+            .map(|r| (r.job.spec.id, r.width))
+            .collect();
         for (job, take) in &mut wanted {
-            let more = (full_width(job, machine) - *take).min(free);
+            let widest = (moldable_threads.get(&job.spec.id).copied())
+                .unwrap_or_else(|| full_width(job, machine));
+            let more = widest.saturating_sub(*take).min(free);
             *take += more;
             free -= more;
         }
         let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.spec.id, *n)).collect();
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
-        // A moldable job keeps the threads it starts with, so it starts with those it needs alone
-        // and does not end on a sliver of the machine; until then its threads share its CPUs.
         for (id, threads) in &mut plan.advice {
-            if let Some(job) = ctx.job(*id).filter(|j| j.spec.kind == JobKind::Moldable) {
-                *threads = full_width(job, machine) as u32;
+            if let Some(&width) = moldable_threads.get(id) {
+                *threads = width as u32;
             }
         }
         plan.timer = self.urgency_timer(ctx);
         plan
+    }
+
+    /// The widest width at which every CPU added still pays (`scalability::EFFICIENT_GAIN`), by
+    /// the job's measured serial fraction, else by its times alone on one CPU and on the whole
+    /// machine; and its `remaining` seconds (alone at full width) at that width. A job that cannot
+    /// change its threads any more keeps them.
+    fn useful_width(&self, job: &ActiveJob, machine: usize, remaining: f64) -> (usize, f64) {
+        let full = full_width(job, machine);
+        let hinted = || {
+            let hints = &job.spec.hints;
+            let speedup = hints.one_cpu_runtime? / hints.runtime.filter(|&r| r > 0.0)?;
+            Some(scalability::serial_fraction(full, speedup))
+        };
+        let serial = (self.scalability.serial(job.spec.id))
+            .or_else(hinted)
+            .filter(|_| fixed_threads(job).is_none());
+        let Some(serial) = serial else {
+            return (full, remaining);
+        };
+        let width = scalability::efficient_width(serial, full);
+        (
+            width,
+            remaining * scalability::time_ratio(serial, width, full),
+        )
     }
 
     /// Single-threaded jobs with known run times: each is dealt to a CPU once, longest first onto the
@@ -371,6 +414,31 @@ impl Auto {
         self.held = held;
         plan
     }
+}
+
+/// A job with known remaining work, ranked for `least_remaining_first`.
+struct Ranked<'a> {
+    job: &'a ActiveJob,
+    key: (bool, f64),
+    /// CPUs it can use well.
+    width: usize,
+    /// Its remaining seconds on `width` CPUs.
+    left: f64,
+}
+
+/// The job that bounds the makespan, if it must start now: on the CPUs it can use well it needs
+/// longer than the machine needs for all the work left (every job on its useful CPUs, perfectly
+/// packed). Least remaining first would run it last, alone, on a machine it cannot use.
+fn bounding_job<'r, 'a>(order: &'r mut [Ranked<'a>], machine: usize) -> Option<&'r mut Ranked<'a>> {
+    if order.len() < 2 {
+        return None;
+    }
+    let work: f64 = order.iter().map(|r| r.left * r.width as f64).sum();
+    let longest = order
+        .iter_mut()
+        .max_by(|a, b| a.left.total_cmp(&b.left))
+        .expect("two jobs");
+    (longest.left * machine as f64 > work * (1.0 + 1e-9)).then_some(longest)
 }
 
 /// The elastic jobs that run side by side when nothing is known: every started one (a job is never

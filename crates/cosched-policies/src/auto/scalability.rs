@@ -54,10 +54,14 @@ impl Scalability {
             *self.tries.entry(sample.job).or_default() += 1;
             return;
         }
-        let n = sample.cpus as f64;
-        let busy = (sample.cpu_seconds / sample.interval).clamp(1.0, n);
-        let serial = ((n / busy - 1.0) / (n - 1.0)).clamp(0.0, 1.0);
-        self.serial.insert(sample.job, serial);
+        let busy = sample.cpu_seconds / sample.interval;
+        self.serial
+            .insert(sample.job, serial_fraction(sample.cpus as usize, busy));
+    }
+
+    /// The serial fraction measured for a job, if any.
+    pub fn serial(&self, id: JobId) -> Option<f64> {
+        self.serial.get(&id).copied()
     }
 
     /// Notes when a job's CPUs or threads change.
@@ -114,6 +118,33 @@ impl Scalability {
     }
 }
 
+/// An added CPU is worth giving a job while it speeds the job up by at least this much of a CPU; a
+/// CPU that adds less does more for a job waiting for one.
+pub const EFFICIENT_GAIN: f64 = 0.5;
+
+/// The Amdahl serial fraction of a job `speedup` times faster on `n` CPUs than on one.
+pub fn serial_fraction(n: usize, speedup: f64) -> f64 {
+    if n < 2 {
+        return 0.0;
+    }
+    let n = n as f64;
+    ((n / speedup.clamp(1.0, n) - 1.0) / (n - 1.0)).clamp(0.0, 1.0)
+}
+
+/// A job's run time on `k` CPUs over its run time on `m` CPUs, by Amdahl's law.
+pub fn time_ratio(serial: f64, k: usize, m: usize) -> f64 {
+    let time = |n: usize| serial + (1.0 - serial) / n.max(1) as f64;
+    time(k) / time(m)
+}
+
+/// The widest width up to `cap` at which every added CPU still gains at least `EFFICIENT_GAIN`.
+pub fn efficient_width(serial: f64, cap: usize) -> usize {
+    let speedup = |k: usize| time_ratio(serial, 1, k);
+    1 + (1..cap.max(1))
+        .take_while(|&k| speedup(k + 1) - speedup(k) >= EFFICIENT_GAIN)
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +186,16 @@ mod tests {
             !scalability.unknown(JobId(0)),
             "gives up after {MAX_TRIES} tries"
         );
+    }
+
+    #[test]
+    fn a_job_gets_the_cpus_that_each_still_speed_it_up_by_half_a_cpu() {
+        assert_eq!(efficient_width(0.0, 48), 48);
+        // 7.1 s on one CPU, 5.1 s on two: the second CPU gains 0.39 of a CPU.
+        assert_eq!(efficient_width(serial_fraction(2, 7.1 / 5.1), 2), 1);
+        assert_eq!(efficient_width(serial_fraction(2, 1.9), 2), 2);
+        let w = efficient_width(0.01, 48);
+        assert!((30..48).contains(&w), "{w}");
     }
 
     #[test]

@@ -251,3 +251,60 @@ fn with_nothing_known_at_most_six_elastic_jobs_run_side_by_side_and_none_is_stop
     let plan = decide(&mut Auto::default(), &topo, 8.0, &jobs);
     assert_eq!(plan.placed_jobs().len(), 8);
 }
+
+/// A malleable job estimated at `runtime` s alone on both CPUs and `one_cpu` s alone on one.
+fn measured(id: u32, runtime: f64, one_cpu: f64) -> ActiveJob {
+    let mut job = estimated(id, 0.0, runtime);
+    job.spec.hints.one_cpu_runtime = Some(one_cpu);
+    job
+}
+
+#[test]
+fn a_long_job_that_scales_poorly_starts_at_once_on_one_cpu_instead_of_last_alone() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    // 12 s on one CPU, 10 s on two: run last, alone, it would hold both CPUs for 10 s after 4 s of
+    // the short jobs (14 s); on one CPU from the start beside them, all end by 12 s.
+    let jobs = vec![
+        measured(0, 10.0, 12.0),
+        measured(1, 2.0, 4.0),
+        measured(2, 2.0, 4.0),
+    ];
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));
+    assert_eq!(plan.advice[&JobId(0)], 1);
+    assert_eq!(plan.cpus_in_slot(0, JobId(1)).map(|c| c.len()), Some(1));
+    assert_eq!(
+        plan.cpus_in_slot(0, JobId(2)),
+        None,
+        "shortest first beside it"
+    );
+}
+
+#[test]
+fn a_long_job_that_scales_still_waits_and_then_takes_the_whole_machine() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let jobs = vec![
+        measured(0, 10.0, 19.5),
+        measured(1, 2.0, 4.0),
+        measured(2, 2.0, 4.0),
+    ];
+    let mut auto = Auto::default();
+    let plan = decide(&mut auto, &topo, 0.0, &jobs);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)), None, "shortest first");
+    let plan = decide(&mut auto, &topo, 4.0, &jobs[..1]);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(2));
+    assert_eq!(plan.advice[&JobId(0)], 2);
+}
+
+#[test]
+fn a_moldable_job_that_scales_poorly_starts_with_the_threads_it_can_use() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let mut poor = waiting(0, JobKind::Moldable, 1, 2);
+    poor.spec.hints.runtime = Some(10.0);
+    poor.spec.hints.one_cpu_runtime = Some(12.0);
+    poor.spec.hints.sync = SyncKind::Block;
+    let jobs = vec![poor, measured(1, 2.0, 4.0), measured(2, 2.0, 4.0)];
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));
+    assert_eq!(plan.advice[&JobId(0)], 1, "not two threads on one CPU");
+}

@@ -139,9 +139,7 @@ pub fn size_jobs_to_measured(
         let Some(measured) = times.entry(topology, entry) else {
             continue;
         };
-        let one_thread = (times.one_cpu_entry(topology, entry))
-            .filter(|one| one.threads == 1)
-            .map(|one| one.seconds);
+        let one_thread = times.one_thread_seconds(topology, entry);
         let speedup = one_thread
             .and_then(|one| calibrated::measured_speedup(one, measured.threads, measured.seconds));
         if let Some(speedup) = speedup {
@@ -157,6 +155,7 @@ pub fn size_jobs_to_measured(
             profile.sync_interval *= measured.seconds / simulated;
             // As in a real run, the measured time is the job's run-time estimate.
             job.spec.hints.runtime = Some(measured.seconds);
+            job.spec.hints.one_cpu_runtime = one_thread.or(job.spec.hints.one_cpu_runtime);
             sizing.resized += 1;
         }
         if let Some(known) = times.behaviour(topology, &entry.command) {
