@@ -17,7 +17,10 @@
 //!    from the run history), the jobs with the least remaining work run first (shortest remaining
 //!    processing time, which minimises mean response time), side by side on equal shares while
 //!    enough wait (work per CPU never rises with width), except jobs that cannot shed threads and
-//!    synchronise, which wait for their full width. Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
+//!    synchronise, which wait for their full width. No job gets more CPUs than it uses well (each
+//!    added CPU gains half a CPU, by its measured or calibrated scaling), and the job whose remaining
+//!    time on those CPUs exceeds all remaining work packed on the machine starts at once rather than
+//!    last and alone (`bounding_job`). Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
 //!    has not, oldest first. So a job waits behind shorter newcomers for at most 3 × its estimate;
 //!    after that only the urgent jobs older than itself run before it, and its slowdown is at most
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
