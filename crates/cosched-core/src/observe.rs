@@ -319,6 +319,13 @@ impl Observer {
             .reduce(f64::min)
     }
 
+    /// Whether some job does not follow advice: without one, no job is bound to its thread count.
+    pub fn any_ignores(&self) -> bool {
+        self.jobs
+            .values()
+            .any(|j| matches!(j.following, Following::Ignores { .. }))
+    }
+
     /// The thread count a job is bound to because it does not follow advice, if it is.
     pub fn fixed_threads(&self, job: &ActiveJob) -> Option<u32> {
         let observed = self.jobs.get(&job.spec.id)?;
@@ -389,6 +396,7 @@ mod tests {
         let seen = observer.job(JobId(0)).unwrap();
         assert_eq!(seen.following, Following::Follows { lag: 2.0 });
         assert_eq!(observer.fixed_threads(&job), None);
+        assert!(!observer.any_ignores());
         assert!(!seen.in_long_region());
     }
 
@@ -404,6 +412,7 @@ mod tests {
         let (observer, expired) = replay(&job, 1, &samples);
         assert_eq!(expired, vec![JobId(0)], "overdue at the deadline, once");
         assert_eq!(observer.fixed_threads(&job), Some(2));
+        assert!(observer.any_ignores());
         assert!(observer.job(JobId(0)).unwrap().in_long_region());
         assert_eq!(observer.next_deadline(), None);
     }
