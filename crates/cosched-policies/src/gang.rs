@@ -16,6 +16,7 @@
 //! many jobs share the machine): a job that fits in no row when all are taken waits, and the jobs behind
 //! it wait too, first come first served.
 
+use crate::partitions::Partitions;
 use cosched_core::{
     ActiveJob, Assignment, Context, Event, JobId, JobKind, Plan, Policy, Slot, Topology,
 };
@@ -38,6 +39,7 @@ pub struct Gang {
     /// Most rows the matrix may have.
     mpl: usize,
     rows: Vec<Vec<Assignment>>,
+    partitions: Partitions,
 }
 
 impl Gang {
@@ -48,6 +50,7 @@ impl Gang {
             shared_sequential_slot: false,
             mpl: DEFAULT_MPL,
             rows: Vec::new(),
+            partitions: Partitions::default(),
         }
     }
 
@@ -123,7 +126,7 @@ impl Policy for Gang {
         }
         self.repack();
         let mut placed: HashSet<JobId> = self.rows.iter().flatten().map(|a| a.job).collect();
-        let sizes = ctx.topology.partition_sizes();
+        let sizes = self.partitions.sizes(ctx.topology);
         let shared = self.shared_sequential_slot;
         let sequential = |job: &ActiveJob| shared && job.spec.max_threads <= 1;
         let mut shared_slot = Vec::new();
@@ -147,7 +150,7 @@ impl Policy for Gang {
                 .copied()
                 .find(|&s| s >= width)
                 .unwrap_or(ctx.topology.num_cpus());
-            let partitions = ctx.topology.partitions(size);
+            let partitions = self.partitions.of_size(ctx.topology, size);
             let spot = self.rows.iter().enumerate().find_map(|(r, row)| {
                 partitions
                     .iter()

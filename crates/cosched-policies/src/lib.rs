@@ -10,6 +10,7 @@ mod casas;
 mod di;
 mod eq;
 mod gang;
+mod partitions;
 pub mod scalpel;
 mod ta;
 pub mod taco;

@@ -9,12 +9,14 @@
 //! the size holds, shrinks inside it or grows around it when the size changes, and only the jobs that
 //! find their place taken move. With more jobs than CPUs, newcomers wait in arrival order.
 
+use crate::partitions::Partitions;
 use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Topology};
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
 pub struct TopologyAware {
     held: HashMap<JobId, CpuSet>,
+    partitions: Partitions,
 }
 
 impl Policy for TopologyAware {
@@ -45,30 +47,33 @@ impl Policy for TopologyAware {
             self.held.clear();
             return Some(Plan::default());
         }
-        let size = topo
-            .partition_sizes()
-            .into_iter()
+        let sizes = self.partitions.sizes(topo);
+        let size = sizes
+            .iter()
+            .copied()
             .rev()
-            .find(|&s| topo.partitions(s).len() >= receivers.len())
+            .find(|&s| self.partitions.of_size(topo, s).len() >= receivers.len())
             .expect("size 1 has a partition per CPU");
-        let larger = topo
-            .partition_sizes()
-            .into_iter()
+        let fine = self.partitions.of_size(topo, size);
+        let larger = sizes
+            .iter()
+            .copied()
             .filter(|&l| l > size)
-            .find(|&l| nests(&topo.partitions(size), &topo.partitions(l)));
+            .find(|&l| nests(&fine, &self.partitions.of_size(topo, l)));
         let upgraded = larger.map_or(0, |l| (cpus - receivers.len() * size) / (l - size));
         let mut assignments = Vec::with_capacity(receivers.len());
         match larger {
             Some(l) if upgraded > 0 => {
                 let (wide, narrow) = receivers.split_at(upgraded.min(receivers.len()));
-                let wide_parts = self.place(&topo.partitions(l), wide, &CpuSet::new());
+                let coarse = self.partitions.of_size(topo, l);
+                let wide_parts = self.place(&coarse, wide, &CpuSet::new());
                 let used = wide_parts
                     .iter()
                     .fold(CpuSet::new(), |acc, (_, p)| acc.union(p));
                 assignments.extend(wide_parts);
-                assignments.extend(self.place(&topo.partitions(size), narrow, &used));
+                assignments.extend(self.place(&fine, narrow, &used));
             }
-            _ => assignments.extend(self.place(&topo.partitions(size), &receivers, &CpuSet::new())),
+            _ => assignments.extend(self.place(&fine, &receivers, &CpuSet::new())),
         }
         let mut plan = Plan::space_sharing(Vec::with_capacity(receivers.len()));
         for (job, cpus) in assignments {
