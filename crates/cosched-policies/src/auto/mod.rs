@@ -76,7 +76,11 @@ impl Policy for Auto {
         if let Event::ThreadsChanged { job, .. } = event {
             self.scalability.changed(ctx.now, *job);
         }
-        self.service.credit(ctx, self.plan.as_ref());
+        let scalability = &self.scalability;
+        self.service
+            .credit(ctx, self.plan.as_ref(), |job, cpus, full| {
+                scalability.speed(job, cpus, full)
+            });
         self.scalability.retain(ctx);
         let known = !ctx.jobs.is_empty()
             && ctx
@@ -212,14 +216,7 @@ impl Auto {
     /// change its threads any more keeps them.
     fn useful_width(&self, job: &ActiveJob, machine: usize, remaining: f64) -> (usize, f64) {
         let full = full_width(job, machine);
-        let hinted = || {
-            let hints = &job.spec.hints;
-            let speedup = hints.one_cpu_runtime? / hints.runtime.filter(|&r| r > 0.0)?;
-            Some(scalability::serial_fraction(full, speedup))
-        };
-        let serial = (self.scalability.serial(job.spec.id))
-            .or_else(hinted)
-            .filter(|_| fixed_threads(job).is_none());
+        let serial = (self.scalability.serial(job, full)).filter(|_| fixed_threads(job).is_none());
         let Some(serial) = serial else {
             return (full, remaining);
         };

@@ -1,7 +1,7 @@
 //! Remaining work of jobs whose run time is estimated (declared, or from the run history), and the
 //! order that prefers the least of it without starving anyone.
 
-use cosched_core::{Context, JobId, Plan};
+use cosched_core::{ActiveJob, Context, JobId, Plan};
 use std::collections::HashMap;
 
 /// A job that has waited this many times its estimated run time is served before every job that has
@@ -21,9 +21,15 @@ pub struct Service {
 }
 
 impl Service {
-    /// Credits the jobs of `plan`, enforced since the last call, with the work it let them do, assuming
-    /// speedup linear in CPUs up to the job's width alone (the figure the estimate is for).
-    pub fn credit(&mut self, ctx: &Context, plan: Option<&Plan>) {
+    /// Credits the jobs of `plan`, enforced since the last call, with the work it let them do:
+    /// `speed(job, cpus, full)` seconds alone on `full` CPUs (its width alone, the figure the estimate
+    /// is for) per second on `cpus` CPUs.
+    pub fn credit(
+        &mut self,
+        ctx: &Context,
+        plan: Option<&Plan>,
+        speed: impl Fn(&ActiveJob, usize, usize) -> f64,
+    ) {
         let elapsed = ctx.now - self.since;
         self.since = ctx.now;
         self.done.retain(|id, _| ctx.job(*id).is_some());
@@ -38,8 +44,8 @@ impl Service {
                 continue;
             };
             let alone = (job.spec.max_threads as usize).clamp(1, machine);
-            let speed = cpus.len().min(alone) as f64 / alone as f64;
-            *self.done.entry(id).or_default() += elapsed * plan.share(id) * speed;
+            *self.done.entry(id).or_default() +=
+                elapsed * plan.share(id) * speed(job, cpus.len(), alone);
         }
     }
 

@@ -14,7 +14,7 @@
 //! time to the job whose NTT drops most is optimal. With every serial fraction zero (nothing measured,
 //! or jobs that scale) this is exactly equal shares.
 
-use cosched_core::{Context, JobId, Plan, Sample};
+use cosched_core::{ActiveJob, Context, JobId, Plan, Sample};
 use std::collections::HashMap;
 
 /// Serial fractions measured so far, per job.
@@ -59,9 +59,22 @@ impl Scalability {
             .insert(sample.job, serial_fraction(sample.cpus as usize, busy));
     }
 
-    /// The serial fraction measured for a job, if any.
-    pub fn serial(&self, id: JobId) -> Option<f64> {
-        self.serial.get(&id).copied()
+    /// A job's serial fraction: measured, else from its times alone on one CPU and on `full` CPUs
+    /// (`hints.one_cpu_runtime` against `hints.runtime`), if known.
+    pub fn serial(&self, job: &ActiveJob, full: usize) -> Option<f64> {
+        let hinted = || {
+            let hints = &job.spec.hints;
+            let speedup = hints.one_cpu_runtime? / hints.runtime.filter(|&r| r > 0.0)?;
+            Some(serial_fraction(full, speedup))
+        };
+        self.serial.get(&job.spec.id).copied().or_else(hinted)
+    }
+
+    /// Seconds of work alone on `full` CPUs that a second on `cpus` CPUs does for `job` (linear
+    /// speedup where its scaling is unknown).
+    pub fn speed(&self, job: &ActiveJob, cpus: usize, full: usize) -> f64 {
+        let serial = self.serial(job, full).unwrap_or(0.0);
+        1.0 / time_ratio(serial, cpus.clamp(1, full), full)
     }
 
     /// Notes when a job's CPUs or threads change.

@@ -259,16 +259,21 @@ fn measured(id: u32, runtime: f64, one_cpu: f64) -> ActiveJob {
     job
 }
 
+/// A job of 10 s on both CPUs and `one_cpu` s on one, and two of 2 s that scale perfectly.
+fn long_and_two_short(one_cpu: f64) -> Vec<ActiveJob> {
+    vec![
+        measured(0, 10.0, one_cpu),
+        measured(1, 2.0, 4.0),
+        measured(2, 2.0, 4.0),
+    ]
+}
+
 #[test]
 fn a_long_job_that_scales_poorly_starts_at_once_on_one_cpu_instead_of_last_alone() {
     let topo = presets::machine("package:1 core:2").unwrap();
     // 12 s on one CPU, 10 s on two: run last, alone, it would hold both CPUs for 10 s after 4 s of
     // the short jobs (14 s); on one CPU from the start beside them, all end by 12 s.
-    let jobs = vec![
-        measured(0, 10.0, 12.0),
-        measured(1, 2.0, 4.0),
-        measured(2, 2.0, 4.0),
-    ];
+    let jobs = long_and_two_short(12.0);
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));
     assert_eq!(plan.advice[&JobId(0)], 1);
@@ -283,11 +288,7 @@ fn a_long_job_that_scales_poorly_starts_at_once_on_one_cpu_instead_of_last_alone
 #[test]
 fn a_long_job_that_scales_still_waits_and_then_takes_the_whole_machine() {
     let topo = presets::machine("package:1 core:2").unwrap();
-    let jobs = vec![
-        measured(0, 10.0, 19.5),
-        measured(1, 2.0, 4.0),
-        measured(2, 2.0, 4.0),
-    ];
+    let jobs = long_and_two_short(19.5);
     let mut auto = Auto::default();
     let plan = decide(&mut auto, &topo, 0.0, &jobs);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)), None, "shortest first");
@@ -307,4 +308,16 @@ fn a_moldable_job_that_scales_poorly_starts_with_the_threads_it_can_use() {
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));
     assert_eq!(plan.advice[&JobId(0)], 1, "not two threads on one CPU");
+}
+
+#[test]
+fn a_job_on_fewer_cpus_is_credited_with_the_work_its_scaling_does_there() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    let jobs = long_and_two_short(12.0);
+    let mut auto = Auto::default();
+    decide(&mut auto, &topo, 0.0, &jobs);
+    decide(&mut auto, &topo, 6.0, &jobs);
+    // Six seconds on one CPU of a job 12 s on one CPU and 10 s on two: half its work, not 3 s of 10.
+    let left = auto.service.remaining(JobId(0), 10.0);
+    assert!((left - 5.0).abs() < 1e-9, "{left}");
 }
