@@ -360,8 +360,8 @@ impl Enforcer {
         match self.placement_cgroup(job) {
             Some(cgroup) => {
                 cgroup.set_cpus(cpus)?;
-                // A thread bound by its OpenMP runtime (OMP_PROC_BIND, launch::placement_env) keeps
-                // that mask inside a new cpuset, so a grown partition would go unused: set it again.
+                // A thread bound by its OpenMP runtime (the job's own OMP_PROC_BIND) keeps that mask
+                // inside a new cpuset, so a grown partition would go unused: set it again.
                 Mask::new(cpus)?.apply_to_processes(&cgroup.pids())?
             }
             None => {

@@ -87,31 +87,17 @@ fn supplementary_groups(uid: libc::uid_t, gid: libc::gid_t) -> Vec<libc::gid_t> 
     }
 }
 
-/// The environment that tells a job where it runs: `COSCHED_JOB_ID`, `COSCHED_CPUS` (its partition at
-/// start) and, unless the job's `env` or cosched's environment already has either, `OMP_PLACES` (the
-/// partition as one place) with `OMP_PROC_BIND=true`, so that an OpenMP runtime keeps its threads inside
-/// the partition. One place, not one per CPU: threads stay free to move inside it, as the OS would move
-/// them, and a job given the whole machine is not bound at all.
-pub fn placement_env(
-    job: u32,
-    cpus: &CpuSet,
-    theirs: &BTreeMap<String, String>,
-) -> Vec<(String, OsString)> {
-    let mut env = vec![
+/// The environment that tells a job where it runs: `COSCHED_JOB_ID` and `COSCHED_CPUS` (its partition at
+/// start). No `OMP_PLACES`/`OMP_PROC_BIND`: cosched keeps every thread on the job's CPUs itself (cgroup
+/// cpuset or affinity, set before exec and reset on every move) and new threads inherit that mask,
+/// whereas an OpenMP runtime bound at launch keeps binding the threads it creates later to the launch
+/// CPUs. Once the job is moved to other CPUs, that binding names CPUs outside its cpuset and libgomp
+/// aborts ("Thread creation failed: Invalid argument"). A job's own binding is left as it is.
+pub fn placement_env(job: u32, cpus: &CpuSet) -> Vec<(String, OsString)> {
+    vec![
         ("COSCHED_JOB_ID".to_string(), job.to_string().into()),
         ("COSCHED_CPUS".to_string(), cpus.to_string().into()),
-    ];
-    let binding = ["OMP_PLACES", "OMP_PROC_BIND"];
-    let set_elsewhere = |name: &str| theirs.contains_key(name) || std::env::var_os(name).is_some();
-    if !binding.iter().any(|name| set_elsewhere(name)) {
-        let place: Vec<String> = cpus.iter().map(|cpu| cpu.to_string()).collect();
-        env.push((
-            "OMP_PLACES".into(),
-            format!("{{{}}}", place.join(",")).into(),
-        ));
-        env.push(("OMP_PROC_BIND".into(), "true".into()));
-    }
-    env
+    ]
 }
 
 /// Everything needed to start one job.
@@ -249,24 +235,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_job_learns_its_partition_and_keeps_its_own_binding() {
+    fn a_job_learns_its_id_and_partition_and_is_not_bound_to_it() {
         let cpus: CpuSet = "2-3,6".parse().unwrap();
-        let value = |env: &[(String, OsString)], name: &str| {
+        let env = placement_env(4, &cpus);
+        let value = |name: &str| {
             (env.iter())
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.to_string_lossy().into_owned())
         };
-        let env = placement_env(4, &cpus, &BTreeMap::new());
-        assert_eq!(value(&env, "COSCHED_JOB_ID").as_deref(), Some("4"));
-        assert_eq!(value(&env, "COSCHED_CPUS").as_deref(), Some("2-3,6"));
-        if std::env::var_os("OMP_PLACES").is_none() && std::env::var_os("OMP_PROC_BIND").is_none() {
-            assert_eq!(value(&env, "OMP_PLACES").as_deref(), Some("{2,3,6}"));
-            assert_eq!(value(&env, "OMP_PROC_BIND").as_deref(), Some("true"));
-        }
-        let theirs = BTreeMap::from([("OMP_PROC_BIND".to_string(), "spread".to_string())]);
-        let env = placement_env(4, &cpus, &theirs);
-        assert_eq!(value(&env, "OMP_PLACES"), None);
-        assert_eq!(value(&env, "OMP_PROC_BIND"), None);
+        assert_eq!(value("COSCHED_JOB_ID").as_deref(), Some("4"));
+        assert_eq!(value("COSCHED_CPUS").as_deref(), Some("2-3,6"));
+        assert_eq!(value("OMP_PLACES"), None);
+        assert_eq!(value("OMP_PROC_BIND"), None);
     }
 
     #[test]

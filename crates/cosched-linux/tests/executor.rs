@@ -30,23 +30,6 @@ fn assert_all_ok(report: &RunReport) {
     }
 }
 
-/// Threads of every process with `marker` in its command line, with their allowed CPUs.
-fn allowed_cpus_of(marker: &str) -> Vec<(i32, cosched_core::CpuSet)> {
-    processes_with(marker)
-        .into_iter()
-        .flat_map(|pid| {
-            cosched_linux::procfs::threads(pid)
-                .into_iter()
-                .map(move |tid| {
-                    (
-                        tid,
-                        cosched_linux::affinity::allowed_cpus(pid, tid).unwrap(),
-                    )
-                })
-        })
-        .collect()
-}
-
 #[test]
 fn every_thread_runs_on_the_planned_cpus_including_later_threads_and_after_a_change() {
     let _serial = serial();

@@ -89,7 +89,7 @@ impl LaunchEnvironment {
             (CONTROL_ENV.into(), page_path.clone().into_os_string()),
         ];
         env.extend(self.preload_for(job).map(|p| ("LD_PRELOAD".into(), p)));
-        env.extend(launch::placement_env(spec.id.0, cpus, &job.env));
+        env.extend(launch::placement_env(spec.id.0, cpus));
         let mut prepared = enforcer
             .prepare(cpus, &page_path, false)
             .map_err(|e| e.to_string())?;

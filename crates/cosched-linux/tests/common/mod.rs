@@ -335,3 +335,18 @@ pub fn cgroups_named(prefix: &str) -> Vec<PathBuf> {
 pub fn state(pid: i32) -> Option<char> {
     cosched_linux::procfs::stat(pid).ok().map(|s| s.state)
 }
+
+/// Threads of every process with `marker` in its command line, with their allowed CPUs (threads that
+/// end while being read are left out).
+pub fn allowed_cpus_of(marker: &str) -> Vec<(i32, CpuSet)> {
+    processes_with(marker)
+        .into_iter()
+        .flat_map(|pid| {
+            cosched_linux::procfs::threads(pid)
+                .into_iter()
+                .filter_map(move |tid| {
+                    Some((tid, cosched_linux::affinity::allowed_cpus(pid, tid).ok()?))
+                })
+        })
+        .collect()
+}
