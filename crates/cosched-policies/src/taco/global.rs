@@ -227,11 +227,15 @@ impl Global {
                     && job.started.is_some()
                     && old.len() != geometry.sizes[level]
                     && job.threads != wanted;
+                if !waiting {
+                    return target;
+                }
+                // The old partition is found by a scan of its level, so only for a job that waits.
                 let old_level = geometry
                     .level_of_size(old.len())
                     .filter(|&l| available[l].contains(old));
                 match old_level {
-                    Some(old_level) if waiting => {
+                    Some(old_level) => {
                         let deadline = self.graces.get(&id).copied().unwrap_or(ctx.now + grace);
                         graces.insert(id, deadline);
                         if deadline > ctx.now {
@@ -240,7 +244,7 @@ impl Global {
                             target
                         }
                     }
-                    _ => target,
+                    None => target,
                 }
             })
             .collect();
