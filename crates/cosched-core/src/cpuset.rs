@@ -86,6 +86,14 @@ impl CpuSet {
         CpuSet { words }.trimmed()
     }
 
+    /// [`difference`](Self::difference) in place, without a new set.
+    pub fn remove_all(&mut self, other: &CpuSet) {
+        for (word, removed) in self.words.iter_mut().zip(&other.words) {
+            *word &= !removed;
+        }
+        self.trim();
+    }
+
     pub fn is_disjoint(&self, other: &CpuSet) -> bool {
         self.words.iter().zip(&other.words).all(|(a, b)| a & b == 0)
     }
@@ -232,6 +240,13 @@ mod tests {
         assert_eq!(a.intersection(&b).to_string(), "4-7");
         assert_eq!(a.union(&b).to_string(), "0-11");
         assert_eq!(a.difference(&b).to_string(), "0-3");
+        let mut d: CpuSet = "0-3,64-65".parse().unwrap();
+        d.remove_all(&"60-70".parse().unwrap());
+        assert_eq!(
+            d,
+            "0-3".parse().unwrap(),
+            "trimmed like difference, so sets compare equal"
+        );
         assert!(!a.is_disjoint(&b));
         assert!(a.take(2).is_subset(&a));
         let mut c = a.clone();

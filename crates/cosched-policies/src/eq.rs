@@ -82,14 +82,14 @@ pub(crate) fn grow_in_place(
         if cpus.len() > target {
             cpus = cpus.take(target);
         }
-        free = free.difference(&cpus);
+        free.remove_all(&cpus);
         kept.insert(job, cpus);
     }
     for &(job, target) in wanted {
         let cpus = kept.get_mut(&job).expect("inserted above");
         if cpus.len() < target {
             let extra = free.take(target - cpus.len());
-            free = free.difference(&extra);
+            free.remove_all(&extra);
             *cpus = cpus.union(&extra);
         }
     }
