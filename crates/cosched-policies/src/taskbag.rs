@@ -301,29 +301,20 @@ impl Policy for GlobalRoundRobin {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::test_jobs::waiting;
     use cosched_core::topology::synthetic;
-    use cosched_core::{JobHints, JobKind, JobSpec, Topology};
+    use cosched_core::{JobHints, JobKind, Topology};
 
+    /// A single-threaded task `j<id>` arriving at 0, with its run time and footprint as hints.
     pub fn task(id: u32, runtime: f64, footprint_mb: f64) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
-                id: JobId(id),
-                name: format!("t{id}"),
-                arrival: 0.0,
-                kind: JobKind::Rigid,
-                min_threads: 1,
-                max_threads: 1,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints {
-                    runtime: Some(runtime),
-                    footprint_mb: Some(footprint_mb),
-                    ..JobHints::default()
-                },
-            },
-            started: None,
-            threads: 0,
-        }
+        let mut job = waiting(id, JobKind::Rigid, 1, 1);
+        job.spec.arrival = 0.0;
+        job.spec.hints = JobHints {
+            runtime: Some(runtime),
+            footprint_mb: Some(footprint_mb),
+            ..JobHints::default()
+        };
+        job
     }
 
     /// Delivers every arrival, then the gathering timer; returns the plan that follows.
