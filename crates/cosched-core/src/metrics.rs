@@ -22,6 +22,40 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// Floor of the bounded slowdown's denominator, seconds.
 pub const BOUNDED_SLOWDOWN_FLOOR: f64 = 10.0;
 
+/// The median of repeated measurements of one thing, with their range: what `calibrate` keeps when a
+/// machine's speed may move between runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub low: f64,
+    pub high: f64,
+    /// Finite samples it was taken from.
+    pub samples: usize,
+}
+
+impl Spread {
+    /// Of the finite `samples`; `None` if there are none.
+    pub fn of(samples: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let mut sorted: Vec<f64> = samples.into_iter().filter(|x| x.is_finite()).collect();
+        if sorted.is_empty() {
+            return None;
+        }
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Some(Spread {
+            median,
+            low: sorted[0],
+            high: sorted[n - 1],
+            samples: n,
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobResult {
     pub id: JobId,

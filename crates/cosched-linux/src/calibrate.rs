@@ -5,6 +5,7 @@
 use crate::executor::{run, RunOptions};
 use crate::isolated::{Calibrated, IsolatedTime};
 use crate::{Error, Freezer, Placement};
+use cosched_core::metrics::Spread;
 use cosched_core::trace::ExitStatus;
 use cosched_core::workload::{JobEntry, Workload};
 use cosched_core::{Assignment, Context, CpuSet, Event, Plan, Policy, Topology};
@@ -132,22 +133,20 @@ pub fn median_over_rounds(rounds: &[Vec<Calibrated>]) -> Vec<Repeated> {
                     high: 0.0,
                 };
             }
-            let mut times: Vec<&IsolatedTime> = (runs.iter())
+            let times: Vec<&IsolatedTime> = (runs.iter())
                 .filter_map(|r| match r {
                     Calibrated::Time(t) => Some(t),
                     Calibrated::Failed { .. } => None,
                 })
                 .collect();
-            times.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
-            let n = times.len();
-            let mut median = times[n / 2].clone();
-            if n.is_multiple_of(2) {
-                median.seconds = (times[n / 2 - 1].seconds + times[n / 2].seconds) / 2.0;
-            }
+            let spread = Spread::of(times.iter().map(|t| t.seconds)).expect("a run per round");
             Repeated {
-                result: Calibrated::Time(median),
-                low: times[0].seconds,
-                high: times[n - 1].seconds,
+                result: Calibrated::Time(IsolatedTime {
+                    seconds: spread.median,
+                    ..times[0].clone()
+                }),
+                low: spread.low,
+                high: spread.high,
             }
         })
         .collect()

@@ -8,6 +8,7 @@
 
 use crate::model::ModelParams;
 use crate::profile::Speedup;
+use cosched_core::metrics::Spread;
 use cosched_core::names::file_name_part;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -46,22 +47,12 @@ pub struct Fitted {
 
 impl Fitted {
     fn of(samples: &[f64]) -> Option<Fitted> {
-        let mut sorted: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
-        if sorted.is_empty() {
-            return None;
-        }
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let value = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
+        let spread = Spread::of(samples.iter().copied())?;
         Some(Fitted {
-            value,
-            low: sorted[0],
-            high: sorted[n - 1],
-            samples: n,
+            value: spread.median,
+            low: spread.low,
+            high: spread.high,
+            samples: spread.samples,
         })
     }
 }
