@@ -31,8 +31,9 @@ pub fn stat(pid: i32) -> io::Result<ProcStat> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/<pid>/stat"))
 }
 
-/// Parses a stat line; the command name is in parentheses and may itself contain spaces and `)`.
-fn parse_stat(text: &str) -> Option<ProcStat> {
+/// Parses a stat line (as `/proc/<pid>/stat` holds it, or a copy a script printed); the command name
+/// is in parentheses and may itself contain spaces and `)`.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
     let (head, rest) = text.rsplit_once(')')?;
     let pid = head.split_once('(')?.0.trim().parse().ok()?;
     // Fields after the name, numbered from 3 (state) as in proc(5).

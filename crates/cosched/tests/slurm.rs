@@ -352,24 +352,23 @@ struct JobRecord {
 impl JobRecord {
     /// Reads `start <time> cpu <counters…>` and `end <time> cpu <counters…> <script's /proc/PID/stat>`.
     fn parse(text: &str) -> Option<JobRecord> {
-        let line = |mark: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(mark))
-                .map(|rest| rest.split_whitespace().collect::<Vec<&str>>())
-        };
-        let start = line("start ")?;
-        let end = line("end ")?;
-        // `<time> cpu <10 counters>`, then the script's stat line: `pid (comm) state …`.
-        let after_name = end.iter().position(|f| f.ends_with(')'))?;
-        let stat = &end[after_name + 1..];
-        // proc(5) numbers cutime and cstime 16 and 17, the state 3.
-        let children = |n: usize| stat.get(n - 3)?.parse::<u64>().ok();
+        let line = |mark: &str| text.lines().find_map(|l| l.strip_prefix(mark));
+        fn fields(line: &str) -> Vec<&str> {
+            line.split_whitespace().collect()
+        }
+        let start = fields(line("start ")?);
+        let end_line = line("end ")?;
+        let end = fields(end_line);
+        // The script's stat line begins with its pid, the word before `(comm)`.
+        let name = end_line.find('(')?;
+        let pid_at = end_line[..name].trim_end().rfind(' ')? + 1;
+        let script = cosched_linux::procfs::parse_stat(&end_line[pid_at..])?;
         Some(JobRecord {
             start: start.first()?.parse().ok()?,
             end: end.first()?.parse().ok()?,
             node_at_start: NodeTicks::parse(start.get(2..)?)?,
             node_at_end: NodeTicks::parse(end.get(2..)?)?,
-            job_ticks: children(16)? + children(17)?,
+            job_ticks: script.children_ticks,
         })
     }
 }
