@@ -60,6 +60,9 @@ pub struct JobControl {
     /// fitted into it.
     pub allocation: Option<CpuSet>,
     pub frozen: bool,
+    /// Roots of further process trees that make up the job beside `members`: the other tasks of a
+    /// Slurm step on this node, each attached on its own by the step's TaskProlog.
+    pub joined: Vec<i32>,
     /// The processes of a tree that this cosched stopped, each registered with the watchdog first:
     /// exactly these are continued, even those that left the tree while stopped.
     stopped: Vec<i32>,
@@ -302,8 +305,39 @@ impl Enforcer {
             cpus: prepared.cpus,
             allocation: prepared.allocation,
             frozen: false,
+            joined: Vec::new(),
             stopped: Vec::new(),
         }
+    }
+
+    /// Makes the tree of `root`, a running process, part of the running `job`: it gets the job's
+    /// CPUs and state (stopped with it when frozen), and an in-place job's allocation grows by the
+    /// CPUs the batch system gave the new tree, so that the job is bound by all of its tasks' CPUs.
+    pub fn join(&mut self, job: &mut JobControl, root: i32) -> io::Result<()> {
+        let tree = ProcessTable::read().members(Members::Tree(root));
+        if tree.iter().all(|&pid| crate::procfs::stat(pid).is_err()) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("process {root} has ended"),
+            ));
+        }
+        if let (Some(allocation), Some(theirs)) =
+            (job.allocation.as_mut(), crate::cgroup::cpuset_of(root))
+        {
+            *allocation = allocation.union(&theirs);
+        }
+        for cgroup in &job.cgroups {
+            for pid in &tree {
+                // A process that exited meanwhile cannot be moved, and need not be.
+                let _ = std::fs::write(cgroup.procs_file(), pid.to_string());
+            }
+        }
+        Mask::new(&job.cpus)?.apply_to_processes(&tree)?;
+        job.joined.push(root);
+        if job.frozen && self.freezing_cgroup(job).is_none() {
+            self.stop_processes(job, tree);
+        }
+        Ok(())
     }
 
     fn placement_cgroup<'a>(&self, job: &'a JobControl) -> Option<&'a Cgroup> {
@@ -311,16 +345,26 @@ impl Enforcer {
         job.cgroups.iter().find(|c| c.kind == kind)
     }
 
-    fn freezer_cgroup<'a>(&self, job: &'a JobControl) -> Option<&'a Cgroup> {
+    /// The cgroup that freezes the job, unless it is frozen by signals.
+    fn freezing_cgroup<'a>(&self, job: &'a JobControl) -> Option<&'a Cgroup> {
+        if self.mechanisms.freezer == Freezer::Signal {
+            return None;
+        }
         let kind = self.mechanisms.freezer_hierarchy.as_ref()?.kind;
         job.cgroups.iter().find(|c| c.kind == kind)
     }
 
-    /// The job's processes now: its cgroup's members, or those of its group or tree.
+    /// The job's processes now: its cgroup's members, or those of its group or trees.
     pub fn members(&self, job: &JobControl, table: &ProcessTable) -> Vec<i32> {
         match job.cgroups.first() {
             Some(cgroup) => cgroup.pids(),
-            None => table.members(job.members),
+            None => {
+                let joined = job.joined.iter().map(|&root| Members::Tree(root));
+                std::iter::once(job.members)
+                    .chain(joined)
+                    .flat_map(|m| table.members(m))
+                    .collect()
+            }
         }
     }
 
@@ -385,10 +429,7 @@ impl Enforcer {
         if job.frozen == frozen {
             return Ok(());
         }
-        let cgroup = self
-            .freezer_cgroup(job)
-            .filter(|_| self.mechanisms.freezer != Freezer::Signal);
-        match (cgroup, job.members) {
+        match (self.freezing_cgroup(job), job.members) {
             (Some(cgroup), _) => cgroup.set_frozen(frozen)?,
             (None, Members::Tree(_)) if frozen => self.stop_tree(job),
             (None, Members::Tree(_)) => self.continue_stopped(job),
@@ -403,7 +444,12 @@ impl Enforcer {
     /// Stops every process of the job's tree that the watchdog can continue if cosched dies; a tree
     /// larger than the watchdog holds keeps its other processes running.
     fn stop_tree(&self, job: &mut JobControl) {
-        for pid in self.members(job, &ProcessTable::read()) {
+        let members = self.members(job, &ProcessTable::read());
+        self.stop_processes(job, members);
+    }
+
+    fn stop_processes(&self, job: &mut JobControl, members: Vec<i32>) {
+        for pid in members {
             if !self.watchdog.note_stopped(job.entry, pid) {
                 break;
             }

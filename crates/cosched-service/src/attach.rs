@@ -4,7 +4,7 @@
 //! and never from the request.
 
 use crate::protocol::Attachment;
-use crate::registry::Peer;
+use crate::registry::{Peer, Registry};
 use cosched_linux::procfs;
 use cosched_linux::slurm::SlurmStep;
 use std::path::PathBuf;
@@ -114,6 +114,27 @@ pub fn as_slurm_task(mut a: Attachment, found: &Found) -> Attachment {
         a.max_threads = cosched_linux::cgroup::cpuset_of(found.pid).map(|cpus| cpus.len() as u32);
     }
     a
+}
+
+/// The running attached job of `uid` that already holds a task of Slurm step `step`, as the kernel
+/// records it for the job's processes (a label alone could be set by anyone): the step's further
+/// tasks on this node join it instead of becoming jobs of their own.
+pub fn job_of_step(registry: &Registry, step: &SlurmStep, uid: u32) -> Option<u64> {
+    registry
+        .jobs
+        .values()
+        .find(|j| {
+            let view = &j.view;
+            !view.state.ended()
+                && view.attached
+                && view.uid == uid
+                && view
+                    .pid
+                    .iter()
+                    .chain(&view.tasks)
+                    .any(|&pid| SlurmStep::of_process(pid as i32).as_ref() == Some(step))
+        })
+        .map(|j| j.view.id)
 }
 
 /// Whether a job whose main process is `job_pid` already holds process `pid`: it is that process, one

@@ -216,8 +216,9 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
             submission: None,
             adopt: None,
         };
-        // The process a job runs as, if it still runs: an attached one, or one an earlier daemon started.
-        let process = match (tracked.view.pid, job.start_ticks) {
+        // The process a job runs as, if it still runs: an attached one, or one an earlier daemon
+        // started; or, when that one ended, a further task of its Slurm step that still runs.
+        let main = match (tracked.view.pid, job.start_ticks) {
             (Some(pid), Some(start_ticks)) => Some(job.attached.unwrap_or(Adopt {
                 pid: pid as i32,
                 start_ticks,
@@ -225,8 +226,11 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                 in_place: false,
             })),
             _ => None,
-        }
-        .filter(|p| p.is_alive());
+        };
+        let mut alive = main.into_iter().chain(job.joined).filter(|p| p.is_alive());
+        let process = alive.next();
+        let joined: Vec<Adopt> = alive.collect();
+        tracked.view.tasks = joined.iter().map(|t| t.pid as u32).collect();
         match tracked.view.state {
             JobState::Queued if job.attached.is_none() => {
                 tracked.submission = Some(job.submission);
@@ -240,9 +244,12 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                     tracked.adopt = Some(process);
                     tracked.submission = Some(job.submission);
                     registry.incoming.push_back(id);
+                    registry
+                        .joins
+                        .extend(joined.into_iter().map(|task| (id, task)));
                 } else {
-                    if let Some(process) = process {
-                        // Cancelled while the daemon went down: finish the cancellation.
+                    // Cancelled while the daemon went down: finish the cancellation.
+                    for process in process.into_iter().chain(joined) {
                         kill_unwatched(process);
                     }
                     let error =

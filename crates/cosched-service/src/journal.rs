@@ -41,6 +41,13 @@ pub enum Entry {
         start_ticks: u64,
         in_place: bool,
     },
+    /// A further task of attached job `id`, run as part of it: another task of its Slurm step.
+    Joined {
+        id: u64,
+        t: f64,
+        pid: u32,
+        start_ticks: u64,
+    },
     Started {
         id: u64,
         t: f64,
@@ -105,6 +112,8 @@ pub struct Replayed {
     pub start_ticks: Option<u64>,
     /// The process of an attached job, to adopt again instead of starting anything.
     pub attached: Option<Adopt>,
+    /// The further tasks that joined it.
+    pub joined: Vec<Adopt>,
 }
 
 /// What replaying a journal gives back.
@@ -201,6 +210,7 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
             submission,
             start_ticks: None,
             attached: None,
+            joined: Vec::new(),
         });
         return;
     }
@@ -229,11 +239,13 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
                 attached: true,
                 in_place,
             }),
+            joined: Vec::new(),
         });
         return;
     }
     let id = match &entry {
         Entry::Started { id, .. }
+        | Entry::Joined { id, .. }
         | Entry::Placed { id, .. }
         | Entry::Threads { id, .. }
         | Entry::Finished { id, .. }
@@ -261,6 +273,18 @@ fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
             view.threads = Some(threads);
             view.adopted = adopted;
             job.start_ticks = Some(start_ticks);
+        }
+        Entry::Joined {
+            pid, start_ticks, ..
+        } => {
+            if let Some(main) = job.attached {
+                view.tasks.push(pid);
+                job.joined.push(Adopt {
+                    pid: pid as i32,
+                    start_ticks,
+                    ..main
+                });
+            }
         }
         Entry::Placed { cpus, .. } => view.cpus = Some(cpus),
         Entry::Threads { threads, .. } => view.threads = Some(threads),
@@ -391,5 +415,56 @@ mod tests {
         );
         assert_eq!(jobs[0].view.exit_code, Some(3));
         assert_eq!((jobs[1].view.pid, jobs[1].start_ticks), (Some(42), Some(7)));
+    }
+
+    #[test]
+    fn a_task_that_joined_an_attached_job_is_adopted_again_with_it_and_only_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        {
+            let (journal, _) = Journal::open(&path).unwrap();
+            journal
+                .write(&Entry::Attached {
+                    id: 1,
+                    t: 1.0,
+                    uid: 1000,
+                    gid: 1000,
+                    submission: Submission::of("stencil"),
+                    pid: 50,
+                    start_ticks: 9,
+                    in_place: true,
+                })
+                .unwrap();
+            journal
+                .write(&Entry::Submitted {
+                    id: 2,
+                    t: 1.0,
+                    uid: 1000,
+                    gid: 1000,
+                    submission: Submission::of("/bin/true"),
+                    stdout: "o".into(),
+                    stderr: "e".into(),
+                })
+                .unwrap();
+            for id in [1, 2] {
+                journal
+                    .write(&Entry::Joined {
+                        id,
+                        t: 2.0,
+                        pid: 51,
+                        start_ticks: 10,
+                    })
+                    .unwrap();
+            }
+        }
+        let (_, history) = Journal::open(&path).unwrap();
+        let attached = &history.jobs[0];
+        assert_eq!(attached.view.tasks, [51]);
+        let task = attached.joined[0];
+        assert_eq!((task.pid, task.start_ticks), (51, 10));
+        assert!(task.attached && task.in_place, "{task:?}");
+        // A job cosched started itself has no tasks of a Slurm step to join it.
+        let started = &history.jobs[1];
+        assert!(started.joined.is_empty() && started.view.tasks.is_empty());
     }
 }

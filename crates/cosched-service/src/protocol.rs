@@ -195,6 +195,10 @@ pub struct JobView {
     /// A process cosched did not start (`cosched attach`); its exit status stays unknown.
     #[serde(default)]
     pub attached: bool,
+    /// The pids of the further tasks that joined an attached job beside `pid`: the other tasks of
+    /// its Slurm step on this node, all run as this one job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<u32>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     /// Elapsed time over the shortest run of the same command that ended well, as far as the
@@ -231,6 +235,7 @@ impl JobView {
             stderr,
             adopted: false,
             attached: false,
+            tasks: Vec::new(),
             labels: submission.labels.clone(),
             slowdown: None,
         }

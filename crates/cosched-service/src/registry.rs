@@ -39,6 +39,8 @@ pub struct Registry {
     pub incoming: VecDeque<u64>,
     /// Running jobs to kill.
     pub cancelled: Vec<u64>,
+    /// Processes that joined a job (further tasks of its Slurm step), not yet handed to the executor.
+    pub joins: Vec<(u64, Adopt)>,
     /// The policy's name, as the last `--policy` or `cosched policy P` gave it.
     pub policy: String,
     /// A policy to take over, not yet handed to the executor.
@@ -251,13 +253,28 @@ impl Shared {
             !j.view.state.ended()
                 && j.view
                     .pid
-                    .is_some_and(|p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
+                    .iter()
+                    .chain(&j.view.tasks)
+                    .any(|&p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
         });
         if let Some(owner) = owner {
             return Err(format!(
                 "process {} is already part of job {} ({})",
                 found.pid, owner.view.id, owner.view.name
             ));
+        }
+        let step_job = found
+            .slurm
+            .as_ref()
+            .and_then(|step| crate::attach::job_of_step(&registry, step, found.uid));
+        if let Some(id) = step_job {
+            let task = Adopt {
+                pid: found.pid,
+                start_ticks: found.start_ticks,
+                attached: true,
+                in_place: a.in_place,
+            };
+            return self.join(registry, id, task);
         }
         let id = registry.next_id;
         let t = now_unix();
@@ -297,6 +314,28 @@ impl Shared {
             },
         );
         registry.incoming.push_back(id);
+        drop(registry);
+        self.wake_executor();
+        Ok(Reply::Attached { id })
+    }
+
+    /// Makes `task` part of attached job `id`, as another task of its Slurm step: one gang, one
+    /// partition, ended when its last task ends.
+    fn join(
+        &self,
+        mut registry: MutexGuard<'_, Registry>,
+        id: u64,
+        task: Adopt,
+    ) -> Result<Reply, String> {
+        self.journal(&Entry::Joined {
+            id,
+            t: now_unix(),
+            pid: task.pid as u32,
+            start_ticks: task.start_ticks,
+        })?;
+        let job = registry.jobs.get_mut(&id).expect("found under this lock");
+        job.view.tasks.push(task.pid as u32);
+        registry.joins.push((id, task));
         drop(registry);
         self.wake_executor();
         Ok(Reply::Attached { id })

@@ -6,7 +6,7 @@ use crate::protocol::{now_unix, JobState};
 use crate::registry::Shared;
 use cosched_core::trace::{ExitStatus, Record};
 use cosched_core::{JobId, JobSpec, Policy};
-use cosched_linux::{ArrivingJob, InvokingUser, JobOutcome, JobSource};
+use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -124,6 +124,15 @@ impl JobSource for DaemonSource {
 
     fn wake_fd(&self) -> Option<RawFd> {
         Some(self.shared.wake_fd())
+    }
+
+    fn take_joined(&mut self) -> Vec<(JobId, Adopt)> {
+        let mut registry = self.shared.lock();
+        registry
+            .joins
+            .drain(..)
+            .map(|(id, task)| (JobId(id as u32), task))
+            .collect()
     }
 
     fn take_cancelled(&mut self) -> Vec<JobId> {

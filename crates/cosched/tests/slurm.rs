@@ -1182,6 +1182,146 @@ fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() 
     }
 }
 
+/// The cosched job attached for step `step` of Slurm job `job`.
+fn step_job(jobs: &[serde_json::Value], job: u64, step: &str) -> Vec<serde_json::Value> {
+    let step = format!("{job}.{step}");
+    jobs.iter()
+        .filter(|j| j["labels"]["slurm"] == step.as_str())
+        .cloned()
+        .collect()
+}
+
+/// Every pid a cosched job holds: its main process and the tasks that joined it.
+fn job_pids(view: &serde_json::Value) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::iter::once(&view["pid"])
+        .chain(view["tasks"].as_array().into_iter().flatten())
+        .filter_map(|p| p.as_i64())
+        .map(|p| p as i32)
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Whether any thread of `pid` is stopped.
+fn is_stopped(pid: i32) -> bool {
+    threads(pid).iter().any(|t| t.1 == 'T')
+}
+
+#[test]
+fn the_tasks_of_a_two_task_step_run_as_one_job_stopped_and_cancelled_together() {
+    let Some((_serial, dir, cluster)) = start("") else {
+        return;
+    };
+    let mut daemon = Daemon::start(dir.path());
+    // A 2-thread job beside the step, so that the node is shared and cosched takes turns.
+    let other = submit(&cluster, &["-J", "other"], LONG, &daemon.socket);
+    let env = prolog_env(&daemon.socket);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let stencil = cosched_native::benchmark("stencil");
+    let step = cluster.sbatch(
+        &["-J", "step", "-n", "2", "-c", "1"],
+        &env,
+        &format!(
+            "unset OMP_PLACES OMP_PROC_BIND GOMP_CPU_AFFINITY; OMP_NUM_THREADS=1 \
+OMP_WAIT_POLICY=active srun -n 2 -c 1 {} --size 200 --iterations {LONG}",
+            stencil.display()
+        ),
+    );
+    wait_attached(&daemon, &[other]);
+    let tasks = || -> Vec<i32> {
+        let mut pids: Vec<i32> = processes_of(step)
+            .into_iter()
+            .filter(|&pid| comm(pid) == "stencil")
+            .collect();
+        pids.sort_unstable();
+        pids
+    };
+    // Both tasks attached (each by its own TaskProlog), as one job.
+    let started = Instant::now();
+    let view = loop {
+        let jobs = step_job(&daemon.jobs(), step, "0");
+        let pids = tasks();
+        if let [view] = jobs.as_slice() {
+            if pids.len() == 2 && job_pids(view) == pids && view["state"] == "running" {
+                break view.clone();
+            }
+        }
+        assert!(
+            jobs.len() <= 1,
+            "step {step}.0 became {} cosched jobs: {jobs:#?}",
+            jobs.len()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "step {step}.0's two tasks {pids:?} did not become one running job: {jobs:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let pids = job_pids(&view);
+
+    // The two tasks are stopped and resumed together: the job is one gang.
+    let (mut together, mut apart) = (0, 0);
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(8) {
+        match (is_stopped(pids[0]), is_stopped(pids[1])) {
+            (true, true) => together += 1,
+            (true, false) | (false, true) => apart += 1,
+            (false, false) => {}
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        together > 0,
+        "the step's tasks were never stopped while sharing the node with job {other}"
+    );
+    assert!(
+        apart * 10 <= together,
+        "one task ran while the other was stopped: {apart} samples apart, {together} together"
+    );
+
+    // A daemon that restarts takes both tasks back as the one job, from its journal.
+    daemon.kill();
+    let daemon = Daemon::start(dir.path());
+    let started = Instant::now();
+    loop {
+        let jobs = step_job(&daemon.jobs(), step, "0");
+        if jobs.len() == 1 && jobs[0]["state"] == "running" && job_pids(&jobs[0]) == pids {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the restarted daemon did not adopt both tasks {pids:?} as one job: {jobs:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Cancelling the job in cosched ends both tasks.
+    let id = view["id"].as_u64().unwrap().to_string();
+    let cancel = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["cancel", &id])
+        .env("COSCHED_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    assert!(
+        cancel.status.success(),
+        "cosched cancel {id}: {}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    let started = Instant::now();
+    while pids
+        .iter()
+        .any(|&pid| cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z'))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a task of the cancelled job still runs: {pids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let jobs = daemon.jobs();
+    assert_eq!(step_job(&jobs, step, "0")[0]["state"], "cancelled");
+}
+
 #[test]
 fn a_job_record_reads_the_marks_the_job_script_prints() {
     let output = "start 100.5 cpu 1000 0 200 5000 0 0 0 30 0 0\n\

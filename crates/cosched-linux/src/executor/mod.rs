@@ -20,6 +20,7 @@ mod sampling;
 mod shutdown;
 mod slots;
 mod source;
+mod tasks;
 
 pub use source::{Adopt, ArrivingJob, JobSource, WorkloadReplay};
 
@@ -274,6 +275,8 @@ struct Job {
     arriving: ArrivingJob,
     state: State,
     outcome: JobOutcome,
+    /// Further attached tasks of the job beside its main process (`tasks.rs`).
+    joined: Vec<Adopt>,
 }
 
 struct Executor<'a> {
@@ -424,6 +427,7 @@ impl<'a> Executor<'a> {
             self.switch_policy_if_asked()?;
             self.notice_thread_changes()?;
             self.arrive_due()?;
+            self.join_tasks()?;
             self.switch_slot_if_due()?;
             self.fire_timer_if_due()?;
             self.sample_if_due()?;
@@ -471,7 +475,8 @@ impl<'a> Executor<'a> {
         deadline = deadline.min(self.now() + 1.0);
         let pidfds: Vec<OwnedFd> = self
             .running()
-            .filter_map(|(_, r)| pidfd_open(r.pid))
+            .flat_map(|(_, r)| std::iter::once(r.pid).chain(r.control.joined.iter().copied()))
+            .filter_map(pidfd_open)
             .collect();
         let fds: Vec<_> = std::iter::once(self.interrupts.fd())
             .chain(self.source.wake_fd())
@@ -551,6 +556,7 @@ impl<'a> Executor<'a> {
                     outcome: JobOutcome::pending(&arriving),
                     arriving,
                     state: State::Arrived,
+                    joined: Vec::new(),
                 },
             );
             self.emit(Record::Arrival {
@@ -632,7 +638,11 @@ impl<'a> Executor<'a> {
                     job: id,
                     threads,
                     pid: Some(pid as u32),
-                })
+                })?;
+                for task in self.jobs[&id].joined.clone() {
+                    self.enclose_joined(id, task)?;
+                }
+                Ok(())
             }
             Err(error) => self.end_unstarted(id, error),
         }
@@ -656,9 +666,10 @@ impl<'a> Executor<'a> {
             let Some(r) = running_mut(&mut self.jobs, id) else {
                 continue;
             };
-            let ended = match r.adopted {
-                None => shutdown::try_wait(r.pid),
-                Some(adopt) => (!adopt.is_alive()).then_some((UNKNOWN_STATUS, 0.0)),
+            let (pid, adopted) = (r.pid, r.adopted);
+            let ended = match adopted {
+                None => shutdown::try_wait(pid),
+                Some(_) => self.attached_job_ended(id).then_some((UNKNOWN_STATUS, 0.0)),
             };
             let Some((status, cpu)) = ended else {
                 continue;

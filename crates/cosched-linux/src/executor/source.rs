@@ -74,6 +74,11 @@ pub trait JobSource {
     fn wake_fd(&self) -> Option<RawFd> {
         None
     }
+    /// Running processes that joined a job already handed over, as further tasks of it (the other
+    /// tasks of its Slurm step).
+    fn take_joined(&mut self) -> Vec<(JobId, Adopt)> {
+        Vec::new()
+    }
     /// Jobs to stop now: arrived ones are dropped, running ones killed.
     fn take_cancelled(&mut self) -> Vec<JobId> {
         Vec::new()

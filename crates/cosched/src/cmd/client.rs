@@ -48,7 +48,10 @@ pub fn print_jobs(jobs: &[JobView]) {
             .started
             .map(|s| job.finished.unwrap_or(now) - s)
             .map_or("-".to_string(), |e| format!("{e:.1}"));
-        let labels: Vec<String> = job.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut labels: Vec<String> = job.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if !job.tasks.is_empty() {
+            labels.push(format!("tasks={}", job.tasks.len() + 1));
+        }
         println!(
             "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9} {:>8}  {}",
             job.id,
