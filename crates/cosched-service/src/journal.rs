@@ -348,6 +348,18 @@ mod tests {
         assert_eq!(ids, expected);
     }
 
+    fn submitted(id: u64) -> Entry {
+        Entry::Submitted {
+            id,
+            t: 1.0,
+            uid: 1000,
+            gid: 1000,
+            submission: Submission::of("/bin/true"),
+            stdout: "o".into(),
+            stderr: "e".into(),
+        }
+    }
+
     #[test]
     fn replay_gives_back_each_jobs_last_state_and_skips_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
@@ -365,17 +377,7 @@ mod tests {
                     .unwrap();
             }
             for id in 1..=3 {
-                journal
-                    .write(&Entry::Submitted {
-                        id,
-                        t: 1.0,
-                        uid: 1000,
-                        gid: 1000,
-                        submission: Submission::of("/bin/true"),
-                        stdout: "o".into(),
-                        stderr: "e".into(),
-                    })
-                    .unwrap();
+                journal.write(&submitted(id)).unwrap();
             }
             for id in [1, 2] {
                 journal
@@ -435,17 +437,7 @@ mod tests {
                     in_place: true,
                 })
                 .unwrap();
-            journal
-                .write(&Entry::Submitted {
-                    id: 2,
-                    t: 1.0,
-                    uid: 1000,
-                    gid: 1000,
-                    submission: Submission::of("/bin/true"),
-                    stdout: "o".into(),
-                    stderr: "e".into(),
-                })
-                .unwrap();
+            journal.write(&submitted(2)).unwrap();
             for id in [1, 2] {
                 journal
                     .write(&Entry::Joined {
