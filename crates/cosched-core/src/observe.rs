@@ -199,8 +199,11 @@ impl Behaviour {
 
     /// What a policy should assume about the job from the start: a malleable job known not to follow
     /// advice is rigid at the threads it ran (as `advice_check` would find 2 s later), and observed
-    /// spinning or blocking replaces a declared `sync`. Only observed facts change the spec, so a job
-    /// with no history is seen as declared.
+    /// spinning replaces a declared `sync`. Seen not to spin, a job keeps what it declared: a job
+    /// that never waits for its threads and one that blocks look the same under crowding, so the
+    /// observation cannot make a declared `none` into `block` (which would have `auto` hold it back
+    /// for its full width). Only observed facts change the spec, so a job with no history is seen as
+    /// declared.
     pub fn apply(&self, spec: &mut JobSpec) {
         if let (Some(false), Some(threads), JobKind::Malleable) =
             (self.follows_advice, self.threads, spec.kind)
@@ -209,10 +212,8 @@ impl Behaviour {
             spec.min_threads = threads.max(1);
             spec.max_threads = threads.max(1);
         }
-        match self.spins {
-            Some(true) => spec.hints.sync = SyncKind::Spin,
-            Some(false) if spec.hints.sync == SyncKind::None => spec.hints.sync = SyncKind::Block,
-            _ => {}
+        if self.spins == Some(true) {
+            spec.hints.sync = SyncKind::Spin;
         }
     }
 }
@@ -538,6 +539,27 @@ mod tests {
         let mut spec = running(2).spec;
         found.apply(&mut spec);
         assert_eq!(spec.kind, JobKind::Malleable, "stays malleable");
+    }
+
+    #[test]
+    fn a_job_seen_not_to_spin_keeps_its_declared_sync_and_one_seen_spinning_spins() {
+        let not_spinning = Behaviour {
+            spins: Some(false),
+            ..Behaviour::default()
+        };
+        for declared in [SyncKind::None, SyncKind::Block, SyncKind::Spin] {
+            let mut spec = running(2).spec;
+            spec.hints.sync = declared;
+            not_spinning.apply(&mut spec);
+            assert_eq!(spec.hints.sync, declared);
+        }
+        let mut spec = running(2).spec;
+        Behaviour {
+            spins: Some(true),
+            ..Behaviour::default()
+        }
+        .apply(&mut spec);
+        assert_eq!(spec.hints.sync, SyncKind::Spin);
     }
 
     #[test]
