@@ -1128,3 +1128,149 @@ fn jobs_show_the_slowdown_so_far_of_a_command_seen_to_finish_before() {
     daemon.wait(vec![again, never_seen]);
     daemon.stop();
 }
+
+/// A cgroup named as Slurm names a job step's (`…/job_J/step_S`), made by the test so that the tasks
+/// of a step can be attached without Slurm; removed when dropped, after the processes in it ended.
+struct FakeSlurmStep {
+    top: PathBuf,
+    step: PathBuf,
+}
+
+impl FakeSlurmStep {
+    /// Job 77's step 0, in the unified hierarchy or else in cgroup v1's pids one (a controller the
+    /// daemon does not use), or why it cannot be made here.
+    fn create() -> Result<FakeSlurmStep, String> {
+        let root = match Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            true => Path::new("/sys/fs/cgroup"),
+            false => Path::new("/sys/fs/cgroup/pids"),
+        };
+        let top = root.join(format!("cosched-test-{}", std::process::id()));
+        let step = top.join("job_77/step_0");
+        std::fs::create_dir_all(&step)
+            .map_err(|e| format!("cannot make {}: {e}", step.display()))?;
+        Ok(FakeSlurmStep { top, step })
+    }
+
+    fn enter(&self, pid: i32) -> Result<(), String> {
+        let procs = self.step.join("cgroup.procs");
+        std::fs::write(&procs, pid.to_string())
+            .map_err(|e| format!("cannot move {pid} into {}: {e}", procs.display()))
+    }
+}
+
+impl Drop for FakeSlurmStep {
+    fn drop(&mut self) {
+        for dir in [self.step.clone(), self.top.join("job_77"), self.top.clone()] {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_and_cancelled_together() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let step = match FakeSlurmStep::create() {
+        Ok(step) => step,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let tasks = [Spinner::start(), Spinner::start()];
+    for task in &tasks {
+        if let Err(why) = step.enter(task.pid()) {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "gang:slice=1");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let wide_id = submit_machine_wide_spinner(&daemon, cpus);
+    // Each task attached on its own, as the step's TaskProlog does.
+    let pids: Vec<String> = tasks.iter().map(|t| t.pid().to_string()).collect();
+    let ids: Vec<u64> = pids
+        .iter()
+        .map(|pid| {
+            attach(
+                &daemon,
+                &["--in-place", "--threads", "1", "--kind", "rigid", pid],
+            )
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        ids[0], ids[1],
+        "the step's second task became a job of its own"
+    );
+    let id = ids[0];
+    assert!(poll(Duration::from_secs(10), || show(&daemon, id)
+        .cpus
+        .is_some()));
+    let job = show(&daemon, id);
+    assert_eq!(job.pid, Some(tasks[0].pid() as u32), "{job:?}");
+    assert_eq!(job.tasks, [tasks[1].pid() as u32], "{job:?}");
+    let listed = String::from_utf8_lossy(&cosched(&daemon, &["jobs"]).stdout).into_owned();
+    let lines: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.contains("slurm=77.0"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{listed}");
+    assert!(lines[0].contains("tasks=2"), "{listed}");
+
+    // Both tasks run on the job's CPUs, and stop and run again together.
+    let planned = job.cpus.unwrap();
+    for task in &tasks {
+        assert!(
+            poll(Duration::from_secs(5), || cpus_allowed(task.pid())
+                == planned),
+            "task {}: Cpus_allowed_list {} but the plan gives {planned}",
+            task.pid(),
+            cpus_allowed(task.pid())
+        );
+    }
+    let both = [tasks[0].pid(), tasks[1].pid()];
+    let stopped_together = |limit| {
+        poll(limit, || {
+            let stopped = frozen_or_stopped(&both).len() == 2;
+            let ticks = both.map(cpu_ticks);
+            std::thread::sleep(Duration::from_millis(300));
+            stopped && frozen_or_stopped(&both).len() == 2 && both.map(cpu_ticks) == ticks
+        })
+    };
+    assert!(
+        stopped_together(Duration::from_secs(10)),
+        "the step's tasks were never stopped together, without progress, while their slot was off"
+    );
+    let before = both.map(cpu_ticks);
+    assert!(
+        poll(Duration::from_secs(10), || {
+            let now = both.map(cpu_ticks);
+            now[0] > before[0] && now[1] > before[1]
+        }),
+        "the step's tasks did not both run again"
+    );
+
+    // The job outlives its first task, and a cancel kills the task left.
+    let [first, mut second] = tasks;
+    drop(first);
+    std::thread::sleep(Duration::from_secs(2));
+    let job = show(&daemon, id);
+    assert_eq!(
+        job.state,
+        JobState::Running,
+        "ended with one task left: {job:?}"
+    );
+    daemon
+        .ask(Request::Cancel {
+            ids: vec![id, wide_id],
+        })
+        .unwrap();
+    daemon.wait(vec![id, wide_id]);
+    let status = second.0.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the cancelled step's task ended with {status}"
+    );
+    daemon.stop();
+}
