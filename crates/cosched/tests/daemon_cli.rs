@@ -1167,7 +1167,7 @@ impl Drop for FakeSlurmStep {
 }
 
 #[test]
-fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_and_cancelled_together() {
+fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_cancelled_together() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let step = match FakeSlurmStep::create() {
         Ok(step) => step,
@@ -1249,6 +1249,26 @@ fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_and_cancelled_tog
             now[0] > before[0] && now[1] > before[1]
         }),
         "the step's tasks did not both run again"
+    );
+
+    // Killed, the daemon leaves neither task stopped; the next one adopts both as the one job again.
+    unsafe { libc::kill(daemon.pid(), libc::SIGKILL) };
+    daemon.child.wait().unwrap();
+    assert!(
+        poll(Duration::from_secs(5), || frozen_or_stopped(&both)
+            .is_empty()),
+        "stopped while no daemon runs: {:?}",
+        frozen_or_stopped(&both)
+    );
+    let mut daemon = Daemon::start(dir.path(), "gang:slice=1");
+    assert!(poll(Duration::from_secs(10), || {
+        let job = show(&daemon, id);
+        job.adopted && job.state == JobState::Running
+    }));
+    assert_eq!(show(&daemon, id).tasks, [tasks[1].pid() as u32]);
+    assert!(
+        stopped_together(Duration::from_secs(10)),
+        "the re-adopted tasks were never stopped together"
     );
 
     // The job outlives its first task, and a cancel kills the task left.
