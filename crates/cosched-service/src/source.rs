@@ -128,9 +128,15 @@ impl JobSource for DaemonSource {
 
     fn take_joined(&mut self) -> Vec<(JobId, Adopt)> {
         let mut registry = self.shared.lock();
-        registry
-            .joins
-            .drain(..)
+        // A task may join a job the executor has not taken yet (both came since its last pass): the
+        // task waits for its job, or the executor would take it for a job that has ended.
+        let joins = std::mem::take(&mut registry.joins);
+        let (waiting, ready): (Vec<_>, Vec<_>) = joins
+            .into_iter()
+            .partition(|(id, _)| registry.incoming.contains(id));
+        registry.joins = waiting;
+        ready
+            .into_iter()
             .map(|(id, task)| (JobId(id as u32), task))
             .collect()
     }

@@ -1167,7 +1167,8 @@ impl Drop for FakeSlurmStep {
 }
 
 #[test]
-fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_cancelled_together() {
+fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_cancelled_together_and_joined_by_no_other_user(
+) {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let step = match FakeSlurmStep::create() {
         Ok(step) => step,
@@ -1183,7 +1184,9 @@ fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_can
             return;
         }
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = dir_for_two_users();
+    let two_users = dir.is_some();
+    let dir = dir.unwrap_or_else(|| tempfile::tempdir().unwrap());
     let mut daemon = Daemon::start(dir.path(), "gang:slice=1");
     let cpus = std::thread::available_parallelism().unwrap().get();
     let wide_id = submit_machine_wide_spinner(&daemon, cpus);
@@ -1217,6 +1220,32 @@ fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_can
         .collect();
     assert_eq!(lines.len(), 1, "{listed}");
     assert!(lines[0].contains("tasks=2"), "{listed}");
+    if two_users {
+        // Another user's process in the same step joins no job of root's: it is a job of its own.
+        let theirs = Spinner(
+            Command::new("setpriv")
+                .args(NOBODY)
+                .args(["sleep", "60"])
+                .spawn()
+                .unwrap(),
+        );
+        step.enter(theirs.pid()).unwrap();
+        let out = as_nobody(
+            &daemon,
+            &["attach", "--in-place", &theirs.pid().to_string()],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let their_id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert_ne!(their_id, id, "another user's process joined root's job");
+        assert_eq!(show(&daemon, id).tasks.len(), 1);
+        daemon
+            .ask(Request::Cancel {
+                ids: vec![their_id],
+            })
+            .unwrap();
+        daemon.wait(vec![their_id]);
+    }
 
     // Both tasks run on the job's CPUs, and stop and run again together.
     let planned = job.cpus.unwrap();
