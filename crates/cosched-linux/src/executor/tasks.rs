@@ -34,14 +34,20 @@ impl Executor<'_> {
         let State::Running(r) = &mut job.state else {
             return Ok(());
         };
-        if !task.is_alive() {
+        let joined = match task.is_alive() {
+            true => self.enforcer.join(&mut r.control, task.pid),
+            false => Err(std::io::Error::other("it has ended")),
+        };
+        if let Err(e) = joined {
+            // A task that ends as it joins ends its part of the job; the job goes on.
+            eprintln!(
+                "cosched: process {} could not join job {}: {e}",
+                task.pid, id.0
+            );
             job.joined.retain(|t| *t != task);
             return Ok(());
         }
         let enforce_error = |source| Error::Enforce { job: id, source };
-        self.enforcer
-            .join(&mut r.control, task.pid)
-            .map_err(enforce_error)?;
         // The job's allocation may have grown by the task's CPUs.
         if let Some(cpus) = self.plan.cpus_in_slot(self.slot, id) {
             self.enforcer
