@@ -129,10 +129,8 @@ pub fn job_of_step(registry: &Registry, step: &SlurmStep, uid: u32) -> Option<u6
                 && view.attached
                 && view.uid == uid
                 && view
-                    .pid
-                    .iter()
-                    .chain(&view.tasks)
-                    .any(|&pid| SlurmStep::of_process(pid as i32).as_ref() == Some(step))
+                    .pids()
+                    .any(|pid| SlurmStep::of_process(pid as i32).as_ref() == Some(step))
         })
         .map(|j| j.view.id)
 }

@@ -208,6 +208,11 @@ pub struct JobView {
 }
 
 impl JobView {
+    /// Every pid the job holds: its main process and the tasks that joined it.
+    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pid.into_iter().chain(self.tasks.iter().copied())
+    }
+
     /// A job just submitted by `uid` at `t`.
     pub fn queued(
         id: u64,

@@ -252,10 +252,8 @@ impl Shared {
         let owner = registry.jobs.values().find(|j| {
             !j.view.state.ended()
                 && j.view
-                    .pid
-                    .iter()
-                    .chain(&j.view.tasks)
-                    .any(|&p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
+                    .pids()
+                    .any(|p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
         });
         if let Some(owner) = owner {
             return Err(format!(

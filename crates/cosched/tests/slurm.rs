@@ -515,19 +515,26 @@ impl Daemon {
         let _ = self.child.wait();
     }
 
-    /// `cosched jobs --all --json`.
-    fn jobs(&self) -> Vec<serde_json::Value> {
+    /// `cosched ARGS` against this daemon, which must succeed; its standard output.
+    fn client(&self, args: &[&str]) -> Vec<u8> {
         let output = Command::new(env!("CARGO_BIN_EXE_cosched"))
-            .args(["jobs", "--all", "--json"])
+            .args(args)
             .env("COSCHED_SOCKET", &self.socket)
             .output()
             .unwrap();
         assert!(
             output.status.success(),
-            "cosched jobs: {}",
+            "cosched {}: {}",
+            args.join(" "),
             String::from_utf8_lossy(&output.stderr)
         );
-        let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        output.stdout
+    }
+
+    /// `cosched jobs --all --json`.
+    fn jobs(&self) -> Vec<serde_json::Value> {
+        let stdout = self.client(&["jobs", "--all", "--json"]);
+        let value: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
         match value {
             serde_json::Value::Array(jobs) => jobs,
             other => other["jobs"].as_array().cloned().unwrap_or_default(),
@@ -1297,16 +1304,7 @@ OMP_WAIT_POLICY=active srun -n 2 -c 1 {} --size 200 --iterations {LONG}",
 
     // Cancelling the job in cosched ends both tasks.
     let id = view["id"].as_u64().unwrap().to_string();
-    let cancel = Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .args(["cancel", &id])
-        .env("COSCHED_SOCKET", &daemon.socket)
-        .output()
-        .unwrap();
-    assert!(
-        cancel.status.success(),
-        "cosched cancel {id}: {}",
-        String::from_utf8_lossy(&cancel.stderr)
-    );
+    daemon.client(&["cancel", &id]);
     let started = Instant::now();
     while pids
         .iter()
