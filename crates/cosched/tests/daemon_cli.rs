@@ -377,6 +377,24 @@ fn dir_for_two_users() -> Option<tempfile::TempDir> {
 
 const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
 
+/// `sleep SECONDS` run as uid 65534, returned once the kernel shows the new uid: `setpriv` starts as
+/// root, so an attach sent before it has switched would name a root process.
+fn sleep_as_nobody(seconds: u32) -> Child {
+    let child = Command::new("setpriv")
+        .args(NOBODY)
+        .args(["sleep", &seconds.to_string()])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    assert!(
+        poll(Duration::from_secs(10), || {
+            cosched_linux::procfs::uids(pid).is_ok_and(|ids| ids == [65534; 4])
+        }),
+        "setpriv did not switch process {pid} to uid 65534"
+    );
+    child
+}
+
 /// `cosched ARGS…` run as uid 65534.
 fn as_nobody(daemon: &Daemon, args: &[&str]) -> std::process::Output {
     Command::new("setpriv")
@@ -824,11 +842,7 @@ fn a_user_attaches_their_own_processes_only() {
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(message.contains("belongs to uid 0"), "{message}");
-    let mut theirs = Command::new("setpriv")
-        .args(NOBODY)
-        .args(["sleep", "30"])
-        .spawn()
-        .unwrap();
+    let mut theirs = sleep_as_nobody(30);
     let out = as_nobody(&["attach", &theirs.id().to_string()]);
     assert!(
         out.status.success(),
@@ -1222,13 +1236,7 @@ fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_can
     assert!(lines[0].contains("tasks=2"), "{listed}");
     if two_users {
         // Another user's process in the same step joins no job of root's: it is a job of its own.
-        let theirs = Spinner(
-            Command::new("setpriv")
-                .args(NOBODY)
-                .args(["sleep", "60"])
-                .spawn()
-                .unwrap(),
-        );
+        let theirs = Spinner(sleep_as_nobody(60));
         step.enter(theirs.pid()).unwrap();
         let out = as_nobody(
             &daemon,
