@@ -279,7 +279,7 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
 
 /// Kills a job's processes, checked by pid and start time: a started job's process group, or an
 /// attached process and its descendants.
-fn kill_unwatched(process: Adopt) {
+pub(crate) fn kill_unwatched(process: Adopt) {
     let targets = match process.attached {
         false => vec![-process.pid],
         true => ProcessTable::read().members(Members::Tree(process.pid)),

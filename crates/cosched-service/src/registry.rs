@@ -2,6 +2,7 @@
 //! thread. Every change is journaled (under the registry's lock, so the journal's order is the
 //! registry's) before it is acknowledged or acted upon.
 
+use crate::daemon::kill_unwatched;
 use crate::journal::{Appended, Entry, Journal};
 use crate::protocol::{now_unix, Attachment, JobState, JobView, Reply, Request, Submission};
 use crate::slowdown;
@@ -381,9 +382,24 @@ impl Shared {
             self.journal(&Entry::Cancelled { id, t })?;
             let queued = registry.incoming.iter().position(|&q| q == id);
             if let Some(at) = queued {
-                // The executor never saw it: it ends here.
+                // The executor never saw it: it ends here, and so do the processes it would have
+                // adopted (a job an earlier daemon started, an attached process, its step's tasks).
                 registry.incoming.remove(at);
-                let error = "cancelled before it started".to_string();
+                let job = registry.jobs.get_mut(&id).expect("checked above");
+                let mut processes: Vec<Adopt> = job.adopt.take().into_iter().collect();
+                registry.joins.retain(|&(joined, task)| {
+                    let ours = joined == id;
+                    if ours {
+                        processes.push(task);
+                    }
+                    !ours
+                });
+                let error = match processes.is_empty() {
+                    true => "cancelled before it started",
+                    false => "cancelled before this daemon took it over",
+                }
+                .to_string();
+                processes.into_iter().for_each(kill_unwatched);
                 self.journal(&Entry::Finished {
                     id,
                     t: Some(t),

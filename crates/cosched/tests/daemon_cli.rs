@@ -700,6 +700,11 @@ fn cpu_ticks(pid: i32) -> u64 {
 
 /// Whether process `pid` made no progress for a whole half second at some point within `limit`: it
 /// was frozen while its slot was off.
+/// Whether process `pid` has ended (gone, or a zombie nobody has reaped yet).
+fn dead(pid: i32) -> bool {
+    !cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z')
+}
+
 fn was_frozen_a_while(pid: i32, limit: Duration) -> bool {
     let start = Instant::now();
     let (mut ticks, mut since) = (cpu_ticks(pid), Instant::now());
@@ -926,6 +931,7 @@ fn an_attached_process_left_in_place_keeps_its_cgroups_follows_the_plan_and_a_dy
         "the process was moved out of its cgroups"
     );
 
+    let wide_pid = show(&daemon, wide_id).pid.expect("the spinner started") as i32;
     // Killed while it has the tree stopped: its watchdog continues both processes.
     let tree = [spinner.pid(), child];
     let stopped_together = poll(Duration::from_secs(10), || {
@@ -940,6 +946,8 @@ fn an_attached_process_left_in_place_keeps_its_cgroups_follows_the_plan_and_a_dy
     // Cleaned up before judging, so that a failure leaves no spinner behind.
     unsafe { libc::kill(child, libc::SIGKILL) };
     let mut successor = Daemon::start(dir.path(), "gang:slice=1");
+    // Cancelled before the successor has taken the jobs over, as likely as not: their processes
+    // die all the same.
     successor
         .ask(Request::Cancel {
             ids: vec![id, wide_id],
@@ -947,6 +955,10 @@ fn an_attached_process_left_in_place_keeps_its_cgroups_follows_the_plan_and_a_dy
         .unwrap();
     successor.wait(vec![id, wide_id]);
     successor.stop();
+    assert!(
+        poll(Duration::from_secs(5), || dead(wide_pid)),
+        "the cancelled spinner {wide_pid} outlived its cancel"
+    );
     assert!(
         stopped_together,
         "the daemon never stopped the process and its child together"
