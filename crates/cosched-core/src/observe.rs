@@ -233,6 +233,26 @@ pub fn behaviours<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> BTreeMap
 #[derive(Debug, Clone, Default)]
 pub struct Observer {
     jobs: BTreeMap<JobId, JobObservation>,
+    /// How many jobs wait on advice and how many ignore it, so that the questions asked on every event
+    /// cost nothing while every job follows advice.
+    pending: usize,
+    ignoring: usize,
+}
+
+/// Keeps `pending` and `ignoring` in step with one job's change of `Following`.
+fn count_move(pending: &mut usize, ignoring: &mut usize, before: Following, after: Following) {
+    for (state, up) in [(before, false), (after, true)] {
+        let counter = match state {
+            Following::Pending { .. } => &mut *pending,
+            Following::Ignores { .. } => &mut *ignoring,
+            Following::Untested | Following::Follows { .. } => continue,
+        };
+        if up {
+            *counter += 1;
+        } else {
+            *counter -= 1;
+        }
+    }
 }
 
 impl Observer {
@@ -250,7 +270,14 @@ impl Observer {
                     (s.advice_seen, job.following)
                 {
                     if job.team_size == Some(threads) {
-                        job.following = Following::Follows { lag: now - since };
+                        let follows = Following::Follows { lag: now - since };
+                        count_move(
+                            &mut self.pending,
+                            &mut self.ignoring,
+                            job.following,
+                            follows,
+                        );
+                        job.following = follows;
                     }
                 }
             }
@@ -261,11 +288,26 @@ impl Observer {
                 if let Following::Pending { since, .. } | Following::Ignores { since } =
                     job.following
                 {
-                    job.following = Following::Follows { lag: now - since };
+                    let follows = Following::Follows { lag: now - since };
+                    count_move(
+                        &mut self.pending,
+                        &mut self.ignoring,
+                        job.following,
+                        follows,
+                    );
+                    job.following = follows;
                 }
             }
             Event::Finished { job } => {
-                self.jobs.remove(job);
+                if let Some(gone) = self.jobs.remove(job) {
+                    let untested = Following::Untested;
+                    count_move(
+                        &mut self.pending,
+                        &mut self.ignoring,
+                        gone.following,
+                        untested,
+                    );
+                }
             }
             Event::Arrived { .. } | Event::Timer => {}
         }
@@ -279,6 +321,7 @@ impl Observer {
         }
         let observed = self.jobs.entry(job.spec.id).or_default();
         let current = observed.threads(job.threads);
+        let before = observed.following;
         observed.following = match observed.following {
             _ if threads == current => match observed.following {
                 Following::Pending { since, .. } => Following::Follows { lag: now - since },
@@ -293,11 +336,34 @@ impl Observer {
                 threads,
             },
         };
+        count_move(
+            &mut self.pending,
+            &mut self.ignoring,
+            before,
+            observed.following,
+        );
     }
 
     /// Moves every job whose advice is overdue at `now` to `Ignores`; returns the ids that moved.
     pub fn expire(&mut self, now: f64) -> Vec<JobId> {
+        debug_assert_eq!(
+            (self.pending, self.ignoring),
+            (
+                self.jobs
+                    .values()
+                    .filter(|j| matches!(j.following, Following::Pending { .. }))
+                    .count(),
+                self.jobs
+                    .values()
+                    .filter(|j| matches!(j.following, Following::Ignores { .. }))
+                    .count(),
+            ),
+            "the tally of advice states drifted from the jobs"
+        );
         let mut moved = Vec::new();
+        if self.pending == 0 {
+            return moved;
+        }
         for (id, job) in &mut self.jobs {
             if let Following::Pending { since, .. } = job.following {
                 if now - since >= ADVICE_DEADLINE - 1e-9 {
@@ -306,11 +372,16 @@ impl Observer {
                 }
             }
         }
+        self.pending -= moved.len();
+        self.ignoring += moved.len();
         moved
     }
 
     /// The earliest time at which some pending advice becomes overdue.
     pub fn next_deadline(&self) -> Option<f64> {
+        if self.pending == 0 {
+            return None;
+        }
         self.jobs
             .values()
             .filter_map(|j| match j.following {
@@ -322,9 +393,7 @@ impl Observer {
 
     /// Whether some job does not follow advice: without one, no job is bound to its thread count.
     pub fn any_ignores(&self) -> bool {
-        self.jobs
-            .values()
-            .any(|j| matches!(j.following, Following::Ignores { .. }))
+        self.ignoring > 0
     }
 
     /// The thread count a job is bound to because it does not follow advice, if it is.

@@ -17,9 +17,10 @@ impl Policy for Equipartition {
         "eq"
     }
 
-    /// At most one job per CPU shares the machine, running ones first.
+    /// At most one job per CPU shares the machine, running ones first: a newcomer can only take a CPU
+    /// that no receiver of the last decision holds.
     fn queue_window(&self, topology: &Topology) -> Option<usize> {
-        Some(topology.num_cpus())
+        Some(topology.num_cpus().saturating_sub(self.held.len()))
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
@@ -27,6 +28,10 @@ impl Policy for Equipartition {
             return None;
         }
         let machine = ctx.topology.cpus();
+        // With a receiver on every CPU, a newcomer queues behind them and the shares stay as they are.
+        if matches!(event, Event::Arrived { .. }) && self.held.len() >= machine.len() {
+            return None;
+        }
         let receivers: Vec<_> = ctx
             .jobs
             .iter()
