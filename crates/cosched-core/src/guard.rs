@@ -5,6 +5,7 @@
 use crate::cpuset::CpuSet;
 use crate::job::{JobId, JobKind, JobSpec};
 use crate::plan::Plan;
+use crate::plan_change::PlanChange;
 
 /// A decision no executor can carry out; the executor adds the policy's name (and the time).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -33,27 +34,11 @@ impl Plan {
         machine: &CpuSet,
         is_active: impl Fn(JobId) -> bool,
     ) -> Result<(), PlanError> {
-        for a in self
-            .slots
+        self.slots
             .iter()
             .flat_map(|s| &s.assignments)
             .chain(&self.pinned)
-        {
-            if !is_active(a.job) {
-                return Err(PlanError::InactiveJob { job: a.job });
-            }
-            if a.cpus.is_empty() {
-                return Err(PlanError::NoCpus { job: a.job });
-            }
-            if !a.cpus.is_subset(machine) {
-                return Err(PlanError::CpusOutsideMachine {
-                    job: a.job,
-                    cpus: a.cpus.clone(),
-                    machine: machine.clone(),
-                });
-            }
-        }
-        Ok(())
+            .try_for_each(|a| check_assignment(a.job, &a.cpus, machine, &is_active))
     }
 
     /// The most CPUs `job` holds in any slot of the cycle (0 if it is not placed).
@@ -63,6 +48,45 @@ impl Plan {
             .map(CpuSet::len)
             .max()
             .unwrap_or(0)
+    }
+}
+
+/// One assignment's job is active and its CPUs a non-empty subset of `machine`.
+fn check_assignment(
+    job: JobId,
+    cpus: &CpuSet,
+    machine: &CpuSet,
+    is_active: impl Fn(JobId) -> bool,
+) -> Result<(), PlanError> {
+    if !is_active(job) {
+        return Err(PlanError::InactiveJob { job });
+    }
+    if cpus.is_empty() {
+        return Err(PlanError::NoCpus { job });
+    }
+    if !cpus.is_subset(machine) {
+        return Err(PlanError::CpusOutsideMachine {
+            job,
+            cpus: cpus.clone(),
+            machine: machine.clone(),
+        });
+    }
+    Ok(())
+}
+
+impl PlanChange {
+    /// [`Plan::validate`] for what a change places or pins; the rest of the plan was checked when it
+    /// was placed.
+    pub fn validate(
+        &self,
+        machine: &CpuSet,
+        is_active: impl Fn(JobId) -> bool,
+    ) -> Result<(), PlanError> {
+        let placed = self.placed.iter().map(|p| (p.job, &p.cpus));
+        let pinned = self.pinned.iter().map(|a| (a.job, &a.cpus));
+        placed
+            .chain(pinned)
+            .try_for_each(|(job, cpus)| check_assignment(job, cpus, machine, &is_active))
     }
 }
 

@@ -118,7 +118,8 @@ impl PlanChange {
         change
     }
 
-    /// Turns the plan this change was computed from into the new one (up to assignment order).
+    /// Turns the plan this change was computed from into the new one (up to assignment order). Costs
+    /// one pass over each slot the change touches, however many of its jobs it moves.
     pub fn apply(&self, plan: &mut Plan) {
         plan.slots.resize_with(self.slots, || Slot {
             length: 0.0,
@@ -127,23 +128,50 @@ impl PlanChange {
         for &s in &self.cleared {
             plan.slots[s].assignments.clear();
         }
-        for &(s, job) in &self.removed {
-            plan.slots[s].assignments.retain(|a| a.job != job);
+        let mut removed = self.removed.clone();
+        removed.sort_unstable();
+        for gone in removed.chunk_by(|a, b| a.0 == b.0) {
+            let s = gone[0].0;
+            plan.slots[s]
+                .assignments
+                .retain(|a| gone.binary_search(&(s, a.job)).is_err());
         }
         for &(s, length) in &self.lengths {
             plan.slots[s].length = length;
         }
-        for placed in &self.placed {
-            let slot = &mut plan.slots[placed.slot].assignments;
-            let held = slot
-                .iter_mut()
-                .find(|a| a.job == placed.job && !self.cleared.contains(&placed.slot));
-            match held {
-                Some(a) => a.cpus = placed.cpus.clone(),
-                None => slot.push(Assignment {
-                    job: placed.job,
-                    cpus: placed.cpus.clone(),
-                }),
+        let mut placed: Vec<&SlotAssignment> = self.placed.iter().collect();
+        placed.sort_by_key(|p| p.slot);
+        for group in placed.chunk_by(|a, b| a.slot == b.slot) {
+            let s = group[0].slot;
+            let slot = &mut plan.slots[s].assignments;
+            let push = |slot: &mut Vec<Assignment>, p: &SlotAssignment| {
+                slot.push(Assignment {
+                    job: p.job,
+                    cpus: p.cpus.clone(),
+                })
+            };
+            if self.cleared.contains(&s) {
+                // Rebuilt from scratch: a job may be listed twice, as in the plan it came from.
+                group.iter().for_each(|p| push(slot, p));
+                continue;
+            }
+            // A few moves are found by scanning; many, through an index built once.
+            let mut at: Option<HashMap<JobId, usize>> = (group.len() > 8)
+                .then(|| slot.iter().enumerate().map(|(i, a)| (a.job, i)).collect());
+            for p in group {
+                let held = match &at {
+                    Some(at) => at.get(&p.job).copied(),
+                    None => slot.iter().position(|a| a.job == p.job),
+                };
+                match held {
+                    Some(i) => slot[i].cpus = p.cpus.clone(),
+                    None => {
+                        if let Some(at) = &mut at {
+                            at.insert(p.job, slot.len());
+                        }
+                        push(slot, p);
+                    }
+                }
             }
         }
         plan.pinned.retain(|a| !self.unpinned.contains(&a.job));
@@ -241,7 +269,8 @@ mod tests {
     }
 
     fn arb_assignments() -> impl Strategy<Value = Vec<Assignment>> {
-        prop::collection::vec((0u32..6, 0u32..8, 1u32..4), 0..5).prop_map(|raw| {
+        // Up to 13 jobs a slot: more than apply scans for one by one.
+        prop::collection::vec((0u32..16, 0u32..8, 1u32..4), 0..14).prop_map(|raw| {
             raw.into_iter()
                 .map(|(job, first, len)| Assignment {
                     job: JobId(job),

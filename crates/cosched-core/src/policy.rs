@@ -6,6 +6,7 @@
 use crate::event::Event;
 use crate::job::{JobId, JobSpec};
 use crate::plan::Plan;
+use crate::plan_change::PlanChange;
 use crate::topology::Topology;
 
 /// A job the executor currently holds.
@@ -38,6 +39,20 @@ pub trait Policy: Send {
 
     /// Reacts to one event. Returns the plan to enforce from now on, or `None` to keep the current one.
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan>;
+
+    /// [`decide`](Policy::decide), answered as the change to `current`, the plan in force (the last one
+    /// this policy gave, as the executor holds it). The simulator asks this way, so that on a large
+    /// machine a decision that moves one job costs what moving one job costs. The default diffs the
+    /// whole plan; a policy that knows what it changed answers without building the rest.
+    fn decide_change(
+        &mut self,
+        ctx: &Context,
+        event: &Event,
+        current: &Plan,
+    ) -> Option<PlanChange> {
+        self.decide(ctx, event)
+            .map(|plan| PlanChange::between(current, &plan))
+    }
 
     /// How many waiting jobs (arrived, never started), oldest first, the next decision can read; `None`
     /// (the default): all of them. Asked again after every decision, so it may follow the policy's

@@ -8,7 +8,7 @@
 //! already handles, so none of them needs code of its own for jobs that do not follow advice.
 
 use cosched_core::observe::Observer;
-use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, Policy, Topology};
+use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, PlanChange, Policy, Topology};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -20,6 +20,8 @@ pub struct AdviceCheck {
     /// The last plan given to the executor, and the timer the inner policy asked for in it.
     plan: Option<Plan>,
     inner_timer: Option<f64>,
+    /// When the last change was given (`decide_change`).
+    last_plan_at: f64,
 }
 
 impl AdviceCheck {
@@ -30,6 +32,7 @@ impl AdviceCheck {
             fixed: BTreeSet::new(),
             plan: None,
             inner_timer: None,
+            last_plan_at: 0.0,
         }
     }
 
@@ -91,6 +94,67 @@ impl Policy for AdviceCheck {
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        let changed = self.take_in(ctx, event);
+        self.decide_taken(ctx, event, &changed)
+    }
+
+    /// While every job follows advice, the inner policy's change passes through with the advice it
+    /// gives recorded and the deadlines' timer set; otherwise the whole plan is built and diffed.
+    fn decide_change(
+        &mut self,
+        ctx: &Context,
+        event: &Event,
+        current: &Plan,
+    ) -> Option<PlanChange> {
+        let changed = self.take_in(ctx, event);
+        if !changed.is_empty() || !self.fixed.is_empty() {
+            self.plan = Some(current.clone());
+            return self
+                .decide_taken(ctx, event, &changed)
+                .map(|plan| PlanChange::between(current, &plan));
+        }
+        let change = match event {
+            Event::Timer if !self.inner_due(ctx.now) => None,
+            _ => self.inner.decide_change(ctx, event, current),
+        };
+        if let Some(change) = &change {
+            self.inner_timer = change.timer;
+            // The whole-plan path records every advice of every plan; recording it again changes
+            // nothing except for advice that is new and for jobs running it for the first time.
+            let advice = |id: &JobId| match change.advice.get(id) {
+                Some(&threads) => Some(threads),
+                None if change.unadvised.contains(id) => None,
+                None => current.advice.get(id).copied(),
+            };
+            for job in ctx.jobs {
+                let id = &job.spec.id;
+                let fresh = job.started.is_some_and(|t| t >= self.last_plan_at);
+                if fresh || change.advice.contains_key(id) {
+                    if let Some(threads) = advice(id) {
+                        self.observer.advised(ctx.now, job, threads);
+                    }
+                }
+            }
+            self.last_plan_at = ctx.now;
+        }
+        let deadline = self.observer.next_deadline();
+        let timer = combine(self.inner_timer, deadline);
+        match change {
+            Some(change) => Some(PlanChange { timer, ..change }),
+            // A deadline the current plan does not wake us for: the same plan, new timer.
+            None if deadline.is_some() && current.timer != timer => Some(PlanChange {
+                slots: current.slots.len(),
+                timer,
+                ..PlanChange::default()
+            }),
+            None => None,
+        }
+    }
+}
+
+impl AdviceCheck {
+    /// Takes in one event; returns the jobs that started or stopped being bound to their threads.
+    fn take_in(&mut self, ctx: &Context, event: &Event) -> Vec<JobId> {
         self.observer.observe(ctx.now, event);
         if let Event::Finished { job } = event {
             self.fixed.remove(job);
@@ -112,15 +176,22 @@ impl Policy for AdviceCheck {
             .copied()
             .collect();
         self.fixed = now_fixed;
+        changed
+    }
 
-        let inner_due = self.inner_timer.is_some_and(|t| t <= ctx.now + 1e-9);
-        let mut plan = if matches!(event, Event::Timer) && !inner_due {
+    fn inner_due(&self, now: f64) -> bool {
+        self.inner_timer.is_some_and(|t| t <= now + 1e-9)
+    }
+
+    /// [`Policy::decide`] once the event is taken in.
+    fn decide_taken(&mut self, ctx: &Context, event: &Event, changed: &[JobId]) -> Option<Plan> {
+        let mut plan = if matches!(event, Event::Timer) && !self.inner_due(ctx.now) {
             None
         } else {
             let jobs = self.shown_jobs(ctx, None);
             self.ask(ctx, &jobs, event)
         };
-        plan = self.readmit(ctx, &changed).or(plan);
+        plan = self.readmit(ctx, changed).or(plan);
 
         if let Some(plan) = &plan.as_ref().filter(|p| !p.advice.is_empty()) {
             for job in ctx.jobs {

@@ -4,7 +4,8 @@
 //! A job never gets more CPUs than its `max_threads`; what it leaves goes to the others. With more jobs
 //! than CPUs, running jobs keep one CPU each and newcomers wait in arrival order.
 
-use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Topology};
+use cosched_core::plan_change::SlotAssignment;
+use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, PlanChange, Policy, Topology};
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
@@ -68,6 +69,51 @@ impl Policy for Equipartition {
             .collect();
         self.held = held;
         Some(plan)
+    }
+
+    fn decide_change(
+        &mut self,
+        ctx: &Context,
+        event: &Event,
+        current: &Plan,
+    ) -> Option<PlanChange> {
+        if let Event::Finished { job } = event {
+            if let Some(change) = self.hand_over(ctx, *job) {
+                return Some(change);
+            }
+        }
+        self.decide(ctx, event)
+            .map(|plan| PlanChange::between(current, &plan))
+    }
+}
+
+impl Equipartition {
+    /// The change that gives a finished job's CPU to the oldest waiting job, when every CPU had a
+    /// receiver (one CPU each) and one waits: every other receiver keeps its CPU and its advice, so
+    /// nothing else changes. `None` when that does not hold.
+    fn hand_over(&mut self, ctx: &Context, finished: JobId) -> Option<PlanChange> {
+        if self.held.len() != ctx.topology.num_cpus() || !self.held.contains_key(&finished) {
+            return None;
+        }
+        let next = ctx.jobs.iter().find(|j| j.started.is_none())?;
+        if self.held.contains_key(&next.spec.id) {
+            // Placed but not started: the general path sorts out who waits.
+            return None;
+        }
+        let freed = self.held.remove(&finished).expect("checked above");
+        self.held.insert(next.spec.id, freed.clone());
+        Some(PlanChange {
+            slots: 1,
+            removed: vec![(0, finished)],
+            placed: vec![SlotAssignment {
+                slot: 0,
+                job: next.spec.id,
+                cpus: freed,
+            }],
+            unadvised: vec![finished],
+            advice: [(next.spec.id, next.spec.threads_for(1))].into(),
+            ..PlanChange::default()
+        })
     }
 }
 
@@ -143,6 +189,53 @@ mod tests {
         assert_eq!(equal_shares(24, &[2, 24, 24]), vec![2, 11, 11]);
         assert_eq!(equal_shares(10, &[24, 24, 24]).iter().sum::<usize>(), 10);
         assert_eq!(equal_shares(3, &[5, 5, 5]), vec![1, 1, 1]);
+    }
+
+    /// Two EQs seeing the same events, one asked for changes: on a full machine a finish is handed
+    /// over without the whole plan, and the change is the one the whole plan gives.
+    #[test]
+    fn a_finish_on_a_full_machine_hands_its_cpu_to_the_oldest_waiting_job() {
+        let topo = synthetic::parse("core:4").unwrap();
+        let (mut changes, mut whole) = (Equipartition::default(), Equipartition::default());
+        let mut jobs: Vec<ActiveJob> = Vec::new();
+        let mut plan = Plan::default();
+        for id in 0..6 {
+            jobs.push(job(id, 4, false));
+            let ctx = Context {
+                topology: &topo,
+                now: 0.0,
+                jobs: &jobs,
+            };
+            let event = Event::Arrived { job: JobId(id) };
+            let given = whole.decide(&ctx, &event);
+            assert_eq!(changes.decide(&ctx, &event), given);
+            plan = given.unwrap_or(plan);
+            for j in &mut jobs {
+                if plan.cpus_in_slot(0, j.spec.id).is_some() {
+                    j.started.get_or_insert(0.0);
+                }
+            }
+        }
+        assert_eq!(
+            changes.queue_window(&topo),
+            Some(0),
+            "every CPU has a receiver"
+        );
+        let freed = plan.cpus_in_slot(0, JobId(1)).unwrap().clone();
+        jobs.remove(1);
+        let ctx = Context {
+            topology: &topo,
+            now: 1.0,
+            jobs: &jobs,
+        };
+        let event = Event::Finished { job: JobId(1) };
+        let change = changes
+            .hand_over(&ctx, JobId(1))
+            .expect("a full machine and a waiting job");
+        let expected = PlanChange::between(&plan, &whole.decide(&ctx, &event).unwrap());
+        assert_eq!(change, expected);
+        assert_eq!(change.placed[0].job, JobId(4));
+        assert_eq!(change.placed[0].cpus, freed);
     }
 
     #[test]

@@ -110,6 +110,10 @@ pub(crate) struct MachineModel {
     llc_mb: f64,
     numa_of_cpu: Vec<u32>,
     numa_domains: usize,
+    /// The region of each CPU: CPUs that share an LLC or a NUMA node, and so on transitively. Jobs
+    /// in different regions affect each other only through the machine's total load.
+    pub region_of_cpu: Vec<u32>,
+    pub regions: usize,
 }
 
 impl MachineModel {
@@ -129,6 +133,7 @@ impl MachineModel {
         let has_llc = [Level::L3, Level::L2, Level::L1]
             .iter()
             .any(|l| topology.nodes_at(*l).next().is_some());
+        let (region_of_cpu, regions) = coupled_regions(max_cpu + 1, &[&llc, &numa]);
         MachineModel {
             cpus: topology.num_cpus(),
             llc_of_cpu: index(&llc),
@@ -139,6 +144,8 @@ impl MachineModel {
                 .map_or(params.llc_mb, |b| b as f64 / (1024.0 * 1024.0)),
             numa_of_cpu: index(&numa),
             numa_domains: numa.len(),
+            region_of_cpu,
+            regions,
         }
     }
 
@@ -152,7 +159,44 @@ impl MachineModel {
     }
 }
 
+/// Numbers the connected groups of CPUs (0, 1, …) that the domains of any of the `partitions` join,
+/// and returns each CPU's group and how many there are.
+fn coupled_regions(cpus: usize, partitions: &[&[CpuSet]]) -> (Vec<u32>, usize) {
+    let mut parent: Vec<usize> = (0..cpus).collect();
+    fn root(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    for domain in partitions.iter().flat_map(|p| p.iter()) {
+        let mut members = domain.iter().map(|c| c as usize);
+        let Some(first) = members.next() else {
+            continue;
+        };
+        for cpu in members {
+            let (a, b) = (root(&mut parent, first), root(&mut parent, cpu));
+            parent[a.max(b)] = a.min(b);
+        }
+    }
+    let mut number = vec![u32::MAX; cpus];
+    let mut regions = 0;
+    let region_of_cpu = (0..cpus)
+        .map(|cpu| {
+            let r = root(&mut parent, cpu);
+            if number[r] == u32::MAX {
+                number[r] = regions;
+                regions += 1;
+            }
+            number[r]
+        })
+        .collect();
+    (region_of_cpu, regions as usize)
+}
+
 /// A job running in a slot, as the model sees it.
+#[derive(Clone)]
 pub(crate) struct Runner<'a> {
     pub cpus: &'a CpuSet,
     pub threads: u32,
@@ -192,6 +236,20 @@ pub(crate) fn slot_rates(
     params: &ModelParams,
     scratch: &mut Scratch,
 ) -> Vec<SlotRate> {
+    group_rates(machine, runners, effects, params, scratch, 0.0).0
+}
+
+/// Rates of the runners of one slot in a group of [regions](MachineModel::region_of_cpu) that no
+/// other runner of the slot touches, with `busy_elsewhere` CPUs kept busy by those others. Also
+/// returns the CPUs the group keeps busy, which the rates do not depend on.
+pub(crate) fn group_rates(
+    machine: &MachineModel,
+    runners: &[Runner],
+    effects: &Effects,
+    params: &ModelParams,
+    scratch: &mut Scratch,
+    busy_elsewhere: f64,
+) -> (Vec<SlotRate>, f64) {
     // Pass 1: every thread runnable. Pass 2 (serial-phase effect): a job in its serial phase runs one
     // thread and leaves the CPUs of its blocked threads to the others, so the load each job sees is the
     // others' time-averaged runnable threads (one step of the fixed point, see `docs/simulation-model.md`).
@@ -220,10 +278,11 @@ pub(crate) fn slot_rates(
             .collect();
     }
     let shares: Vec<f64> = phases.iter().map(|p| p.parallel_share).collect();
-    let busy_total: f64 = shares.iter().sum();
+    let busy_here: f64 = shares.iter().sum();
+    let busy_total = busy_elsewhere + busy_here;
     let llc_miss = llc_misses(machine, runners, &counted, effects, scratch);
     let bandwidth = bandwidth_factors(machine, runners, &shares, effects, params, scratch);
-    runners
+    let rates = runners
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -265,7 +324,8 @@ pub(crate) fn slot_rates(
                 llc_miss: miss,
             }
         })
-        .collect()
+        .collect();
+    (rates, busy_here)
 }
 
 /// A runner's CPU time in its two phases: all threads runnable, and (Amdahl profiles) the serial phase.

@@ -8,6 +8,7 @@
 //!
 //! - `calendar`: the priority queue of coming events;
 //! - `rates`: each job's rate under the plan, re-evaluating only the slots that changed;
+//! - `groups`: within a slot, only the groups of runners (by machine region) that changed;
 //! - `isolated`: the isolated time of a job (slowdown's denominator) and its cache;
 //! - `active`: the active jobs as the policy sees them; waiting jobs beyond the policy's
 //!   [`queue_window`](cosched_core::Policy::queue_window) wait hidden in arrival order, and the policy
@@ -17,6 +18,7 @@
 mod active;
 mod calendar;
 mod closed;
+mod groups;
 mod isolated;
 mod rates;
 #[cfg(test)]
@@ -235,6 +237,8 @@ struct Engine<'a> {
     next_arrival: usize,
     calendar: Calendar,
     plan: Plan,
+    /// Jobs finished since the last plan change: still placed after the next one, they are an error.
+    finished_since_plan: Vec<JobId>,
     book: RateBook,
     /// Jobs the last rate refresh gave figures.
     rated: Vec<usize>,
@@ -307,6 +311,7 @@ impl<'a> Engine<'a> {
             next_arrival: 0,
             calendar: Calendar::default(),
             plan: Plan::default(),
+            finished_since_plan: Vec::new(),
             book: RateBook::default(),
             rated: Vec::new(),
             rates_stale: false,
@@ -443,8 +448,8 @@ impl<'a> Engine<'a> {
             now: self.now,
             jobs: self.active.as_slice(),
         };
-        if let Some(plan) = self.policy.decide(&ctx, &event) {
-            self.apply(plan)?;
+        if let Some(change) = self.policy.decide_change(&ctx, &event, &self.plan) {
+            self.apply(change)?;
         }
         Ok(())
     }
@@ -515,6 +520,7 @@ impl<'a> Engine<'a> {
         self.states[i].phase = Phase::Finished;
         self.running_count -= 1;
         self.active.remove(self.states[i].order);
+        self.finished_since_plan.push(id);
         self.job_changed(id);
         self.emit(Record::Finish {
             job: id,
@@ -634,17 +640,29 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    fn apply(&mut self, plan: Plan) -> Result<(), SimError> {
+    fn apply(&mut self, change: PlanChange) -> Result<(), SimError> {
         let states = &self.states;
         let index = &self.index;
-        plan.validate(self.topology.cpus(), |job| {
+        let is_active = |job| {
             index
                 .get(&job)
                 .is_some_and(|&i| matches!(states[i].phase, Phase::Waiting | Phase::Running(_)))
-        })
-        .map_err(|e| self.plan_error(e))?;
-        let change = PlanChange::between(&self.plan, &plan);
-        self.book.new_plan(&self.plan, &plan);
+        };
+        change
+            .validate(self.topology.cpus(), is_active)
+            .map_err(|e| self.plan_error(e))?;
+        let mut plan = std::mem::take(&mut self.plan);
+        change.apply(&mut plan);
+        self.book.change(&change, &plan);
+        // The rest of the plan was valid when placed; of it, only a job that finished since can have
+        // become inactive.
+        for id in std::mem::take(&mut self.finished_since_plan) {
+            let pinned = plan.pinned.iter().any(|a| a.job == id);
+            if pinned || self.book.slots_of(id).next().is_some() {
+                self.plan = plan;
+                return Err(self.plan_error(PlanError::InactiveJob { job: id }));
+            }
+        }
         self.rates_stale = true;
         // Jobs whose place or advice changed: the only ones that can start or get new thread advice.
         let touched: BTreeSet<JobId> = change.jobs().chain(change.advice.keys().copied()).collect();
@@ -860,14 +878,14 @@ impl<'a> Engine<'a> {
         };
         let figures = self.book.figures(&inputs, &mut self.scratch);
         for i in std::mem::take(&mut self.rated) {
-            if !figures.contains_key(&i) {
+            if !self.book.figured(i) {
                 self.set_figures(i, Figures::default());
             }
         }
-        for (&i, &f) in &figures {
+        for &(i, f) in &figures {
             self.set_figures(i, f);
         }
-        self.rated = figures.into_keys().collect();
+        self.rated = figures.into_iter().map(|(i, _)| i).collect();
     }
 
     fn set_figures(&mut self, i: usize, figures: Figures) {

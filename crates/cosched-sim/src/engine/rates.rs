@@ -1,14 +1,15 @@
 //! Each running job's cycle-average rate under the plan in force, recomputing the model only for the
-//! slots whose runners changed.
+//! slots whose runners changed, and within them only for the groups of runners that changed
+//! (`groups`).
 //!
 //! The model couples the jobs of one slot (they share caches, bandwidth and the machine's load), so a
-//! slot is the unit of recomputation: a slot is evaluated again when its assignments, or the thread
-//! count, start or end of one of its jobs, change. Combining the slots into each job's average is plain
-//! arithmetic over the plan.
+//! slot is evaluated again when its assignments, or the thread count, start or end of one of its jobs,
+//! change. Combining the slots into each job's average is plain arithmetic over the plan.
 
+use super::groups::{Model, SlotGroups, SlotRunner};
 use super::{JobState, SimJob, SimOptions};
-use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch, SlotRate};
-use cosched_core::{JobId, Plan};
+use crate::model::{MachineModel, Mode, Runner, Scratch, SlotRate};
+use cosched_core::{JobId, Plan, PlanChange};
 use std::collections::HashMap;
 
 /// A job's figures averaged over the plan's cycle.
@@ -31,11 +32,19 @@ pub(super) struct RateBook {
     /// (job, slot) for every slotted assignment, sorted: which slots to re-evaluate when a job changes,
     /// and how often it enters the cycle.
     places: Vec<(JobId, usize)>,
+    /// Slots of the plan in force (`slots` holds one more, the pinned jobs', when it has none).
+    plan_slots: usize,
+    /// Each job's figures as the last `figures` summed them, by job index; valid for `figured`.
+    sums: Vec<Figures>,
+    figured: Vec<bool>,
+    /// The jobs the last `figures` gave figures.
+    listed: Vec<usize>,
 }
 
 #[derive(Default)]
 struct SlotRates {
     stale: bool,
+    groups: SlotGroups,
     /// (job index, the model's rate, CPUs held).
     runners: Vec<(usize, SlotRate, usize)>,
 }
@@ -52,27 +61,44 @@ pub(super) struct Inputs<'a> {
 }
 
 impl RateBook {
-    /// A new plan replaces `old`: slots whose assignments differ (all of them when the pinned jobs
-    /// differ) are evaluated again.
-    pub fn new_plan(&mut self, old: &Plan, new: &Plan) {
-        let count = new.slots.len().max(1);
+    /// `change` made the plan `plan`: the slots it touches (all of them when pinned jobs moved) are
+    /// evaluated again.
+    pub fn change(&mut self, change: &PlanChange, plan: &Plan) {
+        let count = plan.slots.len().max(1);
+        let reshaped = plan.slots.len() != self.plan_slots || !change.cleared.is_empty();
+        self.plan_slots = plan.slots.len();
         self.slots.truncate(count);
         self.slots.resize_with(count, || SlotRates {
             stale: true,
-            runners: Vec::new(),
+            ..SlotRates::default()
         });
-        let pinned_changed = old.pinned != new.pinned;
-        for (s, slot) in self.slots.iter_mut().enumerate() {
-            let before = old.slots.get(s).map(|s| &s.assignments);
-            let after = new.slots.get(s).map(|s| &s.assignments);
-            slot.stale |= pinned_changed || before != after;
+        if !change.pinned.is_empty() || !change.unpinned.is_empty() {
+            self.slots.iter_mut().for_each(|s| s.stale = true);
         }
-        self.places.clear();
-        for (s, slot) in new.slots.iter().enumerate() {
-            self.places
-                .extend(slot.assignments.iter().map(|a| (a.job, s)));
+        let touched = change.cleared.iter().copied();
+        let touched = touched.chain(change.removed.iter().map(|&(s, _)| s));
+        for s in touched.chain(change.placed.iter().map(|p| p.slot)) {
+            self.slots[s].stale = true;
         }
-        self.places.sort_unstable();
+        if reshaped {
+            self.places.clear();
+            for (s, slot) in plan.slots.iter().enumerate() {
+                self.places
+                    .extend(slot.assignments.iter().map(|a| (a.job, s)));
+            }
+            self.places.sort_unstable();
+            return;
+        }
+        for &(s, job) in &change.removed {
+            if let Ok(k) = self.places.binary_search(&(job, s)) {
+                self.places.remove(k);
+            }
+        }
+        for p in &change.placed {
+            if let Err(k) = self.places.binary_search(&(p.job, p.slot)) {
+                self.places.insert(k, (p.job, p.slot));
+            }
+        }
     }
 
     /// A job started, finished or changed its thread count: its slots are evaluated again.
@@ -100,14 +126,25 @@ impl RateBook {
             .map(|(_, s)| *s)
     }
 
-    /// Every placed running job's figures under `inputs.plan`.
-    pub fn figures(&mut self, inputs: &Inputs, scratch: &mut Scratch) -> HashMap<usize, Figures> {
-        for s in 0..self.slots.len() {
-            if self.slots[s].stale {
-                self.slots[s].runners = evaluate(inputs, s, scratch);
-                self.slots[s].stale = false;
+    /// Whether the last [`figures`](Self::figures) gave job `i` figures.
+    pub fn figured(&self, i: usize) -> bool {
+        self.figured.get(i).copied().unwrap_or(false)
+    }
+
+    /// Every placed running job's figures under `inputs.plan`: (job index, figures).
+    pub fn figures(&mut self, inputs: &Inputs, scratch: &mut Scratch) -> Vec<(usize, Figures)> {
+        for slot in self.slots.iter_mut().enumerate() {
+            let (s, slot) = slot;
+            if slot.stale {
+                slot.runners = evaluate(inputs, s, &mut slot.groups, scratch);
+                slot.stale = false;
             }
         }
+        for i in self.listed.drain(..) {
+            self.figured[i] = false;
+        }
+        self.sums.resize(inputs.jobs.len(), Figures::default());
+        self.figured.resize(inputs.jobs.len(), false);
         let plan = inputs.plan;
         let cycle = plan.cycle_length();
         let weight = |s: usize| match (inputs.options.mode, plan.slots.len()) {
@@ -116,14 +153,18 @@ impl RateBook {
             (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length / cycle,
             (Mode::Fluid, _) => f64::from(u8::from(s == 0)),
         };
-        let mut figures: HashMap<usize, Figures> = HashMap::new();
         for (s, slot) in self.slots.iter().enumerate() {
             let w = weight(s);
             if w == 0.0 {
                 continue;
             }
             for &(i, rate, held) in &slot.runners {
-                let f = figures.entry(i).or_default();
+                if !self.figured[i] {
+                    self.figured[i] = true;
+                    self.sums[i] = Figures::default();
+                    self.listed.push(i);
+                }
+                let f = &mut self.sums[i];
                 f.rate += w * rate.rate;
                 f.cpu_share += w * rate.cpu_share;
                 f.held += w * held as f64;
@@ -132,22 +173,23 @@ impl RateBook {
         }
         let options = inputs.options;
         if options.mode == Mode::Fluid && plan.slots.len() > 1 && options.effects.switch_cost {
-            self.charge_fluid_switches(inputs, &mut figures);
+            self.charge_fluid_switches(inputs);
         }
-        figures
+        self.listed.iter().map(|&i| (i, self.sums[i])).collect()
     }
 
     /// Fluid mode: a job that enters the cycle `m` times per cycle loses `m` switch costs of its running
     /// time per cycle.
-    fn charge_fluid_switches(&self, inputs: &Inputs, figures: &mut HashMap<usize, Figures>) {
+    fn charge_fluid_switches(&mut self, inputs: &Inputs) {
         let slots = &inputs.plan.slots;
         for group in self.places.chunk_by(|a, b| a.0 == b.0) {
             let Some(&i) = inputs.index.get(&group[0].0) else {
                 continue;
             };
-            let Some(f) = figures.get_mut(&i) else {
+            if !self.figured[i] {
                 continue;
-            };
+            }
+            let f = &mut self.sums[i];
             let holds = |s: usize| group.binary_search(&(group[0].0, s)).is_ok();
             let entries = group
                 .iter()
@@ -164,14 +206,19 @@ impl RateBook {
     }
 }
 
-/// The model's rates for the started jobs of slot `s` and the pinned jobs.
-fn evaluate(inputs: &Inputs, s: usize, scratch: &mut Scratch) -> Vec<(usize, SlotRate, usize)> {
+/// The model's rates for the started jobs of slot `s` and the pinned jobs, re-evaluating only the
+/// groups of `groups` whose runners changed.
+fn evaluate(
+    inputs: &Inputs,
+    s: usize,
+    groups: &mut SlotGroups,
+    scratch: &mut Scratch,
+) -> Vec<(usize, SlotRate, usize)> {
     let plan = inputs.plan;
     let assignments = plan
         .pinned
         .iter()
         .chain(plan.slots.get(s).into_iter().flat_map(|s| &s.assignments));
-    let mut members = Vec::new();
     let mut runners = Vec::new();
     for a in assignments {
         let i = inputs.index[&a.job];
@@ -181,26 +228,22 @@ fn evaluate(inputs: &Inputs, s: usize, scratch: &mut Scratch) -> Vec<(usize, Slo
         if a.cpus.is_empty() {
             continue;
         }
-        members.push((i, a.cpus.len()));
-        runners.push(Runner {
-            cpus: &a.cpus,
-            threads: run.threads.max(1),
-            profile: &inputs.jobs[i].profile,
-            home: &run.home,
+        runners.push(SlotRunner {
+            job: i,
+            runner: Runner {
+                cpus: &a.cpus,
+                threads: run.threads.max(1),
+                profile: &inputs.jobs[i].profile,
+                home: &run.home,
+            },
         });
     }
-    let rates = slot_rates(
-        inputs.machine,
-        &runners,
-        &inputs.options.effects,
-        &inputs.options.params,
-        scratch,
-    );
-    members
-        .into_iter()
-        .zip(rates)
-        .map(|((i, held), rate)| (i, rate, held))
-        .collect()
+    let model = Model {
+        machine: inputs.machine,
+        effects: &inputs.options.effects,
+        params: &inputs.options.params,
+    };
+    groups.rates(&model, &runners, scratch)
 }
 
 /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
