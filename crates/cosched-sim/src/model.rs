@@ -199,10 +199,24 @@ fn coupled_regions(cpus: usize, partitions: &[&[CpuSet]]) -> (Vec<u32>, usize) {
 #[derive(Clone)]
 pub(crate) struct Runner<'a> {
     pub cpus: &'a CpuSet,
+    /// How many CPUs `cpus` holds, counted once: the model asks often.
+    pub width: usize,
     pub threads: u32,
     pub profile: &'a Profile,
     /// NUMA nodes holding the job's memory.
     pub home: &'a CpuSet,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(cpus: &'a CpuSet, threads: u32, profile: &'a Profile, home: &'a CpuSet) -> Self {
+        Runner {
+            cpus,
+            width: cpus.len(),
+            threads,
+            profile,
+            home,
+        }
+    }
 }
 
 /// The model's answer for one runner in one slot.
@@ -315,7 +329,7 @@ pub(crate) fn group_rates(
                     .iter()
                     .filter(|c| !r.home.contains(machine.numa_of_cpu[*c as usize]))
                     .count() as f64
-                    / r.cpus.len().max(1) as f64;
+                    / r.width.max(1) as f64;
                 rate /= 1.0 + params.numa_remote_penalty * remote;
             }
             SlotRate {
@@ -359,7 +373,7 @@ fn load_per_cpu(
     scratch.load.clear();
     scratch.load.resize(machine.llc_of_cpu.len(), 0.0);
     for (r, t) in runners.iter().zip(threads) {
-        let per_cpu = t / r.cpus.len().max(1) as f64;
+        let per_cpu = t / r.width.max(1) as f64;
         for cpu in r.cpus.iter() {
             scratch.load[cpu as usize] += per_cpu;
         }
@@ -370,7 +384,7 @@ fn load_per_cpu(
 /// time-share a CPU fairly (OS fair sharing); a lone serial thread runs on the least loaded of its CPUs
 /// (the OS wakes it where it waits least), sharing it with the other jobs' threads there.
 fn runner_phases(r: &Runner, counted: f64, scratch: &Scratch) -> Phases {
-    let n = r.cpus.len().max(1) as f64;
+    let n = r.width.max(1) as f64;
     let own = r.threads as f64 / n;
     let counted = counted / n;
     let mut parallel_share = 0.0;
@@ -489,7 +503,7 @@ fn corun_possible(runners: &[Runner], i: usize, params: &ModelParams) -> bool {
 /// Fraction of the time all threads of a team run at once when each holds 1/`oversubscription` of its
 /// CPU and the OS slices them without coordination; never, when two of them share a CPU.
 fn corun_fraction(oversubscription: f64, r: &Runner, params: &ModelParams) -> f64 {
-    if r.threads as usize > r.cpus.len() {
+    if r.threads as usize > r.width {
         return 0.0;
     }
     let exponent = 1.0 + params.spin_corun * (f64::from(r.threads) - 1.0);
@@ -516,7 +530,7 @@ fn llc_misses(
     scratch.domain_share.clear();
     scratch.domain_share.resize(domains * runners.len(), 0.0);
     for (i, r) in runners.iter().enumerate() {
-        let n = r.cpus.len().max(1) as f64;
+        let n = r.width.max(1) as f64;
         let own = r.threads as f64 / n;
         let counted = counted[i] / n;
         let row = &mut scratch.domain_share[i * domains..(i + 1) * domains];
@@ -578,7 +592,7 @@ fn bandwidth_factors(
     scratch.numa_demand.clear();
     scratch.numa_demand.resize(machine.numa_domains, 0.0);
     for (r, share) in runners.iter().zip(shares) {
-        let per_cpu = r.profile.bandwidth_gbs * share / r.cpus.len().max(1) as f64;
+        let per_cpu = r.profile.bandwidth_gbs * share / r.width.max(1) as f64;
         for cpu in r.cpus.iter() {
             scratch.numa_demand[machine.numa_of_cpu[cpu as usize] as usize] += per_cpu;
         }
@@ -589,7 +603,7 @@ fn bandwidth_factors(
             if r.profile.bandwidth_gbs <= 0.0 {
                 return 1.0;
             }
-            let n = r.cpus.len().max(1) as f64;
+            let n = r.width.max(1) as f64;
             r.cpus
                 .iter()
                 .map(|cpu| {

@@ -179,7 +179,7 @@ impl SlotGroups {
             rates: bucket
                 .iter()
                 .zip(rates)
-                .map(|(&r, rate)| (runners[r].job, rate, runners[r].runner.cpus.len()))
+                .map(|(&r, rate)| (runners[r].job, rate, runners[r].runner.width))
                 .collect(),
             busy,
             total: elsewhere + busy,

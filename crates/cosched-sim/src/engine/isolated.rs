@@ -31,12 +31,7 @@ pub(crate) fn isolated(
         .map(|threads| {
             let set = topology.cpus().take(threads.min(cpus).max(1) as usize);
             let home = machine.numa_nodes(&set);
-            let runner = Runner {
-                cpus: &set,
-                threads,
-                profile: &job.profile,
-                home: &home,
-            };
+            let runner = Runner::new(&set, threads, &job.profile, &home);
             slot_rates(
                 machine,
                 &[runner],

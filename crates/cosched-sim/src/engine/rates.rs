@@ -225,18 +225,16 @@ fn evaluate(
         let Some(run) = inputs.states[i].running() else {
             continue;
         };
-        if a.cpus.is_empty() {
+        let runner = Runner::new(
+            &a.cpus,
+            run.threads.max(1),
+            &inputs.jobs[i].profile,
+            &run.home,
+        );
+        if runner.width == 0 {
             continue;
         }
-        runners.push(SlotRunner {
-            job: i,
-            runner: Runner {
-                cpus: &a.cpus,
-                threads: run.threads.max(1),
-                profile: &inputs.jobs[i].profile,
-                home: &run.home,
-            },
-        });
+        runners.push(SlotRunner { job: i, runner });
     }
     let model = Model {
         machine: inputs.machine,

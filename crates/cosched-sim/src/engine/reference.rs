@@ -601,12 +601,12 @@ impl<'a> Engine<'a> {
                     continue;
                 }
                 members.push((i, a.cpus.len()));
-                runners.push(Runner {
-                    cpus: &a.cpus,
-                    threads: s.threads.max(1),
-                    profile: &self.jobs[i].profile,
-                    home: &s.home,
-                });
+                runners.push(Runner::new(
+                    &a.cpus,
+                    s.threads.max(1),
+                    &self.jobs[i].profile,
+                    &s.home,
+                ));
             }
             let rates = slot_rates(
                 &self.machine,
