@@ -6,6 +6,10 @@
 //! at the threads it really runs; if it later applies advice after all, it is shown as malleable again.
 //! Either change is presented to the policy as the job leaving and arriving again, which every policy
 //! already handles, so none of them needs code of its own for jobs that do not follow advice.
+//!
+//! Asked for plan changes (the simulator), it passes the inner policy's change through while every
+//! job follows advice, recording only the advice that is new or newly running; once a job is bound
+//! to its threads, it builds the whole plan and diffs it.
 
 use cosched_core::observe::Observer;
 use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, PlanChange, Policy, Topology};
@@ -82,6 +86,73 @@ impl AdviceCheck {
         }
         plan
     }
+
+    /// Takes in one event; returns the jobs that started or stopped being bound to their threads.
+    fn take_in(&mut self, ctx: &Context, event: &Event) -> Vec<JobId> {
+        self.observer.observe(ctx.now, event);
+        if let Event::Finished { job } = event {
+            self.fixed.remove(job);
+        }
+        self.observer.expire(ctx.now);
+        // Looking every job up costs more than the policy itself on most events, and no job is fixed
+        // while all follow advice.
+        let now_fixed: BTreeSet<JobId> = if self.observer.any_ignores() {
+            ctx.jobs
+                .iter()
+                .filter(|j| self.observer.fixed_threads(j).is_some())
+                .map(|j| j.spec.id)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        let changed: Vec<JobId> = now_fixed
+            .symmetric_difference(&self.fixed)
+            .copied()
+            .collect();
+        self.fixed = now_fixed;
+        changed
+    }
+
+    fn inner_due(&self, now: f64) -> bool {
+        self.inner_timer.is_some_and(|t| t <= now + 1e-9)
+    }
+
+    /// [`Policy::decide`] once the event is taken in.
+    fn decide_taken(&mut self, ctx: &Context, event: &Event, changed: &[JobId]) -> Option<Plan> {
+        let mut plan = if matches!(event, Event::Timer) && !self.inner_due(ctx.now) {
+            None
+        } else {
+            let jobs = self.shown_jobs(ctx, None);
+            self.ask(ctx, &jobs, event)
+        };
+        plan = self.readmit(ctx, changed).or(plan);
+
+        if let Some(plan) = &plan.as_ref().filter(|p| !p.advice.is_empty()) {
+            for job in ctx.jobs {
+                if let Some(&threads) = plan.advice.get(&job.spec.id) {
+                    self.observer.advised(ctx.now, job, threads);
+                }
+            }
+        }
+        let deadline = self.observer.next_deadline();
+        let plan = match plan {
+            Some(plan) => plan,
+            // A deadline the executor's current plan does not wake us for: the same plan, new timer.
+            None if deadline.is_some()
+                && self.plan.as_ref().and_then(|p| p.timer)
+                    != combine(self.inner_timer, deadline) =>
+            {
+                self.plan.clone()?
+            }
+            None => return None,
+        };
+        let plan = Plan {
+            timer: combine(self.inner_timer, deadline),
+            ..plan
+        };
+        self.plan = Some(plan.clone());
+        Some(plan)
+    }
 }
 
 impl Policy for AdviceCheck {
@@ -149,75 +220,6 @@ impl Policy for AdviceCheck {
             }),
             None => None,
         }
-    }
-}
-
-impl AdviceCheck {
-    /// Takes in one event; returns the jobs that started or stopped being bound to their threads.
-    fn take_in(&mut self, ctx: &Context, event: &Event) -> Vec<JobId> {
-        self.observer.observe(ctx.now, event);
-        if let Event::Finished { job } = event {
-            self.fixed.remove(job);
-        }
-        self.observer.expire(ctx.now);
-        // Looking every job up costs more than the policy itself on most events, and no job is fixed
-        // while all follow advice.
-        let now_fixed: BTreeSet<JobId> = if self.observer.any_ignores() {
-            ctx.jobs
-                .iter()
-                .filter(|j| self.observer.fixed_threads(j).is_some())
-                .map(|j| j.spec.id)
-                .collect()
-        } else {
-            BTreeSet::new()
-        };
-        let changed: Vec<JobId> = now_fixed
-            .symmetric_difference(&self.fixed)
-            .copied()
-            .collect();
-        self.fixed = now_fixed;
-        changed
-    }
-
-    fn inner_due(&self, now: f64) -> bool {
-        self.inner_timer.is_some_and(|t| t <= now + 1e-9)
-    }
-
-    /// [`Policy::decide`] once the event is taken in.
-    fn decide_taken(&mut self, ctx: &Context, event: &Event, changed: &[JobId]) -> Option<Plan> {
-        let mut plan = if matches!(event, Event::Timer) && !self.inner_due(ctx.now) {
-            None
-        } else {
-            let jobs = self.shown_jobs(ctx, None);
-            self.ask(ctx, &jobs, event)
-        };
-        plan = self.readmit(ctx, changed).or(plan);
-
-        if let Some(plan) = &plan.as_ref().filter(|p| !p.advice.is_empty()) {
-            for job in ctx.jobs {
-                if let Some(&threads) = plan.advice.get(&job.spec.id) {
-                    self.observer.advised(ctx.now, job, threads);
-                }
-            }
-        }
-        let deadline = self.observer.next_deadline();
-        let plan = match plan {
-            Some(plan) => plan,
-            // A deadline the executor's current plan does not wake us for: the same plan, new timer.
-            None if deadline.is_some()
-                && self.plan.as_ref().and_then(|p| p.timer)
-                    != combine(self.inner_timer, deadline) =>
-            {
-                self.plan.clone()?
-            }
-            None => return None,
-        };
-        let plan = Plan {
-            timer: combine(self.inner_timer, deadline),
-            ..plan
-        };
-        self.plan = Some(plan.clone());
-        Some(plan)
     }
 }
 

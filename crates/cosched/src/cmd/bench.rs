@@ -38,12 +38,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 #[command(
     after_help = "Sweep: 40 NAS jobs (9/min) on taco-opteron8435, 5 policies x 5 seeds, in process; \
 target under 1 s and at least 1,000,000 events/s.\nLarge: for each size, Poisson NAS jobs at 6,000/min \
-(an overloaded queue) on 'package:16 l3:1(size=32MiB) core:64' (1,024 CPUs), run as a user runs it: \
+(an overloaded queue) on --machine (1,024 CPUs by default), run as a user runs it: \
 `cosched sim FILE --machine M --policy P --out DIR` in a child process, trace written (sim also \
 runs BP, its reference). Prints wall time, peak memory (the child's maxrss), time and trace bytes per \
 job and trace records/s; targets at 100,000 jobs: under 10 s and 1 GiB per policy, time per job flat \
 across sizes.\nBuild with --release for meaningful figures; measure on an idle machine.\n\n\
-Example:\n  cargo run --release -p cosched -- bench sim --sizes 10000,20000,50000,100000"
+Examples:\n  cargo run --release -p cosched -- bench sim --sizes 10000,20000,50000,100000\n  \
+cosched bench sim --machine 'package:16 [numa] l3:1(size=32MiB) core:64'   # a NUMA node per package"
 )]
 struct SimArgs {
     /// Job counts of the large runs, comma-separated
@@ -56,6 +57,10 @@ struct SimArgs {
     /// Policies of the large runs, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "eq,taco,gang")]
     policy: Vec<String>,
+    /// Machine of the large runs. Without a NUMA level the model gives all CPUs one memory node,
+    /// whose bandwidth then couples every job to every other
+    #[arg(long, default_value = LARGE_MACHINE)]
+    machine: String,
     /// Skip the large runs
     #[arg(long)]
     sweep_only: bool,
@@ -110,7 +115,8 @@ target < {SWEEP_TARGET_S} s: {:.2}x of target; {:.0} events/s in the engine, tar
     let dir = std::env::temp_dir().join(format!("cosched-bench-sim-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     println!(
-        "large: NAS jobs at 6000/min on {LARGE_MACHINE:?}, `cosched sim` with its trace written"
+        "large: NAS jobs at 6000/min on {:?}, `cosched sim` with its trace written",
+        args.machine
     );
     println!("policy     jobs   wall s  peak MiB  ms/job  trace B/job  records/s");
     for &jobs in &args.sizes {
@@ -124,7 +130,7 @@ target < {SWEEP_TARGET_S} s: {:.2}x of target; {:.0} events/s in the engine, tar
         std::fs::write(&file, workload.to_toml())?;
         for policy in &args.policy {
             let traces = dir.join(format!("traces-{jobs}-{policy}"));
-            let run = run_child_sim(&file, policy, &traces)?;
+            let run = run_child_sim(&file, &args.machine, policy, &traces)?;
             let trace = std::fs::read_dir(&traces)?
                 .filter_map(Result::ok)
                 .find(|e| {
@@ -175,6 +181,7 @@ struct ChildRun {
 /// Runs `cosched sim` (this executable) as a user would and measures it.
 fn run_child_sim(
     workload: &std::path::Path,
+    machine: &str,
     policy: &str,
     traces: &std::path::Path,
 ) -> anyhow::Result<ChildRun> {
@@ -182,7 +189,7 @@ fn run_child_sim(
     let child = std::process::Command::new(std::env::current_exe()?)
         .arg("sim")
         .arg(workload)
-        .args(["--machine", LARGE_MACHINE, "--policy", policy, "--out"])
+        .args(["--machine", machine, "--policy", policy, "--out"])
         .arg(traces)
         .stdout(std::process::Stdio::null())
         .spawn()?;
