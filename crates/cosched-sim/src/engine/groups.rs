@@ -6,9 +6,13 @@
 //! same CPUs and threads, keeps its rates: a job that ends on a large machine costs the model of its
 //! own region, not of the whole machine. Only when the slot's total load moves (the effective speedup
 //! model slows every job by it) are all groups evaluated again.
+//!
+//! A slot is evaluated whole when its plan changed shape ([`SlotGroups::rates`]); after a few jobs
+//! moved, only the groups they left or joined are ([`SlotGroups::update`]).
 
 use crate::model::SpeedupModel;
 use crate::model::{group_rates, Effects, MachineModel, ModelParams, Runner, Scratch, SlotRate};
+use crate::profile::Profile;
 use cosched_core::CpuSet;
 
 /// A runner of the slot: the job's index and what the model sees of it.
@@ -17,21 +21,39 @@ pub(super) struct SlotRunner<'a> {
     pub runner: Runner<'a>,
 }
 
+/// Where a job is in the slot after a change.
+#[derive(Debug, Clone)]
+pub(super) enum Moved {
+    /// Gone from the slot.
+    Gone,
+    /// On these CPUs now.
+    To(CpuSet),
+    /// On the CPUs it had; it started, ended or changed its thread count.
+    Stayed,
+}
+
+/// What the model sees of a running job besides its CPUs: threads, profile, memory's NUMA nodes.
+pub(super) type Lookup<'a, 'b> = &'b dyn Fn(usize) -> Option<(u32, &'a Profile, &'a CpuSet)>;
+
 /// The slot's groups from its last evaluation, by the lowest region each one covers.
 #[derive(Default)]
 pub(super) struct SlotGroups {
     groups: Vec<Option<Group>>,
+    /// Some runner spans regions: groups may cover several, so moves cannot be placed one by one.
+    spanning: bool,
     /// Union-find over regions (each region's parent is a lower one or itself), reused.
     parent: Vec<u32>,
     /// Runners (indices into the slot's list) by the group they fall into, reused.
     buckets: Vec<Vec<usize>>,
 }
 
+/// (job index, threads, CPUs) of a runner.
+type Member = (usize, u32, CpuSet);
+
 struct Group {
-    /// (job, threads, CPUs) of each runner, in the slot's order: what its rates were computed for.
-    /// `None` when the group held the whole slot: any change to the slot changes it, so it is not
-    /// worth remembering.
-    members: Option<Vec<(usize, u32, CpuSet)>>,
+    /// Its runners, in the slot's order: what its rates were computed for. `None` when the group
+    /// held the whole slot: any change to the slot changes it, so it is not worth remembering.
+    members: Option<Vec<Member>>,
     /// (job index, the model's rate, CPUs held).
     rates: Vec<(usize, SlotRate, usize)>,
     /// CPUs' worth its runners keep busy.
@@ -48,12 +70,13 @@ pub(super) struct Model<'a> {
 }
 
 impl SlotGroups {
-    /// The model's rates for `runners`, all of one slot: (job index, rate, CPUs held), group by
-    /// group.
-    pub fn rates(
+    /// The model's rates for `runners`, all of one slot, re-evaluating the groups whose runners
+    /// changed: (job index, rate, CPUs held), group by group.
+    pub fn rates<'a>(
         &mut self,
         model: &Model,
-        runners: &[SlotRunner],
+        runners: &[SlotRunner<'a>],
+        lookup: Lookup<'a, '_>,
         scratch: &mut Scratch,
     ) -> Vec<(usize, SlotRate, usize)> {
         let keys = self.group_keys(model.machine, runners);
@@ -88,23 +111,121 @@ impl SlotGroups {
                 changed.push(key);
             }
         }
-        let busy =
-            |groups: &[Option<Group>]| -> f64 { groups.iter().flatten().map(|g| g.busy).sum() };
         for &key in &changed {
-            let elsewhere = busy(&self.groups) - self.groups[key].as_ref().map_or(0.0, |g| g.busy);
-            self.groups[key] = Some(self.evaluate(model, runners, key, elsewhere, scratch));
+            let elsewhere = self.busy() - self.groups[key].as_ref().map_or(0.0, |g| g.busy);
+            let bucket = &self.buckets[key];
+            let whole_slot = bucket.len() == runners.len();
+            let members = (!whole_slot).then(|| {
+                bucket
+                    .iter()
+                    .map(|&r| {
+                        let SlotRunner { job, runner } = &runners[r];
+                        (*job, runner.threads, runner.cpus.clone())
+                    })
+                    .collect()
+            });
+            let group: Vec<Runner> = bucket.iter().map(|&r| runners[r].runner.clone()).collect();
+            let jobs: Vec<usize> = bucket.iter().map(|&r| runners[r].job).collect();
+            let group = evaluate(model, &group, &jobs, members, elsewhere, scratch);
+            self.groups[key] = Some(group);
         }
-        // The machine's load moved: every group's effective speedup moves with it.
-        if model.effects.speedup == SpeedupModel::Effective {
-            let total = busy(&self.groups);
-            let off = |g: &Group| (g.total - total).abs() > 1e-12 * total.max(1.0);
-            for key in 0..regions {
-                let redo = self.groups[key].as_ref().filter(|g| off(g));
-                if let Some(elsewhere) = redo.map(|g| total - g.busy) {
-                    self.groups[key] = Some(self.evaluate(model, runners, key, elsewhere, scratch));
+        self.follow_load(model, lookup, scratch);
+        self.all_rates()
+    }
+
+    /// Brings the groups up to date with jobs that `moved` (job index, where to), evaluating again
+    /// only the groups they leave or join. `false`, with nothing changed, when the slot must be
+    /// evaluated whole instead: it was one group, a runner spans regions, or a job's CPUs are unknown.
+    pub fn update<'a>(
+        &mut self,
+        model: &Model,
+        moved: &[(usize, Moved)],
+        lookup: Lookup<'a, '_>,
+        scratch: &mut Scratch,
+    ) -> bool {
+        let remembered = self.groups.iter().flatten().all(|g| g.members.is_some());
+        if self.spanning || !remembered || self.groups.is_empty() {
+            return false;
+        }
+        // Where each job ends up: its CPUs in the slot, `None` if gone.
+        let mut now: Vec<(usize, Option<CpuSet>)> = Vec::new();
+        for (job, moved) in moved {
+            let known = now.iter().position(|(j, _)| j == job);
+            let cpus = match moved {
+                Moved::Gone => None,
+                Moved::To(cpus) => Some(cpus.clone()),
+                Moved::Stayed => match known {
+                    Some(k) => now[k].1.clone(),
+                    None => match self.member(*job) {
+                        Some((_, _, cpus)) => Some(cpus.clone()),
+                        // Never a runner here: its CPUs are in the plan, not in the groups.
+                        None if lookup(*job).is_some() => return false,
+                        None => None,
+                    },
+                },
+            };
+            match known {
+                Some(k) => now[k].1 = cpus,
+                None => now.push((*job, cpus)),
+            }
+        }
+        let mut joining: Vec<(usize, Member)> = Vec::new();
+        for (job, cpus) in &now {
+            let Some(cpus) = cpus.as_ref().filter(|c| !c.is_empty()) else {
+                continue;
+            };
+            let Some((threads, ..)) = lookup(*job) else {
+                continue;
+            };
+            let mut regions = cpus.iter().map(|c| model.machine.region_of_cpu[c as usize]);
+            let key = regions.next().expect("not empty");
+            if regions.any(|r| r != key) {
+                return false;
+            }
+            joining.push((key as usize, (*job, threads, cpus.clone())));
+        }
+        let mut touched = Vec::new();
+        for (job, _) in &now {
+            for (key, group) in self.groups.iter_mut().enumerate() {
+                let Some(members) = group.as_mut().and_then(|g| g.members.as_mut()) else {
+                    continue;
+                };
+                if let Some(at) = members.iter().position(|m| m.0 == *job) {
+                    members.remove(at);
+                    touched.push(key);
                 }
             }
         }
+        for (key, member) in joining {
+            let group = self.groups[key].get_or_insert_with(|| Group {
+                members: Some(Vec::new()),
+                rates: Vec::new(),
+                busy: 0.0,
+                total: 0.0,
+            });
+            group.members.get_or_insert_with(Vec::new).push(member);
+            touched.push(key);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for key in touched {
+            let members = self.groups[key]
+                .as_mut()
+                .and_then(|g| g.members.take())
+                .unwrap_or_default();
+            if members.is_empty() {
+                self.groups[key] = None;
+                continue;
+            }
+            let elsewhere = self.busy() - self.groups[key].as_ref().map_or(0.0, |g| g.busy);
+            self.groups[key] = Some(evaluate_members(model, members, lookup, elsewhere, scratch));
+        }
+        self.follow_load(model, lookup, scratch);
+        true
+    }
+
+    /// Every runner's (job index, rate, CPUs held), group by group.
+    pub fn all_rates(&self) -> Vec<(usize, SlotRate, usize)> {
         self.groups
             .iter()
             .flatten()
@@ -112,10 +233,46 @@ impl SlotGroups {
             .collect()
     }
 
+    fn busy(&self) -> f64 {
+        self.groups.iter().flatten().map(|g| g.busy).sum()
+    }
+
+    fn member(&self, job: usize) -> Option<&Member> {
+        self.groups
+            .iter()
+            .flatten()
+            .filter_map(|g| g.members.as_ref())
+            .flat_map(|m| m.iter())
+            .find(|m| m.0 == job)
+    }
+
+    /// The machine's load moved: every group's effective speedup moves with it. (A group that held
+    /// the whole slot saw all of the load already.)
+    fn follow_load(&mut self, model: &Model, lookup: Lookup<'_, '_>, scratch: &mut Scratch) {
+        if model.effects.speedup != SpeedupModel::Effective {
+            return;
+        }
+        let total = self.busy();
+        for key in 0..self.groups.len() {
+            let Some(group) = self.groups[key].as_mut() else {
+                continue;
+            };
+            if (group.total - total).abs() <= 1e-12 * total.max(1.0) {
+                continue;
+            }
+            let Some(members) = group.members.take() else {
+                continue;
+            };
+            let elsewhere = total - group.busy;
+            self.groups[key] = Some(evaluate_members(model, members, lookup, elsewhere, scratch));
+        }
+    }
+
     /// Each runner's group, named by the lowest region of the group.
     fn group_keys(&mut self, machine: &MachineModel, runners: &[SlotRunner]) -> Vec<usize> {
         self.parent.clear();
         self.parent.extend(0..machine.regions as u32);
+        self.spanning = false;
         let parent = &mut self.parent;
         let root = |parent: &mut [u32], mut x: u32| {
             while parent[x as usize] != x {
@@ -137,6 +294,9 @@ impl SlotGroups {
             };
             first.push(home);
             for region in regions {
+                if region != home {
+                    self.spanning = true;
+                }
                 let (a, b) = (root(parent, home), root(parent, region));
                 parent[a.max(b) as usize] = a.min(b);
             }
@@ -146,43 +306,62 @@ impl SlotGroups {
             .map(|region| root(parent, region) as usize)
             .collect()
     }
+}
 
-    fn evaluate(
-        &self,
-        model: &Model,
-        runners: &[SlotRunner],
-        key: usize,
-        elsewhere: f64,
-        scratch: &mut Scratch,
-    ) -> Group {
-        let bucket = &self.buckets[key];
-        let members: Vec<Runner> = bucket.iter().map(|&r| runners[r].runner.clone()).collect();
-        let (rates, busy) = group_rates(
-            model.machine,
-            &members,
-            model.effects,
-            model.params,
-            scratch,
-            elsewhere,
-        );
-        let whole_slot = bucket.len() == runners.len();
-        Group {
-            members: (!whole_slot).then(|| {
-                bucket
-                    .iter()
-                    .map(|&r| {
-                        let SlotRunner { job, runner } = &runners[r];
-                        (*job, runner.threads, runner.cpus.clone())
-                    })
-                    .collect()
-            }),
-            rates: bucket
-                .iter()
-                .zip(rates)
-                .map(|(&r, rate)| (runners[r].job, rate, runners[r].runner.width))
-                .collect(),
-            busy,
-            total: elsewhere + busy,
-        }
+/// A group of `members`, the running jobs `lookup` describes.
+fn evaluate_members(
+    model: &Model,
+    members: Vec<Member>,
+    lookup: Lookup<'_, '_>,
+    elsewhere: f64,
+    scratch: &mut Scratch,
+) -> Group {
+    let members: Vec<Member> = members
+        .into_iter()
+        .filter(|(job, ..)| lookup(*job).is_some())
+        .collect();
+    let runners: Vec<Runner> = members
+        .iter()
+        .map(|(job, threads, cpus)| {
+            let (_, profile, home) = lookup(*job).expect("kept above: running");
+            Runner::new(cpus, *threads, profile, home)
+        })
+        .collect();
+    let jobs: Vec<usize> = members.iter().map(|m| m.0).collect();
+    let group = evaluate(model, &runners, &jobs, None, elsewhere, scratch);
+    drop(runners);
+    Group {
+        members: Some(members),
+        ..group
+    }
+}
+
+/// A group of `runners` (of `jobs`), remembering `members` if given.
+fn evaluate(
+    model: &Model,
+    runners: &[Runner],
+    jobs: &[usize],
+    members: Option<Vec<Member>>,
+    elsewhere: f64,
+    scratch: &mut Scratch,
+) -> Group {
+    let (rates, busy) = group_rates(
+        model.machine,
+        runners,
+        model.effects,
+        model.params,
+        scratch,
+        elsewhere,
+    );
+    Group {
+        members,
+        rates: jobs
+            .iter()
+            .zip(runners)
+            .zip(rates)
+            .map(|((&job, runner), rate)| (job, rate, runner.width))
+            .collect(),
+        busy,
+        total: elsewhere + busy,
     }
 }

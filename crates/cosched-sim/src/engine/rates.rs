@@ -6,7 +6,7 @@
 //! slot is evaluated again when its assignments, or the thread count, start or end of one of its jobs,
 //! change. Combining the slots into each job's average is plain arithmetic over the plan.
 
-use super::groups::{Model, SlotGroups, SlotRunner};
+use super::groups::{Lookup, Model, Moved, SlotGroups, SlotRunner};
 use super::{JobState, SimJob, SimOptions};
 use crate::model::{MachineModel, Mode, Runner, Scratch, SlotRate};
 use cosched_core::{JobId, Plan, PlanChange};
@@ -43,7 +43,10 @@ pub(super) struct RateBook {
 
 #[derive(Default)]
 struct SlotRates {
+    /// The whole slot is evaluated again, its groups found anew.
     stale: bool,
+    /// Otherwise, the jobs whose runner in the slot may have changed since its last evaluation.
+    dirty: Vec<(JobId, Moved)>,
     groups: SlotGroups,
     /// (job index, the model's rate, CPUs held).
     runners: Vec<(usize, SlotRate, usize)>,
@@ -75,12 +78,15 @@ impl RateBook {
         if !change.pinned.is_empty() || !change.unpinned.is_empty() {
             self.slots.iter_mut().for_each(|s| s.stale = true);
         }
-        let touched = change.cleared.iter().copied();
-        let touched = touched.chain(change.removed.iter().map(|&(s, _)| s));
-        for s in touched.chain(change.placed.iter().map(|p| p.slot)) {
-            self.slots[s].stale = true;
+        for &(s, job) in &change.removed {
+            self.slots[s].dirty.push((job, Moved::Gone));
+        }
+        for p in &change.placed {
+            let moved = Moved::To(p.cpus.clone());
+            self.slots[p.slot].dirty.push((p.job, moved));
         }
         if reshaped {
+            self.slots.iter_mut().for_each(|s| s.stale = true);
             self.places.clear();
             for (s, slot) in plan.slots.iter().enumerate() {
                 self.places
@@ -113,7 +119,7 @@ impl RateBook {
             if j != job {
                 break;
             }
-            self.slots[s].stale = true;
+            self.slots[s].dirty.push((job, Moved::Stayed));
         }
     }
 
@@ -133,12 +139,34 @@ impl RateBook {
 
     /// Every placed running job's figures under `inputs.plan`: (job index, figures).
     pub fn figures(&mut self, inputs: &Inputs, scratch: &mut Scratch) -> Vec<(usize, Figures)> {
-        for slot in self.slots.iter_mut().enumerate() {
-            let (s, slot) = slot;
-            if slot.stale {
-                slot.runners = evaluate(inputs, s, &mut slot.groups, scratch);
-                slot.stale = false;
+        for (s, slot) in self.slots.iter_mut().enumerate() {
+            let dirty = std::mem::take(&mut slot.dirty);
+            if !slot.stale && dirty.is_empty() {
+                continue;
             }
+            let model = Model {
+                machine: inputs.machine,
+                effects: &inputs.options.effects,
+                params: &inputs.options.params,
+            };
+            let lookup = |i: usize| {
+                let run = inputs.states[i].running()?;
+                Some((run.threads.max(1), &*inputs.jobs[i].profile, &run.home))
+            };
+            let moved: Option<Vec<(usize, Moved)>> = (!slot.stale).then(|| {
+                dirty
+                    .into_iter()
+                    .map(|(job, moved)| (inputs.index[&job], moved))
+                    .collect()
+            });
+            let updated =
+                moved.is_some_and(|moved| slot.groups.update(&model, &moved, &lookup, scratch));
+            slot.runners = if updated {
+                slot.groups.all_rates()
+            } else {
+                evaluate(inputs, s, &model, &mut slot.groups, &lookup, scratch)
+            };
+            slot.stale = false;
         }
         for i in self.listed.drain(..) {
             self.figured[i] = false;
@@ -208,10 +236,12 @@ impl RateBook {
 
 /// The model's rates for the started jobs of slot `s` and the pinned jobs, re-evaluating only the
 /// groups of `groups` whose runners changed.
-fn evaluate(
-    inputs: &Inputs,
+fn evaluate<'a>(
+    inputs: &Inputs<'a>,
     s: usize,
+    model: &Model,
     groups: &mut SlotGroups,
+    lookup: Lookup<'a, '_>,
     scratch: &mut Scratch,
 ) -> Vec<(usize, SlotRate, usize)> {
     let plan = inputs.plan;
@@ -222,26 +252,16 @@ fn evaluate(
     let mut runners = Vec::new();
     for a in assignments {
         let i = inputs.index[&a.job];
-        let Some(run) = inputs.states[i].running() else {
+        let Some((threads, profile, home)) = lookup(i) else {
             continue;
         };
-        let runner = Runner::new(
-            &a.cpus,
-            run.threads.max(1),
-            &inputs.jobs[i].profile,
-            &run.home,
-        );
+        let runner = Runner::new(&a.cpus, threads, profile, home);
         if runner.width == 0 {
             continue;
         }
         runners.push(SlotRunner { job: i, runner });
     }
-    let model = Model {
-        machine: inputs.machine,
-        effects: &inputs.options.effects,
-        params: &inputs.options.params,
-    };
-    groups.rates(&model, &runners, scratch)
+    groups.rates(model, &runners, lookup, scratch)
 }
 
 /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
