@@ -104,12 +104,21 @@ fn interpolate(counts: &[usize], measured: &[f64], domains: usize) -> Vec<f64> {
         .collect()
 }
 
-/// NTT on k = 1..=D domains: best rate over rate on k (eq. 1 with the steady rates of §3.2).
+/// NTT on k = 1..=D domains: best rate over rate on k (eq. 1 with the steady rates of §3.2), kept to
+/// nine decimals. The same speed measured twice can differ in its last bits (the sum of a run's progress
+/// depends on where its intervals were cut), and the allocation must not turn on that: one job whose
+/// rate on two domains is its rate on one, less 1e-15, would otherwise be held to one domain.
 fn ntt_curve(rates: &[f64]) -> Vec<f64> {
     let best = rates.iter().copied().fold(0.0, f64::max);
     rates
         .iter()
-        .map(|&r| if r > 0.0 { best / r } else { 1e9 })
+        .map(|&r| {
+            if r > 0.0 {
+                (best / r * 1e9).round() / 1e9
+            } else {
+                1e9
+            }
+        })
         .collect()
 }
 
@@ -439,6 +448,15 @@ mod tests {
                 Just(domains),
             )
         })
+    }
+
+    #[test]
+    fn a_rate_that_differs_only_in_its_last_bits_counts_as_the_same_rate() {
+        // Measured on 8 CPUs by one engine and on 4 by the other: the same speed, summed differently.
+        let even = ntt_curve(&[3.433333333333337, 3.433333333333337]);
+        let noisy = ntt_curve(&[3.433333333333337, 3.433333333333323]);
+        assert_eq!(noisy, even);
+        assert_eq!(best_allocation(&[noisy], 2), best_allocation(&[even], 2));
     }
 
     proptest! {

@@ -64,6 +64,10 @@ fn kind(due: &Due) -> u8 {
     }
 }
 
+/// How far after another event, relative to the time, a finish still counts as at that event's time:
+/// the reference engine finishes a job when its finish is this close to now.
+pub(super) const FINISH_TOLERANCE: f64 = 1e-12;
+
 #[derive(Default)]
 pub(super) struct Calendar {
     heap: BinaryHeap<Entry>,
@@ -86,14 +90,37 @@ impl Calendar {
         });
     }
 
-    /// The earliest entry for which `current` holds, dropping outdated ones on the way.
+    /// The earliest entry for which `current` holds, dropping outdated ones on the way; a finish due
+    /// within [`FINISH_TOLERANCE`] after that entry comes first, at that entry's time. A job's finish is
+    /// its remaining work over its rate, which rounding can put a hair after a slot end or a timer it
+    /// meets in exact arithmetic (two identical jobs, a job that ends with its slot): handled after
+    /// them, it would pay a slot switch that it never makes.
     pub fn pop(&mut self, mut current: impl FnMut(f64, &Due) -> bool) -> Option<(f64, Due)> {
-        while let Some(entry) = self.heap.pop() {
+        let first = loop {
+            let entry = self.heap.pop()?;
             if current(entry.t, &entry.due) {
-                return Some((entry.t, entry.due));
+                break entry;
+            }
+        };
+        if !matches!(first.due, Due::Finish { .. }) {
+            while let Some(top) = self.heap.peek() {
+                if top.t > first.t + first.t.abs() * FINISH_TOLERANCE {
+                    break;
+                }
+                if !current(top.t, &top.due) {
+                    self.heap.pop();
+                    continue;
+                }
+                if let Due::Finish { .. } = top.due {
+                    let finish = self.heap.pop().expect("peeked").due;
+                    let t = first.t;
+                    self.heap.push(first);
+                    return Some((t, finish));
+                }
+                break;
             }
         }
-        None
+        Some((first.t, first.due))
     }
 
     /// Drops the outdated entries (those for which `current` fails) once they outnumber `live`, the
@@ -133,6 +160,27 @@ mod tests {
                 (1.0, Due::Arrival),
                 (1.0, Due::Timer { version: 0 }),
                 (2.0, Due::Timer { version: 0 }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_finish_rounded_a_hair_past_a_slot_end_comes_first() {
+        let mut calendar = Calendar::default();
+        let end = 129.016_522_711_813_68;
+        calendar.schedule(end, Due::SlotEnd { version: 0 });
+        calendar.schedule(end * (1.0 + 1e-15), Due::Finish { job: 1, version: 0 });
+        calendar.schedule(end * (1.0 + 1e-9), Due::Finish { job: 2, version: 0 });
+        let mut order = Vec::new();
+        while let Some(entry) = calendar.pop(|_, _| true) {
+            order.push(entry);
+        }
+        assert_eq!(
+            order,
+            [
+                (end, Due::Finish { job: 1, version: 0 }),
+                (end, Due::SlotEnd { version: 0 }),
+                (end * (1.0 + 1e-9), Due::Finish { job: 2, version: 0 }),
             ]
         );
     }

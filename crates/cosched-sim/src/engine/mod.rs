@@ -935,34 +935,37 @@ mod tests {
     }
 
     fn arb_jobs() -> impl Strategy<Value = Vec<SimJob>> {
-        prop::collection::vec((0usize..PROFILES.len(), 0.0f64..6.0, 0u8..3, 1u32..9), 1..9)
-            .prop_map(|raw| {
-                raw.into_iter()
-                    .enumerate()
-                    .map(|(id, (profile, arrival, kind, threads))| {
-                        let kind =
-                            [JobKind::Rigid, JobKind::Moldable, JobKind::Malleable][kind as usize];
-                        let profile = crate::profile::parse(PROFILES[profile]).unwrap();
-                        SimJob {
-                            spec: JobSpec {
-                                id: JobId(id as u32),
-                                name: format!("j{id}"),
-                                arrival,
-                                kind,
-                                min_threads: 1,
-                                max_threads: threads,
-                                coschedule: true,
-                                weight: 1.0,
-                                hints: JobHints {
-                                    sync: profile.sync,
-                                    ..JobHints::default()
-                                },
+        prop::collection::vec(
+            (0usize..PROFILES.len(), 0.0f64..6.0, 0u8..3, 1u32..9),
+            1..13,
+        )
+        .prop_map(|raw| {
+            raw.into_iter()
+                .enumerate()
+                .map(|(id, (profile, arrival, kind, threads))| {
+                    let kind =
+                        [JobKind::Rigid, JobKind::Moldable, JobKind::Malleable][kind as usize];
+                    let profile = crate::profile::parse(PROFILES[profile]).unwrap();
+                    SimJob {
+                        spec: JobSpec {
+                            id: JobId(id as u32),
+                            name: format!("j{id}"),
+                            arrival,
+                            kind,
+                            min_threads: 1,
+                            max_threads: threads,
+                            coschedule: true,
+                            weight: 1.0,
+                            hints: JobHints {
+                                sync: profile.sync,
+                                ..JobHints::default()
                             },
-                            profile: Arc::new(profile),
-                        }
-                    })
-                    .collect()
-            })
+                        },
+                        profile: Arc::new(profile),
+                    }
+                })
+                .collect()
+        })
     }
 
     /// A policy shown every waiting job: its queue window is left at the default.

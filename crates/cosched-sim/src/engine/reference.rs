@@ -258,7 +258,8 @@ impl<'a> Engine<'a> {
                 let s = &self.states[i];
                 s.remaining <= 1e-9 * self.jobs[i].profile.work.max(1.0)
                     || (s.rate > 0.0
-                        && s.stall_until.max(now) + s.remaining / s.rate <= now * (1.0 + 1e-12))
+                        && s.stall_until.max(now) + s.remaining / s.rate
+                            <= now * (1.0 + super::calendar::FINISH_TOLERANCE))
             })
             .collect();
         for i in finishing {
