@@ -162,6 +162,11 @@ impl Global {
         plan
     }
 
+    /// Whether `job` keeps its old partition while it adapts to a new size (§2.3).
+    pub fn in_grace(&self, job: JobId) -> bool {
+        self.graces.contains_key(&job)
+    }
+
     /// §2.2: leaves each level with a multiple of its partition count and moves the odd jobs one level
     /// up, level by level, so that every partition of a level is equally loaded. Jobs that were on the
     /// coarser level already are moved first, then the latest arrivals, so that the older jobs stay put.
@@ -183,17 +188,26 @@ impl Global {
                 .filter(|&i| targets[i] == Some(level))
                 .collect();
             let odd = members.len() % partitions;
+            if odd == 0 {
+                continue;
+            }
             let coarser = geometry.sizes[level - 1];
-            let mut movable: Vec<usize> =
-                members.into_iter().filter(|&i| caps[i] < level).collect();
-            movable.sort_by_cached_key(|&i| {
-                let was_coarser = self
-                    .held
-                    .get(&jobs[i].spec.id)
-                    .is_some_and(|cpus| cpus.len() >= coarser);
-                (!was_coarser, std::cmp::Reverse(i))
-            });
-            for &i in movable.iter().take(odd) {
+            let mut movable: Vec<(bool, std::cmp::Reverse<usize>)> = members
+                .into_iter()
+                .filter(|&i| caps[i] < level)
+                .map(|i| {
+                    let was_coarser = self
+                        .held
+                        .get(&jobs[i].spec.id)
+                        .is_some_and(|cpus| cpus.len() >= coarser);
+                    (!was_coarser, std::cmp::Reverse(i))
+                })
+                .collect();
+            // Only which `odd` jobs come first matters, not their order: a selection, not a sort.
+            if movable.len() > odd {
+                movable.select_nth_unstable(odd - 1);
+            }
+            for &(_, std::cmp::Reverse(i)) in movable.iter().take(odd) {
                 targets[i] = Some(level - 1);
             }
         }

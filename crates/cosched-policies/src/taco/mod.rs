@@ -60,10 +60,16 @@ impl Policy for Taco {
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
         let recount = matches!(event, Event::Arrived { .. } | Event::Finished { .. });
+        // Threads matter to the plan only for a job in its grace period (§2.3): running with the
+        // advised count ends it. Anyone else's new team leaves the plan as it is.
+        let graced = !self.options.local && self.options.grace.is_some();
         let relevant = recount
-            || (!self.options.local
-                && self.options.grace.is_some()
-                && matches!(event, Event::ThreadsChanged { .. } | Event::Timer));
+            || (graced
+                && match event {
+                    Event::Timer => true,
+                    Event::ThreadsChanged { job, .. } => self.global.in_grace(*job),
+                    _ => false,
+                });
         if !relevant {
             return None;
         }
