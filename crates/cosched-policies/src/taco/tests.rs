@@ -260,6 +260,24 @@ fn grace_keeps_the_old_partition_until_the_job_adapts() {
 }
 
 #[test]
+fn a_thread_change_outside_a_grace_period_leaves_the_plan_alone() {
+    let (mut taco, topo, mut jobs, _) = second_arrival_in_grace();
+    // Job 1 arrived into its partition and has no grace to end; job 0 still waits in its own.
+    jobs[1].threads = 1;
+    let event = Event::ThreadsChanged {
+        job: JobId(1),
+        threads: 1,
+    };
+    assert!(step(&mut taco, &topo, &mut jobs, 2.0, event).is_none());
+    jobs[0].threads = 2;
+    let event = Event::ThreadsChanged {
+        job: JobId(0),
+        threads: 2,
+    };
+    assert!(step(&mut taco, &topo, &mut jobs, 2.5, event).is_some());
+}
+
+#[test]
 fn grace_ends_at_the_timer() {
     let (mut taco, topo, mut jobs, _) = second_arrival_in_grace();
     let plan = step(&mut taco, &topo, &mut jobs, 6.0, Event::Timer).unwrap();
