@@ -110,8 +110,9 @@ pub(crate) struct MachineModel {
     llc_mb: f64,
     numa_of_cpu: Vec<u32>,
     numa_domains: usize,
-    /// The region of each CPU: CPUs that share an LLC or a NUMA node, and so on transitively. Jobs
-    /// in different regions affect each other only through the machine's total load.
+    /// The region of each CPU: CPUs that share an LLC or a NUMA node, and so on transitively (an LLC
+    /// alone after [`MachineModel::uncouple_memory`]). Jobs in different regions affect each other
+    /// only through the machine's total load.
     pub region_of_cpu: Vec<u32>,
     pub regions: usize,
 }
@@ -147,6 +148,16 @@ impl MachineModel {
             region_of_cpu,
             regions,
         }
+    }
+
+    /// Regions by LLC alone, for a run in which no job demands memory bandwidth: the bandwidth model
+    /// is then the only thing that a NUMA node's jobs share, and it slows nobody. A machine whose
+    /// CPUs share one memory node would otherwise be one region, and every start or finish would
+    /// evaluate all of its jobs again.
+    pub fn uncouple_memory(mut self, topology: &Topology) -> MachineModel {
+        let cpus = self.llc_of_cpu.len();
+        (self.region_of_cpu, self.regions) = coupled_regions(cpus, &[&topology.llc_domains()]);
+        self
     }
 
     /// NUMA nodes a CPU set touches, as a set of node indices.

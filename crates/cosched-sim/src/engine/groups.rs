@@ -1,7 +1,8 @@
 //! One slot's rates, evaluated group by group.
 //!
 //! Runners in different regions of the machine ([`MachineModel::region_of_cpu`]: CPUs joined by an
-//! LLC or a NUMA node) affect each other only through the machine's total load. So a slot's runners
+//! LLC, or by a NUMA node when some job demands memory bandwidth) affect each other only through the
+//! machine's total load. So a slot's runners
 //! fall into groups that share no region, and a group whose runners are the ones it had, with the
 //! same CPUs and threads, keeps its rates: a job that ends on a large machine costs the model of its
 //! own region, not of the whole machine. Only when the slot's total load moves (the effective speedup

@@ -154,6 +154,19 @@ pub fn simulate_into(
     Ok(stats)
 }
 
+/// The model of `topology` for a run of `jobs`: its regions by LLC alone when none of them demands
+/// memory bandwidth (or the bandwidth effect is off), since a NUMA node then couples nobody.
+fn machine_model(topology: &Topology, jobs: &[SimJob], options: &SimOptions) -> MachineModel {
+    let machine = MachineModel::new(topology, &options.params);
+    let bandwidth_bound =
+        options.effects.bandwidth && jobs.iter().any(|j| j.profile.bandwidth_gbs > 0.0);
+    if bandwidth_bound {
+        machine
+    } else {
+        machine.uncouple_memory(topology)
+    }
+}
+
 /// Where a job is in its life.
 pub(crate) enum Phase {
     /// Not arrived yet.
@@ -292,7 +305,7 @@ impl<'a> Engine<'a> {
             policy,
             options,
             sink,
-            machine: MachineModel::new(topology, &options.params),
+            machine: machine_model(topology, jobs, options),
             scratch: Scratch::default(),
             index,
             isolated: IsolatedCache::default(),
