@@ -926,14 +926,41 @@ mod tests {
     use cosched_core::JobHints;
     use proptest::prelude::*;
 
-    const PROFILES: [&str; 6] = [
+    const PROFILES: [&str; 7] = [
         "nas/lu.A",
         "nas/cg.B",
         "nas/is.C",
         "amdahl(serial=0.1, runtime=3)",
         "amdahl(serial=0, runtime=2, sync=spin, sync_interval=0.001)",
         "polybench/adi",
+        // Memory-bound: its node's bandwidth couples the jobs of both LLCs of the test machine.
+        "amdahl(serial=0.05, runtime=4, bandwidth=3)",
     ];
+
+    #[test]
+    fn a_shared_memory_node_couples_llcs_only_when_a_job_demands_bandwidth() {
+        let topology = synthetic::parse("package:2 l3:1(size=4MB) core:4").unwrap();
+        let options = SimOptions::default();
+        let jobs = |profile: &str| {
+            vec![SimJob {
+                spec: JobSpec {
+                    id: JobId(0),
+                    name: "j0".into(),
+                    arrival: 0.0,
+                    kind: JobKind::Rigid,
+                    min_threads: 1,
+                    max_threads: 1,
+                    coschedule: true,
+                    weight: 1.0,
+                    hints: JobHints::default(),
+                },
+                profile: Arc::new(crate::profile::parse(profile).unwrap()),
+            }]
+        };
+        let regions = |profile: &str| machine_model(&topology, &jobs(profile), &options).regions;
+        assert_eq!(regions("amdahl(serial=0.05, runtime=4)"), 2);
+        assert_eq!(regions("amdahl(serial=0.05, runtime=4, bandwidth=3)"), 1);
+    }
 
     fn finishes(trace: &[TraceLine]) -> Vec<(JobId, f64)> {
         let mut out: Vec<(JobId, f64)> = trace
