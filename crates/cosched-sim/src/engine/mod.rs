@@ -941,23 +941,10 @@ mod tests {
     fn a_shared_memory_node_couples_llcs_only_when_a_job_demands_bandwidth() {
         let topology = synthetic::parse("package:2 l3:1(size=4MB) core:4").unwrap();
         let options = SimOptions::default();
-        let jobs = |profile: &str| {
-            vec![SimJob {
-                spec: JobSpec {
-                    id: JobId(0),
-                    name: "j0".into(),
-                    arrival: 0.0,
-                    kind: JobKind::Rigid,
-                    min_threads: 1,
-                    max_threads: 1,
-                    coschedule: true,
-                    weight: 1.0,
-                    hints: JobHints::default(),
-                },
-                profile: Arc::new(crate::profile::parse(profile).unwrap()),
-            }]
+        let regions = |profile: &str| {
+            let jobs = [sim_job(0, profile, 0.0, JobKind::Rigid, 1)];
+            machine_model(&topology, &jobs, &options).regions
         };
-        let regions = |profile: &str| machine_model(&topology, &jobs(profile), &options).regions;
         assert_eq!(regions("amdahl(serial=0.05, runtime=4)"), 2);
         assert_eq!(regions("amdahl(serial=0.05, runtime=4, bandwidth=3)"), 1);
     }
@@ -974,6 +961,28 @@ mod tests {
         out
     }
 
+    /// Job `id` of `profile`, with one to `threads` threads, its sync hint the profile's.
+    fn sim_job(id: u32, profile: &str, arrival: f64, kind: JobKind, threads: u32) -> SimJob {
+        let profile = crate::profile::parse(profile).unwrap();
+        SimJob {
+            spec: JobSpec {
+                id: JobId(id),
+                name: format!("j{id}"),
+                arrival,
+                kind,
+                min_threads: 1,
+                max_threads: threads,
+                coschedule: true,
+                weight: 1.0,
+                hints: JobHints {
+                    sync: profile.sync,
+                    ..JobHints::default()
+                },
+            },
+            profile: Arc::new(profile),
+        }
+    }
+
     fn arb_jobs() -> impl Strategy<Value = Vec<SimJob>> {
         prop::collection::vec(
             (0usize..PROFILES.len(), 0.0f64..6.0, 0u8..3, 1u32..9),
@@ -985,24 +994,7 @@ mod tests {
                 .map(|(id, (profile, arrival, kind, threads))| {
                     let kind =
                         [JobKind::Rigid, JobKind::Moldable, JobKind::Malleable][kind as usize];
-                    let profile = crate::profile::parse(PROFILES[profile]).unwrap();
-                    SimJob {
-                        spec: JobSpec {
-                            id: JobId(id as u32),
-                            name: format!("j{id}"),
-                            arrival,
-                            kind,
-                            min_threads: 1,
-                            max_threads: threads,
-                            coschedule: true,
-                            weight: 1.0,
-                            hints: JobHints {
-                                sync: profile.sync,
-                                ..JobHints::default()
-                            },
-                        },
-                        profile: Arc::new(profile),
-                    }
+                    sim_job(id as u32, PROFILES[profile], arrival, kind, threads)
                 })
                 .collect()
         })
