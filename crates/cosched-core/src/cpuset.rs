@@ -3,10 +3,14 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CpuSet {
-    words: Vec<u64>,
+    /// Shared between copies, never with a trailing zero word: a plan holds one partition in many
+    /// assignments and slots, and on a machine of 1,024 CPUs a copy that allocated would cost more than
+    /// the rest of the work on it.
+    words: Arc<[u64]>,
 }
 
 impl CpuSet {
@@ -20,18 +24,24 @@ impl CpuSet {
 
     pub fn insert(&mut self, cpu: u32) {
         let (w, b) = (cpu as usize / 64, cpu % 64);
-        if self.words.len() <= w {
-            self.words.resize(w + 1, 0);
+        if let Some(word) = Arc::get_mut(&mut self.words).and_then(|words| words.get_mut(w)) {
+            *word |= 1 << b;
+            return;
         }
-        self.words[w] |= 1 << b;
+        let mut words = self.words.to_vec();
+        if words.len() <= w {
+            words.resize(w + 1, 0);
+        }
+        words[w] |= 1 << b;
+        self.words = words.into();
     }
 
     pub fn remove(&mut self, cpu: u32) {
-        let (w, b) = (cpu as usize / 64, cpu % 64);
-        if let Some(word) = self.words.get_mut(w) {
-            *word &= !(1 << b);
+        if self.contains(cpu) {
+            let mut words = self.words.to_vec();
+            words[cpu as usize / 64] &= !(1 << (cpu % 64));
+            *self = CpuSet::of_words(words);
         }
-        self.trim();
     }
 
     pub fn contains(&self, cpu: u32) -> bool {
@@ -44,7 +54,7 @@ impl CpuSet {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|w| *w == 0)
+        self.words.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
@@ -67,35 +77,34 @@ impl CpuSet {
 
     pub fn union(&self, other: &CpuSet) -> CpuSet {
         let n = self.words.len().max(other.words.len());
-        let words = (0..n)
-            .map(|i| self.word(i) | other.word(i))
-            .collect::<Vec<_>>();
-        CpuSet { words }.trimmed()
+        CpuSet::of_words((0..n).map(|i| self.word(i) | other.word(i)).collect())
     }
 
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         let n = self.words.len().min(other.words.len());
-        let words = (0..n).map(|i| self.word(i) & other.word(i)).collect();
-        CpuSet { words }.trimmed()
+        CpuSet::of_words((0..n).map(|i| self.word(i) & other.word(i)).collect())
     }
 
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
-        let words = (0..self.words.len())
-            .map(|i| self.word(i) & !other.word(i))
-            .collect();
-        CpuSet { words }.trimmed()
+        CpuSet::of_words(
+            (0..self.words.len())
+                .map(|i| self.word(i) & !other.word(i))
+                .collect(),
+        )
     }
 
-    /// [`difference`](Self::difference) in place, without a new set.
+    /// [`difference`](Self::difference) in place.
     pub fn remove_all(&mut self, other: &CpuSet) {
-        for (word, removed) in self.words.iter_mut().zip(&other.words) {
-            *word &= !removed;
+        if !self.is_disjoint(other) {
+            *self = self.difference(other);
         }
-        self.trim();
     }
 
     pub fn is_disjoint(&self, other: &CpuSet) -> bool {
-        self.words.iter().zip(&other.words).all(|(a, b)| a & b == 0)
+        self.words
+            .iter()
+            .zip(other.words.iter())
+            .all(|(a, b)| a & b == 0)
     }
 
     pub fn is_subset(&self, other: &CpuSet) -> bool {
@@ -111,25 +120,27 @@ impl CpuSet {
         self.words.get(i).copied().unwrap_or(0)
     }
 
-    fn trim(&mut self) {
-        while self.words.last() == Some(&0) {
-            self.words.pop();
+    fn of_words(mut words: Vec<u64>) -> CpuSet {
+        while words.last() == Some(&0) {
+            words.pop();
         }
-    }
-
-    fn trimmed(mut self) -> Self {
-        self.trim();
-        self
+        CpuSet {
+            words: words.into(),
+        }
     }
 }
 
 impl FromIterator<u32> for CpuSet {
     fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
-        let mut set = CpuSet::new();
+        let mut words: Vec<u64> = Vec::new();
         for cpu in iter {
-            set.insert(cpu);
+            let (w, b) = (cpu as usize / 64, cpu % 64);
+            if words.len() <= w {
+                words.resize(w + 1, 0);
+            }
+            words[w] |= 1 << b;
         }
-        set
+        CpuSet::of_words(words)
     }
 }
 
@@ -252,5 +263,26 @@ mod tests {
         let mut c = a.clone();
         c.remove(7);
         assert_eq!(c.to_string(), "0-6");
+    }
+
+    #[test]
+    fn a_changed_copy_leaves_the_original_alone() {
+        let original: CpuSet = "0-3".parse().unwrap();
+        let mut copy = original.clone();
+        copy.insert(2);
+        copy.insert(100);
+        copy.remove(0);
+        copy.remove_all(&"1".parse().unwrap());
+        assert_eq!(
+            (original.to_string(), copy.to_string()),
+            ("0-3".into(), "2-3,100".into())
+        );
+        let mut emptied = copy.clone();
+        for cpu in copy.iter() {
+            emptied.remove(cpu);
+        }
+        assert!(emptied.is_empty());
+        assert_eq!(emptied, CpuSet::new());
+        assert_eq!(copy.to_string(), "2-3,100");
     }
 }
