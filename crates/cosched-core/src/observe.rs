@@ -233,25 +233,33 @@ pub fn behaviours<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> BTreeMap
 #[derive(Debug, Clone, Default)]
 pub struct Observer {
     jobs: BTreeMap<JobId, JobObservation>,
-    /// How many jobs wait on advice and how many ignore it, so that the questions asked on every event
-    /// cost nothing while every job follows advice.
+    tally: Tally,
+}
+
+/// How many jobs wait on advice and how many ignore it, so that the questions asked on every event
+/// cost nothing while every job follows advice.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
     pending: usize,
     ignoring: usize,
 }
 
-/// Keeps `pending` and `ignoring` in step with one job's change of `Following`.
-fn count_move(pending: &mut usize, ignoring: &mut usize, before: Following, after: Following) {
-    for (state, up) in [(before, false), (after, true)] {
-        let counter = match state {
-            Following::Pending { .. } => &mut *pending,
-            Following::Ignores { .. } => &mut *ignoring,
-            Following::Untested | Following::Follows { .. } => continue,
-        };
-        if up {
-            *counter += 1;
-        } else {
-            *counter -= 1;
+impl Tally {
+    /// Sets one job's `following` to `after`, counting the move.
+    fn set(&mut self, following: &mut Following, after: Following) {
+        for (state, up) in [(*following, false), (after, true)] {
+            let counter = match state {
+                Following::Pending { .. } => &mut self.pending,
+                Following::Ignores { .. } => &mut self.ignoring,
+                Following::Untested | Following::Follows { .. } => continue,
+            };
+            if up {
+                *counter += 1;
+            } else {
+                *counter -= 1;
+            }
         }
+        *following = after;
     }
 }
 
@@ -271,13 +279,7 @@ impl Observer {
                 {
                     if job.team_size == Some(threads) {
                         let follows = Following::Follows { lag: now - since };
-                        count_move(
-                            &mut self.pending,
-                            &mut self.ignoring,
-                            job.following,
-                            follows,
-                        );
-                        job.following = follows;
+                        self.tally.set(&mut job.following, follows);
                     }
                 }
             }
@@ -289,24 +291,12 @@ impl Observer {
                     job.following
                 {
                     let follows = Following::Follows { lag: now - since };
-                    count_move(
-                        &mut self.pending,
-                        &mut self.ignoring,
-                        job.following,
-                        follows,
-                    );
-                    job.following = follows;
+                    self.tally.set(&mut job.following, follows);
                 }
             }
             Event::Finished { job } => {
-                if let Some(gone) = self.jobs.remove(job) {
-                    let untested = Following::Untested;
-                    count_move(
-                        &mut self.pending,
-                        &mut self.ignoring,
-                        gone.following,
-                        untested,
-                    );
+                if let Some(mut gone) = self.jobs.remove(job) {
+                    self.tally.set(&mut gone.following, Following::Untested);
                 }
             }
             Event::Arrived { .. } | Event::Timer => {}
@@ -321,8 +311,7 @@ impl Observer {
         }
         let observed = self.jobs.entry(job.spec.id).or_default();
         let current = observed.threads(job.threads);
-        let before = observed.following;
-        observed.following = match observed.following {
+        let after = match observed.following {
             _ if threads == current => match observed.following {
                 Following::Pending { since, .. } => Following::Follows { lag: now - since },
                 other => other,
@@ -336,18 +325,13 @@ impl Observer {
                 threads,
             },
         };
-        count_move(
-            &mut self.pending,
-            &mut self.ignoring,
-            before,
-            observed.following,
-        );
+        self.tally.set(&mut observed.following, after);
     }
 
     /// Moves every job whose advice is overdue at `now` to `Ignores`; returns the ids that moved.
     pub fn expire(&mut self, now: f64) -> Vec<JobId> {
         debug_assert_eq!(
-            (self.pending, self.ignoring),
+            (self.tally.pending, self.tally.ignoring),
             (
                 self.jobs
                     .values()
@@ -361,25 +345,24 @@ impl Observer {
             "the tally of advice states drifted from the jobs"
         );
         let mut moved = Vec::new();
-        if self.pending == 0 {
+        if self.tally.pending == 0 {
             return moved;
         }
         for (id, job) in &mut self.jobs {
             if let Following::Pending { since, .. } = job.following {
                 if now - since >= ADVICE_DEADLINE - 1e-9 {
-                    job.following = Following::Ignores { since };
+                    self.tally
+                        .set(&mut job.following, Following::Ignores { since });
                     moved.push(*id);
                 }
             }
         }
-        self.pending -= moved.len();
-        self.ignoring += moved.len();
         moved
     }
 
     /// The earliest time at which some pending advice becomes overdue.
     pub fn next_deadline(&self) -> Option<f64> {
-        if self.pending == 0 {
+        if self.tally.pending == 0 {
             return None;
         }
         self.jobs
@@ -393,7 +376,7 @@ impl Observer {
 
     /// Whether some job does not follow advice: without one, no job is bound to its thread count.
     pub fn any_ignores(&self) -> bool {
-        self.ignoring > 0
+        self.tally.ignoring > 0
     }
 
     /// The thread count a job is bound to because it does not follow advice, if it is.
