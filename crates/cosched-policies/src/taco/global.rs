@@ -2,10 +2,11 @@
 //! grace periods (§2.3), per-job opt-out and weights (§2.4).
 
 use super::geometry::Geometry;
-use super::lanes::{deal, side_by_side};
+use super::lanes::{deal, side_by_side, Lane};
 use super::levels::LevelState;
 use super::options::TacoOptions;
-use cosched_core::{ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan};
+use super::steady::Steady;
+use cosched_core::{ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan, PlanChange};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -16,6 +17,8 @@ pub struct Global {
     held: HashMap<JobId, CpuSet>,
     /// Deadline of each job's grace period, kept after it expires until the job has moved.
     graces: HashMap<JobId, f64>,
+    /// The last plan's lanes, when they are TACO's steady state under a long queue.
+    steady: Option<Steady>,
 }
 
 impl Global {
@@ -77,13 +80,7 @@ impl Global {
             .iter()
             .zip(&caps)
             .map(|(job, &cap)| {
-                let mut finest = cap.max(base);
-                if let Some(threads) = fixed_threads(job) {
-                    // Its threads cannot follow a smaller partition; squeezed, they would time-share
-                    // CPUs and, if they spin, stall each other. Coscheduled in a partition they fit,
-                    // it gets the same CPU time by taking shorter turns (§2.2).
-                    finest = finest.min(geometry.level_at_least(threads as usize));
-                }
+                let finest = finest_level(geometry, job, cap, base);
                 (finest..geometry.sizes.len()).find(|&l| !available[l].is_empty())
             })
             .collect();
@@ -115,6 +112,7 @@ impl Global {
             .filter(|d| *d > 0.0)
             .fold(f64::INFINITY, f64::min);
         let unit = options.slice / shortest;
+        let mut used = Vec::new();
         for (level, partitions) in available.iter().enumerate() {
             let members: Vec<(JobId, f64)> = coscheduled
                 .iter()
@@ -145,6 +143,7 @@ impl Global {
                 }
             }
             plan.slots.extend(side_by_side(&lanes, span));
+            used.push((level, lanes));
         }
         for (job, target) in coscheduled.iter().zip(&targets) {
             if let Some(level) = target {
@@ -159,7 +158,92 @@ impl Global {
             .filter(|deadline| *deadline > ctx.now)
             .reduce(f64::min);
         self.held = held;
+        self.steady = self.steady_state(opted_out.len(), &coscheduled, &targets, &effective, used);
         plan
+    }
+
+    /// Whether the last plan placed `admitted` jobs or more: a newcomer then waits, and the plan holds.
+    pub fn is_full(&self, admitted: usize) -> bool {
+        self.held.len() >= admitted
+    }
+
+    /// In the steady state ([`Steady`]), the change when `finished` ends and the next job in the queue
+    /// takes its place; `None` when the state does not hold, and a full plan must decide.
+    pub fn hand_over(
+        &mut self,
+        ctx: &Context,
+        geometry: &Geometry,
+        finished: JobId,
+        admitted: usize,
+    ) -> Option<PlanChange> {
+        let steady = self.steady.as_mut()?;
+        let placed = steady.job_count();
+        if placed != admitted || !steady.holds(finished) {
+            return None;
+        }
+        // Admission is first come first served and every admitted job is placed, so the placed jobs
+        // are the oldest and the next one stands right behind them.
+        let newcomer = ctx.jobs.get(placed - 1)?;
+        let behind_the_placed = placed < 2 || steady.holds(ctx.jobs[placed - 2].spec.id);
+        let level = steady.level;
+        let cap = geometry.level_at_most(usable_threads(newcomer) as usize);
+        let fits = newcomer.started.is_none()
+            && newcomer.spec.coschedule
+            && newcomer.spec.weight == steady.weight
+            && !steady.holds(newcomer.spec.id)
+            && finest_level(geometry, newcomer, cap, self.level.level) == level;
+        if !behind_the_placed || !fits {
+            return None;
+        }
+        let id = newcomer.spec.id;
+        let (cpus, removed, placed) = steady.hand_over(finished, id)?;
+        let change = PlanChange {
+            slots: steady.slots(),
+            removed,
+            placed,
+            unadvised: vec![finished],
+            advice: [(id, newcomer.spec.threads_for(geometry.sizes[level]))].into(),
+            ..PlanChange::default()
+        };
+        self.held.remove(&finished);
+        self.held.insert(id, cpus);
+        Some(change)
+    }
+
+    /// The steady state the plan just made, if it is one: no opted-out job and no grace period, every
+    /// job of one weight where its target level is, and that level's lanes equally full.
+    fn steady_state(
+        &self,
+        opted_out: usize,
+        jobs: &[&ActiveJob],
+        targets: &[Option<usize>],
+        effective: &[Option<usize>],
+        mut used: Vec<(usize, Vec<Lane>)>,
+    ) -> Option<Steady> {
+        if opted_out > 0 || !self.graces.is_empty() || used.len() != 1 {
+            return None;
+        }
+        let (level, lanes) = used.pop()?;
+        let weight = jobs.first()?.spec.weight;
+        let settled = jobs
+            .iter()
+            .zip(targets.iter().zip(effective))
+            .all(|(job, levels)| {
+                job.spec.weight == weight && levels == (&Some(level), &Some(level))
+            });
+        if !settled || lanes.iter().any(|lane| lane.idle > 0.0) {
+            return None;
+        }
+        let lanes = lanes
+            .into_iter()
+            .map(|lane| {
+                (
+                    lane.cpus,
+                    lane.jobs.into_iter().map(|(job, _)| job).collect(),
+                )
+            })
+            .collect();
+        Steady::of(level, weight, lanes)
     }
 
     /// Whether `job` keeps its old partition while it adapts to a new size (§2.3).
@@ -264,6 +348,18 @@ impl Global {
             .collect();
         self.graces = graces;
         effective
+    }
+}
+
+/// The finest level `job` may have, given the finest its threads can use (`cap`) and the current level.
+fn finest_level(geometry: &Geometry, job: &ActiveJob, cap: usize, base: usize) -> usize {
+    let finest = cap.max(base);
+    match fixed_threads(job) {
+        // Its threads cannot follow a smaller partition; squeezed, they would time-share CPUs and, if
+        // they spin, stall each other. Coscheduled in a partition they fit, it gets the same CPU time
+        // by taking shorter turns (§2.2).
+        Some(threads) => finest.min(geometry.level_at_least(threads as usize)),
+        None => finest,
     }
 }
 

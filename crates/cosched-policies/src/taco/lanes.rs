@@ -95,7 +95,8 @@ pub fn side_by_side(lanes: &[Lane], span: f64) -> Vec<Slot> {
 
 /// Deals jobs to the partitions of one level so that lane counts differ by at most one, keeping every
 /// job whose previous CPUs match a partition (the same set, or one containing or inside it) there while
-/// its lane has room. `jobs` are in arrival order, each with its duration.
+/// its lane has room. `jobs` are in arrival order, each with its duration; each lane takes its jobs in
+/// that order, so that dealing the same jobs again changes nothing.
 pub fn deal(
     partitions: &[CpuSet],
     jobs: &[(JobId, f64)],
@@ -108,34 +109,43 @@ pub fn deal(
     let floor = jobs.len() / lanes.len();
     // Lanes that may still take one job more than `floor`.
     let mut fuller_left = jobs.len() % lanes.len();
-    let mut has_room = |lane: &Lane| {
-        let count = lane.jobs.len();
+    let mut has_room = |count: usize| {
         let room = count < floor || (count == floor && fuller_left > 0);
         if count == floor && room {
             fuller_left -= 1;
         }
         room
     };
+    // Each lane's jobs as indices into `jobs`, with the lane's load so far.
+    let mut members: Vec<(Vec<usize>, f64)> = vec![(Vec::new(), 0.0); lanes.len()];
     let places = Places::of(partitions);
     let mut homeless = Vec::new();
-    for &(job, duration) in jobs {
+    for (k, &(job, duration)) in jobs.iter().enumerate() {
         let home = held
             .get(&job)
             .and_then(|old| places.home_lane(old, partitions));
         match home {
-            Some(i) if has_room(&lanes[i]) => lanes[i].jobs.push((job, duration)),
-            _ => homeless.push((job, duration)),
+            Some(i) if has_room(members[i].0.len()) => {
+                members[i].0.push(k);
+                members[i].1 += duration;
+            }
+            _ => homeless.push(k),
         }
     }
     // The emptiest lane first (fewest jobs, then least load, then first): ordered by (count, load,
     // index); loads are never negative, so their bits order them.
-    let key = |i: usize, lane: &Lane| (lane.jobs.len(), lane.load().to_bits(), i);
+    let key = |i: usize, (jobs, load): &(Vec<usize>, f64)| (jobs.len(), load.to_bits(), i);
     let mut emptiest: BTreeSet<(usize, u64, usize)> =
-        lanes.iter().enumerate().map(|(i, l)| key(i, l)).collect();
-    for (job, duration) in homeless {
+        members.iter().enumerate().map(|(i, m)| key(i, m)).collect();
+    for k in homeless {
         let (_, _, i) = emptiest.pop_first().expect("at least one lane");
-        lanes[i].jobs.push((job, duration));
-        emptiest.insert(key(i, &lanes[i]));
+        members[i].0.push(k);
+        members[i].1 += jobs[k].1;
+        emptiest.insert(key(i, &members[i]));
+    }
+    for (lane, (mut ks, _)) in lanes.iter_mut().zip(members) {
+        ks.sort_unstable();
+        lane.jobs = ks.into_iter().map(|k| jobs[k]).collect();
     }
     lanes
 }
@@ -258,6 +268,16 @@ mod tests {
         let lanes = deal(&parts, &jobs, &held);
         let ids = |lane: &Lane| lane.jobs.iter().map(|(j, _)| j.0).collect::<Vec<_>>();
         assert_eq!(ids(&lanes[0]), vec![0, 1]);
-        assert_eq!(ids(&lanes[1]), vec![3, 2]);
+        // Job 2 moved in behind job 3 but takes its turn first, as the older job.
+        assert_eq!(ids(&lanes[1]), vec![2, 3]);
+        let held: HashMap<JobId, CpuSet> = lanes
+            .iter()
+            .flat_map(|lane| lane.jobs.iter().map(|(job, _)| (*job, lane.cpus.clone())))
+            .collect();
+        let again = deal(&parts, &jobs, &held);
+        assert_eq!(
+            again.iter().map(ids).collect::<Vec<_>>(),
+            vec![vec![0, 1], vec![2, 3]]
+        );
     }
 }

@@ -20,10 +20,11 @@ pub(crate) mod lanes;
 mod levels;
 mod local;
 mod options;
+mod steady;
 
 pub use options::{TacoOptions, DEFAULT_GRACE, DEFAULT_HYSTERESIS, DEFAULT_MPL, DEFAULT_SLICE};
 
-use cosched_core::{ActiveJob, Context, Event, Plan, Policy, Topology};
+use cosched_core::{ActiveJob, Context, Event, Plan, PlanChange, Policy, Topology};
 use geometry::Geometry;
 use std::borrow::Cow;
 
@@ -86,6 +87,30 @@ impl Policy for Taco {
         } else {
             self.global.plan(ctx, geometry, &self.options, recount)
         })
+    }
+
+    /// Under a long queue, most decisions need no full plan: a newcomer beyond the admitted jobs
+    /// changes nothing, and in the steady state a finished job's place goes to the next in the queue.
+    fn decide_change(
+        &mut self,
+        ctx: &Context,
+        event: &Event,
+        current: &Plan,
+    ) -> Option<PlanChange> {
+        let admitted = self.admitted_count(ctx.topology);
+        if !self.options.local {
+            match (event, &self.geometry) {
+                (Event::Arrived { .. }, _) if self.global.is_full(admitted) => return None,
+                (Event::Finished { job }, Some(geometry)) => {
+                    if let Some(change) = self.global.hand_over(ctx, geometry, *job, admitted) {
+                        return Some(change);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.decide(ctx, event)
+            .map(|plan| PlanChange::between(current, &plan))
     }
 }
 

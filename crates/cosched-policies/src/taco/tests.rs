@@ -436,3 +436,105 @@ fn a_started_moldable_job_keeps_a_partition_its_threads_fit() {
         "equal CPU time: {times:?}"
     );
 }
+
+/// One policy answering with changes (and its shortcuts), one with full plans, fed the same events.
+struct Twins {
+    topo: Topology,
+    shortcut: Taco,
+    full: Taco,
+    plan: Plan,
+}
+
+impl Twins {
+    /// Delivers `event` to both, checks that the shortcut's plan is the full one (up to assignment
+    /// order), marks placed jobs started with their advice, and returns the (slot, job) pairs moved.
+    fn deliver(&mut self, jobs: &mut [ActiveJob], now: f64, event: Event) -> usize {
+        let ctx = Context {
+            topology: &self.topo,
+            now,
+            jobs,
+        };
+        let change = self.shortcut.decide_change(&ctx, &event, &self.plan);
+        let full = self.full.decide(&ctx, &event);
+        let moved = change
+            .as_ref()
+            .map_or(0, |c| c.removed.len() + c.placed.len());
+        match (change, full) {
+            (Some(change), Some(full)) => {
+                change.apply(&mut self.plan);
+                assert_eq!(
+                    sorted(&self.plan),
+                    sorted(&full),
+                    "after {event:?} at {now}"
+                );
+            }
+            (None, Some(full)) => assert_eq!(sorted(&self.plan), sorted(&full), "{event:?}"),
+            (change, None) => assert!(change.is_none(), "{event:?}: a change without a plan"),
+        }
+        for job in jobs.iter_mut() {
+            if job.started.is_none() && self.plan.placed_jobs().contains(&job.spec.id) {
+                job.started = Some(now);
+                job.threads = self.plan.advice[&job.spec.id];
+            }
+        }
+        moved
+    }
+
+    /// Every started job adopts its advice, as malleable programs do at their next region.
+    fn adapt(&mut self, jobs: &mut Vec<ActiveJob>, now: f64) {
+        for i in 0..jobs.len() {
+            let id = jobs[i].spec.id;
+            match self.plan.advice.get(&id) {
+                Some(&threads) if jobs[i].started.is_some() && jobs[i].threads != threads => {
+                    jobs[i].threads = threads;
+                    self.deliver(jobs, now, Event::ThreadsChanged { job: id, threads });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn sorted(plan: &Plan) -> Plan {
+    let mut plan = plan.clone();
+    for slot in &mut plan.slots {
+        slot.assignments.sort_by_key(|a| a.job);
+    }
+    plan
+}
+
+#[test]
+fn under_a_long_queue_a_finished_jobs_place_goes_to_the_next_as_a_full_plan_would_give_it() {
+    let options = TacoOptions {
+        mpl: 2,
+        ..TacoOptions::full()
+    };
+    let mut twins = Twins {
+        topo: synthetic::parse("package:2 core:2").unwrap(),
+        shortcut: Taco::new("taco", options.clone()),
+        full: Taco::new("taco", options),
+        plan: Plan::default(),
+    };
+    let mut jobs = Vec::new();
+    let mut now = 0.0;
+    for id in 0..30 {
+        now += 0.1;
+        jobs.push(job(id));
+        twins.deliver(&mut jobs, now, Event::Arrived { job: JobId(id) });
+        twins.adapt(&mut jobs, now);
+    }
+    // 8 jobs admitted on 4 CPUs, two to a core, 22 in the queue; then jobs end here and there.
+    let mut small = 0;
+    for k in 0..30 {
+        now += 0.1;
+        let started: Vec<usize> = (0..jobs.len())
+            .filter(|&i| jobs[i].started.is_some())
+            .collect();
+        let gone = jobs.remove(started[k * 5 % started.len()]).spec.id;
+        let moved = twins.deliver(&mut jobs, now, Event::Finished { job: gone });
+        small += usize::from(jobs.len() >= 8 && moved <= 4);
+        twins.adapt(&mut jobs, now);
+    }
+    assert!(jobs.is_empty());
+    assert!(small >= 20, "only {small} hand-overs moved one lane");
+}
