@@ -113,7 +113,9 @@ impl Global {
             .fold(f64::INFINITY, f64::min);
         let unit = options.slice / shortest;
         let mut used = Vec::new();
-        for (level, partitions) in available.iter().enumerate() {
+        // The finest level's slots first: it holds most jobs, and a job moving between coarser levels
+        // then renumbers only the few slots behind it, not everyone's.
+        for (level, partitions) in available.iter().enumerate().rev() {
             let members: Vec<(JobId, f64)> = coscheduled
                 .iter()
                 .zip(&effective)

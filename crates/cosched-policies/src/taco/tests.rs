@@ -111,18 +111,18 @@ fn settled(hysteresis: f64) -> TacoOptions {
 
 /// TACO Fig. 2: the schedules for one to eight jobs on the dual-socket dual-core machine, with §2.2
 /// balancing and no hysteresis. Each slot is written as (length relative to the shortest slot, the
-/// partition sizes running in it); coarser levels come first.
+/// partition sizes running in it); the finest level comes first.
 #[test]
 fn figure_2_schedules_for_one_to_eight_jobs() {
     let topo = synthetic::parse("package:2 core:2").unwrap();
     let expected: [&[(f64, &[usize])]; 8] = [
         &[(1.0, &[4])],
         &[(1.0, &[2, 2])],
-        &[(1.0, &[4]), (2.0, &[2, 2])],
+        &[(2.0, &[2, 2]), (1.0, &[4])],
         &[(1.0, &[1, 1, 1, 1])],
-        &[(1.0, &[4]), (4.0, &[1, 1, 1, 1])],
-        &[(1.0, &[2, 2]), (2.0, &[1, 1, 1, 1])],
-        &[(1.0, &[4]), (2.0, &[2, 2]), (4.0, &[1, 1, 1, 1])],
+        &[(4.0, &[1, 1, 1, 1]), (1.0, &[4])],
+        &[(2.0, &[1, 1, 1, 1]), (1.0, &[2, 2])],
+        &[(4.0, &[1, 1, 1, 1]), (2.0, &[2, 2]), (1.0, &[4])],
         &[(1.0, &[1, 1, 1, 1]), (1.0, &[1, 1, 1, 1])],
     ];
     for (n, expected) in (1..=8).zip(expected) {
@@ -150,6 +150,21 @@ fn figure_2_schedules_for_one_to_eight_jobs() {
             assert!((time - 4.0 / n as f64).abs() < 1e-9, "{n} jobs: {time}");
         }
     }
+}
+
+#[test]
+fn a_job_promoted_to_a_coarser_level_moves_nobody_else() {
+    // Four jobs fill the cores; the fifth is odd and goes to the whole machine (§2.2), in a slot of
+    // its own after the cores' slot, which keeps its number and its jobs.
+    let topo = synthetic::parse("package:2 core:2").unwrap();
+    let mut taco = Taco::new("taco", settled(0.0));
+    let (mut jobs, before) = arrivals(&mut taco, &topo, 4);
+    jobs.push(job(4));
+    let after = arrive(&mut taco, &topo, &mut jobs, 4.0, 4).unwrap();
+    let change = PlanChange::between(&before, &after);
+    assert!(change.removed.is_empty(), "{change:?}");
+    let placed: Vec<(usize, JobId)> = change.placed.iter().map(|p| (p.slot, p.job)).collect();
+    assert_eq!(placed, vec![(1, JobId(4))]);
 }
 
 #[test]
@@ -235,7 +250,8 @@ fn grace_keeps_the_old_partition_until_the_job_adapts() {
     let (mut taco, topo, mut jobs, plan) = second_arrival_in_grace();
     // Job 0 is asked for 2 threads but keeps all 4 CPUs, in a level of its own, until it adapts.
     assert_eq!(plan.advice[&JobId(0)], 2);
-    assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(4));
+    let last = plan.slots.len() - 1;
+    assert_eq!(plan.cpus_in_slot(last, JobId(0)).map(|c| c.len()), Some(4));
     assert_eq!(plan.timer, Some(6.0));
     let times = cpu_time(&plan);
     assert!(
