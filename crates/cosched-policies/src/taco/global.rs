@@ -198,14 +198,11 @@ impl Global {
             return None;
         }
         let id = newcomer.spec.id;
-        let (cpus, removed, placed) = steady.hand_over(finished, id)?;
+        let (cpus, change) = steady.hand_over(finished, id)?;
         let change = PlanChange {
-            slots: steady.slots(),
-            removed,
-            placed,
             unadvised: vec![finished],
             advice: [(id, newcomer.spec.threads_for(geometry.sizes[level]))].into(),
-            ..PlanChange::default()
+            ..change
         };
         self.held.remove(&finished);
         self.held.insert(id, cpus);

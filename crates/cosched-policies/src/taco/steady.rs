@@ -7,7 +7,7 @@
 //! the full deal would put it, as the newest job, last in the one lane with room.
 
 use cosched_core::plan_change::SlotAssignment;
-use cosched_core::{CpuSet, JobId};
+use cosched_core::{CpuSet, JobId, PlanChange};
 use std::collections::HashMap;
 
 /// The lanes of the one level in use, as the last plan left them.
@@ -17,7 +17,7 @@ pub struct Steady {
     /// The weight every job has; a newcomer with another would change the slot lengths.
     pub weight: f64,
     /// Each partition and its jobs in slot order, which is their arrival order.
-    pub lanes: Vec<(CpuSet, Vec<JobId>)>,
+    lanes: Vec<(CpuSet, Vec<JobId>)>,
     lane_of: HashMap<JobId, usize>,
 }
 
@@ -50,26 +50,17 @@ impl Steady {
         self.lane_of.len()
     }
 
-    /// The number of slots: one per job of a lane.
-    pub fn slots(&self) -> usize {
-        self.lanes[0].1.len()
-    }
-
     /// Replaces `finished` by `newcomer`, who joins the end of its lane while the jobs behind
-    /// `finished` move up one slot. Returns the newcomer's partition and the (slot, job) pairs gone and
-    /// placed; `None` if `finished` held no place here.
-    pub fn hand_over(
-        &mut self,
-        finished: JobId,
-        newcomer: JobId,
-    ) -> Option<(CpuSet, Vec<(usize, JobId)>, Vec<SlotAssignment>)> {
+    /// `finished` move up one slot. Returns the newcomer's partition and the change of slots; `None` if
+    /// `finished` held no place here.
+    pub fn hand_over(&mut self, finished: JobId, newcomer: JobId) -> Option<(CpuSet, PlanChange)> {
         let lane = self.lane_of.remove(&finished)?;
         let (cpus, jobs) = &mut self.lanes[lane];
         let from = jobs
             .iter()
             .position(|&j| j == finished)
             .expect("a held job is in its lane");
-        let removed: Vec<(usize, JobId)> = (from..jobs.len()).map(|s| (s, jobs[s])).collect();
+        let removed = (from..jobs.len()).map(|s| (s, jobs[s])).collect();
         jobs.remove(from);
         jobs.push(newcomer);
         self.lane_of.insert(newcomer, lane);
@@ -80,6 +71,12 @@ impl Steady {
                 cpus: cpus.clone(),
             })
             .collect();
-        Some((cpus.clone(), removed, placed))
+        let change = PlanChange {
+            slots: jobs.len(),
+            removed,
+            placed,
+            ..PlanChange::default()
+        };
+        Some((cpus.clone(), change))
     }
 }

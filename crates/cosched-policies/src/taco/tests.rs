@@ -497,7 +497,7 @@ impl Twins {
     }
 
     /// Every started job adopts its advice, as malleable programs do at their next region.
-    fn adapt(&mut self, jobs: &mut Vec<ActiveJob>, now: f64) {
+    fn adapt(&mut self, jobs: &mut [ActiveJob], now: f64) {
         for i in 0..jobs.len() {
             let id = jobs[i].spec.id;
             match self.plan.advice.get(&id) {
