@@ -46,6 +46,10 @@ pub(super) struct SlotGroups {
     parent: Vec<u32>,
     /// Runners (indices into the slot's list) by the group they fall into, reused.
     buckets: Vec<Vec<usize>>,
+    /// Since the last [`take_changes`](Self::take_changes): the runners of the groups replaced or
+    /// dropped, and where the replacements are.
+    left: Vec<usize>,
+    replaced: Vec<usize>,
 }
 
 /// (job index, threads, CPUs) of a runner.
@@ -71,15 +75,14 @@ pub(super) struct Model<'a> {
 }
 
 impl SlotGroups {
-    /// The model's rates for `runners`, all of one slot, re-evaluating the groups whose runners
-    /// changed: (job index, rate, CPUs held), group by group.
+    /// Evaluates the slot's `runners` anew, re-evaluating only the groups whose runners changed.
     pub fn rates<'a>(
         &mut self,
         model: &Model,
         runners: &[SlotRunner<'a>],
         lookup: Lookup<'a, '_>,
         scratch: &mut Scratch,
-    ) -> Vec<(usize, SlotRate, usize)> {
+    ) {
         let keys = self.group_keys(model.machine, runners);
         let regions = model.machine.regions;
         self.groups.resize_with(regions, || None);
@@ -92,7 +95,7 @@ impl SlotGroups {
         for key in 0..regions {
             let bucket = &self.buckets[key];
             if bucket.is_empty() {
-                self.groups[key] = None;
+                self.replace(key, None);
                 continue;
             }
             let members = self.groups[key].as_ref().and_then(|g| g.members.as_ref());
@@ -128,10 +131,9 @@ impl SlotGroups {
             let group: Vec<Runner> = bucket.iter().map(|&r| runners[r].runner.clone()).collect();
             let jobs: Vec<usize> = bucket.iter().map(|&r| runners[r].job).collect();
             let group = evaluate(model, &group, &jobs, members, elsewhere, scratch);
-            self.groups[key] = Some(group);
+            self.replace(key, Some(group));
         }
         self.follow_load(model, lookup, scratch);
-        self.all_rates()
     }
 
     /// Brings the groups up to date with jobs that `moved` (job index, where to), evaluating again
@@ -215,23 +217,41 @@ impl SlotGroups {
                 .and_then(|g| g.members.take())
                 .unwrap_or_default();
             if members.is_empty() {
-                self.groups[key] = None;
+                self.replace(key, None);
                 continue;
             }
             let elsewhere = self.busy() - self.groups[key].as_ref().map_or(0.0, |g| g.busy);
-            self.groups[key] = Some(evaluate_members(model, members, lookup, elsewhere, scratch));
+            let group = evaluate_members(model, members, lookup, elsewhere, scratch);
+            self.replace(key, Some(group));
         }
         self.follow_load(model, lookup, scratch);
         true
     }
 
-    /// Every runner's (job index, rate, CPUs held), group by group.
-    pub fn all_rates(&self) -> Vec<(usize, SlotRate, usize)> {
-        self.groups
-            .iter()
-            .flatten()
+    /// What changed since the last call: the runners that may have lost their rate here (those of
+    /// the groups replaced or dropped), then the new rates, (job index, rate, CPUs held). A runner
+    /// found in both keeps the new one.
+    pub fn take_changes(&mut self) -> (Vec<usize>, Vec<(usize, SlotRate, usize)>) {
+        let mut replaced = std::mem::take(&mut self.replaced);
+        replaced.sort_unstable();
+        replaced.dedup();
+        let rates = replaced
+            .into_iter()
+            .filter_map(|key| self.groups[key].as_ref())
             .flat_map(|g| g.rates.iter().copied())
-            .collect()
+            .collect();
+        (std::mem::take(&mut self.left), rates)
+    }
+
+    /// Puts `group` in place of the group at `key`, noting the change for `take_changes`.
+    fn replace(&mut self, key: usize, group: Option<Group>) {
+        if let Some(old) = &self.groups[key] {
+            self.left.extend(old.rates.iter().map(|r| r.0));
+        }
+        if group.is_some() {
+            self.replaced.push(key);
+        }
+        self.groups[key] = group;
     }
 
     fn busy(&self) -> f64 {
@@ -265,7 +285,8 @@ impl SlotGroups {
                 continue;
             };
             let elsewhere = total - group.busy;
-            self.groups[key] = Some(evaluate_members(model, members, lookup, elsewhere, scratch));
+            let group = evaluate_members(model, members, lookup, elsewhere, scratch);
+            self.replace(key, Some(group));
         }
     }
 

@@ -34,11 +34,10 @@ pub(super) struct RateBook {
     places: Vec<(JobId, usize)>,
     /// Slots of the plan in force (`slots` holds one more, the pinned jobs', when it has none).
     plan_slots: usize,
-    /// Each job's figures as the last `figures` summed them, by job index; valid for `figured`.
-    sums: Vec<Figures>,
-    figured: Vec<bool>,
-    /// The jobs the last `figures` gave figures.
-    listed: Vec<usize>,
+    /// Each slot's share of the cycle as the last `figures` weighed them.
+    weights: Vec<f64>,
+    /// Runners of slots dropped since the last `figures`: their figures change.
+    dropped: Vec<usize>,
 }
 
 #[derive(Default)]
@@ -48,8 +47,8 @@ struct SlotRates {
     /// Otherwise, the jobs whose runner in the slot may have changed since its last evaluation.
     dirty: Vec<(JobId, Moved)>,
     groups: SlotGroups,
-    /// (job index, the model's rate, CPUs held).
-    runners: Vec<(usize, SlotRate, usize)>,
+    /// Each runner's (model's rate, CPUs held), by job index.
+    rates: HashMap<usize, (SlotRate, usize)>,
 }
 
 pub(super) struct Inputs<'a> {
@@ -70,7 +69,9 @@ impl RateBook {
         let count = plan.slots.len().max(1);
         let reshaped = plan.slots.len() != self.plan_slots || !change.cleared.is_empty();
         self.plan_slots = plan.slots.len();
-        self.slots.truncate(count);
+        for slot in self.slots.drain(count.min(self.slots.len())..) {
+            self.dropped.extend(slot.rates.into_keys());
+        }
         self.slots.resize_with(count, || SlotRates {
             stale: true,
             ..SlotRates::default()
@@ -132,13 +133,12 @@ impl RateBook {
             .map(|(_, s)| *s)
     }
 
-    /// Whether the last [`figures`](Self::figures) gave job `i` figures.
-    pub fn figured(&self, i: usize) -> bool {
-        self.figured.get(i).copied().unwrap_or(false)
-    }
-
-    /// Every placed running job's figures under `inputs.plan`: (job index, figures).
+    /// The figures under `inputs.plan` of every job they may have changed for since the last call:
+    /// (job index, figures), all zero for a job no longer running in any slot. Only the slots whose
+    /// runners changed are evaluated again, and only their runners summed again, unless the slots'
+    /// shares of the cycle moved.
     pub fn figures(&mut self, inputs: &Inputs, scratch: &mut Scratch) -> Vec<(usize, Figures)> {
+        let mut touched = std::mem::take(&mut self.dropped);
         for (s, slot) in self.slots.iter_mut().enumerate() {
             let dirty = std::mem::take(&mut slot.dirty);
             if !slot.stale && dirty.is_empty() {
@@ -161,81 +161,98 @@ impl RateBook {
             });
             let updated =
                 moved.is_some_and(|moved| slot.groups.update(&model, &moved, &lookup, scratch));
-            slot.runners = if updated {
-                slot.groups.all_rates()
-            } else {
-                evaluate(inputs, s, &model, &mut slot.groups, &lookup, scratch)
-            };
+            if !updated {
+                evaluate(inputs, s, &model, &mut slot.groups, &lookup, scratch);
+            }
             slot.stale = false;
+            let (left, rates) = slot.groups.take_changes();
+            for i in left {
+                slot.rates.remove(&i);
+                touched.push(i);
+            }
+            for (i, rate, held) in rates {
+                slot.rates.insert(i, (rate, held));
+                touched.push(i);
+            }
         }
-        for i in self.listed.drain(..) {
-            self.figured[i] = false;
-        }
-        self.sums.resize(inputs.jobs.len(), Figures::default());
-        self.figured.resize(inputs.jobs.len(), false);
         let plan = inputs.plan;
         let cycle = plan.cycle_length();
-        let weight = |s: usize| match (inputs.options.mode, plan.slots.len()) {
-            (_, 0) => 1.0,
-            (Mode::Exact, _) => f64::from(u8::from(s == inputs.current_slot)),
-            (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length / cycle,
-            (Mode::Fluid, _) => f64::from(u8::from(s == 0)),
-        };
-        for (s, slot) in self.slots.iter().enumerate() {
-            let w = weight(s);
+        let weights: Vec<f64> = (0..self.slots.len())
+            .map(|s| match (inputs.options.mode, plan.slots.len()) {
+                (_, 0) => 1.0,
+                (Mode::Exact, _) => f64::from(u8::from(s == inputs.current_slot)),
+                (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length / cycle,
+                (Mode::Fluid, _) => f64::from(u8::from(s == 0)),
+            })
+            .collect();
+        if weights != self.weights {
+            self.weights = weights;
+            for slot in &self.slots {
+                touched.extend(slot.rates.keys());
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        let pinned: Vec<JobId> = plan.pinned.iter().map(|a| a.job).collect();
+        let charge_switches = inputs.options.mode == Mode::Fluid
+            && plan.slots.len() > 1
+            && inputs.options.effects.switch_cost;
+        touched
+            .into_iter()
+            .map(|i| {
+                let id = inputs.jobs[i].spec.id;
+                let slots: Vec<usize> = if pinned.contains(&id) {
+                    (0..self.slots.len()).collect()
+                } else {
+                    self.slots_of(id).collect()
+                };
+                let mut figures = self.sum(i, &slots);
+                if let Some(f) = figures.as_mut().filter(|_| charge_switches) {
+                    self.charge_fluid_switch(inputs, i, &slots, f);
+                }
+                (i, figures.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// Job `i`'s figures over `slots` weighed by their shares of the cycle; `None` if it runs in none.
+    fn sum(&self, i: usize, slots: &[usize]) -> Option<Figures> {
+        let mut figures: Option<Figures> = None;
+        for &s in slots {
+            let w = self.weights[s];
             if w == 0.0 {
                 continue;
             }
-            for &(i, rate, held) in &slot.runners {
-                if !self.figured[i] {
-                    self.figured[i] = true;
-                    self.sums[i] = Figures::default();
-                    self.listed.push(i);
-                }
-                let f = &mut self.sums[i];
-                f.rate += w * rate.rate;
-                f.cpu_share += w * rate.cpu_share;
-                f.held += w * held as f64;
-                f.llc_miss += w * rate.llc_miss;
-            }
-        }
-        let options = inputs.options;
-        if options.mode == Mode::Fluid && plan.slots.len() > 1 && options.effects.switch_cost {
-            self.charge_fluid_switches(inputs);
-        }
-        self.listed.iter().map(|&i| (i, self.sums[i])).collect()
-    }
-
-    /// Fluid mode: a job that enters the cycle `m` times per cycle loses `m` switch costs of its running
-    /// time per cycle.
-    fn charge_fluid_switches(&mut self, inputs: &Inputs) {
-        let slots = &inputs.plan.slots;
-        for group in self.places.chunk_by(|a, b| a.0 == b.0) {
-            let Some(&i) = inputs.index.get(&group[0].0) else {
+            let Some(&(rate, held)) = self.slots[s].rates.get(&i) else {
                 continue;
             };
-            if !self.figured[i] {
-                continue;
-            }
-            let f = &mut self.sums[i];
-            let holds = |s: usize| group.binary_search(&(group[0].0, s)).is_ok();
-            let entries = group
-                .iter()
-                .filter(|(_, s)| !holds((s + slots.len() - 1) % slots.len()))
-                .count();
-            let running: f64 = group.iter().map(|(_, s)| slots[*s].length).sum();
-            if entries == 0 || running <= 0.0 {
-                continue;
-            }
-            let lost =
-                entries as f64 * switch_cost(inputs.machine, &inputs.jobs[i], inputs.options);
-            f.rate *= (1.0 - lost / running).max(0.0);
+            let f = figures.get_or_insert_with(Figures::default);
+            f.rate += w * rate.rate;
+            f.cpu_share += w * rate.cpu_share;
+            f.held += w * held as f64;
+            f.llc_miss += w * rate.llc_miss;
         }
+        figures
+    }
+
+    /// Fluid mode: a job that enters the cycle `m` times per cycle (it holds `slots`) loses `m` switch
+    /// costs of its running time per cycle.
+    fn charge_fluid_switch(&self, inputs: &Inputs, i: usize, slots: &[usize], f: &mut Figures) {
+        let plan_slots = &inputs.plan.slots;
+        let n = plan_slots.len();
+        let holds = |s: usize| slots.binary_search(&s).is_ok();
+        let entries = slots.iter().filter(|&&s| !holds((s + n - 1) % n)).count();
+        let running: f64 = slots.iter().map(|&s| plan_slots[s].length).sum();
+        if entries == 0 || running <= 0.0 {
+            return;
+        }
+        let lost = entries as f64 * switch_cost(inputs.machine, &inputs.jobs[i], inputs.options);
+        f.rate *= (1.0 - lost / running).max(0.0);
     }
 }
 
-/// The model's rates for the started jobs of slot `s` and the pinned jobs, re-evaluating only the
-/// groups of `groups` whose runners changed.
+/// Evaluates the started jobs of slot `s` and the pinned jobs, re-evaluating only the groups of
+/// `groups` whose runners changed.
 fn evaluate<'a>(
     inputs: &Inputs<'a>,
     s: usize,
@@ -243,7 +260,7 @@ fn evaluate<'a>(
     groups: &mut SlotGroups,
     lookup: Lookup<'a, '_>,
     scratch: &mut Scratch,
-) -> Vec<(usize, SlotRate, usize)> {
+) {
     let plan = inputs.plan;
     let assignments = plan
         .pinned
@@ -261,7 +278,7 @@ fn evaluate<'a>(
         }
         runners.push(SlotRunner { job: i, runner });
     }
-    groups.rates(model, &runners, lookup, scratch)
+    groups.rates(model, &runners, lookup, scratch);
 }
 
 /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
