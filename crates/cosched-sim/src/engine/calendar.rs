@@ -123,6 +123,24 @@ impl Calendar {
         Some((first.t, first.due))
     }
 
+    /// The earliest current entry (outdated ones before it are dropped), if it is `wanted`.
+    pub fn pop_if(
+        &mut self,
+        mut current: impl FnMut(f64, &Due) -> bool,
+        wanted: impl Fn(f64, &Due) -> bool,
+    ) -> Option<Due> {
+        loop {
+            let top = self.heap.peek()?;
+            if !current(top.t, &top.due) {
+                self.heap.pop();
+            } else if wanted(top.t, &top.due) {
+                return self.heap.pop().map(|entry| entry.due);
+            } else {
+                return None;
+            }
+        }
+    }
+
     /// Drops the outdated entries (those for which `current` fails) once they outnumber `live`, the
     /// entries that can still be current, three to one: a long run of rate changes would otherwise
     /// grow the queue far past the cache, and every pop would pay for it.

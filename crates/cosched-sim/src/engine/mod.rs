@@ -223,6 +223,30 @@ pub(crate) struct Run {
     held_seconds: f64,
 }
 
+/// The versions a calendar entry must carry to be current: what it was computed from has not moved
+/// on.
+struct Standing<'s> {
+    states: &'s [JobState],
+    slot_version: u32,
+    timer_version: u32,
+}
+
+impl Standing<'_> {
+    fn holds(&self, due: &Due) -> bool {
+        match *due {
+            Due::Finish { job, version } => self.states[job]
+                .running()
+                .is_some_and(|run| run.finish_version == version),
+            Due::Threads { job, version } => self.states[job]
+                .running()
+                .is_some_and(|run| run.threads_version == version && run.pending.is_some()),
+            Due::Arrival => true,
+            Due::SlotEnd { version } => version == self.slot_version,
+            Due::Timer { version } => version == self.timer_version,
+        }
+    }
+}
+
 struct Engine<'a> {
     topology: &'a Topology,
     /// The workload's jobs, then (closed experiments) the later runs.
@@ -253,8 +277,6 @@ struct Engine<'a> {
     /// Jobs finished since the last plan change: still placed after the next one, they are an error.
     finished_since_plan: Vec<JobId>,
     book: RateBook,
-    /// Jobs the last rate refresh gave figures.
-    rated: Vec<usize>,
     rates_stale: bool,
     timer: Option<f64>,
     timer_version: u32,
@@ -326,7 +348,6 @@ impl<'a> Engine<'a> {
             plan: Plan::default(),
             finished_since_plan: Vec::new(),
             book: RateBook::default(),
-            rated: Vec::new(),
             rates_stale: false,
             timer: None,
             timer_version: 0,
@@ -373,19 +394,12 @@ impl<'a> Engine<'a> {
                 self.stats.sim_time = self.now;
                 return Ok(());
             }
-            let states = &self.states;
-            let (slot_version, timer_version) = (self.slot_version, self.timer_version);
-            let current = |_: f64, due: &Due| match *due {
-                Due::Finish { job, version } => states[job]
-                    .running()
-                    .is_some_and(|run| run.finish_version == version),
-                Due::Threads { job, version } => states[job]
-                    .running()
-                    .is_some_and(|run| run.threads_version == version && run.pending.is_some()),
-                Due::Arrival => true,
-                Due::SlotEnd { version } => version == slot_version,
-                Due::Timer { version } => version == timer_version,
+            let standing = Standing {
+                states: &self.states,
+                slot_version: self.slot_version,
+                timer_version: self.timer_version,
             };
+            let current = |_: f64, due: &Due| standing.holds(due);
             // At most a finish and a thread change per running job, plus an arrival, a slot end and a
             // timer.
             self.calendar.compact(2 * self.running_count + 3, current);
@@ -407,13 +421,7 @@ impl<'a> Engine<'a> {
     fn handle_event(&mut self, due: Due) -> Result<(), SimError> {
         match due {
             Due::Finish { job, .. } => self.finish(job),
-            Due::Threads { job, .. } => {
-                let threads = self.states[job]
-                    .running()
-                    .and_then(|run| run.pending)
-                    .map_or(0, |(_, threads)| threads);
-                self.change_threads(job, threads)
-            }
+            Due::Threads { job, .. } => self.change_threads_due(job),
             Due::Arrival => {
                 let i = self.arrivals[self.next_arrival];
                 self.next_arrival += 1;
@@ -589,20 +597,44 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    fn change_threads(&mut self, i: usize, threads: u32) -> Result<(), SimError> {
-        self.settle(i);
-        let id = self.jobs[i].spec.id;
-        let order = self.states[i].order;
-        if let Some(run) = self.states[i].running_mut() {
+    /// Job `i`'s thread change is due, and so may be others' at this instant: all of them take effect
+    /// before the policy hears of the first, as an executor polling the jobs would see them together.
+    fn change_threads_due(&mut self, i: usize) -> Result<(), SimError> {
+        let mut changed = vec![i];
+        let now = self.now;
+        let simultaneous = |t: f64, due: &Due| t == now && matches!(due, Due::Threads { .. });
+        let standing = Standing {
+            states: &self.states,
+            slot_version: self.slot_version,
+            timer_version: self.timer_version,
+        };
+        while let Some(Due::Threads { job, .. }) = self
+            .calendar
+            .pop_if(|_, due| standing.holds(due), simultaneous)
+        {
+            changed.push(job);
+        }
+        let mut events = Vec::with_capacity(changed.len());
+        for i in changed {
+            self.settle(i);
+            let id = self.jobs[i].spec.id;
+            let order = self.states[i].order;
+            let Some(run) = self.states[i].running_mut() else {
+                continue;
+            };
+            let threads = run.pending.take().map_or(0, |(_, threads)| threads);
             run.threads = threads;
-            run.pending = None;
+            if let Some(a) = self.active.get_mut(order) {
+                a.threads = threads;
+            }
+            self.job_changed(id);
+            self.emit(Record::Threads { job: id, threads })?;
+            events.push(Event::ThreadsChanged { job: id, threads });
         }
-        if let Some(a) = self.active.get_mut(order) {
-            a.threads = threads;
+        for event in events {
+            self.decide(event)?;
         }
-        self.job_changed(id);
-        self.emit(Record::Threads { job: id, threads })?;
-        self.decide(Event::ThreadsChanged { job: id, threads })
+        Ok(())
     }
 
     /// A job's runners changed (started, finished, new thread count): its slots need new rates.
@@ -889,16 +921,9 @@ impl<'a> Engine<'a> {
             options: self.options,
             current_slot: self.slot,
         };
-        let figures = self.book.figures(&inputs, &mut self.scratch);
-        for i in std::mem::take(&mut self.rated) {
-            if !self.book.figured(i) {
-                self.set_figures(i, Figures::default());
-            }
-        }
-        for &(i, f) in &figures {
+        for (i, f) in self.book.figures(&inputs, &mut self.scratch) {
             self.set_figures(i, f);
         }
-        self.rated = figures.into_iter().map(|(i, _)| i).collect();
     }
 
     fn set_figures(&mut self, i: usize, figures: Figures) {
@@ -1011,6 +1036,51 @@ mod tests {
         fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
             self.0.decide(ctx, event)
         }
+    }
+
+    /// A policy that notes, whenever it hears of a thread change, when, and every active job's
+    /// thread count.
+    struct WatchThreads {
+        inner: Box<dyn Policy>,
+        seen: Vec<(f64, JobId, Vec<u32>)>,
+    }
+
+    impl Policy for WatchThreads {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+
+        fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+            if let Event::ThreadsChanged { job, .. } = event {
+                let threads = ctx.jobs.iter().map(|j| j.threads).collect();
+                self.seen.push((ctx.now, *job, threads));
+            }
+            self.inner.decide(ctx, event)
+        }
+    }
+
+    #[test]
+    fn thread_changes_due_at_one_instant_take_effect_before_the_policy_hears_of_any() {
+        // Two alike malleable jobs share 6 CPUs, 3 each; a third arrives at t = 1 and EQ advises
+        // both down to 2 at once, so both adapt after the same delay.
+        let profile = "amdahl(serial=0.05, runtime=20, reconfig_delay=0.05)";
+        let jobs: Vec<SimJob> = [0.0, 0.0, 1.0]
+            .into_iter()
+            .enumerate()
+            .map(|(id, arrival)| sim_job(id as u32, profile, arrival, JobKind::Malleable, 6))
+            .collect();
+        let mut policy = WatchThreads {
+            inner: cosched_policies::create("eq").unwrap(),
+            seen: Vec::new(),
+        };
+        let machine = synthetic::parse("core:6").unwrap();
+        simulate(&machine, &jobs, &mut policy, &SimOptions::default()).unwrap();
+        let (_, job, threads) = policy
+            .seen
+            .iter()
+            .find(|(t, ..)| *t > 1.0)
+            .expect("the first two jobs adapt to the third");
+        assert_eq!(threads[..2], [2, 2], "heard of {job:?} first");
     }
 
     proptest! {

@@ -276,8 +276,13 @@ impl<'a> Engine<'a> {
                 _ => None,
             })
             .collect();
+        // All of this instant's thread changes take effect before the policy hears of the first.
+        let mut events = Vec::with_capacity(due.len());
         for (i, threads) in due {
-            self.change_threads(i, threads)?;
+            events.push(self.change_threads(i, threads)?);
+        }
+        for event in events {
+            self.decide(event)?;
         }
         while let Some(&i) = self.arrivals.get(self.next_arrival) {
             if self.jobs[i].spec.arrival > now {
@@ -418,7 +423,7 @@ impl<'a> Engine<'a> {
         self.arrive(j)
     }
 
-    fn change_threads(&mut self, i: usize, threads: u32) -> Result<(), SimError> {
+    fn change_threads(&mut self, i: usize, threads: u32) -> Result<Event, SimError> {
         let id = self.jobs[i].spec.id;
         self.states[i].threads = threads;
         self.states[i].pending = None;
@@ -427,7 +432,7 @@ impl<'a> Engine<'a> {
         }
         self.dirty = true;
         self.emit(Record::Threads { job: id, threads })?;
-        self.decide(Event::ThreadsChanged { job: id, threads })
+        Ok(Event::ThreadsChanged { job: id, threads })
     }
 
     fn deliver_samples(&mut self) -> Result<(), SimError> {
