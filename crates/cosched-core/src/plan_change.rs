@@ -72,6 +72,11 @@ impl PlanChange {
             if before.length.to_bits() != slot.length.to_bits() {
                 change.lengths.push((s, slot.length));
             }
+            // Most slots of a new plan are those of the old one; comparing them in order is cheaper
+            // than matching them by job.
+            if before.assignments == slot.assignments {
+                continue;
+            }
             let (Some(before_jobs), Some(after_jobs)) =
                 (by_job(&before.assignments), by_job(&slot.assignments))
             else {
@@ -103,18 +108,9 @@ impl PlanChange {
         let (unpinned, pinned) = diff(&old.pinned, &new.pinned);
         change.unpinned = unpinned;
         change.pinned = pinned.into_iter().cloned().collect();
-        change.unadvised = old
-            .advice
-            .keys()
-            .filter(|job| !new.advice.contains_key(job))
-            .copied()
-            .collect();
-        change.advice = new
-            .advice
-            .iter()
-            .filter(|(job, threads)| old.advice.get(job) != Some(threads))
-            .map(|(job, threads)| (*job, *threads))
-            .collect();
+        let (unadvised, advice) = advice_diff(&old.advice, &new.advice);
+        change.unadvised = unadvised;
+        change.advice = advice;
         change
     }
 
@@ -201,6 +197,27 @@ impl PlanChange {
 }
 
 /// Each job's CPUs in `assignments`; `None` if a job appears twice.
+/// Jobs advised in `old` but not in `new`, and the advice of `new` that is new or changed: one walk
+/// of both maps in job order, where looking each job up in the other map would cost a search apiece.
+fn advice_diff(
+    old: &BTreeMap<JobId, u32>,
+    new: &BTreeMap<JobId, u32>,
+) -> (Vec<JobId>, BTreeMap<JobId, u32>) {
+    let mut unadvised = Vec::new();
+    let mut changed = Vec::new();
+    let mut before = old.iter().peekable();
+    for (&job, &threads) in new {
+        while let Some((&gone, _)) = before.next_if(|(j, _)| **j < job) {
+            unadvised.push(gone);
+        }
+        if before.next_if(|(j, _)| **j == job).map(|(_, t)| *t) != Some(threads) {
+            changed.push((job, threads));
+        }
+    }
+    unadvised.extend(before.map(|(job, _)| *job));
+    (unadvised, changed.into_iter().collect())
+}
+
 fn by_job(assignments: &[Assignment]) -> Option<HashMap<JobId, &CpuSet>> {
     let jobs: HashMap<JobId, &CpuSet> = assignments.iter().map(|a| (a.job, &a.cpus)).collect();
     (jobs.len() == assignments.len()).then_some(jobs)

@@ -4,6 +4,7 @@
 //! machine allows sizes that do not nest (halves and thirds of a 6-core package), the chain takes the
 //! larger one at each step, which on the TACO machine gives the paper's 24, 12, 6, 3, 1 (§4.2).
 
+use super::lanes::Places;
 use cosched_core::{CpuSet, Topology};
 
 #[derive(Debug, Clone)]
@@ -12,6 +13,8 @@ pub struct Geometry {
     pub sizes: Vec<usize>,
     /// The partitions of each size, left to right.
     pub parts: Vec<Vec<CpuSet>>,
+    /// Where each level's partitions lie, to find a job's old partition among them.
+    pub places: Vec<Places>,
 }
 
 impl Geometry {
@@ -33,8 +36,13 @@ impl Geometry {
         } else {
             chain(topology, &candidates)
         };
-        let parts = sizes.iter().map(|&s| topology.partitions(s)).collect();
-        Geometry { sizes, parts }
+        let parts: Vec<Vec<CpuSet>> = sizes.iter().map(|&s| topology.partitions(s)).collect();
+        let places = parts.iter().map(|p| Places::of(p)).collect();
+        Geometry {
+            sizes,
+            parts,
+            places,
+        }
     }
 
     /// The coarsest level whose size is at most `cpus` (the finest level when none is).

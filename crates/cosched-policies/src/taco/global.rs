@@ -2,7 +2,7 @@
 //! grace periods (§2.3), per-job opt-out and weights (§2.4).
 
 use super::geometry::Geometry;
-use super::lanes::{deal, side_by_side, Lane};
+use super::lanes::{deal, side_by_side, Lane, Places};
 use super::levels::LevelState;
 use super::options::TacoOptions;
 use super::steady::Steady;
@@ -61,10 +61,11 @@ impl Global {
 
         let mut plan = Plan::default();
         let mut held = HashMap::with_capacity(ctx.jobs.len());
+        // Collected, then built into the map at once: cheaper than inserting one by one.
+        let mut advice = Vec::with_capacity(ctx.jobs.len());
         for (i, job) in opted_out.iter().enumerate() {
             let cpus = reserved[i % reserved.len()].clone();
-            plan.advice
-                .insert(job.spec.id, job.spec.threads_for(cpus.len()));
+            advice.push((job.spec.id, job.spec.threads_for(cpus.len())));
             held.insert(job.spec.id, cpus.clone());
             plan.pinned.push(Assignment {
                 job: job.spec.id,
@@ -126,7 +127,11 @@ impl Global {
             if members.is_empty() {
                 continue;
             }
-            let mut lanes = deal(partitions, &members, &self.held);
+            let places = match partitions {
+                Cow::Borrowed(_) => Cow::Borrowed(&geometry.places[level]),
+                Cow::Owned(reduced) => Cow::Owned(Places::of(reduced)),
+            };
+            let mut lanes = deal(partitions, &places, &members, &self.held);
             let longest = lanes.iter().map(|l| l.load()).fold(0.0, f64::max);
             if options.balance_levels {
                 // Exact shares: a lane shorter than the level idles for the rest of it. With equal
@@ -149,10 +154,10 @@ impl Global {
         }
         for (job, target) in coscheduled.iter().zip(&targets) {
             if let Some(level) = target {
-                plan.advice
-                    .insert(job.spec.id, job.spec.threads_for(geometry.sizes[*level]));
+                advice.push((job.spec.id, job.spec.threads_for(geometry.sizes[*level])));
             }
         }
+        plan.advice = advice.into_iter().collect();
         plan.timer = self
             .graces
             .values()
@@ -322,8 +327,8 @@ impl Global {
                 let wanted = job.spec.threads_for(geometry.sizes[level]);
                 let waiting = job.spec.kind == JobKind::Malleable
                     && job.started.is_some()
-                    && old.len() != geometry.sizes[level]
-                    && job.threads != wanted;
+                    && job.threads != wanted
+                    && old.len() != geometry.sizes[level];
                 if !waiting {
                     return target;
                 }

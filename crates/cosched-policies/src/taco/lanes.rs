@@ -99,6 +99,7 @@ pub fn side_by_side(lanes: &[Lane], span: f64) -> Vec<Slot> {
 /// that order, so that dealing the same jobs again changes nothing.
 pub fn deal(
     partitions: &[CpuSet],
+    places: &Places,
     jobs: &[(JobId, f64)],
     held: &HashMap<JobId, CpuSet>,
 ) -> Vec<Lane> {
@@ -118,7 +119,6 @@ pub fn deal(
     };
     // Each lane's jobs as indices into `jobs`, with the lane's load so far.
     let mut members: Vec<(Vec<usize>, f64)> = vec![(Vec::new(), 0.0); lanes.len()];
-    let places = Places::of(partitions);
     let mut homeless = Vec::new();
     for (k, &(job, duration)) in jobs.iter().enumerate() {
         let home = held
@@ -135,8 +135,10 @@ pub fn deal(
     // The emptiest lane first (fewest jobs, then least load, then first): ordered by (count, load,
     // index); loads are never negative, so their bits order them.
     let key = |i: usize, (jobs, load): &(Vec<usize>, f64)| (jobs.len(), load.to_bits(), i);
-    let mut emptiest: BTreeSet<(usize, u64, usize)> =
-        members.iter().enumerate().map(|(i, m)| key(i, m)).collect();
+    let mut emptiest: BTreeSet<(usize, u64, usize)> = BTreeSet::new();
+    if !homeless.is_empty() {
+        emptiest.extend(members.iter().enumerate().map(|(i, m)| key(i, m)));
+    }
     for k in homeless {
         let (_, _, i) = emptiest.pop_first().expect("at least one lane");
         members[i].0.push(k);
@@ -151,14 +153,15 @@ pub fn deal(
 }
 
 /// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it,
-/// indexed by CPU number (built on every plan, so a table rather than a hash map).
-struct Places {
+/// indexed by CPU number (a table rather than a hash map: every plan looks up every job).
+#[derive(Debug, Clone)]
+pub struct Places {
     of_cpu: Vec<Option<usize>>,
     by_first_cpu: Vec<Option<usize>>,
 }
 
 impl Places {
-    fn of(partitions: &[CpuSet]) -> Places {
+    pub fn of(partitions: &[CpuSet]) -> Places {
         let mut of_cpu: Vec<Option<usize>> = Vec::new();
         let mut by_first_cpu: Vec<Option<usize>> = Vec::new();
         let slot = |table: &mut Vec<Option<usize>>, cpu: u32| {
@@ -265,7 +268,8 @@ mod tests {
         }
         held.insert(JobId(3), cpus(2..3));
         let jobs: Vec<(JobId, f64)> = (0..4).map(|j| (JobId(j), 1.0)).collect();
-        let lanes = deal(&parts, &jobs, &held);
+        let places = Places::of(&parts);
+        let lanes = deal(&parts, &places, &jobs, &held);
         let ids = |lane: &Lane| lane.jobs.iter().map(|(j, _)| j.0).collect::<Vec<_>>();
         assert_eq!(ids(&lanes[0]), vec![0, 1]);
         // Job 2 moved in behind job 3 but takes its turn first, as the older job.
@@ -274,7 +278,7 @@ mod tests {
             .iter()
             .flat_map(|lane| lane.jobs.iter().map(|(job, _)| (*job, lane.cpus.clone())))
             .collect();
-        let again = deal(&parts, &jobs, &held);
+        let again = deal(&parts, &places, &jobs, &held);
         assert_eq!(
             again.iter().map(ids).collect::<Vec<_>>(),
             vec![vec![0, 1], vec![2, 3]]

@@ -6,7 +6,7 @@
 //! across units: the imbalance the paper names as this variant's cost.
 
 use super::geometry::Geometry;
-use super::lanes::{deal, side_by_side, Lane};
+use super::lanes::{deal, side_by_side, Lane, Places};
 use super::levels::threshold_down;
 use super::options::TacoOptions;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan};
@@ -85,7 +85,7 @@ impl Local {
         }
         let unit = self.units.swap_remove(index);
         let jobs: Vec<(JobId, f64)> = unit.jobs.iter().map(|j| (*j, 1.0)).collect();
-        let lanes = deal(&children, &jobs, &HashMap::new());
+        let lanes = deal(&children, &Places::of(&children), &jobs, &HashMap::new());
         let first_child = self.units.len();
         self.units.extend(lanes.into_iter().map(|lane| Unit {
             level: finer,
