@@ -10,7 +10,7 @@ use crate::event::{Event, Sample};
 use crate::job::{JobId, JobKind, JobSpec, SyncKind};
 use crate::policy::ActiveJob;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How long a malleable job may take to apply new advice before it is treated as fixed at the threads
 /// it runs, seconds. TACO's grace period (§2.3) is the time a malleable job is given to adapt; this is
@@ -236,28 +236,32 @@ pub struct Observer {
     tally: Tally,
 }
 
-/// How many jobs wait on advice and how many ignore it, so that the questions asked on every event
-/// cost nothing while every job follows advice.
-#[derive(Debug, Clone, Copy, Default)]
+/// Which jobs wait on advice (by when they were advised) and how many ignore it, so that the
+/// questions asked on every event cost nothing while every job follows advice, and little while some
+/// wait.
+#[derive(Debug, Clone, Default)]
 struct Tally {
-    pending: usize,
+    /// (time advised, as bits: never negative, so they sort as the times do; job).
+    pending: BTreeSet<(u64, JobId)>,
     ignoring: usize,
 }
 
 impl Tally {
-    /// Sets one job's `following` to `after`, counting the move.
-    fn set(&mut self, following: &mut Following, after: Following) {
-        for (state, up) in [(*following, false), (after, true)] {
-            let counter = match state {
-                Following::Pending { .. } => &mut self.pending,
-                Following::Ignores { .. } => &mut self.ignoring,
-                Following::Untested | Following::Follows { .. } => continue,
-            };
-            if up {
-                *counter += 1;
-            } else {
-                *counter -= 1;
+    /// Sets job `id`'s `following` to `after`, counting the move.
+    fn set(&mut self, id: JobId, following: &mut Following, after: Following) {
+        match *following {
+            Following::Pending { since, .. } => {
+                self.pending.remove(&(since.to_bits(), id));
             }
+            Following::Ignores { .. } => self.ignoring -= 1,
+            Following::Untested | Following::Follows { .. } => {}
+        }
+        match after {
+            Following::Pending { since, .. } => {
+                self.pending.insert((since.to_bits(), id));
+            }
+            Following::Ignores { .. } => self.ignoring += 1,
+            Following::Untested | Following::Follows { .. } => {}
         }
         *following = after;
     }
@@ -279,24 +283,25 @@ impl Observer {
                 {
                     if job.team_size == Some(threads) {
                         let follows = Following::Follows { lag: now - since };
-                        self.tally.set(&mut job.following, follows);
+                        self.tally.set(s.job, &mut job.following, follows);
                     }
                 }
             }
-            Event::ThreadsChanged { job, threads } => {
-                let job = self.jobs.entry(*job).or_default();
+            Event::ThreadsChanged { job: id, threads } => {
+                let job = self.jobs.entry(*id).or_default();
                 job.team_size = Some(*threads);
                 job.region_age = Some(0.0);
                 if let Following::Pending { since, .. } | Following::Ignores { since } =
                     job.following
                 {
                     let follows = Following::Follows { lag: now - since };
-                    self.tally.set(&mut job.following, follows);
+                    self.tally.set(*id, &mut job.following, follows);
                 }
             }
             Event::Finished { job } => {
                 if let Some(mut gone) = self.jobs.remove(job) {
-                    self.tally.set(&mut gone.following, Following::Untested);
+                    self.tally
+                        .set(*job, &mut gone.following, Following::Untested);
                 }
             }
             Event::Arrived { .. } | Event::Timer => {}
@@ -325,13 +330,14 @@ impl Observer {
                 threads,
             },
         };
-        self.tally.set(&mut observed.following, after);
+        self.tally.set(job.spec.id, &mut observed.following, after);
     }
 
-    /// Moves every job whose advice is overdue at `now` to `Ignores`; returns the ids that moved.
+    /// Moves every job whose advice is overdue at `now` to `Ignores`; returns the ids that moved, in
+    /// job order.
     pub fn expire(&mut self, now: f64) -> Vec<JobId> {
         debug_assert_eq!(
-            (self.tally.pending, self.tally.ignoring),
+            (self.tally.pending.len(), self.tally.ignoring),
             (
                 self.jobs
                     .values()
@@ -345,33 +351,25 @@ impl Observer {
             "the tally of advice states drifted from the jobs"
         );
         let mut moved = Vec::new();
-        if self.tally.pending == 0 {
-            return moved;
-        }
-        for (id, job) in &mut self.jobs {
-            if let Following::Pending { since, .. } = job.following {
-                if now - since >= ADVICE_DEADLINE - 1e-9 {
-                    self.tally
-                        .set(&mut job.following, Following::Ignores { since });
-                    moved.push(*id);
-                }
+        // The earliest advised first: once one is not overdue, no later one is.
+        while let Some(&(since, id)) = self.tally.pending.first() {
+            let since = f64::from_bits(since);
+            if now - since < ADVICE_DEADLINE - 1e-9 {
+                break;
             }
+            let job = self.jobs.get_mut(&id).expect("a pending job is observed");
+            self.tally
+                .set(id, &mut job.following, Following::Ignores { since });
+            moved.push(id);
         }
+        moved.sort_unstable();
         moved
     }
 
     /// The earliest time at which some pending advice becomes overdue.
     pub fn next_deadline(&self) -> Option<f64> {
-        if self.tally.pending == 0 {
-            return None;
-        }
-        self.jobs
-            .values()
-            .filter_map(|j| match j.following {
-                Following::Pending { since, .. } => Some(since + ADVICE_DEADLINE),
-                _ => None,
-            })
-            .reduce(f64::min)
+        let &(since, _) = self.tally.pending.first()?;
+        Some(f64::from_bits(since) + ADVICE_DEADLINE)
     }
 
     /// Whether some job does not follow advice: without one, no job is bound to its thread count.
