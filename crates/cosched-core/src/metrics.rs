@@ -17,7 +17,7 @@ use crate::job::{JobId, JobSpec};
 use crate::plan_change::PlanReplay;
 use crate::trace::{ExecutorKind, ExitStatus, Record, TraceLine};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// Floor of the bounded slowdown's denominator, seconds.
 pub const BOUNDED_SLOWDOWN_FLOOR: f64 = 10.0;
@@ -167,7 +167,11 @@ impl Summarizer {
             }
             Record::PlanChange(change) => {
                 self.plans.apply(change);
-                let touched: HashSet<JobId> = change.jobs().collect();
+                // Sorted, not hashed: a change touches a few jobs, and every assignment of the plan
+                // is looked up among them.
+                let mut touched: Vec<JobId> = change.jobs().collect();
+                touched.sort_unstable();
+                touched.dedup();
                 if !touched.is_empty() {
                     self.note_placements(Some(&touched));
                 }
@@ -199,7 +203,7 @@ impl Summarizer {
     }
 
     /// Counts the reconfigurations of the running jobs in the plan now in force (`only` those jobs).
-    fn note_placements(&mut self, only: Option<&HashSet<JobId>>) {
+    fn note_placements(&mut self, only: Option<&[JobId]>) {
         let plan = self.plans.current();
         let mut held: HashMap<JobId, CpuSet> = HashMap::new();
         for a in plan
@@ -208,7 +212,7 @@ impl Summarizer {
             .flat_map(|s| &s.assignments)
             .chain(&plan.pinned)
         {
-            if only.is_none_or(|jobs| jobs.contains(&a.job)) {
+            if only.is_none_or(|jobs| jobs.binary_search(&a.job).is_ok()) {
                 let cpus = held.entry(a.job).or_default();
                 *cpus = cpus.union(&a.cpus);
             }

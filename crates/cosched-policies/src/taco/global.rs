@@ -10,11 +10,18 @@ use cosched_core::{ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan,
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+/// A job's partition in the last plan, with its size: counted once, asked on every plan.
+#[derive(Debug, Clone)]
+struct Held {
+    cpus: CpuSet,
+    size: usize,
+}
+
 #[derive(Debug, Default)]
 pub struct Global {
     level: LevelState,
     /// The partition each job got in the last plan.
-    held: HashMap<JobId, CpuSet>,
+    held: HashMap<JobId, Held>,
     /// Deadline of each job's grace period, kept after it expires until the job has moved.
     graces: HashMap<JobId, f64>,
     /// The last plan's lanes, when they are TACO's steady state under a long queue.
@@ -66,7 +73,8 @@ impl Global {
         for (i, job) in opted_out.iter().enumerate() {
             let cpus = reserved[i % reserved.len()].clone();
             advice.push((job.spec.id, job.spec.threads_for(cpus.len())));
-            held.insert(job.spec.id, cpus.clone());
+            let size = cpus.len();
+            held.insert(job.spec.id, Held { cpus: cpus.clone(), size });
             plan.pinned.push(Assignment {
                 job: job.spec.id,
                 cpus,
@@ -131,7 +139,9 @@ impl Global {
                 Cow::Borrowed(_) => Cow::Borrowed(&geometry.places[level]),
                 Cow::Owned(reduced) => Cow::Owned(Places::of(reduced)),
             };
-            let mut lanes = deal(partitions, &places, &members, &self.held);
+            let mut lanes = deal(partitions, &places, &members, |job| {
+                self.held.get(&job).map(|h| &h.cpus)
+            });
             let longest = lanes.iter().map(|l| l.load()).fold(0.0, f64::max);
             if options.balance_levels {
                 // Exact shares: a lane shorter than the level idles for the rest of it. With equal
@@ -146,7 +156,9 @@ impl Global {
             let span = longest * unit;
             for lane in &lanes {
                 for (job, _) in &lane.jobs {
-                    held.insert(*job, lane.cpus.clone());
+                    let cpus = lane.cpus.clone();
+                    let size = geometry.sizes[level];
+                    held.insert(*job, Held { cpus, size });
                 }
             }
             plan.slots.extend(side_by_side(&lanes, span));
@@ -210,7 +222,8 @@ impl Global {
             ..change
         };
         self.held.remove(&finished);
-        self.held.insert(id, cpus);
+        let size = geometry.sizes[level];
+        self.held.insert(id, Held { cpus, size });
         Some(change)
     }
 
@@ -287,7 +300,7 @@ impl Global {
                     let was_coarser = self
                         .held
                         .get(&jobs[i].spec.id)
-                        .is_some_and(|cpus| cpus.len() >= coarser);
+                        .is_some_and(|held| held.size >= coarser);
                     (!was_coarser, std::cmp::Reverse(i))
                 })
                 .collect();
@@ -328,14 +341,14 @@ impl Global {
                 let waiting = job.spec.kind == JobKind::Malleable
                     && job.started.is_some()
                     && job.threads != wanted
-                    && old.len() != geometry.sizes[level];
+                    && old.size != geometry.sizes[level];
                 if !waiting {
                     return target;
                 }
                 // The old partition is found by a scan of its level, so only for a job that waits.
                 let old_level = geometry
-                    .level_of_size(old.len())
-                    .filter(|&l| available[l].contains(old));
+                    .level_of_size(old.size)
+                    .filter(|&l| available[l].contains(&old.cpus));
                 match old_level {
                     Some(old_level) => {
                         let deadline = self.graces.get(&id).copied().unwrap_or(ctx.now + grace);

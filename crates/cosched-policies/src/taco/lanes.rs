@@ -6,7 +6,7 @@
 //! lane switches jobs.
 
 use cosched_core::{Assignment, CpuSet, JobId, Slot};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone)]
 pub struct Lane {
@@ -97,11 +97,11 @@ pub fn side_by_side(lanes: &[Lane], span: f64) -> Vec<Slot> {
 /// job whose previous CPUs match a partition (the same set, or one containing or inside it) there while
 /// its lane has room. `jobs` are in arrival order, each with its duration; each lane takes its jobs in
 /// that order, so that dealing the same jobs again changes nothing.
-pub fn deal(
+pub fn deal<'h>(
     partitions: &[CpuSet],
     places: &Places,
     jobs: &[(JobId, f64)],
-    held: &HashMap<JobId, CpuSet>,
+    held: impl Fn(JobId) -> Option<&'h CpuSet>,
 ) -> Vec<Lane> {
     let mut lanes: Vec<Lane> = partitions.iter().cloned().map(Lane::new).collect();
     if lanes.is_empty() {
@@ -117,37 +117,42 @@ pub fn deal(
         }
         room
     };
-    // Each lane's jobs as indices into `jobs`, with the lane's load so far.
-    let mut members: Vec<(Vec<usize>, f64)> = vec![(Vec::new(), 0.0); lanes.len()];
+    // Each lane's job count and load so far, and each job's lane: flat, since a level may have a
+    // thousand lanes of a job or two each.
+    let mut count = vec![0usize; lanes.len()];
+    let mut load = vec![0.0f64; lanes.len()];
+    let mut lane_of = vec![0usize; jobs.len()];
     let mut homeless = Vec::new();
     for (k, &(job, duration)) in jobs.iter().enumerate() {
-        let home = held
-            .get(&job)
-            .and_then(|old| places.home_lane(old, partitions));
+        let home = held(job).and_then(|old| places.home_lane(old, partitions));
         match home {
-            Some(i) if has_room(members[i].0.len()) => {
-                members[i].0.push(k);
-                members[i].1 += duration;
+            Some(i) if has_room(count[i]) => {
+                lane_of[k] = i;
+                count[i] += 1;
+                load[i] += duration;
             }
             _ => homeless.push(k),
         }
     }
     // The emptiest lane first (fewest jobs, then least load, then first): ordered by (count, load,
     // index); loads are never negative, so their bits order them.
-    let key = |i: usize, (jobs, load): &(Vec<usize>, f64)| (jobs.len(), load.to_bits(), i);
     let mut emptiest: BTreeSet<(usize, u64, usize)> = BTreeSet::new();
     if !homeless.is_empty() {
-        emptiest.extend(members.iter().enumerate().map(|(i, m)| key(i, m)));
+        emptiest.extend((0..lanes.len()).map(|i| (count[i], load[i].to_bits(), i)));
     }
     for k in homeless {
         let (_, _, i) = emptiest.pop_first().expect("at least one lane");
-        members[i].0.push(k);
-        members[i].1 += jobs[k].1;
-        emptiest.insert(key(i, &members[i]));
+        lane_of[k] = i;
+        count[i] += 1;
+        load[i] += jobs[k].1;
+        emptiest.insert((count[i], load[i].to_bits(), i));
     }
-    for (lane, (mut ks, _)) in lanes.iter_mut().zip(members) {
-        ks.sort_unstable();
-        lane.jobs = ks.into_iter().map(|k| jobs[k]).collect();
+    for (lane, &n) in lanes.iter_mut().zip(&count) {
+        lane.jobs = Vec::with_capacity(n);
+    }
+    // In `jobs` order, so each lane takes its jobs in arrival order.
+    for (k, &i) in lane_of.iter().enumerate() {
+        lanes[i].jobs.push(jobs[k]);
     }
     lanes
 }
@@ -208,6 +213,7 @@ impl Places {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn cpus(range: std::ops::Range<u32>) -> CpuSet {
         CpuSet::from_range(range)
@@ -269,7 +275,7 @@ mod tests {
         held.insert(JobId(3), cpus(2..3));
         let jobs: Vec<(JobId, f64)> = (0..4).map(|j| (JobId(j), 1.0)).collect();
         let places = Places::of(&parts);
-        let lanes = deal(&parts, &places, &jobs, &held);
+        let lanes = deal(&parts, &places, &jobs, |j| held.get(&j));
         let ids = |lane: &Lane| lane.jobs.iter().map(|(j, _)| j.0).collect::<Vec<_>>();
         assert_eq!(ids(&lanes[0]), vec![0, 1]);
         // Job 2 moved in behind job 3 but takes its turn first, as the older job.
@@ -278,7 +284,7 @@ mod tests {
             .iter()
             .flat_map(|lane| lane.jobs.iter().map(|(job, _)| (*job, lane.cpus.clone())))
             .collect();
-        let again = deal(&parts, &places, &jobs, &held);
+        let again = deal(&parts, &places, &jobs, |j| held.get(&j));
         assert_eq!(
             again.iter().map(ids).collect::<Vec<_>>(),
             vec![vec![0, 1], vec![2, 3]]

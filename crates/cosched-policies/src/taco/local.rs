@@ -10,7 +10,6 @@ use super::lanes::{deal, side_by_side, Lane, Places};
 use super::levels::threshold_down;
 use super::options::TacoOptions;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan};
-use std::collections::HashMap;
 
 #[derive(Debug, Clone)]
 struct Unit {
@@ -85,7 +84,7 @@ impl Local {
         }
         let unit = self.units.swap_remove(index);
         let jobs: Vec<(JobId, f64)> = unit.jobs.iter().map(|j| (*j, 1.0)).collect();
-        let lanes = deal(&children, &Places::of(&children), &jobs, &HashMap::new());
+        let lanes = deal(&children, &Places::of(&children), &jobs, |_| None);
         let first_child = self.units.len();
         self.units.extend(lanes.into_iter().map(|lane| Unit {
             level: finer,
