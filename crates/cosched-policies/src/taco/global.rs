@@ -74,7 +74,13 @@ impl Global {
             let cpus = reserved[i % reserved.len()].clone();
             advice.push((job.spec.id, job.spec.threads_for(cpus.len())));
             let size = cpus.len();
-            held.insert(job.spec.id, Held { cpus: cpus.clone(), size });
+            held.insert(
+                job.spec.id,
+                Held {
+                    cpus: cpus.clone(),
+                    size,
+                },
+            );
             plan.pinned.push(Assignment {
                 job: job.spec.id,
                 cpus,

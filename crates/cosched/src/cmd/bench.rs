@@ -185,6 +185,9 @@ fn run_child_sim(
     policy: &str,
     traces: &std::path::Path,
 ) -> anyhow::Result<ChildRun> {
+    // Its notes (which model it runs) would break the table; kept for the error if it fails.
+    let notes_path = traces.with_extension("stderr");
+    let notes = std::fs::File::create(&notes_path)?;
     let started = Instant::now();
     let child = std::process::Command::new(std::env::current_exe()?)
         .arg("sim")
@@ -192,6 +195,7 @@ fn run_child_sim(
         .args(["--machine", machine, "--policy", policy, "--out"])
         .arg(traces)
         .stdout(std::process::Stdio::null())
+        .stderr(notes)
         .spawn()?;
     let mut status = 0;
     // SAFETY: wait4 only writes into the status and usage we pass; the child is ours and not yet reaped.
@@ -205,9 +209,11 @@ fn run_child_sim(
         );
     }
     if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        let said = std::fs::read_to_string(&notes_path).unwrap_or_default();
         anyhow::bail!(
-            "cosched sim {} --policy {policy} failed (wait status {status})",
-            workload.display()
+            "cosched sim {} --policy {policy} failed (wait status {status}): {}",
+            workload.display(),
+            said.trim()
         );
     }
     // Linux reports ru_maxrss in KiB.
