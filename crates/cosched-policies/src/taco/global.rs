@@ -6,9 +6,11 @@ use super::lanes::{deal, side_by_side, Lane, Places};
 use super::levels::LevelState;
 use super::options::TacoOptions;
 use super::steady::Steady;
-use cosched_core::{ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan, PlanChange};
+use cosched_core::{
+    ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan, PlanChange, Slot,
+};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A job's partition in the last plan, with its size: counted once, asked on every plan.
 #[derive(Debug, Clone)]
@@ -26,6 +28,37 @@ pub struct Global {
     graces: HashMap<JobId, f64>,
     /// The last plan's lanes, when they are TACO's steady state under a long queue.
     steady: Option<Steady>,
+    /// What the last plan decided for its coscheduled jobs, while none is opted out.
+    decided: Option<Decided>,
+}
+
+/// A plan's decisions, kept so that a thread change that only ends grace periods moves just the
+/// jobs that adapted ([`Global::adapted`]).
+#[derive(Debug)]
+struct Decided {
+    /// The coscheduled jobs, in the plan's order, and each one's target level, its level for now and
+    /// its turn's length.
+    jobs: Vec<JobId>,
+    targets: Vec<Option<usize>>,
+    effective: Vec<Option<usize>>,
+    durations: Vec<f64>,
+    /// Jobs (indices into `jobs`) that were moldable and not started: starting binds their threads,
+    /// which can change their level.
+    unstarted_moldable: Vec<usize>,
+    /// Jobs in their grace period (indices into `jobs`).
+    graced: Vec<usize>,
+    unit: f64,
+    /// The levels in use, finest first.
+    levels: Vec<LevelPlan>,
+    advice: BTreeMap<JobId, u32>,
+}
+
+/// One level's lanes and the slots they make.
+#[derive(Debug)]
+struct LevelPlan {
+    level: usize,
+    lanes: Vec<Lane>,
+    slots: Vec<Slot>,
 }
 
 impl Global {
@@ -115,60 +148,27 @@ impl Global {
         let durations: Vec<f64> = coscheduled
             .iter()
             .zip(&effective)
-            .map(|(job, level)| {
-                level.map_or(0.0, |l| {
-                    job.spec.weight.max(1e-6) / geometry.sizes[l] as f64
-                })
-            })
+            .map(|(job, &level)| duration(geometry, job, level))
             .collect();
-        let shortest = durations
-            .iter()
-            .copied()
-            .filter(|d| *d > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        let unit = options.slice / shortest;
-        let mut used = Vec::new();
+        let unit = options.slice / shortest(&durations);
+        let mut levels = Vec::new();
         // The finest level's slots first: it holds most jobs, and a job moving between coarser levels
         // then renumbers only the few slots behind it, not everyone's.
         for (level, partitions) in available.iter().enumerate().rev() {
-            let members: Vec<(JobId, f64)> = coscheduled
-                .iter()
-                .zip(&effective)
-                .zip(&durations)
-                .filter(|((_, l), _)| **l == Some(level))
-                .map(|((job, _), d)| (job.spec.id, *d))
-                .collect();
-            if members.is_empty() {
-                continue;
-            }
+            let ids = coscheduled.iter().map(|job| job.spec.id);
+            // A level short of its reserved partitions needs its own table.
             let places = match partitions {
                 Cow::Borrowed(_) => Cow::Borrowed(&geometry.places[level]),
                 Cow::Owned(reduced) => Cow::Owned(Places::of(reduced)),
             };
-            let mut lanes = deal(partitions, &places, &members, |job| {
-                self.held.get(&job).map(|h| &h.cpus)
-            });
-            let longest = lanes.iter().map(|l| l.load()).fold(0.0, f64::max);
-            if options.balance_levels {
-                // Exact shares: a lane shorter than the level idles for the rest of it. With equal
-                // weights §2.2 leaves no such lane; with unequal ones this is what exactness costs.
-                for lane in &mut lanes {
-                    let rest = longest - lane.load();
-                    if rest > longest * 1e-9 {
-                        lane.idle_for(rest);
-                    }
-                }
+            if let Some(planned) = self.plan_level(
+                partitions, &places, level, ids, &effective, &durations, unit, options,
+            ) {
+                levels.push(planned);
             }
-            let span = longest * unit;
-            for lane in &lanes {
-                for (job, _) in &lane.jobs {
-                    let cpus = lane.cpus.clone();
-                    let size = geometry.sizes[level];
-                    held.insert(*job, Held { cpus, size });
-                }
-            }
-            plan.slots.extend(side_by_side(&lanes, span));
-            used.push((level, lanes));
+        }
+        for planned in &levels {
+            self.hold(geometry, planned, &mut held);
         }
         for (job, target) in coscheduled.iter().zip(&targets) {
             if let Some(level) = target {
@@ -176,15 +176,208 @@ impl Global {
             }
         }
         plan.advice = advice.into_iter().collect();
-        plan.timer = self
-            .graces
+        plan.slots = levels
+            .iter()
+            .flat_map(|l| l.slots.iter().cloned())
+            .collect();
+        plan.timer = self.grace_timer(ctx.now);
+        self.held = held;
+        let jobs = || coscheduled.iter().copied();
+        self.steady = self.steady_state(opted_out.len(), jobs(), &targets, &effective, &levels);
+        self.decided = opted_out.is_empty().then(|| Decided {
+            jobs: jobs().map(|job| job.spec.id).collect(),
+            unstarted_moldable: jobs()
+                .enumerate()
+                .filter(|(_, job)| job.spec.kind == JobKind::Moldable && job.started.is_none())
+                .map(|(i, _)| i)
+                .collect(),
+            graced: jobs()
+                .enumerate()
+                .filter(|(_, job)| self.graces.contains_key(&job.spec.id))
+                .map(|(i, _)| i)
+                .collect(),
+            targets,
+            effective,
+            durations,
+            unit,
+            levels,
+            advice: plan.advice.clone(),
+        });
+        plan
+    }
+
+    /// The plan after a thread change when only grace periods can have ended, `None` when that does
+    /// not hold and a full plan must decide. Between the last plan and now no job came or went, so
+    /// every level keeps its job count and §2.2 promotes the same jobs: those it promoted are held on
+    /// the coarser level now, or still on their old one while they adapt, which keeps or strengthens
+    /// their claim, and those it did not lose theirs or keep it. Only the jobs whose grace period ended
+    /// move, from their old level to their target; the other levels keep their lanes and slots, and
+    /// every job its advice.
+    pub fn adapted(
+        &mut self,
+        ctx: &Context,
+        geometry: &Geometry,
+        options: &TacoOptions,
+    ) -> Option<Plan> {
+        let decided = self.decided.as_ref()?;
+        let same_jobs = ctx.jobs.len() == decided.jobs.len()
+            && ctx
+                .jobs
+                .iter()
+                .zip(&decided.jobs)
+                .all(|(job, id)| job.spec.id == *id)
+            && decided
+                .unstarted_moldable
+                .iter()
+                .all(|&i| ctx.jobs[i].started.is_none());
+        if !same_jobs {
+            return None;
+        }
+        let mut effective = decided.effective.clone();
+        let mut durations = decided.durations.clone();
+        let mut graces = HashMap::new();
+        let mut graced = Vec::new();
+        let mut affected = Vec::new();
+        for &i in &decided.graced {
+            let job = &ctx.jobs[i];
+            let available = |l: usize| Cow::Borrowed(geometry.parts[l].as_slice());
+            let (now, deadline) = self.grace(
+                ctx.now,
+                geometry,
+                available,
+                job,
+                decided.targets[i],
+                options,
+            );
+            if let Some(deadline) = deadline {
+                graces.insert(job.spec.id, deadline);
+                graced.push(i);
+            }
+            if now != effective[i] {
+                affected.extend(effective[i].into_iter().chain(now));
+                effective[i] = now;
+                durations[i] = duration(geometry, job, now);
+            }
+        }
+        let unit = options.slice / shortest(&durations);
+        if unit.to_bits() != decided.unit.to_bits() {
+            // Every level's slots change length: the full plan is no dearer.
+            return None;
+        }
+        let mut decided = self.decided.take()?;
+        self.graces = graces;
+        let mut kept = std::mem::take(&mut decided.levels).into_iter().peekable();
+        let mut levels = Vec::new();
+        let mut replanned = Vec::new();
+        for level in (0..geometry.sizes.len()).rev() {
+            let old = kept.next_if(|l| l.level == level);
+            if !affected.contains(&level) {
+                levels.extend(old);
+                continue;
+            }
+            let ids = decided.jobs.iter().copied();
+            if let Some(planned) = self.plan_level(
+                &geometry.parts[level],
+                &geometry.places[level],
+                level,
+                ids,
+                &effective,
+                &durations,
+                unit,
+                options,
+            ) {
+                replanned.push(levels.len());
+                levels.push(planned);
+            }
+        }
+        // Held places change only once every level is dealt, as in a full plan.
+        let mut held = std::mem::take(&mut self.held);
+        for &k in &replanned {
+            self.hold(geometry, &levels[k], &mut held);
+        }
+        self.held = held;
+        let plan = Plan {
+            slots: levels
+                .iter()
+                .flat_map(|l| l.slots.iter().cloned())
+                .collect(),
+            advice: decided.advice.clone(),
+            timer: self.grace_timer(ctx.now),
+            ..Plan::default()
+        };
+        self.steady = self.steady_state(0, ctx.jobs.iter(), &decided.targets, &effective, &levels);
+        self.decided = Some(Decided {
+            effective,
+            durations,
+            graced,
+            levels,
+            ..decided
+        });
+        Some(plan)
+    }
+
+    /// The lanes and slots of `level`, for the jobs `ids` (all of the plan's, in order) whose level
+    /// for now is this one; `None` if it has none.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_level(
+        &self,
+        partitions: &[CpuSet],
+        places: &Places,
+        level: usize,
+        ids: impl Iterator<Item = JobId>,
+        effective: &[Option<usize>],
+        durations: &[f64],
+        unit: f64,
+        options: &TacoOptions,
+    ) -> Option<LevelPlan> {
+        let members: Vec<(JobId, f64)> = ids
+            .zip(effective.iter().zip(durations))
+            .filter(|(_, (l, _))| **l == Some(level))
+            .map(|(id, (_, d))| (id, *d))
+            .collect();
+        if members.is_empty() {
+            return None;
+        }
+        let mut lanes = deal(partitions, places, &members, |job| {
+            self.held.get(&job).map(|h| &h.cpus)
+        });
+        let longest = lanes.iter().map(|l| l.load()).fold(0.0, f64::max);
+        if options.balance_levels {
+            // Exact shares: a lane shorter than the level idles for the rest of it. With equal
+            // weights §2.2 leaves no such lane; with unequal ones this is what exactness costs.
+            for lane in &mut lanes {
+                let rest = longest - lane.load();
+                if rest > longest * 1e-9 {
+                    lane.idle_for(rest);
+                }
+            }
+        }
+        let slots = side_by_side(&lanes, longest * unit);
+        Some(LevelPlan {
+            level,
+            lanes,
+            slots,
+        })
+    }
+
+    /// Records where `planned` puts its jobs.
+    fn hold(&self, geometry: &Geometry, planned: &LevelPlan, held: &mut HashMap<JobId, Held>) {
+        let size = geometry.sizes[planned.level];
+        for lane in &planned.lanes {
+            for (job, _) in &lane.jobs {
+                let cpus = lane.cpus.clone();
+                held.insert(*job, Held { cpus, size });
+            }
+        }
+    }
+
+    /// The earliest grace period still running, to wake the policy when it ends.
+    fn grace_timer(&self, now: f64) -> Option<f64> {
+        self.graces
             .values()
             .copied()
-            .filter(|deadline| *deadline > ctx.now)
-            .reduce(f64::min);
-        self.held = held;
-        self.steady = self.steady_state(opted_out.len(), &coscheduled, &targets, &effective, used);
-        plan
+            .filter(|deadline| *deadline > now)
+            .reduce(f64::min)
     }
 
     /// Whether the last plan placed `admitted` jobs or more: a newcomer then waits, and the plan holds.
@@ -235,21 +428,23 @@ impl Global {
 
     /// The steady state the plan just made, if it is one: no opted-out job and no grace period, every
     /// job of one weight where its target level is, and that level's lanes equally full.
-    fn steady_state(
+    fn steady_state<'j>(
         &self,
         opted_out: usize,
-        jobs: &[&ActiveJob],
+        mut jobs: impl Iterator<Item = &'j ActiveJob>,
         targets: &[Option<usize>],
         effective: &[Option<usize>],
-        mut used: Vec<(usize, Vec<Lane>)>,
+        levels: &[LevelPlan],
     ) -> Option<Steady> {
-        if opted_out > 0 || !self.graces.is_empty() || used.len() != 1 {
+        if opted_out > 0 || !self.graces.is_empty() || levels.len() != 1 {
             return None;
         }
-        let (level, lanes) = used.pop()?;
-        let weight = jobs.first()?.spec.weight;
-        let settled = jobs
-            .iter()
+        let LevelPlan { level, lanes, .. } = &levels[0];
+        let level = *level;
+        let first = jobs.next()?;
+        let weight = first.spec.weight;
+        let settled = std::iter::once(first)
+            .chain(jobs)
             .zip(targets.iter().zip(effective))
             .all(|(job, levels)| {
                 job.spec.weight == weight && levels == (&Some(level), &Some(level))
@@ -258,11 +453,11 @@ impl Global {
             return None;
         }
         let lanes = lanes
-            .into_iter()
+            .iter()
             .map(|lane| {
                 (
-                    lane.cpus,
-                    lane.jobs.into_iter().map(|(job, _)| job).collect(),
+                    lane.cpus.clone(),
+                    lane.jobs.iter().map(|(job, _)| *job).collect(),
                 )
             })
             .collect();
@@ -332,46 +527,78 @@ impl Global {
         options: &TacoOptions,
     ) -> Vec<Option<usize>> {
         let mut graces = HashMap::new();
+        let available = |l: usize| available[l].clone();
         let effective = jobs
             .iter()
             .zip(targets)
             .map(|(job, &target)| {
-                let (Some(grace), Some(level)) = (options.grace, target) else {
-                    return target;
-                };
-                let id = job.spec.id;
-                let Some(old) = self.held.get(&id) else {
-                    return target;
-                };
-                let wanted = job.spec.threads_for(geometry.sizes[level]);
-                let waiting = job.spec.kind == JobKind::Malleable
-                    && job.started.is_some()
-                    && job.threads != wanted
-                    && old.size != geometry.sizes[level];
-                if !waiting {
-                    return target;
+                let (level, deadline) =
+                    self.grace(ctx.now, geometry, available, job, target, options);
+                if let Some(deadline) = deadline {
+                    graces.insert(job.spec.id, deadline);
                 }
-                // The old partition is found by a scan of its level, so only for a job that waits.
-                let old_level = geometry
-                    .level_of_size(old.size)
-                    .filter(|&l| available[l].contains(&old.cpus));
-                match old_level {
-                    Some(old_level) => {
-                        let deadline = self.graces.get(&id).copied().unwrap_or(ctx.now + grace);
-                        graces.insert(id, deadline);
-                        if deadline > ctx.now {
-                            Some(old_level)
-                        } else {
-                            target
-                        }
-                    }
-                    None => target,
-                }
+                level
             })
             .collect();
         self.graces = graces;
         effective
     }
+
+    /// `job`'s level for now given its `target`, and the deadline of its grace period if it is in one
+    /// (kept after it passes, until the job has moved).
+    fn grace<'p>(
+        &self,
+        now: f64,
+        geometry: &Geometry,
+        available: impl Fn(usize) -> Cow<'p, [CpuSet]>,
+        job: &ActiveJob,
+        target: Option<usize>,
+        options: &TacoOptions,
+    ) -> (Option<usize>, Option<f64>) {
+        let (Some(grace), Some(level)) = (options.grace, target) else {
+            return (target, None);
+        };
+        let id = job.spec.id;
+        let Some(old) = self.held.get(&id) else {
+            return (target, None);
+        };
+        let wanted = job.spec.threads_for(geometry.sizes[level]);
+        let waiting = job.spec.kind == JobKind::Malleable
+            && job.started.is_some()
+            && job.threads != wanted
+            && old.size != geometry.sizes[level];
+        if !waiting {
+            return (target, None);
+        }
+        // The old partition is found by a scan of its level, so only for a job that waits.
+        let old_level = geometry
+            .level_of_size(old.size)
+            .filter(|&l| available(l).contains(&old.cpus));
+        match old_level {
+            Some(old_level) => {
+                let deadline = self.graces.get(&id).copied().unwrap_or(now + grace);
+                let level = if deadline > now { old_level } else { level };
+                (Some(level), Some(deadline))
+            }
+            None => (target, None),
+        }
+    }
+}
+
+/// A job's turn on `level`, in its lanes' unit: its weight over the level's partition size.
+fn duration(geometry: &Geometry, job: &ActiveJob, level: Option<usize>) -> f64 {
+    level.map_or(0.0, |l| {
+        job.spec.weight.max(1e-6) / geometry.sizes[l] as f64
+    })
+}
+
+/// The shortest turn of `durations` (those of placed jobs).
+fn shortest(durations: &[f64]) -> f64 {
+    durations
+        .iter()
+        .copied()
+        .filter(|d| *d > 0.0)
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// The finest level `job` may have, given the finest its threads can use (`cap`) and the current level.

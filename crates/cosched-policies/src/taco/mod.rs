@@ -90,7 +90,8 @@ impl Policy for Taco {
     }
 
     /// Under a long queue, most decisions need no full plan: a newcomer beyond the admitted jobs
-    /// changes nothing, and in the steady state a finished job's place goes to the next in the queue.
+    /// changes nothing, in the steady state a finished job's place goes to the next in the queue, and
+    /// a job that adapted moves on its own (with any other whose grace period ended).
     fn decide_change(
         &mut self,
         ctx: &Context,
@@ -104,6 +105,18 @@ impl Policy for Taco {
                 (Event::Finished { job }, Some(geometry)) => {
                     if let Some(change) = self.global.hand_over(ctx, geometry, *job, admitted) {
                         return Some(change);
+                    }
+                }
+                (Event::ThreadsChanged { job, .. }, Some(geometry))
+                    if self.options.grace.is_some() && self.global.in_grace(*job) =>
+                {
+                    let jobs = self::admitted(ctx.jobs, admitted);
+                    let ctx = &Context {
+                        jobs: &jobs,
+                        ..*ctx
+                    };
+                    if let Some(plan) = self.global.adapted(ctx, geometry, &self.options) {
+                        return Some(PlanChange::between(current, &plan));
                     }
                 }
                 _ => {}

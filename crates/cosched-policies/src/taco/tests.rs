@@ -554,3 +554,93 @@ fn under_a_long_queue_a_finished_jobs_place_goes_to_the_next_as_a_full_plan_woul
     assert!(jobs.is_empty());
     assert!(small >= 20, "only {small} hand-overs moved one lane");
 }
+
+/// What happens next in [`a_plan_made_of_changes_is_the_full_plan_through_any_events`].
+#[derive(Debug, Clone)]
+enum Step {
+    /// A job arrives: malleable, moldable or rigid, with at most this many threads.
+    Arrive(u8, u32),
+    /// The started job at this position (modulo their count) ends.
+    Finish(usize),
+    /// Started jobs adopt their advice, each told of at once (as an engine does with the thread
+    /// changes of one instant), or one by one.
+    Adapt { together: bool, every: usize },
+    /// Time passes: a second, then a timer (which may end grace periods).
+    Wait,
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0u8..3, 1u32..9).prop_map(|(kind, threads)| Step::Arrive(kind, threads)),
+        2 => any::<usize>().prop_map(Step::Finish),
+        3 => (any::<bool>(), 1usize..4).prop_map(|(together, every)| Step::Adapt { together, every }),
+        1 => Just(Step::Wait),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever the arrivals, finishes, adaptations (some jobs adapting, others not yet) and
+    /// timers, the policy that answers with changes and takes its shortcuts (hand-overs, jobs that
+    /// adapted) gives exactly the plans of one that plans in full every time.
+    #[test]
+    fn a_plan_made_of_changes_is_the_full_plan_through_any_events(
+        steps in prop::collection::vec(arb_step(), 1..60),
+    ) {
+        let options = TacoOptions { mpl: 2, ..TacoOptions::full() };
+        let mut twins = Twins {
+            topo: synthetic::parse("package:2 l3:1 core:4").unwrap(),
+            shortcut: Taco::new("taco", options.clone()),
+            full: Taco::new("taco", options),
+            plan: Plan::default(),
+        };
+        let mut jobs: Vec<ActiveJob> = Vec::new();
+        let mut now = 0.0;
+        let mut next_id = 0;
+        for step in steps {
+            now += 0.01;
+            match step {
+                Step::Arrive(kind, threads) => {
+                    let kind = [JobKind::Malleable, JobKind::Moldable, JobKind::Rigid][kind as usize];
+                    jobs.push(waiting(next_id, kind, 1, threads));
+                    twins.deliver(&mut jobs, now, Event::Arrived { job: JobId(next_id) });
+                    next_id += 1;
+                }
+                Step::Finish(k) => {
+                    let started: Vec<usize> =
+                        (0..jobs.len()).filter(|&i| jobs[i].started.is_some()).collect();
+                    if started.is_empty() {
+                        continue;
+                    }
+                    let gone = jobs.remove(started[k % started.len()]).spec.id;
+                    twins.deliver(&mut jobs, now, Event::Finished { job: gone });
+                }
+                Step::Adapt { together, every } => {
+                    let adapting: Vec<(usize, u32)> = (0..jobs.len())
+                        .filter(|&i| jobs[i].started.is_some() && jobs[i].spec.kind == JobKind::Malleable)
+                        .filter_map(|i| {
+                            let advice = *twins.plan.advice.get(&jobs[i].spec.id)?;
+                            (jobs[i].threads != advice).then_some((i, advice))
+                        })
+                        .step_by(every)
+                        .collect();
+                    if together {
+                        for &(i, threads) in &adapting {
+                            jobs[i].threads = threads;
+                        }
+                    }
+                    for (i, threads) in adapting {
+                        jobs[i].threads = threads;
+                        let job = jobs[i].spec.id;
+                        twins.deliver(&mut jobs, now, Event::ThreadsChanged { job, threads });
+                    }
+                }
+                Step::Wait => {
+                    now += 1.0;
+                    twins.deliver(&mut jobs, now, Event::Timer);
+                }
+            }
+        }
+    }
+}
