@@ -196,7 +196,6 @@ impl PlanChange {
     }
 }
 
-/// Each job's CPUs in `assignments`; `None` if a job appears twice.
 /// Jobs advised in `old` but not in `new`, and the advice of `new` that is new or changed: one walk
 /// of both maps in job order, where looking each job up in the other map would cost a search apiece.
 fn advice_diff(
@@ -218,6 +217,7 @@ fn advice_diff(
     (unadvised, changed.into_iter().collect())
 }
 
+/// Each job's CPUs in `assignments`; `None` if a job appears twice.
 fn by_job(assignments: &[Assignment]) -> Option<HashMap<JobId, &CpuSet>> {
     let jobs: HashMap<JobId, &CpuSet> = assignments.iter().map(|a| (a.job, &a.cpus)).collect();
     (jobs.len() == assignments.len()).then_some(jobs)

@@ -10,7 +10,7 @@ use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan, PlanChange, Slot,
 };
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// A job's partition in the last plan, with its size: counted once, asked on every plan.
 #[derive(Debug, Clone)]
@@ -50,7 +50,6 @@ struct Decided {
     unit: f64,
     /// The levels in use, finest first.
     levels: Vec<LevelPlan>,
-    advice: BTreeMap<JobId, u32>,
 }
 
 /// One level's lanes and the slots they make.
@@ -59,6 +58,19 @@ struct LevelPlan {
     level: usize,
     lanes: Vec<Lane>,
     slots: Vec<Slot>,
+}
+
+impl LevelPlan {
+    /// Records in `held` where this level puts its jobs.
+    fn hold(&self, geometry: &Geometry, held: &mut HashMap<JobId, Held>) {
+        let size = geometry.sizes[self.level];
+        for lane in &self.lanes {
+            for (job, _) in &lane.jobs {
+                let cpus = lane.cpus.clone();
+                held.insert(*job, Held { cpus, size });
+            }
+        }
+    }
 }
 
 impl Global {
@@ -168,13 +180,9 @@ impl Global {
             }
         }
         for planned in &levels {
-            self.hold(geometry, planned, &mut held);
+            planned.hold(geometry, &mut held);
         }
-        for (job, target) in coscheduled.iter().zip(&targets) {
-            if let Some(level) = target {
-                advice.push((job.spec.id, job.spec.threads_for(geometry.sizes[*level])));
-            }
-        }
+        advice.extend(advice_for(geometry, coscheduled.iter().copied(), &targets));
         plan.advice = advice.into_iter().collect();
         plan.slots = levels
             .iter()
@@ -201,7 +209,6 @@ impl Global {
             durations,
             unit,
             levels,
-            advice: plan.advice.clone(),
         });
         plan
     }
@@ -238,9 +245,10 @@ impl Global {
         let mut graces = HashMap::new();
         let mut graced = Vec::new();
         let mut affected = Vec::new();
+        // No job is opted out, so no partition is reserved: every level has all of its own.
+        let available = |l: usize| geometry.parts[l].as_slice();
         for &i in &decided.graced {
             let job = &ctx.jobs[i];
-            let available = |l: usize| Cow::Borrowed(geometry.parts[l].as_slice());
             let (now, deadline) = self.grace(
                 ctx.now,
                 geometry,
@@ -291,17 +299,15 @@ impl Global {
             }
         }
         // Held places change only once every level is dealt, as in a full plan.
-        let mut held = std::mem::take(&mut self.held);
         for &k in &replanned {
-            self.hold(geometry, &levels[k], &mut held);
+            levels[k].hold(geometry, &mut self.held);
         }
-        self.held = held;
         let plan = Plan {
             slots: levels
                 .iter()
                 .flat_map(|l| l.slots.iter().cloned())
                 .collect(),
-            advice: decided.advice.clone(),
+            advice: advice_for(geometry, ctx.jobs.iter(), &decided.targets).collect(),
             timer: self.grace_timer(ctx.now),
             ..Plan::default()
         };
@@ -358,17 +364,6 @@ impl Global {
             lanes,
             slots,
         })
-    }
-
-    /// Records where `planned` puts its jobs.
-    fn hold(&self, geometry: &Geometry, planned: &LevelPlan, held: &mut HashMap<JobId, Held>) {
-        let size = geometry.sizes[planned.level];
-        for lane in &planned.lanes {
-            for (job, _) in &lane.jobs {
-                let cpus = lane.cpus.clone();
-                held.insert(*job, Held { cpus, size });
-            }
-        }
     }
 
     /// The earliest grace period still running, to wake the policy when it ends.
@@ -527,7 +522,7 @@ impl Global {
         options: &TacoOptions,
     ) -> Vec<Option<usize>> {
         let mut graces = HashMap::new();
-        let available = |l: usize| available[l].clone();
+        let available = |l: usize| &*available[l];
         let effective = jobs
             .iter()
             .zip(targets)
@@ -550,7 +545,7 @@ impl Global {
         &self,
         now: f64,
         geometry: &Geometry,
-        available: impl Fn(usize) -> Cow<'p, [CpuSet]>,
+        available: impl Fn(usize) -> &'p [CpuSet],
         job: &ActiveJob,
         target: Option<usize>,
         options: &TacoOptions,
@@ -583,6 +578,18 @@ impl Global {
             None => (target, None),
         }
     }
+}
+
+/// Each of `jobs`' advice: the threads for its `targets` level's partitions.
+fn advice_for<'j>(
+    geometry: &'j Geometry,
+    jobs: impl Iterator<Item = &'j ActiveJob> + 'j,
+    targets: &'j [Option<usize>],
+) -> impl Iterator<Item = (JobId, u32)> + 'j {
+    jobs.zip(targets).filter_map(|(job, target)| {
+        let level = (*target)?;
+        Some((job.spec.id, job.spec.threads_for(geometry.sizes[level])))
+    })
 }
 
 /// A job's turn on `level`, in its lanes' unit: its weight over the level's partition size.

@@ -394,16 +394,13 @@ impl<'a> Engine<'a> {
                 self.stats.sim_time = self.now;
                 return Ok(());
             }
-            let standing = Standing {
-                states: &self.states,
-                slot_version: self.slot_version,
-                timer_version: self.timer_version,
-            };
-            let current = |_: f64, due: &Due| standing.holds(due);
             // At most a finish and a thread change per running job, plus an arrival, a slot end and a
             // timer.
-            self.calendar.compact(2 * self.running_count + 3, current);
-            let next = self.calendar.pop(current);
+            let live = 2 * self.running_count + 3;
+            let (calendar, standing) = self.calendar_and_standing();
+            let current = |_: f64, due: &Due| standing.holds(due);
+            calendar.compact(live, current);
+            let next = calendar.pop(current);
             let Some((t, due)) = next else {
                 check_stall(self.active.len(), false, None).map_err(|e| self.plan_error(e))?;
                 unreachable!("jobs are active, so check_stall reports the stall");
@@ -411,6 +408,16 @@ impl<'a> Engine<'a> {
             self.now = self.now.max(t);
             self.handle(due)?;
         }
+    }
+
+    /// The calendar, and what tells its current entries from outdated ones.
+    fn calendar_and_standing(&mut self) -> (&mut Calendar, Standing<'_>) {
+        let standing = Standing {
+            states: &self.states,
+            slot_version: self.slot_version,
+            timer_version: self.timer_version,
+        };
+        (&mut self.calendar, standing)
     }
 
     fn handle(&mut self, due: Due) -> Result<(), SimError> {
@@ -603,14 +610,9 @@ impl<'a> Engine<'a> {
         let mut changed = vec![i];
         let now = self.now;
         let simultaneous = |t: f64, due: &Due| t == now && matches!(due, Due::Threads { .. });
-        let standing = Standing {
-            states: &self.states,
-            slot_version: self.slot_version,
-            timer_version: self.timer_version,
-        };
-        while let Some(Due::Threads { job, .. }) = self
-            .calendar
-            .pop_if(|_, due| standing.holds(due), simultaneous)
+        let (calendar, standing) = self.calendar_and_standing();
+        while let Some(Due::Threads { job, .. }) =
+            calendar.pop_if(|_, due| standing.holds(due), simultaneous)
         {
             changed.push(job);
         }
