@@ -14,7 +14,7 @@
 
 use crate::cpuset::CpuSet;
 use crate::job::{JobId, JobSpec};
-use crate::plan_change::PlanReplay;
+use crate::plan_change::Placements;
 use crate::trace::{ExecutorKind, ExitStatus, Record, TraceLine};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -133,7 +133,7 @@ pub struct Summarizer {
     summary: RunSummary,
     open: HashMap<JobId, JobTrack>,
     done: BTreeMap<JobId, JobResult>,
-    plans: PlanReplay,
+    placements: Placements,
 }
 
 impl Summarizer {
@@ -162,19 +162,16 @@ impl Summarizer {
                 track.isolated = *isolated;
             }
             Record::Plan { plan } => {
-                self.plans.replace(plan);
-                self.note_placements(None);
+                self.placements.replace(plan);
+                let jobs: Vec<JobId> = self.placements.jobs().collect();
+                self.note_placements(jobs);
             }
             Record::PlanChange(change) => {
-                self.plans.apply(change);
-                // Sorted, not hashed: a change touches a few jobs, and every assignment of the plan
-                // is looked up among them.
+                self.placements.apply(change);
                 let mut touched: Vec<JobId> = change.jobs().collect();
                 touched.sort_unstable();
                 touched.dedup();
-                if !touched.is_empty() {
-                    self.note_placements(Some(&touched));
-                }
+                self.note_placements(touched);
             }
             Record::Start { job, .. } => {
                 let track = self.open.entry(*job).or_default();
@@ -202,23 +199,11 @@ impl Summarizer {
         }
     }
 
-    /// Counts the reconfigurations of the running jobs in the plan now in force (`only` those jobs).
-    fn note_placements(&mut self, only: Option<&[JobId]>) {
-        let plan = self.plans.current();
-        let mut held: HashMap<JobId, CpuSet> = HashMap::new();
-        for a in plan
-            .slots
-            .iter()
-            .flat_map(|s| &s.assignments)
-            .chain(&plan.pinned)
-        {
-            if only.is_none_or(|jobs| jobs.binary_search(&a.job).is_ok()) {
-                let cpus = held.entry(a.job).or_default();
-                *cpus = cpus.union(&a.cpus);
-            }
-        }
-        for (id, cpus) in held {
-            if let Some(track) = self.open.get_mut(&id) {
+    /// Counts the reconfigurations of `jobs` under the plan now in force.
+    fn note_placements(&mut self, jobs: Vec<JobId>) {
+        for id in jobs {
+            if let (Some(track), Some(cpus)) = (self.open.get_mut(&id), self.placements.cpus_of(id))
+            {
                 track.note_cpus(cpus);
             }
         }

@@ -271,6 +271,107 @@ impl PlanReplay {
     }
 }
 
+/// Each job's CPUs under the plan in force while a trace is read, kept by job and slot: a change
+/// costs what it moves, where rebuilding a job's CPUs from the whole plan costs every assignment of it
+/// (a thousand on a large machine) on every change.
+#[derive(Debug, Default, Clone)]
+pub struct Placements {
+    /// Each slot's jobs and their CPUs there (a slot that lists a job twice gives it both sets).
+    slots: Vec<HashMap<JobId, CpuSet>>,
+    pinned: HashMap<JobId, CpuSet>,
+    /// The slots that hold each job.
+    slots_of: HashMap<JobId, Vec<usize>>,
+}
+
+impl Placements {
+    pub fn replace(&mut self, plan: &Plan) {
+        *self = Placements::default();
+        self.slots.resize_with(plan.slots.len(), HashMap::new);
+        for (s, slot) in plan.slots.iter().enumerate() {
+            for a in &slot.assignments {
+                self.place(s, a.job, &a.cpus, true);
+            }
+        }
+        for a in &plan.pinned {
+            let cpus = self.pinned.entry(a.job).or_default();
+            *cpus = cpus.union(&a.cpus);
+        }
+    }
+
+    /// Follows [`PlanChange::apply`] step by step.
+    pub fn apply(&mut self, change: &PlanChange) {
+        for s in change.slots..self.slots.len() {
+            self.empty(s);
+        }
+        self.slots.resize_with(change.slots, HashMap::new);
+        for &s in &change.cleared {
+            self.empty(s);
+        }
+        for &(s, job) in &change.removed {
+            if self.slots[s].remove(&job).is_some() {
+                self.leave(job, s);
+            }
+        }
+        for p in &change.placed {
+            // A rebuilt slot lists a job twice where its plan did; elsewhere a job's place is replaced.
+            let twice = change.cleared.contains(&p.slot);
+            self.place(p.slot, p.job, &p.cpus, twice);
+        }
+        for job in &change.unpinned {
+            self.pinned.remove(job);
+        }
+        for pin in &change.pinned {
+            self.pinned.insert(pin.job, pin.cpus.clone());
+        }
+    }
+
+    /// All CPUs `job` has in the plan, over its slots and its pinned set; `None` if it has no place.
+    pub fn cpus_of(&self, job: JobId) -> Option<CpuSet> {
+        let in_slots = self.slots_of.get(&job).into_iter().flatten();
+        in_slots
+            .map(|&s| &self.slots[s][&job])
+            .chain(self.pinned.get(&job))
+            .fold(None, |all: Option<CpuSet>, cpus| {
+                Some(all.map_or_else(|| cpus.clone(), |all| all.union(cpus)))
+            })
+    }
+
+    /// Every job with a place in the plan.
+    pub fn jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        let pinned_only = self
+            .pinned
+            .keys()
+            .filter(|j| !self.slots_of.contains_key(j));
+        self.slots_of.keys().chain(pinned_only).copied()
+    }
+
+    fn place(&mut self, s: usize, job: JobId, cpus: &CpuSet, add: bool) {
+        match self.slots[s].get_mut(&job) {
+            Some(held) if add => *held = held.union(cpus),
+            Some(held) => *held = cpus.clone(),
+            None => {
+                self.slots[s].insert(job, cpus.clone());
+                self.slots_of.entry(job).or_default().push(s);
+            }
+        }
+    }
+
+    fn empty(&mut self, s: usize) {
+        for job in std::mem::take(&mut self.slots[s]).into_keys() {
+            self.leave(job, s);
+        }
+    }
+
+    fn leave(&mut self, job: JobId, s: usize) {
+        if let Some(slots) = self.slots_of.get_mut(&job) {
+            slots.retain(|&held| held != s);
+            if slots.is_empty() {
+                self.slots_of.remove(&job);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,6 +435,38 @@ mod tests {
             change.apply(&mut rebuilt);
             prop_assert_eq!(normalized(&rebuilt), normalized(&new));
         }
+
+        #[test]
+        fn placements_follow_a_chain_of_changes_as_the_whole_plans_do(
+            plans in prop::collection::vec(arb_plan(), 1..6)
+        ) {
+            let mut placements = Placements::default();
+            placements.replace(&plans[0]);
+            for pair in plans.windows(2) {
+                placements.apply(&PlanChange::between(&pair[0], &pair[1]));
+                let whole = cpus_by_job(&pair[1]);
+                let kept: BTreeMap<JobId, CpuSet> = placements
+                    .jobs()
+                    .map(|job| (job, placements.cpus_of(job).expect("placed")))
+                    .collect();
+                prop_assert_eq!(kept, whole);
+            }
+        }
+    }
+
+    /// Each job's CPUs over all of `plan`, read from the whole plan.
+    fn cpus_by_job(plan: &Plan) -> BTreeMap<JobId, CpuSet> {
+        let mut held: BTreeMap<JobId, CpuSet> = BTreeMap::new();
+        for a in plan
+            .slots
+            .iter()
+            .flat_map(|s| &s.assignments)
+            .chain(&plan.pinned)
+        {
+            let cpus = held.entry(a.job).or_default();
+            *cpus = cpus.union(&a.cpus);
+        }
+        held
     }
 
     #[test]

@@ -14,7 +14,7 @@
 use cosched_core::observe::Observer;
 use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, PlanChange, Policy, Topology};
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 pub struct AdviceCheck {
     inner: Box<dyn Policy>,
@@ -26,6 +26,13 @@ pub struct AdviceCheck {
     inner_timer: Option<f64>,
     /// When the last change was given (`decide_change`).
     last_plan_at: f64,
+    /// Each active job's place in the order of arrivals, to find it in a context without a scan.
+    arrivals: HashMap<JobId, u64>,
+    next_arrival: u64,
+    /// Jobs placed by a change before they started: their advice counts once they run.
+    placed_unstarted: Vec<JobId>,
+    /// Jobs that started since some change was given, and when.
+    started: Vec<(JobId, f64)>,
 }
 
 impl AdviceCheck {
@@ -37,6 +44,10 @@ impl AdviceCheck {
             plan: None,
             inner_timer: None,
             last_plan_at: 0.0,
+            arrivals: HashMap::new(),
+            next_arrival: 0,
+            placed_unstarted: Vec::new(),
+            started: Vec::new(),
         }
     }
 
@@ -90,8 +101,16 @@ impl AdviceCheck {
     /// Takes in one event; returns the jobs that started or stopped being bound to their threads.
     fn take_in(&mut self, ctx: &Context, event: &Event) -> Vec<JobId> {
         self.observer.observe(ctx.now, event);
-        if let Event::Finished { job } = event {
-            self.fixed.remove(job);
+        match event {
+            Event::Arrived { job } => {
+                self.arrivals.insert(*job, self.next_arrival);
+                self.next_arrival += 1;
+            }
+            Event::Finished { job } => {
+                self.fixed.remove(job);
+                self.arrivals.remove(job);
+            }
+            _ => {}
         }
         self.observer.expire(ctx.now);
         // Looking every job up costs more than the policy itself on most events, and no job is fixed
@@ -111,6 +130,57 @@ impl AdviceCheck {
             .collect();
         self.fixed = now_fixed;
         changed
+    }
+
+    /// Job `id` of `ctx`, found by its place among the arrivals (a context lists its jobs in arrival
+    /// order), or by a scan if that fails.
+    fn find<'c>(&self, ctx: &Context<'c>, id: JobId) -> Option<&'c ActiveJob> {
+        let found = self.arrivals.get(&id).and_then(|&order| {
+            let before =
+                |job: &ActiveJob| self.arrivals.get(&job.spec.id).is_some_and(|&o| o < order);
+            ctx.jobs
+                .get(ctx.jobs.partition_point(before))
+                .filter(|job| job.spec.id == id)
+        });
+        found.or_else(|| ctx.jobs.iter().find(|job| job.spec.id == id))
+    }
+
+    /// Notes the jobs `change` places that have not started yet, to record their advice once they
+    /// do (the executor starts them as it applies the change).
+    fn note_placed(&mut self, ctx: &Context, change: &PlanChange) {
+        let placed = change.placed.iter().map(|p| p.job);
+        for id in placed.chain(change.pinned.iter().map(|p| p.job)) {
+            if self.find(ctx, id).is_some_and(|job| job.started.is_none()) {
+                self.placed_unstarted.push(id);
+            }
+        }
+    }
+
+    /// The jobs that started at or after the last change given, found among those placed unstarted.
+    fn started_since_last_change<'c>(&mut self, ctx: &Context<'c>) -> Vec<&'c ActiveJob> {
+        let mut still = std::mem::take(&mut self.placed_unstarted);
+        still.sort_unstable();
+        still.dedup();
+        still.retain(|&id| match self.find(ctx, id) {
+            Some(job) => match job.started {
+                Some(t) => {
+                    self.started.push((id, t));
+                    false
+                }
+                None => true,
+            },
+            None => false,
+        });
+        self.placed_unstarted = still;
+        let since = self.last_plan_at;
+        self.started.retain(|&(_, t)| t >= since);
+        let started = std::mem::take(&mut self.started);
+        let jobs = started
+            .iter()
+            .filter_map(|&(id, _)| self.find(ctx, id))
+            .collect();
+        self.started = started;
+        jobs
     }
 
     fn inner_due(&self, now: f64) -> bool {
@@ -180,9 +250,13 @@ impl Policy for AdviceCheck {
         let changed = self.take_in(ctx, event);
         if !changed.is_empty() || !self.fixed.is_empty() {
             self.plan = Some(current.clone());
-            return self
+            let change = self
                 .decide_taken(ctx, event, &changed)
                 .map(|plan| PlanChange::between(current, &plan));
+            if let Some(change) = &change {
+                self.note_placed(ctx, change);
+            }
+            return change;
         }
         let change = match event {
             Event::Timer if !self.inner_due(ctx.now) => None,
@@ -197,16 +271,16 @@ impl Policy for AdviceCheck {
                 None if change.unadvised.contains(id) => None,
                 None => current.advice.get(id).copied(),
             };
-            for job in ctx.jobs {
-                let id = &job.spec.id;
-                let fresh = job.started.is_some_and(|t| t >= self.last_plan_at);
-                if fresh || change.advice.contains_key(id) {
-                    if let Some(threads) = advice(id) {
-                        self.observer.advised(ctx.now, job, threads);
-                    }
+            let mut jobs = self.started_since_last_change(ctx);
+            jobs.retain(|job| !change.advice.contains_key(&job.spec.id));
+            jobs.extend(change.advice.keys().filter_map(|&id| self.find(ctx, id)));
+            for job in jobs {
+                if let Some(threads) = advice(&job.spec.id) {
+                    self.observer.advised(ctx.now, job, threads);
                 }
             }
             self.last_plan_at = ctx.now;
+            self.note_placed(ctx, change);
         }
         let deadline = self.observer.next_deadline();
         let timer = combine(self.inner_timer, deadline);
@@ -346,6 +420,84 @@ mod tests {
                 assert_eq!(shown[0].spec.kind, JobKind::Malleable, "{policy}");
             }
         }
+    }
+
+    /// Asks for a change at `now` and applies it to `plan`, starting every job it places with
+    /// `threads_at_start` threads or, if `None`, with its advice.
+    fn change_at(
+        run: &mut Run,
+        plan: &mut Plan,
+        now: f64,
+        event: Event,
+        threads_at_start: Option<u32>,
+    ) -> Option<PlanChange> {
+        let ctx = Context {
+            topology: &run.topology,
+            now,
+            jobs: &run.jobs,
+        };
+        let change = run.policy.decide_change(&ctx, &event, plan)?;
+        change.apply(plan);
+        for job in &mut run.jobs {
+            let placed = change.placed.iter().any(|p| p.job == job.spec.id);
+            if placed && job.started.is_none() {
+                job.started = Some(now);
+                let advice = plan.advice.get(&job.spec.id).copied();
+                job.threads = threads_at_start.or(advice).unwrap_or(1);
+            }
+        }
+        Some(change)
+    }
+
+    /// Two CPUs and two threads of advice for each job, in arrival order.
+    struct Pairs;
+
+    impl Policy for Pairs {
+        fn name(&self) -> &str {
+            "pairs"
+        }
+
+        fn decide(&mut self, ctx: &Context, _: &Event) -> Option<Plan> {
+            let place = |(i, job): (usize, &ActiveJob)| cosched_core::Assignment {
+                job: job.spec.id,
+                cpus: (2 * i as u32..2 * i as u32 + 2).collect(),
+            };
+            let mut plan = Plan::space_sharing(ctx.jobs.iter().enumerate().map(place).collect());
+            plan.advice = ctx.jobs.iter().map(|job| (job.spec.id, 2)).collect();
+            Some(plan)
+        }
+    }
+
+    #[test]
+    fn a_job_that_starts_against_its_advice_is_caught_when_plans_come_as_changes() {
+        let mut run = Run {
+            topology: presets::machine("package:1 core:4").unwrap(),
+            jobs: Vec::new(),
+            policy: AdviceCheck::new(Box::new(Pairs)),
+        };
+        let mut plan = Plan::default();
+        let arrive = |run: &mut Run, plan: &mut Plan, id: u32, now: f64, threads| {
+            let mut job = waiting(id, JobKind::Malleable, 1, 4);
+            job.spec.arrival = now;
+            run.jobs.push(job);
+            change_at(run, plan, now, Event::Arrived { job: JobId(id) }, threads)
+        };
+        // Job 0 is advised 2 threads as it is placed but starts with 4 and never changes.
+        arrive(&mut run, &mut plan, 0, 0.0, Some(4)).expect("job 0 placed");
+        // Its advice is not new in the next change; that it started is what counts.
+        let change = arrive(&mut run, &mut plan, 1, 0.5, None).expect("job 1 placed");
+        assert!(!change.advice.contains_key(&JobId(0)));
+        assert!(run.policy.fixed.is_empty());
+        let late = 0.5 + ADVICE_DEADLINE + 0.1;
+        change_at(&mut run, &mut plan, late, Event::Timer, None);
+        assert!(
+            run.policy.fixed.contains(&JobId(0)),
+            "job 0 still counts as following advice it never applied"
+        );
+        assert!(
+            !run.policy.fixed.contains(&JobId(1)),
+            "job 1 started as advised"
+        );
     }
 
     #[test]
