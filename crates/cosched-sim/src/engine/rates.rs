@@ -67,8 +67,8 @@ impl RateBook {
     /// evaluated again.
     pub fn change(&mut self, change: &PlanChange, plan: &Plan) {
         let count = plan.slots.len().max(1);
-        let reshaped = plan.slots.len() != self.plan_slots || !change.cleared.is_empty();
-        self.plan_slots = plan.slots.len();
+        let (before, slots) = (self.plan_slots, plan.slots.len());
+        self.plan_slots = slots;
         for slot in self.slots.drain(count.min(self.slots.len())..) {
             self.dropped.extend(slot.rates.into_keys());
         }
@@ -76,8 +76,20 @@ impl RateBook {
             stale: true,
             ..SlotRates::default()
         });
-        if !change.pinned.is_empty() || !change.unpinned.is_empty() {
+        // The pinned jobs run in every slot, and in the one pseudo-slot of a plan without slots.
+        let pinned_moved = !change.pinned.is_empty() || !change.unpinned.is_empty();
+        if pinned_moved || (before == 0) != (slots == 0) {
             self.slots.iter_mut().for_each(|s| s.stale = true);
+        }
+        // A slot dropped or rebuilt loses its places, and a rebuilt one is evaluated whole; the
+        // others keep their groups whatever the slot count does.
+        if slots < before || !change.cleared.is_empty() {
+            let cleared = &change.cleared;
+            self.places
+                .retain(|&(_, s)| s < slots && !cleared.contains(&s));
+        }
+        for &s in &change.cleared {
+            self.slots[s].stale = true;
         }
         for &(s, job) in &change.removed {
             self.slots[s].dirty.push((job, Moved::Gone));
@@ -85,16 +97,6 @@ impl RateBook {
         for p in &change.placed {
             let moved = Moved::To(p.cpus.clone());
             self.slots[p.slot].dirty.push((p.job, moved));
-        }
-        if reshaped {
-            self.slots.iter_mut().for_each(|s| s.stale = true);
-            self.places.clear();
-            for (s, slot) in plan.slots.iter().enumerate() {
-                self.places
-                    .extend(slot.assignments.iter().map(|a| (a.job, s)));
-            }
-            self.places.sort_unstable();
-            return;
         }
         for &(s, job) in &change.removed {
             if let Ok(k) = self.places.binary_search(&(job, s)) {
