@@ -77,6 +77,17 @@ impl PlanChange {
             if before.assignments == slot.assignments {
                 continue;
             }
+            if let Some((gone, placed)) = few_moves(&before.assignments, &slot.assignments) {
+                change.removed.extend(gone.into_iter().map(|job| (s, job)));
+                change
+                    .placed
+                    .extend(placed.into_iter().map(|a| SlotAssignment {
+                        slot: s,
+                        job: a.job,
+                        cpus: a.cpus.clone(),
+                    }));
+                continue;
+            }
             let (Some(before_jobs), Some(after_jobs)) =
                 (by_job(&before.assignments), by_job(&slot.assignments))
             else {
@@ -137,37 +148,44 @@ impl PlanChange {
         }
         let mut placed: Vec<&SlotAssignment> = self.placed.iter().collect();
         placed.sort_by_key(|p| p.slot);
+        // Slots are kept in the order of their CPUs, as most policies build them, so that the next
+        // plan's slots meet this one's in step (`few_moves`) whatever order changes came in.
         for group in placed.chunk_by(|a, b| a.slot == b.slot) {
             let s = group[0].slot;
             let slot = &mut plan.slots[s].assignments;
-            let push = |slot: &mut Vec<Assignment>, p: &SlotAssignment| {
-                slot.push(Assignment {
-                    job: p.job,
-                    cpus: p.cpus.clone(),
-                })
+            let assignment = |p: &SlotAssignment| Assignment {
+                job: p.job,
+                cpus: p.cpus.clone(),
             };
             if self.cleared.contains(&s) {
                 // Rebuilt from scratch: a job may be listed twice, as in the plan it came from.
-                group.iter().for_each(|p| push(slot, p));
+                slot.extend(group.iter().map(|p| assignment(p)));
+                slot.sort_by_key(|a| a.cpus.first());
                 continue;
             }
-            // A few moves are found by scanning; many, through an index built once.
-            let mut at: Option<HashMap<JobId, usize>> = (group.len() > 8)
-                .then(|| slot.iter().enumerate().map(|(i, a)| (a.job, i)).collect());
-            for p in group {
-                let held = match &at {
-                    Some(at) => at.get(&p.job).copied(),
-                    None => slot.iter().position(|a| a.job == p.job),
-                };
-                match held {
-                    Some(i) => slot[i].cpus = p.cpus.clone(),
-                    None => {
-                        if let Some(at) = &mut at {
+            if group.len() > 8 {
+                // Many moves: found through an index built once, and the slot sorted once.
+                let mut at: HashMap<JobId, usize> =
+                    slot.iter().enumerate().map(|(i, a)| (a.job, i)).collect();
+                for p in group {
+                    match at.get(&p.job) {
+                        Some(&i) => slot[i].cpus = p.cpus.clone(),
+                        None => {
                             at.insert(p.job, slot.len());
+                            slot.push(assignment(p));
                         }
-                        push(slot, p);
                     }
                 }
+                slot.sort_by_key(|a| a.cpus.first());
+                continue;
+            }
+            for p in group {
+                if let Some(i) = slot.iter().position(|a| a.job == p.job) {
+                    slot.remove(i);
+                }
+                let first = p.cpus.first();
+                let at = slot.partition_point(|a| a.cpus.first() < first);
+                slot.insert(at, assignment(p));
             }
         }
         plan.pinned.retain(|a| !self.unpinned.contains(&a.job));
@@ -215,6 +233,81 @@ fn advice_diff(
     }
     unadvised.extend(before.map(|(job, _)| *job));
     (unadvised, changed.into_iter().collect())
+}
+
+/// [`diff`] of two slots that agree in order except for a few assignments dropped, added or changed
+/// (a plan made again from mostly the same lanes): found by walking both in order and matching only
+/// the assignments that differ, where [`diff`] indexes every job of both. `None` when they differ in
+/// many places, or when a job of the differing ones also holds one of the others (it is then listed
+/// twice in one of the slots, which only the full diff tells apart).
+fn few_moves<'a>(
+    old: &[Assignment],
+    new: &'a [Assignment],
+) -> Option<(Vec<JobId>, Vec<&'a Assignment>)> {
+    /// At most this many assignments differ, and the walk looks this far ahead to fall in step again.
+    const FEW: usize = 32;
+    const AHEAD: usize = 4;
+    let (mut i, mut j) = (0, 0);
+    // Indices of the differing assignments of each slot, in order.
+    let (mut olds, mut news) = (Vec::new(), Vec::new());
+    while i < old.len() && j < new.len() {
+        if old[i] == new[j] {
+            i += 1;
+            j += 1;
+            continue;
+        }
+        // The fewest assignments to skip on either side before both agree again.
+        let skip = (1..=2 * AHEAD)
+            .flat_map(|k| (0..=k).map(move |d| (d, k - d)))
+            .find(|&(d, e)| {
+                d <= AHEAD
+                    && e <= AHEAD
+                    && i + d < old.len()
+                    && j + e < new.len()
+                    && old[i + d] == new[j + e]
+            });
+        let (d, e) = skip.unwrap_or((1, 1));
+        olds.extend(i..i + d);
+        news.extend(j..j + e);
+        (i, j) = (i + d, j + e);
+        if olds.len() + news.len() > FEW {
+            return None;
+        }
+    }
+    olds.extend(i..old.len());
+    news.extend(j..new.len());
+    if olds.len() + news.len() > FEW {
+        return None;
+    }
+    let mut moved: Vec<JobId> = olds
+        .iter()
+        .map(|&i| old[i].job)
+        .chain(news.iter().map(|&j| new[j].job))
+        .collect();
+    moved.sort_unstable();
+    // The assignments in step are the same in both slots.
+    let kept_elsewhere = (0..old.len())
+        .filter(|i| olds.binary_search(i).is_err())
+        .any(|i| moved.binary_search(&old[i].job).is_ok());
+    let twice = |list: &[usize], slot: &[Assignment]| {
+        let mut jobs: Vec<JobId> = list.iter().map(|&i| slot[i].job).collect();
+        jobs.sort_unstable();
+        jobs.windows(2).any(|w| w[0] == w[1])
+    };
+    if kept_elsewhere || twice(&olds, old) || twice(&news, new) {
+        return None;
+    }
+    let gone = olds
+        .iter()
+        .map(|&i| old[i].job)
+        .filter(|job| !news.iter().any(|&j| new[j].job == *job))
+        .collect();
+    let placed = news
+        .iter()
+        .map(|&j| &new[j])
+        .filter(|a| !olds.iter().any(|&i| old[i] == **a))
+        .collect();
+    Some((gone, placed))
 }
 
 /// Each job's CPUs in `assignments`; `None` if a job appears twice.
@@ -434,6 +527,10 @@ mod tests {
             let mut rebuilt = old.clone();
             change.apply(&mut rebuilt);
             prop_assert_eq!(normalized(&rebuilt), normalized(&new));
+            for p in &change.placed {
+                let slot = &rebuilt.slots[p.slot].assignments;
+                prop_assert!(slot.is_sorted_by_key(|a| a.cpus.first()), "slot {} out of CPU order", p.slot);
+            }
         }
 
         #[test]
