@@ -476,14 +476,19 @@ impl Global {
         targets: &mut [Option<usize>],
         base: usize,
     ) {
+        // Each level's members, found once: a level's promoted jobs join the next one's.
+        let mut members_of: Vec<Vec<usize>> = vec![Vec::new(); base + 1];
+        for (i, target) in targets.iter().enumerate() {
+            if let Some(members) = target.and_then(|l| members_of.get_mut(l)) {
+                members.push(i);
+            }
+        }
         for level in (1..=base).rev() {
             let partitions = available[level].len();
             if partitions == 0 || available[level - 1].is_empty() {
                 break;
             }
-            let members: Vec<usize> = (0..jobs.len())
-                .filter(|&i| targets[i] == Some(level))
-                .collect();
+            let members = std::mem::take(&mut members_of[level]);
             let odd = members.len() % partitions;
             if odd == 0 {
                 continue;
@@ -506,6 +511,7 @@ impl Global {
             }
             for &(_, std::cmp::Reverse(i)) in movable.iter().take(odd) {
                 targets[i] = Some(level - 1);
+                members_of[level - 1].push(i);
             }
         }
     }
