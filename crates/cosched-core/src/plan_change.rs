@@ -77,44 +77,26 @@ impl PlanChange {
             if before.assignments == slot.assignments {
                 continue;
             }
-            if let Some((gone, placed)) = few_moves(&before.assignments, &slot.assignments) {
-                change.removed.extend(gone.into_iter().map(|job| (s, job)));
-                change
-                    .placed
-                    .extend(placed.into_iter().map(|a| SlotAssignment {
-                        slot: s,
-                        job: a.job,
-                        cpus: a.cpus.clone(),
-                    }));
-                continue;
-            }
-            let (Some(before_jobs), Some(after_jobs)) =
-                (by_job(&before.assignments), by_job(&slot.assignments))
-            else {
-                change.cleared.push(s);
-                change
-                    .placed
-                    .extend(slot.assignments.iter().map(|a| SlotAssignment {
-                        slot: s,
-                        job: a.job,
-                        cpus: a.cpus.clone(),
-                    }));
-                continue;
+            let (old_slot, new_slot) = (&before.assignments, &slot.assignments);
+            let moves = few_moves(old_slot, new_slot).or_else(|| {
+                let (before_jobs, after_jobs) = (by_job(old_slot)?, by_job(new_slot)?);
+                Some(diff_by_job(old_slot, &before_jobs, new_slot, &after_jobs))
+            });
+            let in_slot = |a: &Assignment| SlotAssignment {
+                slot: s,
+                job: a.job,
+                cpus: a.cpus.clone(),
             };
-            let (gone, placed) = diff_by_job(
-                &before.assignments,
-                &before_jobs,
-                &slot.assignments,
-                &after_jobs,
-            );
-            change.removed.extend(gone.into_iter().map(|job| (s, job)));
-            change
-                .placed
-                .extend(placed.into_iter().map(|a| SlotAssignment {
-                    slot: s,
-                    job: a.job,
-                    cpus: a.cpus.clone(),
-                }));
+            match moves {
+                Some((gone, placed)) => {
+                    change.removed.extend(gone.into_iter().map(|job| (s, job)));
+                    change.placed.extend(placed.into_iter().map(in_slot));
+                }
+                None => {
+                    change.cleared.push(s);
+                    change.placed.extend(new_slot.iter().map(in_slot));
+                }
+            }
         }
         let (unpinned, pinned) = diff(&old.pinned, &new.pinned);
         change.unpinned = unpinned;
