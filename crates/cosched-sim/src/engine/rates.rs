@@ -199,15 +199,18 @@ impl RateBook {
         let charge_switches = inputs.options.mode == Mode::Fluid
             && plan.slots.len() > 1
             && inputs.options.effects.switch_cost;
+        // One list of slots for every job: thousands of them may be summed again on one event.
+        let mut slots = Vec::new();
         touched
             .into_iter()
             .map(|i| {
                 let id = inputs.jobs[i].spec.id;
-                let slots: Vec<usize> = if pinned.contains(&id) {
-                    (0..self.slots.len()).collect()
+                slots.clear();
+                if pinned.contains(&id) {
+                    slots.extend(0..self.slots.len());
                 } else {
-                    self.slots_of(id).collect()
-                };
+                    slots.extend(self.slots_of(id));
+                }
                 let mut figures = self.sum(i, &slots);
                 if let Some(f) = figures.as_mut().filter(|_| charge_switches) {
                     self.charge_fluid_switch(inputs, i, &slots, f);
