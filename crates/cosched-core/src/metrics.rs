@@ -16,8 +16,9 @@ use crate::cpuset::CpuSet;
 use crate::job::{JobId, JobSpec};
 use crate::plan_change::Placements;
 use crate::trace::{ExecutorKind, ExitStatus, Record, TraceLine};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Floor of the bounded slowdown's denominator, seconds.
 pub const BOUNDED_SLOWDOWN_FLOOR: f64 = 10.0;

@@ -8,8 +8,9 @@
 use crate::cpuset::CpuSet;
 use crate::job::JobId;
 use crate::plan::{Assignment, Plan, Slot};
+use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// One job's place in one slot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -361,7 +362,7 @@ pub struct Placements {
 impl Placements {
     pub fn replace(&mut self, plan: &Plan) {
         *self = Placements::default();
-        self.slots.resize_with(plan.slots.len(), HashMap::new);
+        self.slots.resize_with(plan.slots.len(), HashMap::default);
         for (s, slot) in plan.slots.iter().enumerate() {
             for a in &slot.assignments {
                 self.place(s, a.job, &a.cpus, true);
@@ -378,7 +379,7 @@ impl Placements {
         for s in change.slots..self.slots.len() {
             self.empty(s);
         }
-        self.slots.resize_with(change.slots, HashMap::new);
+        self.slots.resize_with(change.slots, HashMap::default);
         for &s in &change.cleared {
             self.empty(s);
         }

@@ -13,8 +13,9 @@
 
 use cosched_core::observe::Observer;
 use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, PlanChange, Policy, Topology};
+use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 pub struct AdviceCheck {
     inner: Box<dyn Policy>,
@@ -44,7 +45,7 @@ impl AdviceCheck {
             plan: None,
             inner_timer: None,
             last_plan_at: 0.0,
-            arrivals: HashMap::new(),
+            arrivals: HashMap::default(),
             next_arrival: 0,
             placed_unstarted: Vec::new(),
             started: Vec::new(),

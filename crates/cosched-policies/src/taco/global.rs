@@ -9,8 +9,8 @@ use super::steady::Steady;
 use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan, PlanChange, Slot,
 };
+use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 /// A job's partition in the last plan, with its size: counted once, asked on every plan.
 #[derive(Debug, Clone)]
@@ -112,7 +112,7 @@ impl Global {
             .collect();
 
         let mut plan = Plan::default();
-        let mut held = HashMap::with_capacity(ctx.jobs.len());
+        let mut held = HashMap::with_capacity_and_hasher(ctx.jobs.len(), Default::default());
         // Collected, then built into the map at once: cheaper than inserting one by one.
         let mut advice = Vec::with_capacity(ctx.jobs.len());
         for (i, job) in opted_out.iter().enumerate() {
@@ -242,7 +242,7 @@ impl Global {
         }
         let mut effective = decided.effective.clone();
         let mut durations = decided.durations.clone();
-        let mut graces = HashMap::new();
+        let mut graces = HashMap::default();
         let mut graced = Vec::new();
         let mut affected = Vec::new();
         // No job is opted out, so no partition is reserved: every level has all of its own.
@@ -527,7 +527,7 @@ impl Global {
         targets: &[Option<usize>],
         options: &TacoOptions,
     ) -> Vec<Option<usize>> {
-        let mut graces = HashMap::new();
+        let mut graces = HashMap::default();
         let available = |l: usize| &*available[l];
         let effective = jobs
             .iter()

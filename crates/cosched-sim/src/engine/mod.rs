@@ -38,8 +38,9 @@ use cosched_core::{check_stall, PlanError, Policy, RateSource, Sample, TimerLoop
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, PlanChange};
 use isolated::IsolatedCache;
 use rates::{switch_cost, Figures, Inputs, RateBook};
+use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -300,7 +301,7 @@ impl<'a> Engine<'a> {
         options: &'a SimOptions,
         sink: &'a mut dyn TraceSink,
     ) -> Result<Self, SimError> {
-        let mut index = HashMap::with_capacity(jobs.len());
+        let mut index = HashMap::with_capacity_and_hasher(jobs.len(), Default::default());
         for (i, job) in jobs.iter().enumerate() {
             if index.insert(job.spec.id, i).is_some() {
                 return Err(SimError::DuplicateId(job.spec.id));

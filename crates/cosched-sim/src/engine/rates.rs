@@ -10,7 +10,7 @@ use super::groups::{Lookup, Model, Moved, SlotGroups, SlotRunner};
 use super::{JobState, SimJob, SimOptions};
 use crate::model::{MachineModel, Mode, Runner, Scratch, SlotRate};
 use cosched_core::{JobId, Plan, PlanChange};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// A job's figures averaged over the plan's cycle.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
