@@ -93,17 +93,13 @@ impl RateBook {
         }
         for &(s, job) in &change.removed {
             self.slots[s].dirty.push((job, Moved::Gone));
-        }
-        for p in &change.placed {
-            let moved = Moved::To(p.cpus.clone());
-            self.slots[p.slot].dirty.push((p.job, moved));
-        }
-        for &(s, job) in &change.removed {
             if let Ok(k) = self.places.binary_search(&(job, s)) {
                 self.places.remove(k);
             }
         }
         for p in &change.placed {
+            let moved = Moved::To(p.cpus.clone());
+            self.slots[p.slot].dirty.push((p.job, moved));
             if let Err(k) = self.places.binary_search(&(p.job, p.slot)) {
                 self.places.insert(k, (p.job, p.slot));
             }
