@@ -165,6 +165,17 @@ impl MachineModel {
         cpus.iter().map(|c| self.numa_of_cpu[c as usize]).collect()
     }
 
+    /// How many of `cpus` lie outside the NUMA nodes `home` (node indices). Every evaluation of a
+    /// runner asks, and on a machine of one node the answer needs no walk over its CPUs.
+    pub fn remote_cpus(&self, cpus: &CpuSet, home: &CpuSet) -> usize {
+        if self.numa_domains == 1 {
+            return if home.contains(0) { 0 } else { cpus.len() };
+        }
+        cpus.iter()
+            .filter(|c| !home.contains(self.numa_of_cpu[*c as usize]))
+            .count()
+    }
+
     pub fn llc_mb(&self) -> f64 {
         self.llc_mb
     }
@@ -275,6 +286,71 @@ pub(crate) fn group_rates(
     scratch: &mut Scratch,
     busy_elsewhere: f64,
 ) -> (Vec<SlotRate>, f64) {
+    let (bases, busy_here) = group_bases(machine, runners, effects, params, scratch);
+    let busy_total = busy_elsewhere + busy_here;
+    let rates = bases
+        .iter()
+        .map(|b| b.loaded(machine, busy_total))
+        .collect();
+    (rates, busy_here)
+}
+
+/// What a runner's rate in its group depends on apart from the slot's load: everything the model
+/// derives from the group itself. When a job moves elsewhere in the slot only the load changes, and
+/// the rate follows from this in a few operations ([`Basis::loaded`]), the same ones in the same
+/// order as a whole evaluation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Basis {
+    /// The rate before the slowdowns of load, synchronisation, cache, bandwidth and NUMA.
+    rate: f64,
+    share: f64,
+    /// Effective speedup model: the job's slowdown on a fully loaded machine, less one.
+    load_excess: Option<f64>,
+    sync: SyncCost,
+    llc_divisor: Option<f64>,
+    bandwidth: f64,
+    numa_divisor: Option<f64>,
+    cpu_share: f64,
+    llc_miss: f64,
+}
+
+impl Basis {
+    /// The runner's rate with `busy_total` CPUs of the slot busy, its group's included.
+    pub(crate) fn loaded(&self, machine: &MachineModel, busy_total: f64) -> SlotRate {
+        let mut rate = self.rate;
+        if let Some(excess) = self.load_excess {
+            let rest = machine.cpus as f64 - self.share;
+            let busy = if rest > 1e-9 {
+                ((busy_total - self.share) / rest).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            rate /= 1.0 + excess * busy;
+        }
+        rate *= self.sync.factor(rate);
+        if let Some(divisor) = self.llc_divisor {
+            rate /= divisor;
+        }
+        rate *= self.bandwidth;
+        if let Some(divisor) = self.numa_divisor {
+            rate /= divisor;
+        }
+        SlotRate {
+            rate,
+            cpu_share: self.cpu_share,
+            llc_miss: self.llc_miss,
+        }
+    }
+}
+
+/// The [`Basis`] of each runner of a group, and the CPUs the group keeps busy.
+pub(crate) fn group_bases(
+    machine: &MachineModel,
+    runners: &[Runner],
+    effects: &Effects,
+    params: &ModelParams,
+    scratch: &mut Scratch,
+) -> (Vec<Basis>, f64) {
     // Pass 1: every thread runnable. Pass 2 (serial-phase effect): a job in its serial phase runs one
     // thread and leaves the CPUs of its blocked threads to the others, so the load each job sees is the
     // others' time-averaged runnable threads (one step of the fixed point, see `docs/simulation-model.md`).
@@ -304,10 +380,9 @@ pub(crate) fn group_rates(
     }
     let shares: Vec<f64> = phases.iter().map(|p| p.parallel_share).collect();
     let busy_here: f64 = shares.iter().sum();
-    let busy_total = busy_elsewhere + busy_here;
     let llc_miss = llc_misses(machine, runners, &counted, effects, scratch);
     let bandwidth = bandwidth_factors(machine, runners, &shares, effects, params, scratch);
-    let rates = runners
+    let bases = runners
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -316,41 +391,35 @@ pub(crate) fn group_rates(
             if effects.serial_phase {
                 rate = serial_phase_rate(r.profile, share, phases[i].serial_speed).unwrap_or(rate);
             }
-            if effects.speedup == SpeedupModel::Effective {
-                let rest = machine.cpus as f64 - share;
-                let busy = if rest > 1e-9 {
-                    ((busy_total - share) / rest).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                };
-                rate /= 1.0 + (r.profile.speedup.loaded_slowdown(share) - 1.0) * busy;
-            }
-            if effects.sync {
-                let corun = || corun_possible(runners, i, params);
-                rate *= sync_factor(r, share, rate, corun, params);
-            }
+            let load_excess = (effects.speedup == SpeedupModel::Effective)
+                .then(|| r.profile.speedup.loaded_slowdown(share) - 1.0);
+            let sync = if effects.sync {
+                SyncCost::new(r, share, params, || corun_possible(runners, i, params))
+            } else {
+                SyncCost::Free
+            };
             let (miss, alone_miss) = llc_miss[i];
-            if effects.llc {
-                rate /= 1.0 + params.llc_miss_penalty * (miss - alone_miss).max(0.0);
-            }
-            rate *= bandwidth[i];
-            if effects.numa && !r.home.is_empty() {
-                let remote = r
-                    .cpus
-                    .iter()
-                    .filter(|c| !r.home.contains(machine.numa_of_cpu[*c as usize]))
-                    .count() as f64
-                    / r.width.max(1) as f64;
-                rate /= 1.0 + params.numa_remote_penalty * remote;
-            }
-            SlotRate {
+            let llc_divisor = effects
+                .llc
+                .then(|| 1.0 + params.llc_miss_penalty * (miss - alone_miss).max(0.0));
+            let numa_divisor = (effects.numa && !r.home.is_empty()).then(|| {
+                let remote = machine.remote_cpus(r.cpus, r.home) as f64 / r.width.max(1) as f64;
+                1.0 + params.numa_remote_penalty * remote
+            });
+            Basis {
                 rate,
+                share,
+                load_excess,
+                sync,
+                llc_divisor,
+                bandwidth: bandwidth[i],
+                numa_divisor,
                 cpu_share: phases[i].mean_share(effects.serial_phase),
                 llc_miss: miss,
             }
         })
         .collect();
-    (rates, busy_here)
+    (bases, busy_here)
 }
 
 /// A runner's CPU time in its two phases: all threads runnable, and (Amdahl profiles) the serial phase.
@@ -454,40 +523,66 @@ fn serial_phase_rate(profile: &Profile, share: f64, serial_speed: f64) -> Option
 /// the CPU time it leaves goes to the others and comes back to it by fair sharing; a spin-then-block
 /// job (Peter et al. §3, 50 µs; libgomp's default wait) spins up to its limit first, then blocks.
 ///
-/// `corun` is asked only for an oversubscribed spinning team: it looks at every other runner.
-fn sync_factor(
-    r: &Runner,
-    share: f64,
-    rate: f64,
-    corun: impl FnOnce() -> bool,
-    params: &ModelParams,
-) -> f64 {
-    let oversubscription = r.threads as f64 / share.max(1e-12);
-    if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 || rate <= 0.0 {
-        return 1.0;
-    }
-    let dedicated = r.profile.speedup.traditional(r.threads as f64);
-    let straggler_wait = (oversubscription - 1.0) * params.os_quantum;
-    match r.profile.sync {
-        SyncKind::Spin => {
-            // CPU time per thread between synchronisations: the profile's interval, each thread on
-            // its own CPU.
-            let work = r.profile.sync_interval;
-            let slice_end = work / (work + straggler_wait.min(params.os_quantum / 2.0));
-            if corun() {
-                slice_end.max(corun_fraction(oversubscription, r, params) * dedicated / rate)
-            } else {
-                slice_end
-            }
+/// What the loss depends on apart from the job's rate is fixed by its group, so it is kept as a
+/// [`SyncCost`]; `corun` is asked only for an oversubscribed spinning team: it looks at every other
+/// runner.
+#[derive(Debug, Clone, Copy)]
+enum SyncCost {
+    /// No synchronisation, or every thread has a CPU of its own.
+    Free,
+    /// Each synchronisation ends with the slice (`slice_end`, the fraction of time that progresses);
+    /// with `corun`, the progress when all threads happen to run at once is the dedicated speed of
+    /// the co-run fraction, per unit of rate.
+    Spin { slice_end: f64, corun: Option<f64> },
+    /// The synchronisation interval at the dedicated speed (per unit of rate), and the wait added to
+    /// each: the spin before blocking, at most the straggler's.
+    Block { interval: f64, wait: f64 },
+}
+
+impl SyncCost {
+    fn new(r: &Runner, share: f64, params: &ModelParams, corun: impl FnOnce() -> bool) -> SyncCost {
+        let oversubscription = r.threads as f64 / share.max(1e-12);
+        if r.profile.sync == SyncKind::None || oversubscription <= 1.0 + 1e-9 {
+            return SyncCost::Free;
         }
-        SyncKind::Block => {
+        let dedicated = r.profile.speedup.traditional(r.threads as f64);
+        let straggler_wait = (oversubscription - 1.0) * params.os_quantum;
+        match r.profile.sync {
+            SyncKind::Spin => {
+                // CPU time per thread between synchronisations: the profile's interval, each thread on
+                // its own CPU.
+                let work = r.profile.sync_interval;
+                SyncCost::Spin {
+                    slice_end: work / (work + straggler_wait.min(params.os_quantum / 2.0)),
+                    corun: corun().then(|| corun_fraction(oversubscription, r, params) * dedicated),
+                }
+            }
             // The profile's interval holds when every thread has its own CPU; at a lower rate it
             // stretches.
-            let interval = r.profile.sync_interval * dedicated / rate;
-            let spin = spin_seconds(r.profile, params);
-            interval / (interval + spin.min(straggler_wait) + BLOCK_COST)
+            SyncKind::Block => SyncCost::Block {
+                interval: r.profile.sync_interval * dedicated,
+                wait: spin_seconds(r.profile, params).min(straggler_wait),
+            },
+            SyncKind::None => SyncCost::Free,
         }
-        SyncKind::None => 1.0,
+    }
+
+    /// The factor of progress kept at `rate`.
+    fn factor(&self, rate: f64) -> f64 {
+        if rate <= 0.0 {
+            return 1.0;
+        }
+        match *self {
+            SyncCost::Free => 1.0,
+            SyncCost::Spin { slice_end, corun } => match corun {
+                Some(corun) => slice_end.max(corun / rate),
+                None => slice_end,
+            },
+            SyncCost::Block { interval, wait } => {
+                let interval = interval / rate;
+                interval / (interval + wait + BLOCK_COST)
+            }
+        }
     }
 }
 

@@ -5,14 +5,17 @@
 //! machine's total load. So a slot's runners
 //! fall into groups that share no region, and a group whose runners are the ones it had, with the
 //! same CPUs and threads, keeps its rates: a job that ends on a large machine costs the model of its
-//! own region, not of the whole machine. Only when the slot's total load moves (the effective speedup
-//! model slows every job by it) are all groups evaluated again.
+//! own region, not of the whole machine. When the slot's total load moves (the effective speedup
+//! model slows every job by it), every group's rates follow from what the model kept of its last
+//! evaluation ([`Basis`]), in a few operations per runner.
 //!
 //! A slot is evaluated whole when its plan changed shape ([`SlotGroups::rates`]); after a few jobs
 //! moved, only the groups they left or joined are ([`SlotGroups::update`]).
 
 use crate::model::SpeedupModel;
-use crate::model::{group_rates, Effects, MachineModel, ModelParams, Runner, Scratch, SlotRate};
+use crate::model::{
+    group_bases, Basis, Effects, MachineModel, ModelParams, Runner, Scratch, SlotRate,
+};
 use crate::profile::Profile;
 use cosched_core::CpuSet;
 
@@ -61,6 +64,8 @@ struct Group {
     members: Option<Vec<Member>>,
     /// (job index, the model's rate, CPUs held).
     rates: Vec<(usize, SlotRate, usize)>,
+    /// What each rate depends on besides the slot's load, in the order of `rates`.
+    bases: Vec<Basis>,
     /// CPUs' worth its runners keep busy.
     busy: f64,
     /// The slot's busy CPUs, all groups together, its rates were computed with.
@@ -76,13 +81,7 @@ pub(super) struct Model<'a> {
 
 impl SlotGroups {
     /// Evaluates the slot's `runners` anew, re-evaluating only the groups whose runners changed.
-    pub fn rates<'a>(
-        &mut self,
-        model: &Model,
-        runners: &[SlotRunner<'a>],
-        lookup: Lookup<'a, '_>,
-        scratch: &mut Scratch,
-    ) {
+    pub fn rates(&mut self, model: &Model, runners: &[SlotRunner], scratch: &mut Scratch) {
         let keys = self.group_keys(model.machine, runners);
         let regions = model.machine.regions;
         self.groups.resize_with(regions, || None);
@@ -133,7 +132,7 @@ impl SlotGroups {
             let group = evaluate(model, &group, &jobs, members, elsewhere, scratch);
             self.replace(key, Some(group));
         }
-        self.follow_load(model, lookup, scratch);
+        self.follow_load(model);
     }
 
     /// Brings the groups up to date with jobs that `moved` (job index, where to), evaluating again
@@ -203,6 +202,7 @@ impl SlotGroups {
             let group = self.groups[key].get_or_insert_with(|| Group {
                 members: Some(Vec::new()),
                 rates: Vec::new(),
+                bases: Vec::new(),
                 busy: 0.0,
                 total: 0.0,
             });
@@ -224,7 +224,7 @@ impl SlotGroups {
             let group = evaluate_members(model, members, lookup, elsewhere, scratch);
             self.replace(key, Some(group));
         }
-        self.follow_load(model, lookup, scratch);
+        self.follow_load(model);
         true
     }
 
@@ -267,9 +267,9 @@ impl SlotGroups {
             .find(|m| m.0 == job)
     }
 
-    /// The machine's load moved: every group's effective speedup moves with it. (A group that held
-    /// the whole slot saw all of the load already.)
-    fn follow_load(&mut self, model: &Model, lookup: Lookup<'_, '_>, scratch: &mut Scratch) {
+    /// The machine's load moved: every group's effective speedup moves with it, and its rates follow
+    /// from their bases. (A group that held the whole slot saw all of the load already.)
+    fn follow_load(&mut self, model: &Model) {
         if model.effects.speedup != SpeedupModel::Effective {
             return;
         }
@@ -278,15 +278,17 @@ impl SlotGroups {
             let Some(group) = self.groups[key].as_mut() else {
                 continue;
             };
-            if (group.total - total).abs() <= 1e-12 * total.max(1.0) {
+            if (group.total - total).abs() <= 1e-12 * total.max(1.0) || group.members.is_none() {
                 continue;
             }
-            let Some(members) = group.members.take() else {
-                continue;
-            };
             let elsewhere = total - group.busy;
-            let group = evaluate_members(model, members, lookup, elsewhere, scratch);
-            self.replace(key, Some(group));
+            let busy_total = elsewhere + group.busy;
+            for ((job, rate, _), basis) in group.rates.iter_mut().zip(&group.bases) {
+                *rate = basis.loaded(model.machine, busy_total);
+                self.left.push(*job);
+            }
+            group.total = elsewhere + group.busy;
+            self.replaced.push(key);
         }
     }
 
@@ -367,22 +369,19 @@ fn evaluate(
     elsewhere: f64,
     scratch: &mut Scratch,
 ) -> Group {
-    let (rates, busy) = group_rates(
-        model.machine,
-        runners,
-        model.effects,
-        model.params,
-        scratch,
-        elsewhere,
-    );
+    let (bases, busy) = group_bases(model.machine, runners, model.effects, model.params, scratch);
+    let busy_total = elsewhere + busy;
     Group {
         members,
         rates: jobs
             .iter()
             .zip(runners)
-            .zip(rates)
-            .map(|((&job, runner), rate)| (job, rate, runner.width))
+            .zip(&bases)
+            .map(|((&job, runner), basis)| {
+                (job, basis.loaded(model.machine, busy_total), runner.width)
+            })
             .collect(),
+        bases,
         busy,
         total: elsewhere + busy,
     }

@@ -279,7 +279,7 @@ fn evaluate<'a>(
         }
         runners.push(SlotRunner { job: i, runner });
     }
-    groups.rates(model, &runners, lookup, scratch);
+    groups.rates(model, &runners, scratch);
 }
 
 /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
