@@ -6,7 +6,7 @@
 
 use cosched_core::plan_change::SlotAssignment;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, PlanChange, Policy, Topology};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Debug, Default)]
 pub struct Equipartition {
@@ -125,7 +125,8 @@ pub(crate) fn grow_in_place(
     held: &mut HashMap<JobId, CpuSet>,
     wanted: &[(JobId, usize)],
 ) -> HashMap<JobId, CpuSet> {
-    let mut kept: HashMap<JobId, CpuSet> = HashMap::with_capacity(wanted.len());
+    let mut kept: HashMap<JobId, CpuSet> =
+        HashMap::with_capacity_and_hasher(wanted.len(), Default::default());
     let mut free = region.clone();
     for &(job, target) in wanted {
         // Sets held in different slots may overlap; the first job keeps what two claim.

@@ -20,7 +20,7 @@ use crate::partitions::Partitions;
 use cosched_core::{
     ActiveJob, Assignment, Context, Event, JobId, JobKind, Plan, Policy, Slot, Topology,
 };
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
 /// slices are long (≥ 100 ms, Peter et al. §2) next to Linux's 15 ms.

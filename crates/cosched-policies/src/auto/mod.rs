@@ -38,8 +38,8 @@ use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot, SyncKind,
 };
 use remaining::Service;
+use rustc_hash::FxHashMap as HashMap;
 use scalability::Scalability;
-use std::collections::HashMap;
 
 /// Slot length of coscheduled rows, seconds (`gang`'s and TACO's §3.3 slice).
 const SLICE: f64 = crate::taco::DEFAULT_SLICE;
@@ -257,7 +257,7 @@ impl Auto {
             *load.get_mut(&cpu).expect("listed") += remaining(job);
             self.dealt.insert(job.spec.id, cpu);
         }
-        let mut first: HashMap<u32, (&ActiveJob, (bool, f64))> = HashMap::new();
+        let mut first: HashMap<u32, (&ActiveJob, (bool, f64))> = HashMap::default();
         for job in ctx.jobs {
             let Some(&cpu) = self.dealt.get(&job.spec.id) else {
                 continue;
@@ -335,7 +335,7 @@ impl Auto {
             rows.push(Vec::new());
         }
         let mut plan = Plan::default();
-        let mut held = HashMap::new();
+        let mut held = HashMap::default();
         for mut row in rows {
             let weight = row
                 .iter()
