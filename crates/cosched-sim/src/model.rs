@@ -262,6 +262,13 @@ pub(crate) struct Scratch {
     /// Per LLC domain: the window at which its sharers fill it (None: their data fits).
     fill_window: Vec<Option<f64>>,
     numa_demand: Vec<f64>,
+    /// Per runner of the group being evaluated: its threads counted in the load, its phases, its
+    /// parallel share, its (miss ratio, miss ratio alone) and its bandwidth factor.
+    counted: Vec<f64>,
+    phases: Vec<Phases>,
+    shares: Vec<f64>,
+    llc_miss: Vec<(f64, f64)>,
+    bandwidth: Vec<f64>,
 }
 
 /// Rates of all runners sharing the machine in one slot.
@@ -354,34 +361,45 @@ pub(crate) fn group_bases(
     // Pass 1: every thread runnable. Pass 2 (serial-phase effect): a job in its serial phase runs one
     // thread and leaves the CPUs of its blocked threads to the others, so the load each job sees is the
     // others' time-averaged runnable threads (one step of the fixed point, see `docs/simulation-model.md`).
-    let full: Vec<f64> = runners.iter().map(|r| r.threads as f64).collect();
-    load_per_cpu(machine, runners, &full, scratch);
-    let mut phases: Vec<Phases> = runners
-        .iter()
-        .enumerate()
-        .map(|(i, r)| runner_phases(r, full[i], scratch))
-        .collect();
-    let mut counted = full;
+    let mut counted = std::mem::take(&mut scratch.counted);
+    counted.clear();
+    counted.extend(runners.iter().map(|r| r.threads as f64));
+    load_per_cpu(machine, runners, &counted, scratch);
+    let mut phases = std::mem::take(&mut scratch.phases);
+    let find_phases = |phases: &mut Vec<Phases>, counted: &[f64], scratch: &Scratch| {
+        phases.clear();
+        phases.extend(
+            runners
+                .iter()
+                .zip(counted)
+                .map(|(r, &c)| runner_phases(r, c, scratch)),
+        );
+    };
+    find_phases(&mut phases, &counted, scratch);
     if effects.serial_phase && phases.iter().any(|p| p.serial_time > 0.0) {
-        counted = runners
-            .iter()
-            .zip(&phases)
-            .map(|(r, p)| {
-                let serial = p.serial_time;
-                r.threads as f64 * (1.0 - serial) + serial.min(r.threads as f64)
-            })
-            .collect();
+        for ((c, r), p) in counted.iter_mut().zip(runners).zip(&phases) {
+            let serial = p.serial_time;
+            *c = r.threads as f64 * (1.0 - serial) + serial.min(r.threads as f64);
+        }
         load_per_cpu(machine, runners, &counted, scratch);
-        phases = runners
-            .iter()
-            .enumerate()
-            .map(|(i, r)| runner_phases(r, counted[i], scratch))
-            .collect();
+        find_phases(&mut phases, &counted, scratch);
     }
-    let shares: Vec<f64> = phases.iter().map(|p| p.parallel_share).collect();
+    let mut shares = std::mem::take(&mut scratch.shares);
+    shares.clear();
+    shares.extend(phases.iter().map(|p| p.parallel_share));
     let busy_here: f64 = shares.iter().sum();
-    let llc_miss = llc_misses(machine, runners, &counted, effects, scratch);
-    let bandwidth = bandwidth_factors(machine, runners, &shares, effects, params, scratch);
+    let mut llc_miss = std::mem::take(&mut scratch.llc_miss);
+    llc_misses(machine, runners, &counted, effects, scratch, &mut llc_miss);
+    let mut bandwidth = std::mem::take(&mut scratch.bandwidth);
+    bandwidth_factors(
+        machine,
+        runners,
+        &shares,
+        effects,
+        params,
+        scratch,
+        &mut bandwidth,
+    );
     let bases = runners
         .iter()
         .enumerate()
@@ -419,6 +437,11 @@ pub(crate) fn group_bases(
             }
         })
         .collect();
+    scratch.counted = counted;
+    scratch.phases = phases;
+    scratch.shares = shares;
+    scratch.llc_miss = llc_miss;
+    scratch.bandwidth = bandwidth;
     (bases, busy_here)
 }
 
@@ -628,9 +651,12 @@ fn llc_misses(
     counted: &[f64],
     effects: &Effects,
     scratch: &mut Scratch,
-) -> Vec<(f64, f64)> {
+    misses: &mut Vec<(f64, f64)>,
+) {
+    misses.clear();
     if !effects.llc || runners.iter().all(|r| r.profile.footprint.is_none()) {
-        return vec![(0.0, 0.0); runners.len()];
+        misses.resize(runners.len(), (0.0, 0.0));
+        return;
     }
     let domains = machine.llc_domains;
     scratch.domain_share.clear();
@@ -659,27 +685,23 @@ fn llc_misses(
             .fill_window
             .push(footprint::fill_window(&scratch.sharers, llc));
     }
-    runners
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let Some(curve) = r.profile.footprint else {
-                return (0.0, 0.0);
-            };
-            let row = &scratch.domain_share[i * domains..(i + 1) * domains];
-            let accesses: f64 = row.iter().sum();
-            let miss = if accesses > 0.0 {
-                row.iter()
-                    .zip(&scratch.fill_window)
-                    .filter_map(|(&rate, window)| Some(rate * curve.miss_ratio(rate * (*window)?)))
-                    .sum::<f64>()
-                    / accesses
-            } else {
-                0.0
-            };
-            (miss, curve.miss_ratio_alone(llc))
-        })
-        .collect()
+    misses.extend(runners.iter().enumerate().map(|(i, r)| {
+        let Some(curve) = r.profile.footprint else {
+            return (0.0, 0.0);
+        };
+        let row = &scratch.domain_share[i * domains..(i + 1) * domains];
+        let accesses: f64 = row.iter().sum();
+        let miss = if accesses > 0.0 {
+            row.iter()
+                .zip(&scratch.fill_window)
+                .filter_map(|(&rate, window)| Some(rate * curve.miss_ratio(rate * (*window)?)))
+                .sum::<f64>()
+                / accesses
+        } else {
+            0.0
+        };
+        (miss, curve.miss_ratio_alone(llc))
+    }));
 }
 
 /// Factor ≤ 1 per runner: when the jobs on a NUMA node demand more bandwidth than it has, each gets its
@@ -691,9 +713,12 @@ fn bandwidth_factors(
     effects: &Effects,
     params: &ModelParams,
     scratch: &mut Scratch,
-) -> Vec<f64> {
+    factors: &mut Vec<f64>,
+) {
+    factors.clear();
     if !effects.bandwidth || runners.iter().all(|r| r.profile.bandwidth_gbs <= 0.0) {
-        return vec![1.0; runners.len()];
+        factors.resize(runners.len(), 1.0);
+        return;
     }
     scratch.numa_demand.clear();
     scratch.numa_demand.resize(machine.numa_domains, 0.0);
@@ -703,20 +728,17 @@ fn bandwidth_factors(
             scratch.numa_demand[machine.numa_of_cpu[cpu as usize] as usize] += per_cpu;
         }
     }
-    runners
-        .iter()
-        .map(|r| {
-            if r.profile.bandwidth_gbs <= 0.0 {
-                return 1.0;
-            }
-            let n = r.width.max(1) as f64;
-            r.cpus
-                .iter()
-                .map(|cpu| {
-                    let demand = scratch.numa_demand[machine.numa_of_cpu[cpu as usize] as usize];
-                    (params.numa_bandwidth_gbs / demand).min(1.0) / n
-                })
-                .sum()
-        })
-        .collect()
+    factors.extend(runners.iter().map(|r| {
+        if r.profile.bandwidth_gbs <= 0.0 {
+            return 1.0;
+        }
+        let n = r.width.max(1) as f64;
+        r.cpus
+            .iter()
+            .map(|cpu| {
+                let demand = scratch.numa_demand[machine.numa_of_cpu[cpu as usize] as usize];
+                (params.numa_bandwidth_gbs / demand).min(1.0) / n
+            })
+            .sum::<f64>()
+    }));
 }

@@ -38,6 +38,10 @@ pub(super) struct RateBook {
     weights: Vec<f64>,
     /// Runners of slots dropped since the last `figures`: their figures change.
     dropped: Vec<usize>,
+    /// The jobs the plan in force pins, sorted: a space-sharing plan pins every job.
+    pinned: Vec<JobId>,
+    /// The slots' shares of the cycle being weighed, compared with `weights`.
+    next_weights: Vec<f64>,
 }
 
 #[derive(Default)]
@@ -78,6 +82,16 @@ impl RateBook {
         });
         // The pinned jobs run in every slot, and in the one pseudo-slot of a plan without slots.
         let pinned_moved = !change.pinned.is_empty() || !change.unpinned.is_empty();
+        for job in &change.unpinned {
+            if let Ok(k) = self.pinned.binary_search(job) {
+                self.pinned.remove(k);
+            }
+        }
+        for pin in &change.pinned {
+            if let Err(k) = self.pinned.binary_search(&pin.job) {
+                self.pinned.insert(k, pin.job);
+            }
+        }
         if pinned_moved || (before == 0) != (slots == 0) {
             self.slots.iter_mut().for_each(|s| s.stale = true);
         }
@@ -175,23 +189,30 @@ impl RateBook {
         }
         let plan = inputs.plan;
         let cycle = plan.cycle_length();
-        let weights: Vec<f64> = (0..self.slots.len())
-            .map(|s| match (inputs.options.mode, plan.slots.len()) {
+        self.next_weights.clear();
+        self.next_weights.extend((0..self.slots.len()).map(|s| {
+            match (inputs.options.mode, plan.slots.len()) {
                 (_, 0) => 1.0,
                 (Mode::Exact, _) => f64::from(u8::from(s == inputs.current_slot)),
                 (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length / cycle,
                 (Mode::Fluid, _) => f64::from(u8::from(s == 0)),
-            })
-            .collect();
-        if weights != self.weights {
-            self.weights = weights;
+            }
+        }));
+        if self.next_weights != self.weights {
+            std::mem::swap(&mut self.weights, &mut self.next_weights);
             for slot in &self.slots {
                 touched.extend(slot.rates.keys());
             }
         }
         touched.sort_unstable();
         touched.dedup();
-        let pinned: Vec<JobId> = plan.pinned.iter().map(|a| a.job).collect();
+        debug_assert!(
+            self.pinned.len() == plan.pinned.len()
+                && plan
+                    .pinned
+                    .iter()
+                    .all(|a| self.pinned.binary_search(&a.job).is_ok())
+        );
         let charge_switches = inputs.options.mode == Mode::Fluid
             && plan.slots.len() > 1
             && inputs.options.effects.switch_cost;
@@ -202,7 +223,7 @@ impl RateBook {
             .map(|i| {
                 let id = inputs.jobs[i].spec.id;
                 slots.clear();
-                if pinned.contains(&id) {
+                if self.pinned.binary_search(&id).is_ok() {
                     slots.extend(0..self.slots.len());
                 } else {
                     slots.extend(self.slots_of(id));
