@@ -50,7 +50,13 @@ impl CpuSet {
     }
 
     pub fn len(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
+        // Zero words skipped: a set high on a large machine is mostly zeros, and without a popcount
+        // instruction in the baseline x86-64 target each count costs a dozen operations.
+        self.words
+            .iter()
+            .filter(|w| **w != 0)
+            .map(|w| w.count_ones() as usize)
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
