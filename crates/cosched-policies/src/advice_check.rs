@@ -2,10 +2,11 @@
 //!
 //! [`AdviceCheck`] wraps any policy (`create` wraps them all). It feeds every event to an
 //! [`Observer`], records the advice of every plan, and asks for a timer at each advice deadline. A job
-//! still running its old thread count after `cosched_core::observe::ADVICE_DEADLINE` is shown to the wrapped policy as rigid
-//! at the threads it really runs; if it later applies advice after all, it is shown as malleable again.
-//! Either change is presented to the policy as the job leaving and arriving again, which every policy
-//! already handles, so none of them needs code of its own for jobs that do not follow advice.
+//! still running its old thread count after `cosched_core::observe::ADVICE_DEADLINE` is shown to the
+//! wrapped policy as rigid at the threads it really runs, at each count it runs in turn; if it later
+//! applies advice after all, it is shown as malleable again. Each change is presented to the policy as
+//! the job leaving and arriving again, which every policy already handles, so none of them needs code
+//! of its own for jobs that do not follow advice.
 //!
 //! Asked for plan changes (the simulator), it passes the inner policy's change through while every
 //! job follows advice, recording only the advice that is new or newly running; once a job is bound
@@ -15,13 +16,13 @@ use cosched_core::observe::Observer;
 use cosched_core::{ActiveJob, Context, Event, JobId, JobKind, Plan, PlanChange, Policy, Topology};
 use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 pub struct AdviceCheck {
     inner: Box<dyn Policy>,
     observer: Observer,
-    /// Jobs shown to the inner policy as rigid.
-    fixed: BTreeSet<JobId>,
+    /// Jobs shown to the inner policy as rigid, with the thread count they were shown at.
+    fixed: BTreeMap<JobId, u32>,
     /// The last plan given to the executor, and the timer the inner policy asked for in it.
     plan: Option<Plan>,
     inner_timer: Option<f64>,
@@ -41,7 +42,7 @@ impl AdviceCheck {
         AdviceCheck {
             inner,
             observer: Observer::default(),
-            fixed: BTreeSet::new(),
+            fixed: BTreeMap::new(),
             plan: None,
             inner_timer: None,
             last_plan_at: 0.0,
@@ -61,8 +62,8 @@ impl AdviceCheck {
         ctx.jobs
             .iter()
             .filter(|j| Some(j.spec.id) != leaving)
-            .map(|job| match self.observer.fixed_threads(job) {
-                Some(threads) if self.fixed.contains(&job.spec.id) => {
+            .map(|job| match self.fixed.get(&job.spec.id) {
+                Some(&threads) => {
                     let mut shown = job.clone();
                     shown.spec.kind = JobKind::Rigid;
                     shown.spec.min_threads = threads;
@@ -99,7 +100,9 @@ impl AdviceCheck {
         plan
     }
 
-    /// Takes in one event; returns the jobs that started or stopped being bound to their threads.
+    /// Takes in one event; returns the jobs that started or stopped being bound to their threads, or
+    /// are bound to another count now: a job bound while it ran one thread (before its first parallel
+    /// region, say) that now runs sixteen must be placed again, not left on its one CPU.
     fn take_in(&mut self, ctx: &Context, event: &Event) -> Vec<JobId> {
         self.observer.observe(ctx.now, event);
         match event {
@@ -116,19 +119,25 @@ impl AdviceCheck {
         self.observer.expire(ctx.now);
         // Looking every job up costs more than the policy itself on most events, and no job is fixed
         // while all follow advice.
-        let now_fixed: BTreeSet<JobId> = if self.observer.any_ignores() {
+        let now_fixed: BTreeMap<JobId, u32> = if self.observer.any_ignores() {
             ctx.jobs
                 .iter()
-                .filter(|j| self.observer.fixed_threads(j).is_some())
-                .map(|j| j.spec.id)
+                .filter_map(|j| Some((j.spec.id, self.observer.fixed_threads(j)?)))
                 .collect()
         } else {
-            BTreeSet::new()
+            BTreeMap::new()
         };
-        let changed: Vec<JobId> = now_fixed
-            .symmetric_difference(&self.fixed)
-            .copied()
+        let mut changed: Vec<JobId> = now_fixed
+            .iter()
+            .filter(|&(job, threads)| self.fixed.get(job) != Some(threads))
+            .chain(
+                self.fixed
+                    .iter()
+                    .filter(|(job, _)| !now_fixed.contains_key(job)),
+            )
+            .map(|(job, _)| *job)
             .collect();
+        changed.sort_unstable();
         self.fixed = now_fixed;
         changed
     }
@@ -410,7 +419,7 @@ mod tests {
                 },
                 None,
             );
-            if run.policy.fixed.contains(&JobId(0)) {
+            if run.policy.fixed.contains_key(&JobId(0)) {
                 assert_eq!((shown[0].spec.kind, shown[0].threads), (JobKind::Rigid, 2));
                 let advice = plan.and_then(|p| p.advice.get(&JobId(0)).copied());
                 assert!(
@@ -492,12 +501,49 @@ mod tests {
         let late = 0.5 + ADVICE_DEADLINE + 0.1;
         change_at(&mut run, &mut plan, late, Event::Timer, None);
         assert!(
-            run.policy.fixed.contains(&JobId(0)),
+            run.policy.fixed.contains_key(&JobId(0)),
             "job 0 still counts as following advice it never applied"
         );
         assert!(
-            !run.policy.fixed.contains(&JobId(1)),
+            !run.policy.fixed.contains_key(&JobId(1)),
             "job 1 started as advised"
+        );
+    }
+
+    /// Seen on 16 CPUs: a job bound to one thread in its serial start was packed on one CPU, then ran
+    /// sixteen threads there for the rest of the run.
+    #[test]
+    fn a_bound_job_that_grows_is_placed_again_for_all_its_threads() {
+        let mut run = Run::new("gang", 1);
+        let runs = |threads| {
+            Event::Sample(Sample {
+                os_threads: Some(threads),
+                team_size: Some(threads),
+                regions_started: Some(0),
+                advice_seen: Some(false),
+                ..Sample::new(JobId(0), 0.0, RateSource::ControlPage, 2, 1.0, 1.0)
+            })
+        };
+        // Advised two threads as job 1 arrives, it runs one past the deadline.
+        run.jobs[0].threads = 1;
+        run.jobs.push(waiting(1, JobKind::Malleable, 1, 2));
+        run.at(0.1, Event::Arrived { job: JobId(1) });
+        run.at(0.2, runs(1));
+        let late = 0.1 + ADVICE_DEADLINE + 0.1;
+        run.at(late, Event::Timer);
+        assert_eq!(run.policy.fixed.get(&JobId(0)), Some(&1));
+        run.jobs.push(waiting(2, JobKind::Malleable, 1, 2));
+        run.at(late, Event::Arrived { job: JobId(2) });
+        // Its parallel region starts two threads.
+        run.jobs[0].threads = 2;
+        let plan = run.at(late + 0.1, runs(2)).expect("job 0 placed again");
+        assert_eq!(run.policy.fixed.get(&JobId(0)), Some(&2));
+        let widths: Vec<usize> = (0..plan.slots.len())
+            .filter_map(|s| plan.cpus_in_slot(s, JobId(0)).map(|c| c.len()))
+            .collect();
+        assert!(
+            !widths.is_empty() && widths.iter().all(|&n| n == 2),
+            "job 0 runs two threads on {widths:?} CPUs"
         );
     }
 
