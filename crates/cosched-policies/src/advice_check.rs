@@ -396,12 +396,17 @@ mod tests {
         assert!(deadline <= 0.5 + ADVICE_DEADLINE + 1e-9);
         run.at(1.5, stuck(0, 1));
         let plan = run.at(0.5 + ADVICE_DEADLINE, Event::Timer).unwrap();
-        let slots: Vec<usize> = (0..plan.slots.len())
-            .filter_map(|s| plan.cpus_in_slot(s, JobId(0)).map(|c| c.len()))
+        assert_on_both_cpus(&plan, JobId(0));
+    }
+
+    /// `job` runs on both CPUs of the machine in every slot that holds it, and is in one.
+    fn assert_on_both_cpus(plan: &Plan, job: JobId) {
+        let widths: Vec<usize> = (0..plan.slots.len())
+            .filter_map(|s| plan.cpus_in_slot(s, job).map(|c| c.len()))
             .collect();
         assert!(
-            !slots.is_empty() && slots.iter().all(|&n| n == 2),
-            "{slots:?}"
+            !widths.is_empty() && widths.iter().all(|&n| n == 2),
+            "{job:?} runs on {widths:?} CPUs"
         );
     }
 
@@ -538,13 +543,7 @@ mod tests {
         run.jobs[0].threads = 2;
         let plan = run.at(late + 0.1, runs(2)).expect("job 0 placed again");
         assert_eq!(run.policy.fixed.get(&JobId(0)), Some(&2));
-        let widths: Vec<usize> = (0..plan.slots.len())
-            .filter_map(|s| plan.cpus_in_slot(s, JobId(0)).map(|c| c.len()))
-            .collect();
-        assert!(
-            !widths.is_empty() && widths.iter().all(|&n| n == 2),
-            "job 0 runs two threads on {widths:?} CPUs"
-        );
+        assert_on_both_cpus(&plan, JobId(0));
     }
 
     #[test]
