@@ -186,6 +186,20 @@ impl PlanChange {
         plan.timer = self.timer;
     }
 
+    /// Whether applying the change to `plan` leaves it as it is.
+    pub fn changes_nothing(&self, plan: &Plan) -> bool {
+        self.slots == plan.slots.len()
+            && self.lengths.is_empty()
+            && self.cleared.is_empty()
+            && self.removed.is_empty()
+            && self.placed.is_empty()
+            && self.unpinned.is_empty()
+            && self.pinned.is_empty()
+            && self.unadvised.is_empty()
+            && self.advice.is_empty()
+            && self.timer == plan.timer
+    }
+
     /// Jobs whose place or advice changed.
     pub fn jobs(&self) -> impl Iterator<Item = JobId> + '_ {
         self.removed

@@ -116,7 +116,10 @@ impl Policy for Taco {
                         ..*ctx
                     };
                     if let Some(plan) = self.global.adapted(ctx, geometry, &self.options) {
-                        return Some(PlanChange::between(current, &plan));
+                        // Nobody moved: no plan, as a full decision answers a thread change that
+                        // ends no grace period.
+                        let change = PlanChange::between(current, &plan);
+                        return (!change.changes_nothing(current)).then_some(change);
                     }
                 }
                 _ => {}
