@@ -128,16 +128,13 @@ impl AdviceCheck {
             BTreeMap::new()
         };
         let mut changed: Vec<JobId> = now_fixed
-            .iter()
-            .filter(|&(job, threads)| self.fixed.get(job) != Some(threads))
-            .chain(
-                self.fixed
-                    .iter()
-                    .filter(|(job, _)| !now_fixed.contains_key(job)),
-            )
-            .map(|(job, _)| *job)
+            .keys()
+            .chain(self.fixed.keys())
+            .filter(|job| now_fixed.get(job) != self.fixed.get(job))
+            .copied()
             .collect();
         changed.sort_unstable();
+        changed.dedup();
         self.fixed = now_fixed;
         changed
     }

@@ -287,7 +287,7 @@ impl SlotGroups {
                 *rate = basis.loaded(model.machine, busy_total);
                 self.left.push(*job);
             }
-            group.total = elsewhere + group.busy;
+            group.total = busy_total;
             self.replaced.push(key);
         }
     }
@@ -383,6 +383,6 @@ fn evaluate(
             .collect(),
         bases,
         busy,
-        total: elsewhere + busy,
+        total: busy_total,
     }
 }
