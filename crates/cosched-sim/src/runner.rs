@@ -4,7 +4,7 @@
 //! The chain is one-way: `sweep` (a `[sweep]` table and its points) ← `scenario` (the file format) ←
 //! `runner` (running what they describe).
 
-use crate::engine::{simulate_into, SimOptions, SimStats};
+use crate::engine::{simulate_sharing, IsolatedTimes, SimOptions, SimStats};
 use crate::generate::Poisson;
 use crate::jobs::{self, Instance};
 use crate::scenario::{ModelConfig, ScenarioError, WorkloadSet, REFERENCE_POLICY};
@@ -64,8 +64,16 @@ pub fn run_all(
     let total = all.len() * instances.len();
     let mut results = Vec::with_capacity(total);
     for instance in instances {
+        let mut isolated = IsolatedTimes::default();
         for policy in &all {
-            results.push(run_one(topology, instance, policy, model, trace_dir)?);
+            results.push(run_one(
+                topology,
+                instance,
+                policy,
+                model,
+                trace_dir,
+                &mut isolated,
+            )?);
             progress(results.len(), total);
         }
     }
@@ -82,12 +90,13 @@ fn with_reference(policies: &[String]) -> Vec<String> {
 }
 
 /// One policy on one instance, its trace kept in `trace_dir` when given.
-pub fn run_one(
+fn run_one(
     topology: &Topology,
     instance: &Instance,
     policy_name: &str,
     model: &ModelConfig,
     trace_dir: Option<&Path>,
+    isolated: &mut IsolatedTimes,
 ) -> Result<RunResult, ScenarioError> {
     let mut policy = cosched_policies::create(policy_name).map_err(|e| ScenarioError::Invalid {
         path: "--policy".into(),
@@ -106,12 +115,13 @@ pub fn run_one(
         None => None,
     };
     let mut sink = SummarySink::new(file.as_mut().map(|f| &mut f.sink as &mut dyn TraceSink));
-    let stats = simulate_into(
+    let stats = simulate_sharing(
         topology,
         &instance.jobs,
         policy.as_mut(),
         &options,
         &mut sink,
+        isolated,
     )
     .map_err(|source| ScenarioError::Sim {
         policy: policy_name.to_string(),
@@ -285,8 +295,9 @@ pub fn run_sweep(
                     message,
                 })?;
             let mut seconds = BTreeMap::new();
+            let mut isolated = IsolatedTimes::default();
             for policy in policies {
-                let result = run_one(topology, &instance, policy, model, trace_dir)?;
+                let result = run_one(topology, &instance, policy, model, trace_dir, &mut isolated)?;
                 let finishes: Vec<Option<f64>> = result
                     .summary
                     .jobs

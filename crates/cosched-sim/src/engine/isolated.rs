@@ -3,6 +3,7 @@
 
 use super::{SimJob, SimOptions};
 use crate::model::{slot_rates, MachineModel, Runner, Scratch};
+use crate::profile::Profile;
 use cosched_core::{JobKind, Topology};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,14 +61,18 @@ fn thread_candidates(low: u32, high: u32, cpus: u32) -> Vec<u32> {
     out
 }
 
-/// Isolated times of jobs with one profile and shape are equal; generated workloads repeat a few.
+/// Isolated times of jobs with one profile and shape are equal; generated workloads repeat a few, and
+/// the runs of one workload under several policies share them. For one machine and model only: the
+/// runner keeps one per workload of a run of `cosched sim`.
 #[derive(Default)]
-pub(super) struct IsolatedCache {
+pub(crate) struct IsolatedTimes {
     times: HashMap<(usize, JobKind, u32, u32), f64>,
+    /// The profiles whose addresses are keys, kept alive so that no other profile takes one.
+    profiles: Vec<Arc<Profile>>,
 }
 
-impl IsolatedCache {
-    pub fn get(
+impl IsolatedTimes {
+    pub(super) fn get(
         &mut self,
         machine: &MachineModel,
         topology: &Topology,
@@ -81,9 +86,12 @@ impl IsolatedCache {
             job.spec.min_threads,
             job.spec.max_threads,
         );
-        *self
-            .times
-            .entry(key)
-            .or_insert_with(|| isolated(machine, topology, job, options, scratch))
+        if let Some(&time) = self.times.get(&key) {
+            return time;
+        }
+        let time = isolated(machine, topology, job, options, scratch);
+        self.times.insert(key, time);
+        self.profiles.push(job.profile.clone());
+        time
     }
 }

@@ -25,6 +25,7 @@ mod rates;
 mod reference;
 
 pub use isolated::isolated_time;
+pub(crate) use isolated::IsolatedTimes;
 
 use crate::model::Effects;
 use crate::model::{MachineModel, Mode, ModelParams, Scratch};
@@ -36,7 +37,6 @@ use closed::{ClosedRuns, Next};
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
 use cosched_core::{check_stall, PlanError, Policy, RateSource, Sample, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, PlanChange};
-use isolated::IsolatedCache;
 use rates::{switch_cost, Figures, Inputs, RateBook};
 use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
@@ -137,8 +137,21 @@ pub fn simulate_into(
     options: &SimOptions,
     sink: &mut dyn TraceSink,
 ) -> Result<SimStats, SimError> {
+    let mut isolated = IsolatedTimes::default();
+    simulate_sharing(topology, jobs, policy, options, sink, &mut isolated)
+}
+
+/// [`simulate_into`], with the isolated times of earlier runs of the same machine and model.
+pub(crate) fn simulate_sharing(
+    topology: &Topology,
+    jobs: &[SimJob],
+    policy: &mut dyn Policy,
+    options: &SimOptions,
+    sink: &mut dyn TraceSink,
+    isolated: &mut IsolatedTimes,
+) -> Result<SimStats, SimError> {
     let wall = Instant::now();
-    let mut engine = Engine::new(topology, jobs, policy, options, sink)?;
+    let mut engine = Engine::new(topology, jobs, policy, options, sink, isolated)?;
     engine.run()?;
     let mut stats = engine.stats.clone();
     stats.wall_seconds = wall.elapsed().as_secs_f64();
@@ -258,7 +271,7 @@ struct Engine<'a> {
     machine: MachineModel,
     scratch: Scratch,
     index: HashMap<JobId, usize>,
-    isolated: IsolatedCache,
+    isolated: &'a mut IsolatedTimes,
     states: Vec<JobState>,
     closed: Option<ClosedRuns>,
     next_order: u64,
@@ -300,6 +313,7 @@ impl<'a> Engine<'a> {
         policy: &'a mut dyn Policy,
         options: &'a SimOptions,
         sink: &'a mut dyn TraceSink,
+        isolated: &'a mut IsolatedTimes,
     ) -> Result<Self, SimError> {
         let mut index = HashMap::with_capacity_and_hasher(jobs.len(), Default::default());
         for (i, job) in jobs.iter().enumerate() {
@@ -331,7 +345,7 @@ impl<'a> Engine<'a> {
             machine: machine_model(topology, jobs, options),
             scratch: Scratch::default(),
             index,
-            isolated: IsolatedCache::default(),
+            isolated,
             states,
             closed: options
                 .min_runs
