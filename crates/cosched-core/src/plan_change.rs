@@ -64,14 +64,50 @@ impl PlanChange {
             timer: new.timer,
             ..PlanChange::default()
         };
+        change.diff_slots(old, 0, &new.slots);
+        let (unpinned, pinned) = diff(&old.pinned, &new.pinned);
+        change.unpinned = unpinned;
+        change.pinned = pinned.into_iter().cloned().collect();
+        let (unadvised, advice) = advice_diff(&old.advice, &new.advice);
+        change.unadvised = unadvised;
+        change.advice = advice;
+        change
+    }
+
+    /// What turns `old` into the plan that keeps its first `kept` slots, its pinned jobs and its
+    /// advice, and goes on with `slots` (and `timer`): [`between`](Self::between) for a policy that
+    /// knows which slots it made again, without building and comparing the rest.
+    pub fn replacing_slots<'s>(
+        old: &Plan,
+        kept: usize,
+        slots: impl IntoIterator<Item = &'s Slot>,
+        timer: Option<f64>,
+    ) -> PlanChange {
+        let mut change = PlanChange {
+            timer,
+            ..PlanChange::default()
+        };
+        change.slots = kept + change.diff_slots(old, kept, slots);
+        change
+    }
+
+    /// Adds what turns `old`'s slots from `first` on into `slots`; returns how many there are.
+    fn diff_slots<'s>(
+        &mut self,
+        old: &Plan,
+        first: usize,
+        slots: impl IntoIterator<Item = &'s Slot>,
+    ) -> usize {
         let empty = Slot {
             length: f64::NAN,
             assignments: Vec::new(),
         };
-        for (s, slot) in new.slots.iter().enumerate() {
+        let mut count = 0;
+        for (s, slot) in (first..).zip(slots) {
+            count += 1;
             let before = old.slots.get(s).unwrap_or(&empty);
             if before.length.to_bits() != slot.length.to_bits() {
-                change.lengths.push((s, slot.length));
+                self.lengths.push((s, slot.length));
             }
             // Most slots of a new plan are those of the old one; comparing them in order is cheaper
             // than matching them by job.
@@ -90,22 +126,16 @@ impl PlanChange {
             };
             match moves {
                 Some((gone, placed)) => {
-                    change.removed.extend(gone.into_iter().map(|job| (s, job)));
-                    change.placed.extend(placed.into_iter().map(in_slot));
+                    self.removed.extend(gone.into_iter().map(|job| (s, job)));
+                    self.placed.extend(placed.into_iter().map(in_slot));
                 }
                 None => {
-                    change.cleared.push(s);
-                    change.placed.extend(new_slot.iter().map(in_slot));
+                    self.cleared.push(s);
+                    self.placed.extend(new_slot.iter().map(in_slot));
                 }
             }
         }
-        let (unpinned, pinned) = diff(&old.pinned, &new.pinned);
-        change.unpinned = unpinned;
-        change.pinned = pinned.into_iter().cloned().collect();
-        let (unadvised, advice) = advice_diff(&old.advice, &new.advice);
-        change.unadvised = unadvised;
-        change.advice = advice;
-        change
+        count
     }
 
     /// Turns the plan this change was computed from into the new one (up to assignment order). Costs
@@ -528,6 +558,32 @@ mod tests {
                 let slot = &rebuilt.slots[p.slot].assignments;
                 prop_assert!(slot.is_sorted_by_key(|a| a.cpus.first()), "slot {} out of CPU order", p.slot);
             }
+        }
+
+        #[test]
+        fn replacing_the_later_slots_gives_the_change_the_whole_plans_give(
+            old in arb_plan(),
+            later in prop::collection::vec(
+                (prop::sample::select(vec![0.1, 0.2, 1.0]), arb_assignments()),
+                0..4,
+            ),
+            kept in 0usize..4,
+            timer in prop::option::of(0.0f64..10.0),
+        ) {
+            let kept = kept.min(old.slots.len());
+            let later: Vec<Slot> = later
+                .into_iter()
+                .map(|(length, assignments)| Slot { length, assignments })
+                .collect();
+            let new = Plan {
+                slots: old.slots[..kept].iter().chain(&later).cloned().collect(),
+                timer,
+                ..old.clone()
+            };
+            prop_assert_eq!(
+                PlanChange::replacing_slots(&old, kept, &later, timer),
+                PlanChange::between(&old, &new)
+            );
         }
 
         #[test]

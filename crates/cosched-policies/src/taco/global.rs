@@ -213,19 +213,21 @@ impl Global {
         plan
     }
 
-    /// The plan after a thread change when only grace periods can have ended, `None` when that does
-    /// not hold and a full plan must decide. Between the last plan and now no job came or went, so
+    /// The change to `current` (the last plan given) after a thread change when only grace periods
+    /// can have ended, `None` when that does not hold and a full plan must decide. Between the last plan and now no job came or went, so
     /// every level keeps its job count and §2.2 promotes the same jobs: those it promoted are held on
     /// the coarser level now, or still on their old one while they adapt, which keeps or strengthens
     /// their claim, and those it did not lose theirs or keep it. Only the jobs whose grace period ended
     /// move, from their old level to their target; the other levels keep their lanes and slots, and
-    /// every job its advice.
+    /// every job its advice, so the change is found among the slots from the first level dealt again
+    /// on, the levels before it left as they are.
     pub fn adapted(
         &mut self,
         ctx: &Context,
         geometry: &Geometry,
         options: &TacoOptions,
-    ) -> Option<Plan> {
+        current: &Plan,
+    ) -> Option<PlanChange> {
         let decided = self.decided.as_ref()?;
         let same_jobs = ctx.jobs.len() == decided.jobs.len()
             && ctx
@@ -277,12 +279,15 @@ impl Global {
         let mut kept = std::mem::take(&mut decided.levels).into_iter().peekable();
         let mut levels = Vec::new();
         let mut replanned = Vec::new();
+        // The levels before the first one dealt again, as in the current plan.
+        let mut unchanged = None;
         for level in (0..geometry.sizes.len()).rev() {
             let old = kept.next_if(|l| l.level == level);
             if !affected.contains(&level) {
                 levels.extend(old);
                 continue;
             }
+            unchanged.get_or_insert(levels.len());
             let ids = decided.jobs.iter().copied();
             if let Some(planned) = self.plan_level(
                 &geometry.parts[level],
@@ -302,15 +307,13 @@ impl Global {
         for &k in &replanned {
             levels[k].hold(geometry, &mut self.held);
         }
-        let plan = Plan {
-            slots: levels
-                .iter()
-                .flat_map(|l| l.slots.iter().cloned())
-                .collect(),
-            advice: advice_for(geometry, ctx.jobs.iter(), &decided.targets).collect(),
-            timer: self.grace_timer(ctx.now),
-            ..Plan::default()
-        };
+        let unchanged = unchanged.unwrap_or(levels.len());
+        let change = PlanChange::replacing_slots(
+            current,
+            levels[..unchanged].iter().map(|l| l.slots.len()).sum(),
+            levels[unchanged..].iter().flat_map(|l| &l.slots),
+            self.grace_timer(ctx.now),
+        );
         self.steady = self.steady_state(0, ctx.jobs.iter(), &decided.targets, &effective, &levels);
         self.decided = Some(Decided {
             effective,
@@ -319,7 +322,7 @@ impl Global {
             levels,
             ..decided
         });
-        Some(plan)
+        Some(change)
     }
 
     /// The lanes and slots of `level`, for the jobs `ids` (all of the plan's, in order) whose level

@@ -115,10 +115,10 @@ impl Policy for Taco {
                         jobs: &jobs,
                         ..*ctx
                     };
-                    if let Some(plan) = self.global.adapted(ctx, geometry, &self.options) {
+                    if let Some(change) = self.global.adapted(ctx, geometry, &self.options, current)
+                    {
                         // Nobody moved: no plan, as a full decision answers a thread change that
                         // ends no grace period.
-                        let change = PlanChange::between(current, &plan);
                         return (!change.changes_nothing(current)).then_some(change);
                     }
                 }
