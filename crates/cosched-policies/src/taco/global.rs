@@ -218,9 +218,9 @@ impl Global {
     /// every level keeps its job count and §2.2 promotes the same jobs: those it promoted are held on
     /// the coarser level now, or still on their old one while they adapt, which keeps or strengthens
     /// their claim, and those it did not lose theirs or keep it. Only the jobs whose grace period ended
-    /// move, from their old level to their target; the other levels keep their lanes and slots, and
-    /// every job its advice, so the change is found among the slots from the first level dealt again
-    /// on, the levels before it left as they are.
+    /// move, from their old level to their target; the other levels keep their lanes and slots (all
+    /// are dealt again when the shortest turn changed, since it sets every slot's length), and every
+    /// job its advice, so the change is found among the slots from the first level dealt again on.
     pub fn adapted(
         &mut self,
         ctx: &Context,
@@ -270,10 +270,9 @@ impl Global {
             }
         }
         let unit = options.slice / shortest(&durations);
-        if unit.to_bits() != decided.unit.to_bits() {
-            // Every level's slots change length: the full plan is no dearer.
-            return None;
-        }
+        // A new shortest turn changes every level's slot lengths: every level is dealt again, which
+        // still spares the full plan's targets, promotions and held places of every job.
+        let rescaled = unit.to_bits() != decided.unit.to_bits();
         let mut decided = self.decided.take()?;
         self.graces = graces;
         let mut kept = std::mem::take(&mut decided.levels).into_iter().peekable();
@@ -283,7 +282,7 @@ impl Global {
         let mut unchanged = None;
         for level in (0..geometry.sizes.len()).rev() {
             let old = kept.next_if(|l| l.level == level);
-            if !affected.contains(&level) {
+            if !rescaled && !affected.contains(&level) {
                 levels.extend(old);
                 continue;
             }
@@ -319,6 +318,7 @@ impl Global {
             effective,
             durations,
             graced,
+            unit,
             levels,
             ..decided
         });
