@@ -49,11 +49,6 @@ enum Command {
     Policy(cmd::policy::Args),
 }
 
-// The simulator allocates and frees many short lists per event; glibc's allocator spent a fifth of
-// its time on them (see docs/simulation-model.md, session 17).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     exit::die_quietly_on_closed_pipe();
     let cli = Cli::parse();
