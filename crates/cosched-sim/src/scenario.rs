@@ -216,14 +216,14 @@ mod tests {
     #[test]
     fn mistakes_name_the_line_or_the_fix() {
         let head = "[scenario]\nname = \"x\"\nmachine = \"core:4\"\npolicies = [\"bp\"]\n";
-        let err = load_text(&format!("{head}seeds = \"many\"\n[generator]\njobs = 1\n"));
+        let generator = "[generator]\njobs = 4\nrate_per_min = 2.0\nmix = [\"nas\"]\n";
+        let err = load_text(&format!("{head}seeds = \"many\"\n{generator}"));
         assert!(err.contains("line 5"), "{err}");
         let err = load_text(head);
         assert!(
             err.contains("[generator]") && err.contains("[sweep]"),
             "{err}"
         );
-        let generator = "[generator]\njobs = 4\nrate_per_min = 2.0\nmix = [\"nas\"]\n";
         let err = load_text(&format!(
             "{}{generator}",
             head.replace("\"bp\"", "\"nope\"")
