@@ -214,10 +214,10 @@ impl Global {
     }
 
     /// The change to `current` (the last plan given) after a thread change when only grace periods
-    /// can have ended, `None` when that does not hold and a full plan must decide. Between the last plan and now no job came or went, so
-    /// every level keeps its job count and §2.2 promotes the same jobs: those it promoted are held on
-    /// the coarser level now, or still on their old one while they adapt, which keeps or strengthens
-    /// their claim, and those it did not lose theirs or keep it. Only the jobs whose grace period ended
+    /// can have ended, `None` when that does not hold and a full plan must decide. Between the last
+    /// plan and now no job came or went, so every level keeps its job count and §2.2 promotes the same
+    /// jobs: those it promoted are held on the coarser level now, or still on their old one while they
+    /// adapt, which keeps or strengthens their claim, and those it did not lose theirs or keep it. Only the jobs whose grace period ended
     /// move, from their old level to their target; the other levels keep their lanes and slots (all
     /// are dealt again when the shortest turn changed, since it sets every slot's length), and every
     /// job its advice, so the change is found among the slots from the first level dealt again on.
