@@ -324,3 +324,61 @@ pub fn run_sweep(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_core::topology::presets;
+    use cosched_core::JobKind;
+
+    /// Sharing a workload's isolated times between its policies' runs must not change any run: each
+    /// gives the summary it gives alone (its slowdowns divide by those times).
+    #[test]
+    fn runs_sharing_isolated_times_summarise_as_runs_alone() {
+        let machine = presets::preset("taco-opteron8435").unwrap();
+        let generator = Poisson {
+            jobs: 12,
+            rate_per_min: 30.0,
+            mix: vec!["nas".into()],
+            exclude: Vec::new(),
+            kind: JobKind::Malleable,
+            seed: 3,
+        };
+        let instances = generated_instances(&generator, 2, machine.num_cpus()).unwrap();
+        let policies: Vec<String> = ["eq", "taco", "gang"].map(String::from).to_vec();
+        let model = ModelConfig::default();
+        let together = run_all(
+            &machine,
+            &instances,
+            &policies,
+            &model,
+            None,
+            &mut |_, _| {},
+        );
+        let together = together.unwrap();
+        assert_eq!(
+            together.len(),
+            2 * 4,
+            "three policies and BP on two workloads"
+        );
+        for shared in &together {
+            let instance = instances
+                .iter()
+                .find(|i| i.name == shared.workload && i.seed == shared.seed)
+                .unwrap();
+            let mut fresh = IsolatedTimes::default();
+            let alone = run_one(&machine, instance, &shared.policy, &model, None, &mut fresh);
+            // Everything but the wall time the run took.
+            let without_overhead = |summary: &RunSummary| RunSummary {
+                overhead_seconds: None,
+                ..summary.clone()
+            };
+            assert_eq!(
+                without_overhead(&shared.summary),
+                without_overhead(&alone.unwrap().summary),
+                "{}",
+                shared.policy
+            );
+        }
+    }
+}
