@@ -4,6 +4,10 @@
 //! each carries the version of what it was computed from, and the engine drops it when it comes up if
 //! that version has moved on. Once they outnumber the entries that can still be current three to one,
 //! they are swept out in one pass, so the queue stays a few times the number of running jobs.
+//!
+//! Finishes are kept apart, in cycle time ([`CycleClock`]): under a fluid cycle of slots each job
+//! progresses at its work per cycle over the cycle's length, so when a plan change moves only the
+//! cycle's length, no job's finish moves in cycle time, and none has to be scheduled again.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -68,19 +72,83 @@ fn kind(due: &Due) -> u8 {
 /// the reference engine finishes a job when its finish is this close to now.
 pub(super) const FINISH_TOLERANCE: f64 = 1e-12;
 
+/// Time measured in cycles: it runs at one over the cycle's length (one where a plan has no fluid
+/// cycle), so that a job's progress is its work per cycle times the cycle time passed. Also keeps the
+/// time in squared cycles, for figures that are the product of two per-cycle ones.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CycleClock {
+    t: f64,
+    v: f64,
+    w: f64,
+    cycle: f64,
+}
+
+impl Default for CycleClock {
+    fn default() -> Self {
+        CycleClock {
+            t: 0.0,
+            v: 0.0,
+            w: 0.0,
+            cycle: 1.0,
+        }
+    }
+}
+
+impl CycleClock {
+    pub fn cycle(&self) -> f64 {
+        self.cycle
+    }
+
+    /// Cycle time at time `t` (not before the last restart).
+    pub fn cycles_at(&self, t: f64) -> f64 {
+        self.v + (t - self.t) / self.cycle
+    }
+
+    /// Squared-cycle time at time `t`.
+    pub fn squared_cycles_at(&self, t: f64) -> f64 {
+        self.w + (t - self.t) / (self.cycle * self.cycle)
+    }
+
+    /// The time at which cycle time reaches `v`, while the cycle keeps its length.
+    fn time_of(&self, v: f64) -> f64 {
+        self.t + (v - self.v) * self.cycle
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Calendar {
     heap: BinaryHeap<Entry>,
+    /// Finishes, their `t` in cycle time.
+    finishes: BinaryHeap<Entry>,
+    clock: CycleClock,
     seq: u64,
 }
 
 impl Calendar {
+    pub fn clock(&self) -> &CycleClock {
+        &self.clock
+    }
+
+    /// From time `t` on, the cycle is `cycle` seconds long.
+    pub fn set_cycle(&mut self, t: f64, cycle: f64) {
+        self.clock = CycleClock {
+            t,
+            v: self.clock.cycles_at(t),
+            w: self.clock.squared_cycles_at(t),
+            cycle,
+        };
+    }
+
     pub fn schedule(&mut self, t: f64, due: Due) {
         self.schedule_ranked(t, due, 0);
     }
 
     /// Schedules a job's event; jobs' events at one instant come in `rank` order.
     pub fn schedule_ranked(&mut self, t: f64, due: Due, rank: u64) {
+        debug_assert!(
+            !matches!(due, Due::Finish { .. }),
+            "finishes are in cycle time"
+        );
         self.seq += 1;
         self.heap.push(Entry {
             t,
@@ -90,34 +158,60 @@ impl Calendar {
         });
     }
 
-    /// The earliest entry for which `current` holds, dropping outdated ones on the way; a finish due
-    /// within [`FINISH_TOLERANCE`] after that entry comes first, at that entry's time. A job's finish is
-    /// its remaining work over its rate, which rounding can put a hair after a slot end or a timer it
-    /// meets in exact arithmetic (two identical jobs, a job that ends with its slot): handled after
-    /// them, it would pay a slot switch that it never makes.
-    pub fn pop(&mut self, mut current: impl FnMut(f64, &Due) -> bool) -> Option<(f64, Due)> {
-        let first = loop {
-            let entry = self.heap.pop()?;
-            if current(entry.t, &entry.due) {
-                break entry;
-            }
-        };
-        if !matches!(first.due, Due::Finish { .. }) {
-            while let Some(top) = self.heap.peek() {
-                if top.t > first.t + first.t.abs() * FINISH_TOLERANCE {
-                    break;
-                }
-                if !current(top.t, &top.due) {
-                    self.heap.pop();
-                    continue;
-                }
-                if let Due::Finish { .. } = top.due {
-                    let finish = self.heap.pop().expect("peeked").due;
-                    let t = first.t;
-                    self.heap.push(first);
-                    return Some((t, finish));
-                }
+    /// Schedules a job's finish at cycle time `v`.
+    pub fn schedule_finish(&mut self, v: f64, due: Due, rank: u64) {
+        debug_assert!(matches!(due, Due::Finish { .. }));
+        self.seq += 1;
+        self.finishes.push(Entry {
+            t: v,
+            due,
+            rank,
+            seq: self.seq,
+        });
+    }
+
+    /// Drops the outdated entries at the top of both queues; returns whether the earliest current
+    /// entry is a finish (a finish comes before anything else at its instant), and its time.
+    fn settle_tops(&mut self, current: &mut impl FnMut(f64, &Due) -> bool) -> Option<(bool, f64)> {
+        while let Some(top) = self.heap.peek() {
+            if current(top.t, &top.due) {
                 break;
+            }
+            self.heap.pop();
+        }
+        let clock = self.clock;
+        while let Some(top) = self.finishes.peek() {
+            if current(clock.time_of(top.t), &top.due) {
+                break;
+            }
+            self.finishes.pop();
+        }
+        let finish = self.finishes.peek().map(|e| clock.time_of(e.t));
+        match (self.heap.peek(), finish) {
+            (None, None) => None,
+            (None, Some(t)) => Some((true, t)),
+            (Some(top), None) => Some((false, top.t)),
+            (Some(top), Some(t)) => Some((t <= top.t, t.min(top.t))),
+        }
+    }
+
+    /// The earliest entry for which `current` holds, dropping outdated ones on the way; a finish due
+    /// within [`FINISH_TOLERANCE`] after that entry, with nothing else between, comes first, at that
+    /// entry's time. A job's finish is its remaining work over its rate, which rounding can put a hair
+    /// after a slot end or a timer it meets in exact arithmetic (two identical jobs, a job that ends
+    /// with its slot): handled after them, it would pay a slot switch that it never makes.
+    pub fn pop(&mut self, mut current: impl FnMut(f64, &Due) -> bool) -> Option<(f64, Due)> {
+        let (finish_first, t) = self.settle_tops(&mut current)?;
+        if finish_first {
+            let due = self.finishes.pop().expect("settled").due;
+            return Some((t, due));
+        }
+        let first = self.heap.pop().expect("settled");
+        if let Some((true, finish)) = self.settle_tops(&mut current) {
+            if finish <= first.t + first.t.abs() * FINISH_TOLERANCE {
+                let due = self.finishes.pop().expect("settled").due;
+                self.heap.push(first);
+                return Some((first.t, due));
             }
         }
         Some((first.t, first.due))
@@ -129,29 +223,31 @@ impl Calendar {
         mut current: impl FnMut(f64, &Due) -> bool,
         wanted: impl Fn(f64, &Due) -> bool,
     ) -> Option<Due> {
-        loop {
-            let top = self.heap.peek()?;
-            if !current(top.t, &top.due) {
-                self.heap.pop();
-            } else if wanted(top.t, &top.due) {
-                return self.heap.pop().map(|entry| entry.due);
-            } else {
-                return None;
-            }
-        }
+        let (finish_first, t) = self.settle_tops(&mut current)?;
+        let queue = if finish_first {
+            &mut self.finishes
+        } else {
+            &mut self.heap
+        };
+        let top = queue.peek().expect("settled");
+        wanted(t, &top.due).then(|| queue.pop().expect("peeked").due)
     }
 
     /// Drops the outdated entries (those for which `current` fails) once they outnumber `live`, the
     /// entries that can still be current, three to one: a long run of rate changes would otherwise
     /// grow the queue far past the cache, and every pop would pay for it.
     pub fn compact(&mut self, live: usize, mut current: impl FnMut(f64, &Due) -> bool) {
-        if self.heap.len() > 4 * live + 256 {
+        if self.heap.len() + self.finishes.len() > 4 * live + 256 {
             self.heap.retain(|entry| current(entry.t, &entry.due));
+            let clock = self.clock;
+            self.finishes
+                .retain(|entry| current(clock.time_of(entry.t), &entry.due));
         }
     }
 
     pub fn clear(&mut self) {
         self.heap.clear();
+        self.finishes.clear();
     }
 }
 
@@ -165,8 +261,8 @@ mod tests {
         calendar.schedule(2.0, Due::Timer { version: 0 });
         calendar.schedule(1.0, Due::Timer { version: 0 });
         calendar.schedule(1.0, Due::Arrival);
-        calendar.schedule(1.0, Due::Finish { job: 3, version: 0 });
-        calendar.schedule(1.0, Due::Finish { job: 1, version: 7 });
+        calendar.schedule_finish(1.0, Due::Finish { job: 3, version: 0 }, 0);
+        calendar.schedule_finish(1.0, Due::Finish { job: 1, version: 7 }, 0);
         let mut order = Vec::new();
         while let Some(entry) = calendar.pop(|_, due| *due != Due::Finish { job: 1, version: 7 }) {
             order.push(entry);
@@ -187,8 +283,8 @@ mod tests {
         let mut calendar = Calendar::default();
         let end = 129.016_522_711_813_68;
         calendar.schedule(end, Due::SlotEnd { version: 0 });
-        calendar.schedule(end * (1.0 + 1e-15), Due::Finish { job: 1, version: 0 });
-        calendar.schedule(end * (1.0 + 1e-9), Due::Finish { job: 2, version: 0 });
+        calendar.schedule_finish(end * (1.0 + 1e-15), Due::Finish { job: 1, version: 0 }, 0);
+        calendar.schedule_finish(end * (1.0 + 1e-9), Due::Finish { job: 2, version: 0 }, 0);
         let mut order = Vec::new();
         while let Some(entry) = calendar.pop(|_, _| true) {
             order.push(entry);

@@ -37,7 +37,7 @@ use closed::{ClosedRuns, Next};
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
 use cosched_core::{check_stall, PlanError, Policy, RateSource, Sample, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, PlanChange};
-use rates::{switch_cost, Figures, Inputs, RateBook};
+use rates::{cycle_length, switch_cost, Figures, Inputs, RateBook};
 use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet, VecDeque};
@@ -213,8 +213,9 @@ impl JobState {
     }
 }
 
-/// A started job's progress. `remaining` is exact at `since`; from there it falls at `figures.rate`
-/// (after `stall_until`) until the rate changes.
+/// A started job's progress. `remaining` is exact at `since`; from there it falls by `figures.rate`
+/// per cycle (after `stall_until`) until the rate changes. Figures are per cycle of the plan's fluid
+/// cycle of slots, per second otherwise ([`calendar::CycleClock`]).
 pub(crate) struct Run {
     /// Start sequence number: simultaneous events of running jobs are handled in start order.
     started: u64,
@@ -223,8 +224,11 @@ pub(crate) struct Run {
     pub home: CpuSet,
     figures: Figures,
     remaining: f64,
+    /// Cycle time and squared-cycle time of the last settlement.
     since: f64,
-    /// Exact mode: no progress before this time (cache refill after a slot switch).
+    since_squared: f64,
+    /// Exact mode: no progress before this cycle time (cache refill after a slot switch); exact mode
+    /// has no fluid cycle, so its cycle time runs with time.
     stall_until: f64,
     /// Thread count a malleable job switches to, and when.
     pending: Option<(f64, u32)>,
@@ -769,7 +773,8 @@ impl<'a> Engine<'a> {
                         home,
                         figures: Figures::default(),
                         remaining: job.profile.work,
-                        since: self.now,
+                        since: self.calendar.clock().cycles_at(self.now),
+                        since_squared: self.calendar.clock().squared_cycles_at(self.now),
                         stall_until: 0.0,
                         pending: None,
                         finish_version: 0,
@@ -866,7 +871,7 @@ impl<'a> Engine<'a> {
             for i in entering {
                 self.settle(i);
                 let cost = switch_cost(&self.machine, &self.jobs[i], self.options);
-                let now = self.now;
+                let now = self.calendar.clock().cycles_at(self.now);
                 if let Some(run) = self.states[i].running_mut() {
                     run.stall_until = now + cost;
                 }
@@ -878,30 +883,34 @@ impl<'a> Engine<'a> {
 
     /// Brings job `i`'s progress and counters up to now at its current figures.
     fn settle(&mut self, i: usize) {
-        let now = self.now;
+        let clock = *self.calendar.clock();
         let has_footprint = self.jobs[i].profile.footprint.is_some();
         let Some(run) = self.states[i].running_mut() else {
             return;
         };
-        let dt = now - run.since;
-        if dt <= 0.0 {
+        let now = clock.cycles_at(self.now);
+        let passed = now - run.since;
+        if passed <= 0.0 {
             return;
         }
-        let productive = (now - run.stall_until.max(run.since)).clamp(0.0, dt);
+        let productive = (now - run.stall_until.max(run.since)).clamp(0.0, passed);
         let f = run.figures;
         run.remaining -= f.rate * productive;
-        run.cpu_seconds += f.cpu_share * dt;
-        run.held_seconds += f.held * dt;
-        run.since = now;
+        run.cpu_seconds += f.cpu_share * passed;
+        run.held_seconds += f.held * passed;
+        let squared = clock.squared_cycles_at(self.now);
         if has_footprint {
-            self.llc_misses += f.llc_miss * f.cpu_share * dt;
-            self.llc_accesses += f.cpu_share * dt;
+            // Per second, the miss ratio and the CPU share are each a per-cycle figure over the cycle.
+            self.llc_misses += f.llc_miss * f.cpu_share * (squared - run.since_squared);
+            self.llc_accesses += f.cpu_share * passed;
         }
+        run.since = now;
+        run.since_squared = squared;
     }
 
     /// Puts job `i`'s finish in the calendar at its current rate (outdating the previous entry).
     fn reschedule_finish(&mut self, i: usize) {
-        let now = self.now;
+        let clock = *self.calendar.clock();
         let work = self.jobs[i].profile.work;
         let Some(run) = self.states[i].running_mut() else {
             return;
@@ -911,6 +920,7 @@ impl<'a> Engine<'a> {
         let done = run.remaining <= 1e-9 * work.max(1.0);
         let rate = run.figures.rate;
         let rank = run.started;
+        let now = clock.cycles_at(self.now);
         let at = if done {
             now
         } else if rate > 0.0 {
@@ -919,7 +929,7 @@ impl<'a> Engine<'a> {
             return;
         };
         self.calendar
-            .schedule_ranked(at, Due::Finish { job: i, version }, rank);
+            .schedule_finish(at, Due::Finish { job: i, version }, rank);
     }
 
     /// New figures for the jobs whose slots changed; their progress is settled first and their finish
@@ -938,6 +948,10 @@ impl<'a> Engine<'a> {
             options: self.options,
             current_slot: self.slot,
         };
+        let cycle = cycle_length(&self.plan, self.options.mode);
+        if cycle != self.calendar.clock().cycle() {
+            self.calendar.set_cycle(self.now, cycle);
+        }
         for (i, f) in self.book.figures(&inputs, &mut self.scratch) {
             self.set_figures(i, f);
         }

@@ -1,10 +1,12 @@
-//! Each running job's cycle-average rate under the plan in force, recomputing the model only for the
-//! slots whose runners changed, and within them only for the groups of runners that changed
-//! (`groups`).
+//! Each running job's rate over the plan's cycle, recomputing the model only for the slots whose
+//! runners changed, and within them only for the groups of runners that changed (`groups`).
 //!
 //! The model couples the jobs of one slot (they share caches, bandwidth and the machine's load), so a
 //! slot is evaluated again when its assignments, or the thread count, start or end of one of its jobs,
-//! change. Combining the slots into each job's average is plain arithmetic over the plan.
+//! change. Combining the slots into each job's figures is plain arithmetic over the plan: under a
+//! fluid cycle of slots, each slot's figures times its length, a job's work per cycle, which the
+//! engine's cycle time turns into progress; so a slot whose length changes changes only its own jobs'
+//! figures, while the cycle's new length reaches everyone through the clock.
 
 use super::groups::{Lookup, Model, Moved, SlotGroups, SlotRunner};
 use super::{JobState, SimJob, SimOptions};
@@ -12,7 +14,8 @@ use crate::model::{MachineModel, Mode, Runner, Scratch, SlotRate};
 use cosched_core::{JobId, Plan, PlanChange};
 use rustc_hash::FxHashMap as HashMap;
 
-/// A job's figures averaged over the plan's cycle.
+/// A job's figures over the plan's cycle: per cycle under a fluid cycle of slots, per second
+/// otherwise (see [`cycle_length`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(super) struct Figures {
     /// Work (sequential seconds) done per second.
@@ -34,13 +37,14 @@ pub(super) struct RateBook {
     places: Vec<(JobId, usize)>,
     /// Slots of the plan in force (`slots` holds one more, the pinned jobs', when it has none).
     plan_slots: usize,
-    /// Each slot's share of the cycle as the last `figures` weighed them.
+    /// Each slot's weight as the last `figures` weighed them: its length under a fluid cycle, its
+    /// share of the time otherwise.
     weights: Vec<f64>,
     /// Runners of slots dropped since the last `figures`: their figures change.
     dropped: Vec<usize>,
     /// The jobs the plan in force pins, sorted: a space-sharing plan pins every job.
     pinned: Vec<JobId>,
-    /// The slots' shares of the cycle being weighed, compared with `weights`.
+    /// The slots' weights being weighed, compared with `weights`.
     next_weights: Vec<f64>,
 }
 
@@ -147,8 +151,8 @@ impl RateBook {
 
     /// The figures under `inputs.plan` of every job they may have changed for since the last call:
     /// (job index, figures), all zero for a job no longer running in any slot. Only the slots whose
-    /// runners changed are evaluated again, and only their runners summed again, unless the slots'
-    /// shares of the cycle moved.
+    /// runners changed are evaluated again, and only their runners, and those of the slots whose
+    /// weight moved, summed again.
     pub fn figures(&mut self, inputs: &Inputs, scratch: &mut Scratch) -> Vec<(usize, Figures)> {
         let mut touched = std::mem::take(&mut self.dropped);
         for (s, slot) in self.slots.iter_mut().enumerate() {
@@ -194,16 +198,20 @@ impl RateBook {
             match (inputs.options.mode, plan.slots.len()) {
                 (_, 0) => 1.0,
                 (Mode::Exact, _) => f64::from(u8::from(s == inputs.current_slot)),
-                (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length / cycle,
+                // Per cycle: the cycle's length divides them in the engine's cycle time.
+                (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length,
                 (Mode::Fluid, _) => f64::from(u8::from(s == 0)),
             }
         }));
-        if self.next_weights != self.weights {
-            std::mem::swap(&mut self.weights, &mut self.next_weights);
-            for slot in &self.slots {
+        // Only the jobs of a slot whose weight moved see their figures move, and when the slot
+        // count moved, those of the first slot: whether they enter it depends on the last slot.
+        let recounted = self.weights.len() != self.next_weights.len();
+        for (s, slot) in self.slots.iter().enumerate() {
+            if self.weights.get(s) != self.next_weights.get(s) || (recounted && s == 0) {
                 touched.extend(slot.rates.keys());
             }
         }
+        std::mem::swap(&mut self.weights, &mut self.next_weights);
         touched.sort_unstable();
         touched.dedup();
         debug_assert!(
@@ -237,7 +245,7 @@ impl RateBook {
             .collect()
     }
 
-    /// Job `i`'s figures over `slots` weighed by their shares of the cycle; `None` if it runs in none.
+    /// Job `i`'s figures over `slots`, weighed; `None` if it runs in none.
     fn sum(&self, i: usize, slots: &[usize]) -> Option<Figures> {
         let mut figures: Option<Figures> = None;
         for &s in slots {
@@ -301,6 +309,18 @@ fn evaluate<'a>(
         runners.push(SlotRunner { job: i, runner });
     }
     groups.rates(model, &runners, scratch);
+}
+
+/// The length of the plan's fluid cycle of slots, in whose cycle time jobs progress (the engine's
+/// `CycleClock`); 1 where progress is per second: a plan without slots, exact mode (one slot at a
+/// time), or slots of no length.
+pub(super) fn cycle_length(plan: &Plan, mode: Mode) -> f64 {
+    let cycle = plan.cycle_length();
+    if mode == Mode::Fluid && !plan.slots.is_empty() && cycle > 0.0 {
+        cycle
+    } else {
+        1.0
+    }
 }
 
 /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
