@@ -1,6 +1,8 @@
 //! The discrete-event engine: an event calendar of finishes, thread changes, arrivals, slot ends and
 //! timers; the policy decides on each event; each job's progress is integrated lazily, at the rate the
-//! model gives it, and brought up to date only when its rate changes or someone looks at it.
+//! model gives it, and brought up to date only when its rate changes or someone looks at it. Under a
+//! fluid cycle of slots, rates are per cycle and progress runs in cycle time (`calendar`), so a new
+//! cycle length reaches every job without touching any.
 //!
 //! Work per event is proportional to what the event changes (the slots whose runners changed, the plan
 //! the policy returned), not to the number of jobs waiting. The trace streams to the sink as it happens,
