@@ -204,12 +204,22 @@ impl RateBook {
             }
         }));
         // Only the jobs of a slot whose weight moved see their figures move, and when the slot
-        // count moved, those of the first slot: whether they enter it depends on the last slot.
-        let recounted = self.weights.len() != self.next_weights.len();
+        // count moved, those of the first slot that hold the last slot, before or now: whether they
+        // enter the first slot depends on the last (all of them when switches start or stop being
+        // charged, with a second slot).
         for (s, slot) in self.slots.iter().enumerate() {
-            if self.weights.get(s) != self.next_weights.get(s) || (recounted && s == 0) {
+            if self.weights.get(s) != self.next_weights.get(s) {
                 touched.extend(slot.rates.keys());
             }
+        }
+        let (before, now) = (self.weights.len(), self.next_weights.len());
+        // (With no weights before, every slot's is new and all its jobs are in already.)
+        if before != now && before > 0 {
+            let lasts = [before - 1, now - 1].map(|last| self.slots.get(last).filter(|_| last > 0));
+            let enters_anew = |i: &usize| {
+                before.min(now) == 1 || lasts.iter().flatten().any(|s| s.rates.contains_key(i))
+            };
+            touched.extend(self.slots[0].rates.keys().filter(|i| enters_anew(i)));
         }
         std::mem::swap(&mut self.weights, &mut self.next_weights);
         touched.sort_unstable();
