@@ -192,14 +192,14 @@ impl RateBook {
             }
         }
         let plan = inputs.plan;
-        let cycle = plan.cycle_length();
+        let fluid = fluid_cycle(plan, inputs.options.mode).is_some();
         self.next_weights.clear();
         self.next_weights.extend((0..self.slots.len()).map(|s| {
             match (inputs.options.mode, plan.slots.len()) {
                 (_, 0) => 1.0,
                 (Mode::Exact, _) => f64::from(u8::from(s == inputs.current_slot)),
                 // Per cycle: the cycle's length divides them in the engine's cycle time.
-                (Mode::Fluid, _) if cycle > 0.0 => plan.slots[s].length,
+                (Mode::Fluid, _) if fluid => plan.slots[s].length,
                 (Mode::Fluid, _) => f64::from(u8::from(s == 0)),
             }
         }));
@@ -325,12 +325,13 @@ fn evaluate<'a>(
 /// `CycleClock`); 1 where progress is per second: a plan without slots, exact mode (one slot at a
 /// time), or slots of no length.
 pub(super) fn cycle_length(plan: &Plan, mode: Mode) -> f64 {
+    fluid_cycle(plan, mode).unwrap_or(1.0)
+}
+
+/// The plan's fluid cycle length, if it has one: then its slots weigh by their lengths.
+fn fluid_cycle(plan: &Plan, mode: Mode) -> Option<f64> {
     let cycle = plan.cycle_length();
-    if mode == Mode::Fluid && !plan.slots.is_empty() && cycle > 0.0 {
-        cycle
-    } else {
-        1.0
-    }
+    (mode == Mode::Fluid && !plan.slots.is_empty() && cycle > 0.0).then_some(cycle)
 }
 
 /// Time a job loses each time it enters a slot: the context switch and refilling its share of the
