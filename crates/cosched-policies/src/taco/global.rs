@@ -2,7 +2,7 @@
 //! grace periods (§2.3), per-job opt-out and weights (§2.4).
 
 use super::geometry::Geometry;
-use super::lanes::{deal, side_by_side, Lane, Places};
+use super::lanes::{deal, side_by_side, Lanes, Places};
 use super::levels::LevelState;
 use super::options::TacoOptions;
 use super::steady::Steady;
@@ -56,7 +56,7 @@ struct Decided {
 #[derive(Debug)]
 struct LevelPlan {
     level: usize,
-    lanes: Vec<Lane>,
+    lanes: Lanes,
     slots: Vec<Slot>,
 }
 
@@ -64,9 +64,9 @@ impl LevelPlan {
     /// Records in `held` where this level puts its jobs.
     fn hold(&self, geometry: &Geometry, held: &mut HashMap<JobId, Held>) {
         let size = geometry.sizes[self.level];
-        for lane in &self.lanes {
-            for (job, _) in &lane.jobs {
-                let cpus = lane.cpus.clone();
+        for (cpus, jobs) in self.lanes.iter() {
+            for (job, _) in jobs {
+                let cpus = cpus.clone();
                 held.insert(*job, Held { cpus, size });
             }
         }
@@ -350,14 +350,14 @@ impl Global {
         let mut lanes = deal(partitions, places, &members, |job| {
             self.held.get(&job).map(|h| &h.cpus)
         });
-        let longest = lanes.iter().map(|l| l.load()).fold(0.0, f64::max);
+        let longest = (0..lanes.len()).map(|l| lanes.load(l)).fold(0.0, f64::max);
         if options.balance_levels {
             // Exact shares: a lane shorter than the level idles for the rest of it. With equal
             // weights §2.2 leaves no such lane; with unequal ones this is what exactness costs.
-            for lane in &mut lanes {
-                let rest = longest - lane.load();
+            for lane in 0..lanes.len() {
+                let rest = longest - lanes.load(lane);
                 if rest > longest * 1e-9 {
-                    lane.idle_for(rest);
+                    lanes.idle_for(lane, rest);
                 }
             }
         }
@@ -447,18 +447,9 @@ impl Global {
             .all(|(job, levels)| {
                 job.spec.weight == weight && levels == (&Some(level), &Some(level))
             });
-        if !settled || lanes.iter().any(|lane| lane.idle > 0.0) {
+        if !settled || (0..lanes.len()).any(|lane| lanes.idle(lane) > 0.0) {
             return None;
         }
-        let lanes = lanes
-            .iter()
-            .map(|lane| {
-                (
-                    lane.cpus.clone(),
-                    lane.jobs.iter().map(|(job, _)| *job).collect(),
-                )
-            })
-            .collect();
         Steady::of(level, weight, lanes)
     }
 

@@ -6,54 +6,98 @@
 //! lane switches jobs.
 
 use cosched_core::{Assignment, CpuSet, JobId, Slot};
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
-#[derive(Debug, Clone)]
-pub struct Lane {
-    pub cpus: CpuSet,
-    /// Jobs in their order within the lane, each with its duration (any unit; only ratios matter).
-    pub jobs: Vec<(JobId, f64)>,
-    /// Time the partition stays empty after its jobs, in the same unit.
-    pub idle: f64,
+/// The lanes of one level, flat: a level may have a thousand lanes of a job or two each, and is dealt
+/// again on most plans, where a list per lane would cost an allocation each.
+#[derive(Debug, Clone, Default)]
+pub struct Lanes {
+    cpus: Vec<CpuSet>,
+    /// Every lane's jobs, lane after lane, each lane's in their order within it, with their durations
+    /// (any unit; only ratios matter).
+    jobs: Vec<(JobId, f64)>,
+    /// Where each lane's jobs end in `jobs`.
+    ends: Vec<usize>,
+    /// Time each partition stays empty after its jobs, in the same unit.
+    idle: Vec<f64>,
 }
 
-impl Lane {
-    pub fn new(cpus: CpuSet) -> Lane {
-        Lane {
-            cpus,
-            jobs: Vec::new(),
-            idle: 0.0,
-        }
+impl Lanes {
+    pub fn len(&self) -> usize {
+        self.cpus.len()
     }
 
-    pub fn load(&self) -> f64 {
-        self.jobs.iter().map(|(_, d)| d).sum::<f64>() + self.idle
+    /// Adds a lane on `cpus` after the others, its jobs in the order given.
+    pub fn push(&mut self, cpus: CpuSet, jobs: impl IntoIterator<Item = (JobId, f64)>) {
+        self.cpus.push(cpus);
+        self.jobs.extend(jobs);
+        self.ends.push(self.jobs.len());
+        self.idle.push(0.0);
     }
 
-    pub fn idle_for(&mut self, duration: f64) {
-        self.idle += duration;
+    pub fn cpus(&self, lane: usize) -> &CpuSet {
+        &self.cpus[lane]
+    }
+
+    pub fn jobs(&self, lane: usize) -> &[(JobId, f64)] {
+        let start = lane.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.jobs[start..self.ends[lane]]
+    }
+
+    /// Lane `lane`'s jobs, to reorder them in place.
+    fn jobs_mut(&mut self, lane: usize) -> &mut [(JobId, f64)] {
+        let start = lane.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &mut self.jobs[start..self.ends[lane]]
+    }
+
+    /// Each lane's partition and jobs, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&CpuSet, &[(JobId, f64)])> {
+        (0..self.len()).map(|lane| (&self.cpus[lane], self.jobs(lane)))
+    }
+
+    pub fn idle(&self, lane: usize) -> f64 {
+        self.idle[lane]
+    }
+
+    pub fn load(&self, lane: usize) -> f64 {
+        self.jobs(lane).iter().map(|(_, d)| d).sum::<f64>() + self.idle[lane]
+    }
+
+    pub fn idle_for(&mut self, lane: usize, duration: f64) {
+        self.idle[lane] += duration;
+    }
+
+    /// Takes the job at `place` out of lane `lane` and puts `newcomer` at the lane's end, the jobs
+    /// behind it moving up one place.
+    pub fn replace(&mut self, lane: usize, place: usize, newcomer: JobId) {
+        let jobs = self.jobs_mut(lane);
+        jobs[place..].rotate_left(1);
+        jobs.last_mut().expect("holds the job at `place`").0 = newcomer;
     }
 }
 
 /// Slots for `lanes` side by side during `span` seconds.
-pub fn side_by_side(lanes: &[Lane], span: f64) -> Vec<Slot> {
-    let busy: Vec<&Lane> = lanes
-        .iter()
-        .filter(|l| !l.jobs.is_empty() && l.load() > 0.0)
+pub fn side_by_side(lanes: &Lanes, span: f64) -> Vec<Slot> {
+    let busy: Vec<(usize, f64)> = (0..lanes.len())
+        .filter(|&l| !lanes.jobs(l).is_empty())
+        .map(|l| (l, lanes.load(l)))
+        .filter(|&(_, load)| load > 0.0)
         .collect();
     if busy.is_empty() {
         return Vec::new();
     }
     let mut cuts: Vec<f64> = vec![0.0, span];
-    for lane in &busy {
-        let scale = span / lane.load();
+    for &(lane, load) in &busy {
+        let scale = span / load;
+        let jobs = lanes.jobs(lane);
         let mut t = 0.0;
-        let ends = if lane.idle > 0.0 {
-            lane.jobs.len()
+        let ends = if lanes.idle(lane) > 0.0 {
+            jobs.len()
         } else {
-            lane.jobs.len() - 1
+            jobs.len() - 1
         };
-        for (_, duration) in &lane.jobs[..ends] {
+        for (_, duration) in &jobs[..ends] {
             t += duration * scale;
             cuts.push(t);
         }
@@ -68,21 +112,22 @@ pub fn side_by_side(lanes: &[Lane], span: f64) -> Vec<Slot> {
     for window in cuts.windows(2) {
         let middle = (window[0] + window[1]) / 2.0;
         let mut assignments = Vec::with_capacity(busy.len());
-        for (lane, (index, end)) in busy.iter().zip(cursors.iter_mut()) {
-            let scale = span / lane.load();
+        for (&(lane, load), (index, end)) in busy.iter().zip(cursors.iter_mut()) {
+            let scale = span / load;
+            let jobs = lanes.jobs(lane);
             if *index == 0 && *end == 0.0 {
-                *end = lane.jobs[0].1 * scale;
+                *end = jobs[0].1 * scale;
             }
-            while *end < middle && *index + 1 < lane.jobs.len() {
+            while *end < middle && *index + 1 < jobs.len() {
                 *index += 1;
-                *end += lane.jobs[*index].1 * scale;
+                *end += jobs[*index].1 * scale;
             }
             if *end < middle {
                 continue;
             }
             assignments.push(Assignment {
-                job: lane.jobs[*index].0,
-                cpus: lane.cpus.clone(),
+                job: jobs[*index].0,
+                cpus: lanes.cpus(lane).clone(),
             });
         }
         slots.push(Slot {
@@ -102,14 +147,14 @@ pub fn deal<'h>(
     places: &Places,
     jobs: &[(JobId, f64)],
     held: impl Fn(JobId) -> Option<&'h CpuSet>,
-) -> Vec<Lane> {
-    let mut lanes: Vec<Lane> = partitions.iter().cloned().map(Lane::new).collect();
-    if lanes.is_empty() {
-        return lanes;
+) -> Lanes {
+    let lane_count = partitions.len();
+    if lane_count == 0 {
+        return Lanes::default();
     }
-    let floor = jobs.len() / lanes.len();
+    let floor = jobs.len() / lane_count;
     // Lanes that may still take one job more than `floor`.
-    let mut fuller_left = jobs.len() % lanes.len();
+    let mut fuller_left = jobs.len() % lane_count;
     let mut has_room = |count: usize| {
         let room = count < floor || (count == floor && fuller_left > 0);
         if count == floor && room {
@@ -117,10 +162,9 @@ pub fn deal<'h>(
         }
         room
     };
-    // Each lane's job count and load so far, and each job's lane: flat, since a level may have a
-    // thousand lanes of a job or two each.
-    let mut count = vec![0usize; lanes.len()];
-    let mut load = vec![0.0f64; lanes.len()];
+    // Each lane's job count and load so far, and each job's lane.
+    let mut count = vec![0usize; lane_count];
+    let mut load = vec![0.0f64; lane_count];
     let mut lane_of = vec![0usize; jobs.len()];
     let mut homeless = Vec::new();
     for (k, &(job, duration)) in jobs.iter().enumerate() {
@@ -134,27 +178,40 @@ pub fn deal<'h>(
             _ => homeless.push(k),
         }
     }
-    // The emptiest lane first (fewest jobs, then least load, then first): ordered by (count, load,
-    // index); loads are never negative, so their bits order them.
-    let mut emptiest: BTreeSet<(usize, u64, usize)> = BTreeSet::new();
     if !homeless.is_empty() {
-        emptiest.extend((0..lanes.len()).map(|i| (count[i], load[i].to_bits(), i)));
+        // The emptiest lane first (fewest jobs, then least load, then first); loads are never
+        // negative, so their bits order them.
+        let mut emptiest: BinaryHeap<Reverse<(usize, u64, usize)>> = (0..lane_count)
+            .map(|i| Reverse((count[i], load[i].to_bits(), i)))
+            .collect();
+        for k in homeless {
+            let Reverse((_, _, i)) = emptiest.pop().expect("at least one lane");
+            lane_of[k] = i;
+            count[i] += 1;
+            load[i] += jobs[k].1;
+            emptiest.push(Reverse((count[i], load[i].to_bits(), i)));
+        }
     }
-    for k in homeless {
-        let (_, _, i) = emptiest.pop_first().expect("at least one lane");
-        lane_of[k] = i;
-        count[i] += 1;
-        load[i] += jobs[k].1;
-        emptiest.insert((count[i], load[i].to_bits(), i));
+    let mut ends = count;
+    let mut total = 0;
+    for end in &mut ends {
+        total += *end;
+        *end = total;
     }
-    for (lane, &n) in lanes.iter_mut().zip(&count) {
-        lane.jobs = Vec::with_capacity(n);
+    // Filled from each lane's end backwards, in reverse `jobs` order, so each lane takes its jobs in
+    // arrival order.
+    let mut dealt = vec![(JobId(0), 0.0); jobs.len()];
+    let mut next = ends.clone();
+    for (k, &i) in lane_of.iter().enumerate().rev() {
+        next[i] -= 1;
+        dealt[next[i]] = jobs[k];
     }
-    // In `jobs` order, so each lane takes its jobs in arrival order.
-    for (k, &i) in lane_of.iter().enumerate() {
-        lanes[i].jobs.push(jobs[k]);
+    Lanes {
+        cpus: partitions.to_vec(),
+        jobs: dealt,
+        ends,
+        idle: vec![0.0; lane_count],
     }
-    lanes
 }
 
 /// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it,
@@ -221,18 +278,9 @@ mod tests {
 
     #[test]
     fn lanes_of_different_counts_share_the_span_equally_within_each_lane() {
-        let lanes = [
-            Lane {
-                cpus: cpus(0..2),
-                jobs: vec![(JobId(0), 1.0), (JobId(1), 1.0)],
-                idle: 0.0,
-            },
-            Lane {
-                cpus: cpus(2..4),
-                jobs: vec![(JobId(2), 1.0), (JobId(3), 1.0), (JobId(4), 1.0)],
-                idle: 0.0,
-            },
-        ];
+        let mut lanes = Lanes::default();
+        lanes.push(cpus(0..2), [(JobId(0), 1.0), (JobId(1), 1.0)]);
+        lanes.push(cpus(2..4), (2..5).map(|j| (JobId(j), 1.0)));
         let slots = side_by_side(&lanes, 6.0);
         let time = |job| -> f64 {
             slots
@@ -250,19 +298,32 @@ mod tests {
 
     #[test]
     fn an_idle_tail_leaves_the_partition_empty() {
-        let mut lane = Lane::new(cpus(0..2));
-        lane.jobs.push((JobId(0), 1.0));
-        lane.idle_for(1.0);
-        let other = Lane {
-            cpus: cpus(2..4),
-            jobs: vec![(JobId(1), 2.0)],
-            idle: 0.0,
-        };
-        let slots = side_by_side(&[lane, other], 4.0);
+        let mut lanes = Lanes::default();
+        lanes.push(cpus(0..2), [(JobId(0), 1.0)]);
+        lanes.idle_for(0, 1.0);
+        lanes.push(cpus(2..4), [(JobId(1), 2.0)]);
+        let slots = side_by_side(&lanes, 4.0);
         assert_eq!(slots.len(), 2);
         assert_eq!(slots[1].assignments.len(), 1);
         assert_eq!(slots[1].assignments[0].job, JobId(1));
         assert!((slots[0].length - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_replaced_job_leaves_its_lane_and_the_newcomer_queues_last_in_it() {
+        let mut lanes = Lanes::default();
+        lanes.push(cpus(0..2), [(JobId(0), 1.0)]);
+        lanes.push(cpus(2..4), (1..4).map(|j| (JobId(j), 1.0)));
+        lanes.replace(1, 1, JobId(9));
+        let ids = |lane| {
+            lanes
+                .jobs(lane)
+                .iter()
+                .map(|(j, _)| j.0)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(1), vec![1, 3, 9]);
+        assert_eq!(ids(0), vec![0]);
     }
 
     #[test]
@@ -276,18 +337,19 @@ mod tests {
         let jobs: Vec<(JobId, f64)> = (0..4).map(|j| (JobId(j), 1.0)).collect();
         let places = Places::of(&parts);
         let lanes = deal(&parts, &places, &jobs, |j| held.get(&j));
-        let ids = |lane: &Lane| lane.jobs.iter().map(|(j, _)| j.0).collect::<Vec<_>>();
-        assert_eq!(ids(&lanes[0]), vec![0, 1]);
+        let ids = |lanes: &Lanes| {
+            lanes
+                .iter()
+                .map(|(_, jobs)| jobs.iter().map(|(j, _)| j.0).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        };
         // Job 2 moved in behind job 3 but takes its turn first, as the older job.
-        assert_eq!(ids(&lanes[1]), vec![2, 3]);
+        assert_eq!(ids(&lanes), vec![vec![0, 1], vec![2, 3]]);
         let held: HashMap<JobId, CpuSet> = lanes
             .iter()
-            .flat_map(|lane| lane.jobs.iter().map(|(job, _)| (*job, lane.cpus.clone())))
+            .flat_map(|(cpus, jobs)| jobs.iter().map(|(job, _)| (*job, cpus.clone())))
             .collect();
         let again = deal(&parts, &places, &jobs, |j| held.get(&j));
-        assert_eq!(
-            again.iter().map(ids).collect::<Vec<_>>(),
-            vec![vec![0, 1], vec![2, 3]]
-        );
+        assert_eq!(ids(&again), vec![vec![0, 1], vec![2, 3]]);
     }
 }

@@ -6,7 +6,7 @@
 //! across units: the imbalance the paper names as this variant's cost.
 
 use super::geometry::Geometry;
-use super::lanes::{deal, side_by_side, Lane, Places};
+use super::lanes::{deal, side_by_side, Lanes, Places};
 use super::levels::threshold_down;
 use super::options::TacoOptions;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan};
@@ -86,10 +86,10 @@ impl Local {
         let jobs: Vec<(JobId, f64)> = unit.jobs.iter().map(|j| (*j, 1.0)).collect();
         let lanes = deal(&children, &Places::of(&children), &jobs, |_| None);
         let first_child = self.units.len();
-        self.units.extend(lanes.into_iter().map(|lane| Unit {
+        self.units.extend(lanes.iter().map(|(cpus, jobs)| Unit {
             level: finer,
-            cpus: lane.cpus,
-            jobs: lane.jobs.into_iter().map(|(j, _)| j).collect(),
+            cpus: cpus.clone(),
+            jobs: jobs.iter().map(|(j, _)| *j).collect(),
         }));
         for child in (first_child..self.units.len()).rev() {
             self.split(child, geometry, hysteresis);
@@ -141,16 +141,16 @@ impl Local {
 
     fn build(&self, ctx: &Context, slice: f64) -> Plan {
         let mut plan = Plan::default();
-        let mut lanes = Vec::new();
+        let mut lanes = Lanes::default();
         let mut longest = 0;
         for unit in &self.units {
-            let mut lane = Lane::new(unit.cpus.clone());
+            let mut lane = Vec::new();
             for &id in &unit.jobs {
                 let Some(job) = ctx.job(id) else { continue };
                 plan.advice
                     .insert(id, job.spec.threads_for(unit.cpus.len()));
                 if job.spec.coschedule {
-                    lane.jobs.push((id, 1.0));
+                    lane.push((id, 1.0));
                 } else {
                     // §2.4 opt-out: runs all the time in its unit, uncoordinated with the unit's other jobs.
                     plan.pinned.push(Assignment {
@@ -159,8 +159,8 @@ impl Local {
                     });
                 }
             }
-            longest = longest.max(lane.jobs.len());
-            lanes.push(lane);
+            longest = longest.max(lane.len());
+            lanes.push(unit.cpus.clone(), lane);
         }
         plan.slots = side_by_side(&lanes, slice * longest.max(1) as f64);
         plan

@@ -6,9 +6,10 @@
 //! has odd jobs to promote (§2.2), the newcomer has not started and so has no grace period (§2.3), and
 //! the full deal would put it, as the newest job, last in the one lane with room.
 
+use super::lanes::Lanes;
 use cosched_core::plan_change::SlotAssignment;
 use cosched_core::{CpuSet, JobId, PlanChange};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// The lanes of the one level in use, as the last plan left them.
 #[derive(Debug, Clone)]
@@ -17,27 +18,27 @@ pub struct Steady {
     /// The weight every job has; a newcomer with another would change the slot lengths.
     pub weight: f64,
     /// Each partition and its jobs in slot order, which is their arrival order.
-    lanes: Vec<(CpuSet, Vec<JobId>)>,
+    lanes: Lanes,
     lane_of: HashMap<JobId, usize>,
 }
 
 impl Steady {
     /// The steady state `lanes` describe (their jobs in arrival order, as dealt), if they fill every
     /// lane equally.
-    pub fn of(level: usize, weight: f64, lanes: Vec<(CpuSet, Vec<JobId>)>) -> Option<Steady> {
-        let per_lane = lanes.first()?.1.len();
+    pub fn of(level: usize, weight: f64, lanes: &Lanes) -> Option<Steady> {
+        let per_lane = lanes.iter().next()?.1.len();
         if per_lane == 0 || lanes.iter().any(|(_, jobs)| jobs.len() != per_lane) {
             return None;
         }
         let lane_of = lanes
             .iter()
             .enumerate()
-            .flat_map(|(i, (_, jobs))| jobs.iter().map(move |&job| (job, i)))
+            .flat_map(|(i, (_, jobs))| jobs.iter().map(move |&(job, _)| (job, i)))
             .collect();
         Some(Steady {
             level,
             weight,
-            lanes,
+            lanes: lanes.clone(),
             lane_of,
         })
     }
@@ -55,19 +56,20 @@ impl Steady {
     /// `finished` held no place here.
     pub fn hand_over(&mut self, finished: JobId, newcomer: JobId) -> Option<(CpuSet, PlanChange)> {
         let lane = self.lane_of.remove(&finished)?;
-        let (cpus, jobs) = &mut self.lanes[lane];
+        let jobs = self.lanes.jobs(lane);
         let from = jobs
             .iter()
-            .position(|&j| j == finished)
+            .position(|&(j, _)| j == finished)
             .expect("a held job is in its lane");
-        let removed = (from..jobs.len()).map(|s| (s, jobs[s])).collect();
-        jobs.remove(from);
-        jobs.push(newcomer);
+        let removed = (from..jobs.len()).map(|s| (s, jobs[s].0)).collect();
+        self.lanes.replace(lane, from, newcomer);
         self.lane_of.insert(newcomer, lane);
+        let cpus = self.lanes.cpus(lane);
+        let jobs = self.lanes.jobs(lane);
         let placed = (from..jobs.len())
             .map(|s| SlotAssignment {
                 slot: s,
-                job: jobs[s],
+                job: jobs[s].0,
                 cpus: cpus.clone(),
             })
             .collect();
