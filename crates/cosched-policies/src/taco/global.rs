@@ -17,6 +17,9 @@ use std::borrow::Cow;
 struct Held {
     cpus: CpuSet,
     size: usize,
+    /// Its lane's index among the partitions it was dealt from (`usize::MAX` if none): where the next
+    /// deal looks first.
+    lane: usize,
 }
 
 #[derive(Debug, Default)]
@@ -64,10 +67,10 @@ impl LevelPlan {
     /// Records in `held` where this level puts its jobs.
     fn hold(&self, geometry: &Geometry, held: &mut HashMap<JobId, Held>) {
         let size = geometry.sizes[self.level];
-        for (cpus, jobs) in self.lanes.iter() {
+        for (lane, (cpus, jobs)) in self.lanes.iter().enumerate() {
             for (job, _) in jobs {
                 let cpus = cpus.clone();
-                held.insert(*job, Held { cpus, size });
+                held.insert(*job, Held { cpus, size, lane });
             }
         }
     }
@@ -124,6 +127,7 @@ impl Global {
                 Held {
                     cpus: cpus.clone(),
                     size,
+                    lane: usize::MAX,
                 },
             );
             plan.pinned.push(Assignment {
@@ -348,7 +352,7 @@ impl Global {
             return None;
         }
         let mut lanes = deal(partitions, places, &members, |job| {
-            self.held.get(&job).map(|h| &h.cpus)
+            self.held.get(&job).map(|h| (&h.cpus, h.lane))
         });
         let longest = (0..lanes.len()).map(|l| lanes.load(l)).fold(0.0, f64::max);
         if options.balance_levels {
@@ -420,7 +424,8 @@ impl Global {
         };
         self.held.remove(&finished);
         let size = geometry.sizes[level];
-        self.held.insert(id, Held { cpus, size });
+        let lane = usize::MAX;
+        self.held.insert(id, Held { cpus, size, lane });
         Some(change)
     }
 

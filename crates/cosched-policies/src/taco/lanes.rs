@@ -19,6 +19,8 @@ pub struct Lanes {
     jobs: Vec<(JobId, f64)>,
     /// Where each lane's jobs end in `jobs`.
     ends: Vec<usize>,
+    /// The sum of each lane's durations, in its order: asked for several times per plan.
+    busy: Vec<f64>,
     /// Time each partition stays empty after its jobs, in the same unit.
     idle: Vec<f64>,
 }
@@ -34,6 +36,7 @@ impl Lanes {
         self.jobs.extend(jobs);
         self.ends.push(self.jobs.len());
         self.idle.push(0.0);
+        self.busy.push(lane_busy(self.jobs(self.len() - 1)));
     }
 
     pub fn cpus(&self, lane: usize) -> &CpuSet {
@@ -61,7 +64,7 @@ impl Lanes {
     }
 
     pub fn load(&self, lane: usize) -> f64 {
-        self.jobs(lane).iter().map(|(_, d)| d).sum::<f64>() + self.idle[lane]
+        self.busy[lane] + self.idle[lane]
     }
 
     pub fn idle_for(&mut self, lane: usize, duration: f64) {
@@ -74,7 +77,12 @@ impl Lanes {
         let jobs = self.jobs_mut(lane);
         jobs[place..].rotate_left(1);
         jobs.last_mut().expect("holds the job at `place`").0 = newcomer;
+        self.busy[lane] = lane_busy(self.jobs(lane));
     }
+}
+
+fn lane_busy(jobs: &[(JobId, f64)]) -> f64 {
+    jobs.iter().map(|(_, d)| d).sum()
 }
 
 /// Slots for `lanes` side by side during `span` seconds.
@@ -88,7 +96,20 @@ pub fn side_by_side(lanes: &Lanes, span: f64) -> Vec<Slot> {
         return Vec::new();
     }
     let mut cuts: Vec<f64> = vec![0.0, span];
+    // Lanes alike (the same durations and idle time) cut at the same times, and a level of a thousand
+    // lanes has a few kinds of them: a lane like one of the last kinds seen adds no cut. (Cuts listed
+    // twice would merge below anyway.)
+    const KINDS_REMEMBERED: usize = 8;
+    let mut cut_before: Vec<usize> = Vec::new();
     for &(lane, load) in &busy {
+        let alike = |&other: &usize| {
+            lanes.idle(other).to_bits() == lanes.idle(lane).to_bits()
+                && durations_alike(lanes.jobs(other), lanes.jobs(lane))
+        };
+        if cut_before.iter().rev().take(KINDS_REMEMBERED).any(alike) {
+            continue;
+        }
+        cut_before.push(lane);
         let scale = span / load;
         let jobs = lanes.jobs(lane);
         let mut t = 0.0;
@@ -138,15 +159,20 @@ pub fn side_by_side(lanes: &Lanes, span: f64) -> Vec<Slot> {
     slots
 }
 
+fn durations_alike(a: &[(JobId, f64)], b: &[(JobId, f64)]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.1.to_bits() == y.1.to_bits())
+}
+
 /// Deals jobs to the partitions of one level so that lane counts differ by at most one, keeping every
 /// job whose previous CPUs match a partition (the same set, or one containing or inside it) there while
 /// its lane has room. `jobs` are in arrival order, each with its duration; each lane takes its jobs in
-/// that order, so that dealing the same jobs again changes nothing.
+/// that order, so that dealing the same jobs again changes nothing. `held` gives a job's previous CPUs
+/// and the index among `partitions` where they may be (its lane when it was last dealt from them).
 pub fn deal<'h>(
     partitions: &[CpuSet],
     places: &Places,
     jobs: &[(JobId, f64)],
-    held: impl Fn(JobId) -> Option<&'h CpuSet>,
+    held: impl Fn(JobId) -> Option<(&'h CpuSet, usize)>,
 ) -> Lanes {
     let lane_count = partitions.len();
     if lane_count == 0 {
@@ -168,7 +194,11 @@ pub fn deal<'h>(
     let mut lane_of = vec![0usize; jobs.len()];
     let mut homeless = Vec::new();
     for (k, &(job, duration)) in jobs.iter().enumerate() {
-        let home = held(job).and_then(|old| places.home_lane(old, partitions));
+        let home = held(job).and_then(|(old, lane)| match partitions.get(lane) {
+            // Its own partition again: what `home_lane` would find, without looking.
+            Some(p) if p == old => Some(lane),
+            _ => places.home_lane(old, partitions),
+        });
         match home {
             Some(i) if has_room(count[i]) => {
                 lane_of[k] = i;
@@ -206,12 +236,15 @@ pub fn deal<'h>(
         next[i] -= 1;
         dealt[next[i]] = jobs[k];
     }
-    Lanes {
+    let mut lanes = Lanes {
         cpus: partitions.to_vec(),
         jobs: dealt,
         ends,
+        busy: Vec::with_capacity(lane_count),
         idle: vec![0.0; lane_count],
-    }
+    };
+    lanes.busy = (0..lane_count).map(|l| lane_busy(lanes.jobs(l))).collect();
+    lanes
 }
 
 /// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it,
@@ -297,6 +330,51 @@ mod tests {
     }
 
     #[test]
+    fn many_lanes_of_a_few_kinds_cut_where_each_kind_switches() {
+        // Twelve kinds of lanes (two to thirteen jobs), more than the kinds remembered, each kind
+        // five times over, interleaved.
+        let mut lanes = Lanes::default();
+        let mut next = 0;
+        for copy in 0..5u32 {
+            for count in 2..14u32 {
+                let first = copy * 12 * 2 + (count - 2) * 2;
+                let jobs: Vec<(JobId, f64)> = (0..count).map(|j| (JobId(next + j), 1.0)).collect();
+                lanes.push(cpus(first..first + 2), jobs);
+                next += count;
+            }
+        }
+        let slots = side_by_side(&lanes, 1.0);
+        for (lane, (_, jobs)) in lanes.iter().enumerate() {
+            for &(job, _) in jobs {
+                let time: f64 = slots
+                    .iter()
+                    .filter(|s| s.assignments.iter().any(|a| a.job == job))
+                    .map(|s| s.length)
+                    .sum();
+                let share = 1.0 / jobs.len() as f64;
+                assert!(
+                    (time - share).abs() < 1e-9,
+                    "lane {lane}, {job:?}: {time} for {share}"
+                );
+            }
+        }
+        // Every slot boundary is some kind's switch: the distinct fractions k/n for n in 2..14.
+        let mut fractions: Vec<(u32, u32)> = (2..14u32)
+            .flat_map(|n| (1..n).map(move |k| (k, n)))
+            .map(|(k, n)| {
+                let g = (1..=k)
+                    .rev()
+                    .find(|g| k % g == 0 && n % g == 0)
+                    .unwrap_or(1);
+                (k / g, n / g)
+            })
+            .collect();
+        fractions.sort_unstable();
+        fractions.dedup();
+        assert_eq!(slots.len(), fractions.len() + 1);
+    }
+
+    #[test]
     fn an_idle_tail_leaves_the_partition_empty() {
         let mut lanes = Lanes::default();
         lanes.push(cpus(0..2), [(JobId(0), 1.0)]);
@@ -336,7 +414,9 @@ mod tests {
         held.insert(JobId(3), cpus(2..3));
         let jobs: Vec<(JobId, f64)> = (0..4).map(|j| (JobId(j), 1.0)).collect();
         let places = Places::of(&parts);
-        let lanes = deal(&parts, &places, &jobs, |j| held.get(&j));
+        let lanes = deal(&parts, &places, &jobs, |j| {
+            held.get(&j).map(|c| (c, usize::MAX))
+        });
         let ids = |lanes: &Lanes| {
             lanes
                 .iter()
@@ -349,7 +429,9 @@ mod tests {
             .iter()
             .flat_map(|(cpus, jobs)| jobs.iter().map(|(job, _)| (*job, cpus.clone())))
             .collect();
-        let again = deal(&parts, &places, &jobs, |j| held.get(&j));
+        let again = deal(&parts, &places, &jobs, |j| {
+            held.get(&j).map(|c| (c, usize::MAX))
+        });
         assert_eq!(ids(&again), vec![vec![0, 1], vec![2, 3]]);
     }
 }
