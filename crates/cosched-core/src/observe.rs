@@ -403,7 +403,8 @@ mod tests {
                 coschedule: true,
                 weight: 1.0,
                 hints: JobHints::default(),
-            },
+            }
+            .into(),
             started: Some(0.0),
             threads,
         }
@@ -540,10 +541,10 @@ mod tests {
     #[test]
     fn rigid_and_waiting_jobs_are_not_expected_to_follow() {
         let mut job = running(2);
-        job.spec.kind = JobKind::Rigid;
+        std::sync::Arc::make_mut(&mut job.spec).kind = JobKind::Rigid;
         let mut observer = Observer::default();
         observer.advised(0.0, &job, 1);
-        job.spec.kind = JobKind::Malleable;
+        std::sync::Arc::make_mut(&mut job.spec).kind = JobKind::Malleable;
         job.started = None;
         observer.advised(0.0, &job, 1);
         assert_eq!(observer.next_deadline(), None);
@@ -568,7 +569,7 @@ mod tests {
                 threads: Some(2),
             }
         );
-        let mut spec = running(2).spec;
+        let mut spec = (*running(2).spec).clone();
         found.apply(&mut spec);
         assert_eq!(
             (spec.kind, spec.min_threads, spec.max_threads),
@@ -586,7 +587,7 @@ mod tests {
         ];
         let found = behaviours(&samples)[&JobId(0)];
         assert_eq!(found.follows_advice, Some(true));
-        let mut spec = running(2).spec;
+        let mut spec = (*running(2).spec).clone();
         found.apply(&mut spec);
         assert_eq!(spec.kind, JobKind::Malleable, "stays malleable");
     }
@@ -598,12 +599,12 @@ mod tests {
             ..Behaviour::default()
         };
         for declared in [SyncKind::None, SyncKind::Block, SyncKind::Spin] {
-            let mut spec = running(2).spec;
+            let mut spec = (*running(2).spec).clone();
             spec.hints.sync = declared;
             not_spinning.apply(&mut spec);
             assert_eq!(spec.hints.sync, declared);
         }
-        let mut spec = running(2).spec;
+        let mut spec = (*running(2).spec).clone();
         Behaviour {
             spins: Some(true),
             ..Behaviour::default()
@@ -614,7 +615,7 @@ mod tests {
 
     #[test]
     fn no_history_leaves_the_spec_as_declared_and_a_newer_run_refines_an_older() {
-        let declared = running(2).spec;
+        let declared = (*running(2).spec).clone();
         let mut spec = declared.clone();
         Behaviour::default().apply(&mut spec);
         assert_eq!(spec, declared);

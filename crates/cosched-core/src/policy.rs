@@ -8,11 +8,14 @@ use crate::job::{JobId, JobSpec};
 use crate::plan::Plan;
 use crate::plan_change::PlanChange;
 use crate::topology::Topology;
+use std::sync::Arc;
 
 /// A job the executor currently holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActiveJob {
-    pub spec: JobSpec,
+    /// Shared with whoever holds the job's description: an executor shifts its list of active jobs
+    /// on every finish, and a queue of thousands behind it is cheaper to move as pointers.
+    pub spec: Arc<JobSpec>,
     /// When its processes were started; `None` while it waits for its first placement.
     pub started: Option<f64>,
     /// Threads it runs with now (its start advice for moldable jobs, the applied advice for malleable).
@@ -124,7 +127,8 @@ mod tests {
                     coschedule: true,
                     weight: 1.0,
                     hints: Default::default(),
-                },
+                }
+                .into(),
                 started: Some(1.0),
                 threads: 1,
             })

@@ -65,9 +65,10 @@ impl AdviceCheck {
             .map(|job| match self.fixed.get(&job.spec.id) {
                 Some(&threads) => {
                     let mut shown = job.clone();
-                    shown.spec.kind = JobKind::Rigid;
-                    shown.spec.min_threads = threads;
-                    shown.spec.max_threads = threads;
+                    let spec = std::sync::Arc::make_mut(&mut shown.spec);
+                    spec.kind = JobKind::Rigid;
+                    spec.min_threads = threads;
+                    spec.max_threads = threads;
                     shown.threads = threads;
                     shown
                 }
@@ -343,7 +344,7 @@ mod tests {
             };
             for id in 0..jobs as u32 {
                 let mut job = waiting(id, JobKind::Malleable, 1, 2);
-                job.spec.arrival = 0.0;
+                std::sync::Arc::make_mut(&mut job.spec).arrival = 0.0;
                 run.jobs.push(job);
                 let plan = run.at(0.0, Event::Arrived { job: JobId(id) });
                 for job in &mut run.jobs {
@@ -490,7 +491,7 @@ mod tests {
         let mut plan = Plan::default();
         let arrive = |run: &mut Run, plan: &mut Plan, id: u32, now: f64, threads| {
             let mut job = waiting(id, JobKind::Malleable, 1, 4);
-            job.spec.arrival = now;
+            std::sync::Arc::make_mut(&mut job.spec).arrival = now;
             run.jobs.push(job);
             change_at(run, plan, now, Event::Arrived { job: JobId(id) }, threads)
         };

@@ -100,8 +100,8 @@ mod tests {
             task(2, 10.0, 1.0),
             task(3, 10.0, 1.0),
         ];
-        jobs[2].spec.hints.mpki = Some(50.0);
-        jobs[3].spec.hints.mpki = Some(40.0);
+        std::sync::Arc::make_mut(&mut jobs[2].spec).hints.mpki = Some(50.0);
+        std::sync::Arc::make_mut(&mut jobs[3].spec).hints.mpki = Some(40.0);
         let plan = start_bag(
             &mut TaskBag::new(DistributedIntensity::default()),
             &topo,

@@ -327,7 +327,7 @@ mod tests {
     #[test]
     fn heavier_jobs_get_longer_slots() {
         let mut jobs = vec![job(0, 16), job(1, 16)];
-        jobs[1].spec.weight = 3.0;
+        std::sync::Arc::make_mut(&mut jobs[1].spec).weight = 3.0;
         let plan = decide(
             &mut Gang::default(),
             &jobs,

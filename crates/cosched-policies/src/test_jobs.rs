@@ -15,7 +15,8 @@ pub fn waiting(id: u32, kind: JobKind, min_threads: u32, max_threads: u32) -> Ac
             coschedule: true,
             weight: 1.0,
             hints: JobHints::default(),
-        },
+        }
+        .into(),
         started: None,
         threads: 0,
     }

@@ -63,7 +63,10 @@ pub fn sim_jobs(
                     p
                 }
             };
-            Ok(SimJob { spec, profile })
+            Ok(SimJob {
+                spec: spec.into(),
+                profile,
+            })
         })
         .collect()
 }

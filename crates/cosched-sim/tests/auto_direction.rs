@@ -143,7 +143,8 @@ fn calibrated(id: u32, serial: f64, one_cpu: f64) -> SimJob {
                 one_cpu_runtime: Some(one_cpu),
                 ..JobHints::default()
             },
-        },
+        }
+        .into(),
         profile: Arc::new(profile),
     }
 }

@@ -21,7 +21,8 @@ fn job(id: u32, arrival: f64, kind: JobKind, threads: u32, profile_text: &str) -
             coschedule: true,
             weight: 1.0,
             hints: JobHints::default(),
-        },
+        }
+        .into(),
         profile: Arc::new(profile::parse(profile_text).unwrap()),
     }
 }

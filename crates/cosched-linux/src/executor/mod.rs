@@ -545,7 +545,7 @@ impl<'a> Executor<'a> {
         for arriving in self.source.take_arrived(self.now()) {
             let spec = arriving.spec.clone();
             self.active.push(ActiveJob {
-                spec: spec.clone(),
+                spec: spec.clone().into(),
                 started: None,
                 threads: 0,
             });

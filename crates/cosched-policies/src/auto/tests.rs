@@ -100,8 +100,8 @@ fn more_single_threaded_tasks_than_cpus_take_turns() {
 
 fn estimated(id: u32, arrival: f64, runtime: f64) -> ActiveJob {
     let mut job = waiting(id, JobKind::Malleable, 1, 2);
-    job.spec.arrival = arrival;
-    job.spec.hints.runtime = Some(runtime);
+    std::sync::Arc::make_mut(&mut job.spec).arrival = arrival;
+    std::sync::Arc::make_mut(&mut job.spec).hints.runtime = Some(runtime);
     job
 }
 
@@ -137,10 +137,10 @@ fn a_job_alone_with_known_run_time_takes_the_whole_machine() {
 fn a_fixed_spinning_job_with_known_run_time_is_never_squeezed() {
     let topo = presets::machine("package:1 core:2").unwrap();
     let mut spinner = started(waiting(0, JobKind::Rigid, 2, 2), 2);
-    spinner.spec.hints.runtime = Some(3.0);
-    spinner.spec.hints.sync = SyncKind::Spin;
+    std::sync::Arc::make_mut(&mut spinner.spec).hints.runtime = Some(3.0);
+    std::sync::Arc::make_mut(&mut spinner.spec).hints.sync = SyncKind::Spin;
     let mut moldable = waiting(1, JobKind::Moldable, 1, 2);
-    moldable.spec.hints.runtime = Some(1.0);
+    std::sync::Arc::make_mut(&mut moldable.spec).hints.runtime = Some(1.0);
     let plan = decide(&mut Auto::default(), &topo, 0.0, &[spinner, moldable]);
     assert_eq!(
         plan.cpus_in_slot(0, JobId(1)).unwrap().len(),
@@ -182,8 +182,8 @@ fn a_known_task_bag_is_dealt_longest_first_and_each_cpu_runs_its_shortest_first(
     let topo = presets::machine("package:1 core:2").unwrap();
     let task = |id, runtime| {
         let mut job = waiting(id, JobKind::Rigid, 1, 1);
-        job.spec.arrival = 0.0;
-        job.spec.hints.runtime = Some(runtime);
+        std::sync::Arc::make_mut(&mut job.spec).arrival = 0.0;
+        std::sync::Arc::make_mut(&mut job.spec).hints.runtime = Some(runtime);
         job
     };
     // LPT: 6 → cpu A, 5 → cpu B, 4 → B (5 < 6), 1 → A (6 < 9). Dealt as they come, shortest
@@ -232,7 +232,7 @@ fn with_nothing_known_at_most_six_elastic_jobs_run_side_by_side_and_none_is_stop
     let mut jobs: Vec<ActiveJob> = (0..8)
         .map(|i| {
             let mut job = waiting(i, JobKind::Malleable, 1, 24);
-            job.spec.arrival = i as f64;
+            std::sync::Arc::make_mut(&mut job.spec).arrival = i as f64;
             job
         })
         .collect();
@@ -255,7 +255,9 @@ fn with_nothing_known_at_most_six_elastic_jobs_run_side_by_side_and_none_is_stop
 /// A malleable job estimated at `runtime` s alone on both CPUs and `one_cpu` s alone on one.
 fn measured(id: u32, runtime: f64, one_cpu: f64) -> ActiveJob {
     let mut job = estimated(id, 0.0, runtime);
-    job.spec.hints.one_cpu_runtime = Some(one_cpu);
+    std::sync::Arc::make_mut(&mut job.spec)
+        .hints
+        .one_cpu_runtime = Some(one_cpu);
     job
 }
 
@@ -301,9 +303,11 @@ fn a_long_job_that_scales_still_waits_and_then_takes_the_whole_machine() {
 fn a_moldable_job_that_scales_poorly_starts_with_the_threads_it_can_use() {
     let topo = presets::machine("package:1 core:2").unwrap();
     let mut poor = waiting(0, JobKind::Moldable, 1, 2);
-    poor.spec.hints.runtime = Some(10.0);
-    poor.spec.hints.one_cpu_runtime = Some(12.0);
-    poor.spec.hints.sync = SyncKind::Block;
+    std::sync::Arc::make_mut(&mut poor.spec).hints.runtime = Some(10.0);
+    std::sync::Arc::make_mut(&mut poor.spec)
+        .hints
+        .one_cpu_runtime = Some(12.0);
+    std::sync::Arc::make_mut(&mut poor.spec).hints.sync = SyncKind::Block;
     let jobs = vec![poor, measured(1, 2.0, 4.0), measured(2, 2.0, 4.0)];
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));

@@ -306,7 +306,7 @@ fn opted_out_jobs_are_pinned_apart_and_never_frozen() {
     let topo = presets::preset("taco-opteron8435").unwrap();
     let mut taco = Taco::new("taco", TacoOptions::full());
     let mut jobs: Vec<ActiveJob> = (0..6).map(job).collect();
-    jobs[5].spec.coschedule = false;
+    std::sync::Arc::make_mut(&mut jobs[5].spec).coschedule = false;
     let plan = arrive(&mut taco, &topo, &mut jobs, 0.0, 5).unwrap();
     assert_eq!(plan.pinned.len(), 1);
     let pinned = &plan.pinned[0].cpus;
@@ -322,8 +322,8 @@ fn weights_scale_cpu_time() {
     let topo = presets::preset("taco-opteron8435").unwrap();
     let mut taco = Taco::new("taco", TacoOptions::full());
     let mut jobs: Vec<ActiveJob> = (0..4).map(job).collect();
-    jobs[0].spec.weight = 2.0;
-    jobs[1].spec.max_threads = 3;
+    std::sync::Arc::make_mut(&mut jobs[0].spec).weight = 2.0;
+    std::sync::Arc::make_mut(&mut jobs[1].spec).max_threads = 3;
     let plan = arrive(&mut taco, &topo, &mut jobs, 0.0, 3).unwrap();
     let times = cpu_time(&plan);
     assert!(

@@ -205,7 +205,8 @@ fn settle(node: &Topology, policy: &mut dyn Policy, widths: &[u32]) -> Plan {
                 coschedule: true,
                 weight: 1.0,
                 hints: JobHints::default(),
-            },
+            }
+            .into(),
             started: None,
             threads,
         });

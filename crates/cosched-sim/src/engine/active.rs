@@ -93,7 +93,8 @@ mod tests {
                 coschedule: true,
                 weight: 1.0,
                 hints: JobHints::default(),
-            },
+            }
+            .into(),
             started: None,
             threads: 0,
         }

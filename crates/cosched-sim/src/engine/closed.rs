@@ -4,6 +4,7 @@
 
 use super::SimJob;
 use cosched_core::JobId;
+use std::sync::Arc;
 
 pub(super) struct ClosedRuns {
     runs: u32,
@@ -42,9 +43,10 @@ impl ClosedRuns {
             ));
         }
         let mut job = jobs[origin].clone();
-        job.spec.id = JobId(self.next_id);
-        job.spec.arrival = now;
-        job.spec.name = format!("{}#{}", job.spec.name, self.completed[origin] + 1);
+        let spec = Arc::make_mut(&mut job.spec);
+        spec.id = JobId(self.next_id);
+        spec.arrival = now;
+        spec.name = format!("{}#{}", spec.name, self.completed[origin] + 1);
         self.next_id += 1;
         self.origin.push(origin);
         Next::Again(job)

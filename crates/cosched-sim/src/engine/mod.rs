@@ -49,7 +49,8 @@ use std::time::Instant;
 /// A job as the simulator needs it: what the policy sees plus how it performs.
 #[derive(Debug, Clone)]
 pub struct SimJob {
-    pub spec: JobSpec,
+    /// Shared with the policy's view of the job while it is active.
+    pub spec: Arc<JobSpec>,
     pub profile: Arc<Profile>,
 }
 
@@ -512,7 +513,7 @@ impl<'a> Engine<'a> {
             self.options,
             &mut self.scratch,
         );
-        let spec = job.spec.clone();
+        let spec = JobSpec::clone(&job.spec);
         let order = self.next_order;
         self.next_order += 1;
         self.states[i] = JobState {
@@ -1036,7 +1037,8 @@ mod tests {
                     sync: profile.sync,
                     ..JobHints::default()
                 },
-            },
+            }
+            .into(),
             profile: Arc::new(profile),
         }
     }

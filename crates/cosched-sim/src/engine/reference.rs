@@ -352,13 +352,13 @@ impl<'a> Engine<'a> {
         let spec = job.spec.clone();
         self.states[i].arrived = true;
         self.active.push(ActiveJob {
-            spec: spec.clone(),
+            spec: spec.clone().into(),
             started: None,
             threads: 0,
         });
         let id = spec.id;
         self.emit(Record::Arrival {
-            job: spec,
+            job: cosched_core::JobSpec::clone(&spec),
             isolated: Some(isolated),
         })?;
         self.decide(Event::Arrived { job: id })
@@ -411,9 +411,10 @@ impl<'a> Engine<'a> {
             return Ok(());
         }
         let mut job = self.jobs[origin].clone();
-        job.spec.id = JobId(self.next_id);
-        job.spec.arrival = self.now;
-        job.spec.name = format!("{}#{}", job.spec.name, self.completed_runs[origin] + 1);
+        let spec = std::sync::Arc::make_mut(&mut job.spec);
+        spec.id = JobId(self.next_id);
+        spec.arrival = self.now;
+        spec.name = format!("{}#{}", spec.name, self.completed_runs[origin] + 1);
         self.next_id += 1;
         let j = self.jobs.len();
         self.index.insert(job.spec.id, j);

@@ -63,7 +63,8 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
                 coschedule: true,
                 weight: 1.0,
                 hints: JobHints::default(),
-            },
+            }
+            .into(),
             started: None,
             threads: 0,
         });

@@ -126,7 +126,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (workload, None)
     };
     let specs = match &simulated_jobs {
-        Some(jobs) => jobs.iter().map(|j| j.spec.clone()).collect(),
+        Some(jobs) => jobs
+            .iter()
+            .map(|j| cosched_core::JobSpec::clone(&j.spec))
+            .collect(),
         None => workload.specs(topology.num_cpus()),
     };
     let policies = super::policies::chosen(&args.policy, &specs)?;

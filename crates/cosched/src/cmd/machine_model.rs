@@ -154,12 +154,13 @@ pub fn size_jobs_to_measured(
             profile.work *= measured.seconds / simulated;
             profile.sync_interval *= measured.seconds / simulated;
             // As in a real run, the measured time is the job's run-time estimate.
-            job.spec.hints.runtime = Some(measured.seconds);
-            job.spec.hints.one_cpu_runtime = one_thread.or(job.spec.hints.one_cpu_runtime);
+            let hints = &mut Arc::make_mut(&mut job.spec).hints;
+            hints.runtime = Some(measured.seconds);
+            hints.one_cpu_runtime = one_thread.or(hints.one_cpu_runtime);
             sizing.resized += 1;
         }
         if let Some(known) = times.behaviour(topology, &entry.command) {
-            known.apply(&mut job.spec);
+            known.apply(Arc::make_mut(&mut job.spec));
         }
     }
     Ok(sizing)

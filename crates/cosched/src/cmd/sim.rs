@@ -192,7 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if named.is_empty() {
         let specs: Vec<_> = (instances.iter())
-            .flat_map(|i| i.jobs.iter().map(|j| j.spec.clone()))
+            .flat_map(|i| i.jobs.iter().map(|j| cosched_core::JobSpec::clone(&j.spec)))
             .collect();
         policies = super::policies::default_for(&specs);
     }
