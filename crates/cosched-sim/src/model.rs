@@ -110,6 +110,9 @@ pub(crate) struct MachineModel {
     llc_mb: f64,
     numa_of_cpu: Vec<u32>,
     numa_domains: usize,
+    /// Every NUMA node's index: the home of most jobs on a machine of one node, shared by all of them
+    /// so that every runner's evaluation reads the same memory.
+    all_nodes: CpuSet,
     /// The region of each CPU: CPUs that share an LLC or a NUMA node, and so on transitively (an LLC
     /// alone after [`MachineModel::uncouple_memory`]). Jobs in different regions affect each other
     /// only through the machine's total load.
@@ -145,6 +148,7 @@ impl MachineModel {
                 .map_or(params.llc_mb, |b| b as f64 / (1024.0 * 1024.0)),
             numa_of_cpu: index(&numa),
             numa_domains: numa.len(),
+            all_nodes: (0..numa.len() as u32).collect(),
             region_of_cpu,
             regions,
         }
@@ -162,7 +166,11 @@ impl MachineModel {
 
     /// NUMA nodes a CPU set touches, as a set of node indices.
     pub fn numa_nodes(&self, cpus: &CpuSet) -> CpuSet {
-        cpus.iter().map(|c| self.numa_of_cpu[c as usize]).collect()
+        let nodes: CpuSet = cpus.iter().map(|c| self.numa_of_cpu[c as usize]).collect();
+        if nodes == self.all_nodes {
+            return self.all_nodes.clone();
+        }
+        nodes
     }
 
     /// How many of `cpus` lie outside the NUMA nodes `home` (node indices). Every evaluation of a
