@@ -6,13 +6,14 @@
 
 use super::lanes::Places;
 use cosched_core::{CpuSet, Topology};
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct Geometry {
     /// Partition sizes, coarsest (the machine or the largest allowed size) first.
     pub sizes: Vec<usize>,
-    /// The partitions of each size, left to right.
-    pub parts: Vec<Vec<CpuSet>>,
+    /// The partitions of each size, left to right; shared with the lanes dealt on them.
+    pub parts: Vec<Arc<[CpuSet]>>,
     /// Where each level's partitions lie, to find a job's old partition among them.
     pub places: Vec<Places>,
 }
@@ -36,7 +37,10 @@ impl Geometry {
         } else {
             chain(topology, &candidates)
         };
-        let parts: Vec<Vec<CpuSet>> = sizes.iter().map(|&s| topology.partitions(s)).collect();
+        let parts: Vec<Arc<[CpuSet]>> = sizes
+            .iter()
+            .map(|&s| topology.partitions(s).into())
+            .collect();
         let places = parts.iter().map(|p| Places::of(p)).collect();
         Geometry {
             sizes,

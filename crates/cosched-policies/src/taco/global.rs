@@ -11,6 +11,7 @@ use cosched_core::{
 };
 use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A job's partition in the last plan, with its size: counted once, asked on every plan.
 #[derive(Debug, Clone)]
@@ -99,12 +100,12 @@ impl Global {
             // A machine too small to set a partition aside: opted-out jobs share it with the others.
             reserved_cpus = CpuSet::new();
         }
-        let available: Vec<Cow<[CpuSet]>> = geometry
+        let available: Vec<Arc<[CpuSet]>> = geometry
             .parts
             .iter()
             .map(|parts| {
                 if reserved_cpus.is_empty() {
-                    return Cow::Borrowed(parts.as_slice());
+                    return parts.clone();
                 }
                 parts
                     .iter()
@@ -173,9 +174,10 @@ impl Global {
         for (level, partitions) in available.iter().enumerate().rev() {
             let ids = coscheduled.iter().map(|job| job.spec.id);
             // A level short of its reserved partitions needs its own table.
-            let places = match partitions {
-                Cow::Borrowed(_) => Cow::Borrowed(&geometry.places[level]),
-                Cow::Owned(reduced) => Cow::Owned(Places::of(reduced)),
+            let places = if Arc::ptr_eq(partitions, &geometry.parts[level]) {
+                Cow::Borrowed(&geometry.places[level])
+            } else {
+                Cow::Owned(Places::of(partitions))
             };
             if let Some(planned) = self.plan_level(
                 partitions, &places, level, ids, &effective, &durations, unit, options,
@@ -252,7 +254,7 @@ impl Global {
         let mut graced = Vec::new();
         let mut affected = Vec::new();
         // No job is opted out, so no partition is reserved: every level has all of its own.
-        let available = |l: usize| geometry.parts[l].as_slice();
+        let available = |l: usize| &*geometry.parts[l];
         for &i in &decided.graced {
             let job = &ctx.jobs[i];
             let (now, deadline) = self.grace(
@@ -334,7 +336,7 @@ impl Global {
     #[allow(clippy::too_many_arguments)]
     fn plan_level(
         &self,
-        partitions: &[CpuSet],
+        partitions: &Arc<[CpuSet]>,
         places: &Places,
         level: usize,
         ids: impl Iterator<Item = JobId>,
@@ -469,7 +471,7 @@ impl Global {
     fn promote_odd_jobs(
         &self,
         geometry: &Geometry,
-        available: &[Cow<[CpuSet]>],
+        available: &[Arc<[CpuSet]>],
         jobs: &[&ActiveJob],
         caps: &[usize],
         targets: &mut [Option<usize>],
@@ -521,7 +523,7 @@ impl Global {
         &mut self,
         ctx: &Context,
         geometry: &Geometry,
-        available: &[Cow<[CpuSet]>],
+        available: &[Arc<[CpuSet]>],
         jobs: &[&ActiveJob],
         targets: &[Option<usize>],
         options: &TacoOptions,
@@ -659,7 +661,7 @@ fn reserve(geometry: &Geometry, base: usize, opted_out: usize, coscheduled: usiz
     let count = if coscheduled == 0 {
         opted_out.min(parts.len())
     } else if parts.len() < 2 {
-        return parts.clone();
+        return parts.to_vec();
     } else {
         ((parts.len() * opted_out) as f64 / total as f64)
             .round()

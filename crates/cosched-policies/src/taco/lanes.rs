@@ -8,12 +8,14 @@
 use cosched_core::{Assignment, CpuSet, JobId, Slot};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 /// The lanes of one level, flat: a level may have a thousand lanes of a job or two each, and is dealt
 /// again on most plans, where a list per lane would cost an allocation each.
 #[derive(Debug, Clone, Default)]
 pub struct Lanes {
-    cpus: Vec<CpuSet>,
+    /// Each lane's partition: the level's own list, shared.
+    cpus: Arc<[CpuSet]>,
     /// Every lane's jobs, lane after lane, each lane's in their order within it, with their durations
     /// (any unit; only ratios matter).
     jobs: Vec<(JobId, f64)>,
@@ -30,13 +32,31 @@ impl Lanes {
         self.cpus.len()
     }
 
-    /// Adds a lane on `cpus` after the others, its jobs in the order given.
-    pub fn push(&mut self, cpus: CpuSet, jobs: impl IntoIterator<Item = (JobId, f64)>) {
-        self.cpus.push(cpus);
-        self.jobs.extend(jobs);
-        self.ends.push(self.jobs.len());
-        self.idle.push(0.0);
-        self.busy.push(lane_busy(self.jobs(self.len() - 1)));
+    /// Lanes on the given partitions, each with its jobs in order.
+    pub fn new(lanes: impl IntoIterator<Item = (CpuSet, Vec<(JobId, f64)>)>) -> Lanes {
+        let mut cpus = Vec::new();
+        let mut jobs = Vec::new();
+        let mut ends = Vec::new();
+        for (partition, its_jobs) in lanes {
+            cpus.push(partition);
+            jobs.extend(its_jobs);
+            ends.push(jobs.len());
+        }
+        Lanes::of(cpus.into(), jobs, ends)
+    }
+
+    /// Lanes on `cpus` whose jobs, lane after lane, end in `jobs` where `ends` say.
+    fn of(cpus: Arc<[CpuSet]>, jobs: Vec<(JobId, f64)>, ends: Vec<usize>) -> Lanes {
+        let count = cpus.len();
+        let mut lanes = Lanes {
+            cpus,
+            jobs,
+            ends,
+            busy: Vec::with_capacity(count),
+            idle: vec![0.0; count],
+        };
+        lanes.busy = (0..count).map(|l| lane_busy(lanes.jobs(l))).collect();
+        lanes
     }
 
     pub fn cpus(&self, lane: usize) -> &CpuSet {
@@ -169,7 +189,7 @@ fn durations_alike(a: &[(JobId, f64)], b: &[(JobId, f64)]) -> bool {
 /// that order, so that dealing the same jobs again changes nothing. `held` gives a job's previous CPUs
 /// and the index among `partitions` where they may be (its lane when it was last dealt from them).
 pub fn deal<'h>(
-    partitions: &[CpuSet],
+    partitions: &Arc<[CpuSet]>,
     places: &Places,
     jobs: &[(JobId, f64)],
     held: impl Fn(JobId) -> Option<(&'h CpuSet, usize)>,
@@ -236,15 +256,7 @@ pub fn deal<'h>(
         next[i] -= 1;
         dealt[next[i]] = jobs[k];
     }
-    let mut lanes = Lanes {
-        cpus: partitions.to_vec(),
-        jobs: dealt,
-        ends,
-        busy: Vec::with_capacity(lane_count),
-        idle: vec![0.0; lane_count],
-    };
-    lanes.busy = (0..lane_count).map(|l| lane_busy(lanes.jobs(l))).collect();
-    lanes
+    Lanes::of(partitions.clone(), dealt, ends)
 }
 
 /// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it,
@@ -311,9 +323,10 @@ mod tests {
 
     #[test]
     fn lanes_of_different_counts_share_the_span_equally_within_each_lane() {
-        let mut lanes = Lanes::default();
-        lanes.push(cpus(0..2), [(JobId(0), 1.0), (JobId(1), 1.0)]);
-        lanes.push(cpus(2..4), (2..5).map(|j| (JobId(j), 1.0)));
+        let lanes = Lanes::new([
+            (cpus(0..2), vec![(JobId(0), 1.0), (JobId(1), 1.0)]),
+            (cpus(2..4), (2..5).map(|j| (JobId(j), 1.0)).collect()),
+        ]);
         let slots = side_by_side(&lanes, 6.0);
         let time = |job| -> f64 {
             slots
@@ -333,16 +346,17 @@ mod tests {
     fn many_lanes_of_a_few_kinds_cut_where_each_kind_switches() {
         // Twelve kinds of lanes (two to thirteen jobs), more than the kinds remembered, each kind
         // five times over, interleaved.
-        let mut lanes = Lanes::default();
+        let mut kinds = Vec::new();
         let mut next = 0;
         for copy in 0..5u32 {
             for count in 2..14u32 {
                 let first = copy * 12 * 2 + (count - 2) * 2;
                 let jobs: Vec<(JobId, f64)> = (0..count).map(|j| (JobId(next + j), 1.0)).collect();
-                lanes.push(cpus(first..first + 2), jobs);
+                kinds.push((cpus(first..first + 2), jobs));
                 next += count;
             }
         }
+        let lanes = Lanes::new(kinds);
         let slots = side_by_side(&lanes, 1.0);
         for (lane, (_, jobs)) in lanes.iter().enumerate() {
             for &(job, _) in jobs {
@@ -376,10 +390,11 @@ mod tests {
 
     #[test]
     fn an_idle_tail_leaves_the_partition_empty() {
-        let mut lanes = Lanes::default();
-        lanes.push(cpus(0..2), [(JobId(0), 1.0)]);
+        let mut lanes = Lanes::new([
+            (cpus(0..2), vec![(JobId(0), 1.0)]),
+            (cpus(2..4), vec![(JobId(1), 2.0)]),
+        ]);
         lanes.idle_for(0, 1.0);
-        lanes.push(cpus(2..4), [(JobId(1), 2.0)]);
         let slots = side_by_side(&lanes, 4.0);
         assert_eq!(slots.len(), 2);
         assert_eq!(slots[1].assignments.len(), 1);
@@ -389,9 +404,10 @@ mod tests {
 
     #[test]
     fn a_replaced_job_leaves_its_lane_and_the_newcomer_queues_last_in_it() {
-        let mut lanes = Lanes::default();
-        lanes.push(cpus(0..2), [(JobId(0), 1.0)]);
-        lanes.push(cpus(2..4), (1..4).map(|j| (JobId(j), 1.0)));
+        let mut lanes = Lanes::new([
+            (cpus(0..2), vec![(JobId(0), 1.0)]),
+            (cpus(2..4), (1..4).map(|j| (JobId(j), 1.0)).collect()),
+        ]);
         lanes.replace(1, 1, JobId(9));
         let ids = |lane| {
             lanes
@@ -406,7 +422,7 @@ mod tests {
 
     #[test]
     fn dealing_keeps_jobs_home_and_balances_counts() {
-        let parts = [cpus(0..2), cpus(2..4)];
+        let parts: Arc<[CpuSet]> = [cpus(0..2), cpus(2..4)].into();
         let mut held = HashMap::new();
         for job in 0..3 {
             held.insert(JobId(job), cpus(0..2));

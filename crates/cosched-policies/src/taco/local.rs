@@ -10,6 +10,7 @@ use super::lanes::{deal, side_by_side, Lanes, Places};
 use super::levels::threshold_down;
 use super::options::TacoOptions;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan};
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 struct Unit {
@@ -74,7 +75,7 @@ impl Local {
         if finer >= geometry.sizes.len() {
             return;
         }
-        let children: Vec<CpuSet> = geometry.parts[finer]
+        let children: Arc<[CpuSet]> = geometry.parts[finer]
             .iter()
             .filter(|p| p.is_subset(&unit.cpus))
             .cloned()
@@ -141,7 +142,7 @@ impl Local {
 
     fn build(&self, ctx: &Context, slice: f64) -> Plan {
         let mut plan = Plan::default();
-        let mut lanes = Lanes::default();
+        let mut lanes = Vec::new();
         let mut longest = 0;
         for unit in &self.units {
             let mut lane = Vec::new();
@@ -160,9 +161,9 @@ impl Local {
                 }
             }
             longest = longest.max(lane.len());
-            lanes.push(unit.cpus.clone(), lane);
+            lanes.push((unit.cpus.clone(), lane));
         }
-        plan.slots = side_by_side(&lanes, slice * longest.max(1) as f64);
+        plan.slots = side_by_side(&Lanes::new(lanes), slice * longest.max(1) as f64);
         plan
     }
 }
