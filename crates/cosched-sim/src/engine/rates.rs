@@ -32,9 +32,10 @@ pub(super) struct Figures {
 #[derive(Default)]
 pub(super) struct RateBook {
     slots: Vec<SlotRates>,
-    /// (job, slot) for every slotted assignment, sorted: which slots to re-evaluate when a job changes,
-    /// and how often it enters the cycle.
-    places: Vec<(JobId, usize)>,
+    /// The slots of every slotted assignment, by job, in order: which slots to re-evaluate when a job
+    /// changes, and how often it enters the cycle. (Looked up for thousands of jobs per event on a
+    /// large machine, where searching one sorted list of every place missed the cache.)
+    places: HashMap<JobId, Vec<usize>>,
     /// Slots of the plan in force (`slots` holds one more, the pinned jobs', when it has none).
     plan_slots: usize,
     /// Each slot's weight as the last `figures` weighed them: its length under a fluid cycle, its
@@ -103,23 +104,31 @@ impl RateBook {
         // others keep their groups whatever the slot count does.
         if slots < before || !change.cleared.is_empty() {
             let cleared = &change.cleared;
-            self.places
-                .retain(|&(_, s)| s < slots && !cleared.contains(&s));
+            self.places.retain(|_, places| {
+                places.retain(|&s| s < slots && !cleared.contains(&s));
+                !places.is_empty()
+            });
         }
         for &s in &change.cleared {
             self.slots[s].stale = true;
         }
         for &(s, job) in &change.removed {
             self.slots[s].dirty.push((job, Moved::Gone));
-            if let Ok(k) = self.places.binary_search(&(job, s)) {
-                self.places.remove(k);
+            if let Some(places) = self.places.get_mut(&job) {
+                if let Ok(k) = places.binary_search(&s) {
+                    places.remove(k);
+                }
+                if places.is_empty() {
+                    self.places.remove(&job);
+                }
             }
         }
         for p in &change.placed {
             let moved = Moved::To(p.cpus.clone());
             self.slots[p.slot].dirty.push((p.job, moved));
-            if let Err(k) = self.places.binary_search(&(p.job, p.slot)) {
-                self.places.insert(k, (p.job, p.slot));
+            let places = self.places.entry(p.job).or_default();
+            if let Err(k) = places.binary_search(&p.slot) {
+                places.insert(k, p.slot);
             }
         }
     }
@@ -130,23 +139,14 @@ impl RateBook {
             self.slots.iter_mut().for_each(|s| s.stale = true);
             return;
         }
-        let first = self.places.partition_point(|(j, _)| *j < job);
-        for k in first..self.places.len() {
-            let (j, s) = self.places[k];
-            if j != job {
-                break;
-            }
+        for &s in self.places.get(&job).into_iter().flatten() {
             self.slots[s].dirty.push((job, Moved::Stayed));
         }
     }
 
     /// The slots `job` is assigned in (not counting being pinned), in order.
     pub fn slots_of(&self, job: JobId) -> impl Iterator<Item = usize> + '_ {
-        let first = self.places.partition_point(|(j, _)| *j < job);
-        self.places[first..]
-            .iter()
-            .take_while(move |(j, _)| *j == job)
-            .map(|(_, s)| *s)
+        self.places.get(&job).into_iter().flatten().copied()
     }
 
     /// The figures under `inputs.plan` of every job they may have changed for since the last call:

@@ -352,7 +352,7 @@ impl<'a> Engine<'a> {
         let spec = job.spec.clone();
         self.states[i].arrived = true;
         self.active.push(ActiveJob {
-            spec: spec.clone().into(),
+            spec: spec.clone(),
             started: None,
             threads: 0,
         });
