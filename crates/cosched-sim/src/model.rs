@@ -259,6 +259,20 @@ pub(crate) struct SlotRate {
     pub llc_miss: f64,
 }
 
+impl SlotRate {
+    /// The same figures to the bit: then whatever is computed from them is too.
+    pub fn same_bits(&self, other: &SlotRate) -> bool {
+        let bits = |r: &SlotRate| {
+            [
+                r.rate.to_bits(),
+                r.cpu_share.to_bits(),
+                r.llc_miss.to_bits(),
+            ]
+        };
+        bits(self) == bits(other)
+    }
+}
+
 /// Scratch buffers reused across calls, so that an event costs no allocation proportional to the machine.
 #[derive(Default)]
 pub(crate) struct Scratch {

@@ -50,9 +50,10 @@ pub(super) struct SlotGroups {
     /// Runners (indices into the slot's list) by the group they fall into, reused.
     buckets: Vec<Vec<usize>>,
     /// Since the last [`take_changes`](Self::take_changes): the runners of the groups replaced or
-    /// dropped, and where the replacements are.
+    /// dropped, where the replacements are, and the runners whose rate moved with the slot's load.
     left: Vec<usize>,
     replaced: Vec<usize>,
+    followed: Vec<(usize, SlotRate, usize)>,
 }
 
 /// (job index, threads, CPUs) of a runner.
@@ -235,11 +236,12 @@ impl SlotGroups {
         let mut replaced = std::mem::take(&mut self.replaced);
         replaced.sort_unstable();
         replaced.dedup();
-        let rates = replaced
+        let mut rates: Vec<(usize, SlotRate, usize)> = replaced
             .into_iter()
             .filter_map(|key| self.groups[key].as_ref())
             .flat_map(|g| g.rates.iter().copied())
             .collect();
+        rates.append(&mut self.followed);
         (std::mem::take(&mut self.left), rates)
     }
 
@@ -268,7 +270,8 @@ impl SlotGroups {
     }
 
     /// The machine's load moved: every group's effective speedup moves with it, and its rates follow
-    /// from their bases. (A group that held the whole slot saw all of the load already.)
+    /// from their bases. (A group that held the whole slot saw all of the load already.) Only the
+    /// runners whose rate changed are reported, and so summed again.
     fn follow_load(&mut self, model: &Model) {
         if model.effects.speedup != SpeedupModel::Effective {
             return;
@@ -283,12 +286,14 @@ impl SlotGroups {
             }
             let elsewhere = total - group.busy;
             let busy_total = elsewhere + group.busy;
-            for ((job, rate, _), basis) in group.rates.iter_mut().zip(&group.bases) {
-                *rate = basis.loaded(model.machine, busy_total);
-                self.left.push(*job);
+            for ((job, rate, held), basis) in group.rates.iter_mut().zip(&group.bases) {
+                let now = basis.loaded(model.machine, busy_total);
+                if !now.same_bits(rate) {
+                    *rate = now;
+                    self.followed.push((*job, now, *held));
+                }
             }
             group.total = busy_total;
-            self.replaced.push(key);
         }
     }
 
