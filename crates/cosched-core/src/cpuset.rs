@@ -87,6 +87,11 @@ impl CpuSet {
         })
     }
 
+    /// The bitmap: CPUs 64·i to 64·i + 63 in word i, lowest CPU in the lowest bit.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     pub fn first(&self) -> Option<u32> {
         self.iter().next()
     }

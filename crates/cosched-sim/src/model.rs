@@ -110,14 +110,64 @@ pub(crate) struct MachineModel {
     llc_mb: f64,
     numa_of_cpu: Vec<u32>,
     numa_domains: usize,
+    numa_by_word: DomainsByWord,
     /// Every NUMA node's index: the home of most jobs on a machine of one node, shared by all of them
     /// so that every runner's evaluation reads the same memory.
     all_nodes: CpuSet,
-    /// The region of each CPU: CPUs that share an LLC or a NUMA node, and so on transitively (an LLC
-    /// alone after [`MachineModel::uncouple_memory`]). Jobs in different regions affect each other
-    /// only through the machine's total load.
-    pub region_of_cpu: Vec<u32>,
+    /// How many regions: CPUs that share an LLC or a NUMA node, and so on transitively (an LLC alone
+    /// after [`MachineModel::uncouple_memory`]). Jobs in different regions affect each other only
+    /// through the machine's total load.
     pub regions: usize,
+    /// Each CPU's region.
+    regions_by_word: DomainsByWord,
+}
+
+/// Which domains (LLCs, NUMA nodes, regions) each 64-CPU word of a CPU set reaches, and through which
+/// bits: a job on a whole machine of a thousand CPUs spans a few domains but a thousand CPUs, and the
+/// model asks which domains for every runner it evaluates.
+struct DomainsByWord {
+    /// For each word of the machine's bitmap, (domain, its CPUs in that word).
+    words: Vec<Vec<(u32, u64)>>,
+}
+
+impl DomainsByWord {
+    fn of(domain_of_cpu: &[u32]) -> DomainsByWord {
+        let mut words: Vec<Vec<(u32, u64)>> = vec![Vec::new(); domain_of_cpu.len().div_ceil(64)];
+        for (cpu, &domain) in domain_of_cpu.iter().enumerate() {
+            let word = &mut words[cpu / 64];
+            let bit = 1u64 << (cpu % 64);
+            match word.iter_mut().find(|(d, _)| *d == domain) {
+                Some((_, mask)) => *mask |= bit,
+                None => word.push((domain, bit)),
+            }
+        }
+        DomainsByWord { words }
+    }
+
+    /// The domains `cpus` reaches, each once per word it reaches it in.
+    fn of_set<'a>(&'a self, cpus: &'a CpuSet) -> impl Iterator<Item = u32> + 'a {
+        cpus.words()
+            .iter()
+            .zip(&self.words)
+            .filter(|(bits, _)| **bits != 0)
+            .flat_map(|(&bits, domains)| {
+                domains
+                    .iter()
+                    .filter(move |(_, mask)| bits & mask != 0)
+                    .map(|(domain, _)| *domain)
+            })
+    }
+
+    /// How many of `cpus` lie in domains for which `outside` holds.
+    fn count_where(&self, cpus: &CpuSet, outside: impl Fn(u32) -> bool) -> usize {
+        cpus.words()
+            .iter()
+            .zip(&self.words)
+            .flat_map(|(&bits, domains)| domains.iter().map(move |&(d, mask)| (d, bits & mask)))
+            .filter(|&(domain, bits)| bits != 0 && outside(domain))
+            .map(|(_, bits)| bits.count_ones() as usize)
+            .sum()
+    }
 }
 
 impl MachineModel {
@@ -138,6 +188,7 @@ impl MachineModel {
             .iter()
             .any(|l| topology.nodes_at(*l).next().is_some());
         let (region_of_cpu, regions) = coupled_regions(max_cpu + 1, &[&llc, &numa]);
+        let numa_of_cpu = index(&numa);
         MachineModel {
             cpus: topology.num_cpus(),
             llc_of_cpu: index(&llc),
@@ -146,10 +197,11 @@ impl MachineModel {
                 .llc_bytes()
                 .filter(|_| has_llc)
                 .map_or(params.llc_mb, |b| b as f64 / (1024.0 * 1024.0)),
-            numa_of_cpu: index(&numa),
+            numa_by_word: DomainsByWord::of(&numa_of_cpu),
+            numa_of_cpu,
             numa_domains: numa.len(),
             all_nodes: (0..numa.len() as u32).collect(),
-            region_of_cpu,
+            regions_by_word: DomainsByWord::of(&region_of_cpu),
             regions,
         }
     }
@@ -160,13 +212,20 @@ impl MachineModel {
     /// evaluate all of its jobs again.
     pub fn uncouple_memory(mut self, topology: &Topology) -> MachineModel {
         let cpus = self.llc_of_cpu.len();
-        (self.region_of_cpu, self.regions) = coupled_regions(cpus, &[&topology.llc_domains()]);
+        let (region_of_cpu, regions) = coupled_regions(cpus, &[&topology.llc_domains()]);
+        self.regions = regions;
+        self.regions_by_word = DomainsByWord::of(&region_of_cpu);
         self
+    }
+
+    /// The regions `cpus` reaches (some more than once).
+    pub fn regions_of<'a>(&'a self, cpus: &'a CpuSet) -> impl Iterator<Item = u32> + 'a {
+        self.regions_by_word.of_set(cpus)
     }
 
     /// NUMA nodes a CPU set touches, as a set of node indices.
     pub fn numa_nodes(&self, cpus: &CpuSet) -> CpuSet {
-        let nodes: CpuSet = cpus.iter().map(|c| self.numa_of_cpu[c as usize]).collect();
+        let nodes: CpuSet = self.numa_by_word.of_set(cpus).collect();
         if nodes == self.all_nodes {
             return self.all_nodes.clone();
         }
@@ -179,9 +238,8 @@ impl MachineModel {
         if self.numa_domains == 1 {
             return if home.contains(0) { 0 } else { cpus.len() };
         }
-        cpus.iter()
-            .filter(|c| !home.contains(self.numa_of_cpu[*c as usize]))
-            .count()
+        self.numa_by_word
+            .count_where(cpus, |node| !home.contains(node))
     }
 
     pub fn llc_mb(&self) -> f64 {
@@ -304,7 +362,7 @@ pub(crate) fn slot_rates(
     group_rates(machine, runners, effects, params, scratch, 0.0).0
 }
 
-/// Rates of the runners of one slot in a group of [regions](MachineModel::region_of_cpu) that no
+/// Rates of the runners of one slot in a group of [regions](MachineModel::regions_of) that no
 /// other runner of the slot touches, with `busy_elsewhere` CPUs kept busy by those others. Also
 /// returns the CPUs the group keeps busy, which the rates do not depend on.
 pub(crate) fn group_rates(
@@ -763,4 +821,29 @@ fn bandwidth_factors(
             })
             .sum::<f64>()
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn domains_by_word_find_the_domains_and_counts_that_the_cpus_give() {
+        // Domains of six CPUs over 200 CPUs: some lie across two words.
+        let domain_of_cpu: Vec<u32> = (0..200).map(|cpu| cpu / 6).collect();
+        let table = DomainsByWord::of(&domain_of_cpu);
+        for text in ["0", "5-6", "60-70", "63-64,127-128,199", "0-199", ""] {
+            let cpus: CpuSet = text.parse().unwrap();
+            let expected: BTreeSet<u32> = cpus.iter().map(|c| domain_of_cpu[c as usize]).collect();
+            let found: BTreeSet<u32> = table.of_set(&cpus).collect();
+            assert_eq!(found, expected, "{text}");
+            let odd = |d: u32| d % 2 == 1;
+            let by_cpu = cpus
+                .iter()
+                .filter(|&c| odd(domain_of_cpu[c as usize]))
+                .count();
+            assert_eq!(table.count_where(&cpus, odd), by_cpu, "{text}");
+        }
+    }
 }

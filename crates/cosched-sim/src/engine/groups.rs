@@ -1,6 +1,6 @@
 //! One slot's rates, evaluated group by group.
 //!
-//! Runners in different regions of the machine ([`MachineModel::region_of_cpu`]: CPUs joined by an
+//! Runners in different regions of the machine ([`MachineModel::regions_of`]: CPUs joined by an
 //! LLC, or by a NUMA node when some job demands memory bandwidth) affect each other only through the
 //! machine's total load. So a slot's runners
 //! fall into groups that share no region, and a group whose runners are the ones it had, with the
@@ -180,7 +180,7 @@ impl SlotGroups {
             let Some((threads, ..)) = lookup(*job) else {
                 continue;
             };
-            let mut regions = cpus.iter().map(|c| model.machine.region_of_cpu[c as usize]);
+            let mut regions = model.machine.regions_of(cpus);
             let key = regions.next().expect("not empty");
             if regions.any(|r| r != key) {
                 return false;
@@ -312,11 +312,7 @@ impl SlotGroups {
         };
         let mut first = Vec::with_capacity(runners.len());
         for r in runners {
-            let mut regions = r
-                .runner
-                .cpus
-                .iter()
-                .map(|c| machine.region_of_cpu[c as usize]);
+            let mut regions = machine.regions_of(r.runner.cpus);
             let Some(home) = regions.next() else {
                 first.push(0);
                 continue;
