@@ -308,8 +308,9 @@ pub(crate) mod tests {
     /// A single-threaded task `j<id>` arriving at 0, with its run time and footprint as hints.
     pub fn task(id: u32, runtime: f64, footprint_mb: f64) -> ActiveJob {
         let mut job = waiting(id, JobKind::Rigid, 1, 1);
-        std::sync::Arc::make_mut(&mut job.spec).arrival = 0.0;
-        std::sync::Arc::make_mut(&mut job.spec).hints = JobHints {
+        let spec = std::sync::Arc::make_mut(&mut job.spec);
+        spec.arrival = 0.0;
+        spec.hints = JobHints {
             runtime: Some(runtime),
             footprint_mb: Some(footprint_mb),
             ..JobHints::default()

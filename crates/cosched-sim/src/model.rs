@@ -144,8 +144,8 @@ impl DomainsByWord {
         DomainsByWord { words }
     }
 
-    /// The domains `cpus` reaches, each once per word it reaches it in.
-    fn of_set<'a>(&'a self, cpus: &'a CpuSet) -> impl Iterator<Item = u32> + 'a {
+    /// Each domain `cpus` reaches and its CPUs of `cpus` in one word, word by word.
+    fn reached<'a>(&'a self, cpus: &'a CpuSet) -> impl Iterator<Item = (u32, u64)> + 'a {
         cpus.words()
             .iter()
             .zip(&self.words)
@@ -153,18 +153,20 @@ impl DomainsByWord {
             .flat_map(|(&bits, domains)| {
                 domains
                     .iter()
-                    .filter(move |(_, mask)| bits & mask != 0)
-                    .map(|(domain, _)| *domain)
+                    .map(move |&(domain, mask)| (domain, bits & mask))
+                    .filter(|&(_, bits)| bits != 0)
             })
+    }
+
+    /// The domains `cpus` reaches, each once per word it reaches it in.
+    fn of_set<'a>(&'a self, cpus: &'a CpuSet) -> impl Iterator<Item = u32> + 'a {
+        self.reached(cpus).map(|(domain, _)| domain)
     }
 
     /// How many of `cpus` lie in domains for which `outside` holds.
     fn count_where(&self, cpus: &CpuSet, outside: impl Fn(u32) -> bool) -> usize {
-        cpus.words()
-            .iter()
-            .zip(&self.words)
-            .flat_map(|(&bits, domains)| domains.iter().map(move |&(d, mask)| (d, bits & mask)))
-            .filter(|&(domain, bits)| bits != 0 && outside(domain))
+        self.reached(cpus)
+            .filter(|&(domain, _)| outside(domain))
             .map(|(_, bits)| bits.count_ones() as usize)
             .sum()
     }

@@ -544,6 +544,7 @@ impl<'a> Executor<'a> {
     fn arrive_due(&mut self) -> Result<(), Error> {
         for arriving in self.source.take_arrived(self.now()) {
             let spec = arriving.spec.clone();
+            let id = spec.id;
             self.active.push(ActiveJob {
                 spec: spec.clone().into(),
                 started: None,
@@ -551,7 +552,7 @@ impl<'a> Executor<'a> {
             });
             let isolated = arriving.isolated;
             self.jobs.insert(
-                spec.id,
+                id,
                 Job {
                     outcome: JobOutcome::pending(&arriving),
                     arriving,
@@ -560,10 +561,10 @@ impl<'a> Executor<'a> {
                 },
             );
             self.emit(Record::Arrival {
-                job: spec.clone(),
+                job: spec,
                 isolated,
             })?;
-            self.decide(Event::Arrived { job: spec.id })?;
+            self.decide(Event::Arrived { job: id })?;
         }
         Ok(())
     }

@@ -100,8 +100,9 @@ fn more_single_threaded_tasks_than_cpus_take_turns() {
 
 fn estimated(id: u32, arrival: f64, runtime: f64) -> ActiveJob {
     let mut job = waiting(id, JobKind::Malleable, 1, 2);
-    std::sync::Arc::make_mut(&mut job.spec).arrival = arrival;
-    std::sync::Arc::make_mut(&mut job.spec).hints.runtime = Some(runtime);
+    let spec = std::sync::Arc::make_mut(&mut job.spec);
+    spec.arrival = arrival;
+    spec.hints.runtime = Some(runtime);
     job
 }
 
@@ -137,8 +138,9 @@ fn a_job_alone_with_known_run_time_takes_the_whole_machine() {
 fn a_fixed_spinning_job_with_known_run_time_is_never_squeezed() {
     let topo = presets::machine("package:1 core:2").unwrap();
     let mut spinner = started(waiting(0, JobKind::Rigid, 2, 2), 2);
-    std::sync::Arc::make_mut(&mut spinner.spec).hints.runtime = Some(3.0);
-    std::sync::Arc::make_mut(&mut spinner.spec).hints.sync = SyncKind::Spin;
+    let hints = &mut std::sync::Arc::make_mut(&mut spinner.spec).hints;
+    hints.runtime = Some(3.0);
+    hints.sync = SyncKind::Spin;
     let mut moldable = waiting(1, JobKind::Moldable, 1, 2);
     std::sync::Arc::make_mut(&mut moldable.spec).hints.runtime = Some(1.0);
     let plan = decide(&mut Auto::default(), &topo, 0.0, &[spinner, moldable]);
@@ -182,8 +184,9 @@ fn a_known_task_bag_is_dealt_longest_first_and_each_cpu_runs_its_shortest_first(
     let topo = presets::machine("package:1 core:2").unwrap();
     let task = |id, runtime| {
         let mut job = waiting(id, JobKind::Rigid, 1, 1);
-        std::sync::Arc::make_mut(&mut job.spec).arrival = 0.0;
-        std::sync::Arc::make_mut(&mut job.spec).hints.runtime = Some(runtime);
+        let spec = std::sync::Arc::make_mut(&mut job.spec);
+        spec.arrival = 0.0;
+        spec.hints.runtime = Some(runtime);
         job
     };
     // LPT: 6 → cpu A, 5 → cpu B, 4 → B (5 < 6), 1 → A (6 < 9). Dealt as they come, shortest
@@ -303,11 +306,10 @@ fn a_long_job_that_scales_still_waits_and_then_takes_the_whole_machine() {
 fn a_moldable_job_that_scales_poorly_starts_with_the_threads_it_can_use() {
     let topo = presets::machine("package:1 core:2").unwrap();
     let mut poor = waiting(0, JobKind::Moldable, 1, 2);
-    std::sync::Arc::make_mut(&mut poor.spec).hints.runtime = Some(10.0);
-    std::sync::Arc::make_mut(&mut poor.spec)
-        .hints
-        .one_cpu_runtime = Some(12.0);
-    std::sync::Arc::make_mut(&mut poor.spec).hints.sync = SyncKind::Block;
+    let hints = &mut std::sync::Arc::make_mut(&mut poor.spec).hints;
+    hints.runtime = Some(10.0);
+    hints.one_cpu_runtime = Some(12.0);
+    hints.sync = SyncKind::Block;
     let jobs = vec![poor, measured(1, 2.0, 4.0), measured(2, 2.0, 4.0)];
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));

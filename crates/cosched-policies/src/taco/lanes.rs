@@ -47,16 +47,16 @@ impl Lanes {
 
     /// Lanes on `cpus` whose jobs, lane after lane, end in `jobs` where `ends` say.
     fn of(cpus: Arc<[CpuSet]>, jobs: Vec<(JobId, f64)>, ends: Vec<usize>) -> Lanes {
-        let count = cpus.len();
-        let mut lanes = Lanes {
+        let busy = (0..cpus.len())
+            .map(|l| lane_busy(&jobs[lane_range(&ends, l)]))
+            .collect();
+        Lanes {
+            idle: vec![0.0; cpus.len()],
             cpus,
             jobs,
             ends,
-            busy: Vec::with_capacity(count),
-            idle: vec![0.0; count],
-        };
-        lanes.busy = (0..count).map(|l| lane_busy(lanes.jobs(l))).collect();
-        lanes
+            busy,
+        }
     }
 
     pub fn cpus(&self, lane: usize) -> &CpuSet {
@@ -64,14 +64,7 @@ impl Lanes {
     }
 
     pub fn jobs(&self, lane: usize) -> &[(JobId, f64)] {
-        let start = lane.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &self.jobs[start..self.ends[lane]]
-    }
-
-    /// Lane `lane`'s jobs, to reorder them in place.
-    fn jobs_mut(&mut self, lane: usize) -> &mut [(JobId, f64)] {
-        let start = lane.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &mut self.jobs[start..self.ends[lane]]
+        &self.jobs[lane_range(&self.ends, lane)]
     }
 
     /// Each lane's partition and jobs, in order.
@@ -94,11 +87,16 @@ impl Lanes {
     /// Takes the job at `place` out of lane `lane` and puts `newcomer` at the lane's end, the jobs
     /// behind it moving up one place.
     pub fn replace(&mut self, lane: usize, place: usize, newcomer: JobId) {
-        let jobs = self.jobs_mut(lane);
+        let jobs = &mut self.jobs[lane_range(&self.ends, lane)];
         jobs[place..].rotate_left(1);
         jobs.last_mut().expect("holds the job at `place`").0 = newcomer;
         self.busy[lane] = lane_busy(self.jobs(lane));
     }
+}
+
+/// Where lane `lane`'s jobs lie in the list of every lane's jobs that end at `ends`.
+fn lane_range(ends: &[usize], lane: usize) -> std::ops::Range<usize> {
+    lane.checked_sub(1).map_or(0, |before| ends[before])..ends[lane]
 }
 
 fn lane_busy(jobs: &[(JobId, f64)]) -> f64 {
