@@ -256,6 +256,14 @@ impl SlotGroups {
         self.groups[key] = group;
     }
 
+    /// The jobs (by index) that have a rate here.
+    pub fn runners(&self) -> impl Iterator<Item = usize> + '_ {
+        self.groups
+            .iter()
+            .flatten()
+            .flat_map(|g| g.rates.iter().map(|r| r.0))
+    }
+
     fn busy(&self) -> f64 {
         self.groups.iter().flatten().map(|g| g.busy).sum()
     }

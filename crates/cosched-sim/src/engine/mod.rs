@@ -664,7 +664,7 @@ impl<'a> Engine<'a> {
     /// A job's runners changed (started, finished, new thread count): its slots need new rates.
     fn job_changed(&mut self, id: JobId) {
         let pinned = self.plan.pinned.iter().any(|a| a.job == id);
-        self.book.job_changed(id, pinned);
+        self.book.job_changed(self.index[&id], pinned);
         self.rates_stale = true;
     }
 
@@ -722,12 +722,12 @@ impl<'a> Engine<'a> {
             .map_err(|e| self.plan_error(e))?;
         let mut plan = std::mem::take(&mut self.plan);
         change.apply(&mut plan);
-        self.book.change(&change, &plan);
+        self.book.change(&change, &plan, &self.index);
         // The rest of the plan was valid when placed; of it, only a job that finished since can have
         // become inactive.
         for id in std::mem::take(&mut self.finished_since_plan) {
             let pinned = plan.pinned.iter().any(|a| a.job == id);
-            if pinned || self.book.slots_of(id).next().is_some() {
+            if pinned || self.book.slots_of(self.index[&id]).next().is_some() {
                 self.plan = plan;
                 return Err(self.plan_error(PlanError::InactiveJob { job: id }));
             }
@@ -740,7 +740,7 @@ impl<'a> Engine<'a> {
         for id in touched {
             let i = self.index[&id];
             let pinned = plan.pinned.iter().find(|a| a.job == id);
-            let mut slots = self.book.slots_of(id).peekable();
+            let mut slots = self.book.slots_of(i).peekable();
             if pinned.is_none() && slots.peek().is_none() {
                 continue;
             }
@@ -790,7 +790,7 @@ impl<'a> Engine<'a> {
                     self.running.push(i);
                     self.running_count += 1;
                     self.shown_waiting -= 1;
-                    self.book.job_changed(id, pinned.is_some());
+                    self.book.job_changed(i, pinned.is_some());
                     starts.push((i, threads));
                 }
                 Phase::Running(run) if job.spec.kind == JobKind::Malleable => {

@@ -12,7 +12,7 @@ use super::groups::{Lookup, Model, Moved, SlotGroups, SlotRunner};
 use super::{JobState, SimJob, SimOptions};
 use crate::model::{MachineModel, Mode, Runner, Scratch, SlotRate};
 use cosched_core::{JobId, Plan, PlanChange};
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// A job's figures over the plan's cycle: per cycle under a fluid cycle of slots, per second
 /// otherwise (see [`cycle_length`]).
@@ -32,10 +32,12 @@ pub(super) struct Figures {
 #[derive(Default)]
 pub(super) struct RateBook {
     slots: Vec<SlotRates>,
-    /// The slots of every slotted assignment, by job, in order: which slots to re-evaluate when a job
-    /// changes, and how often it enters the cycle. (Looked up for thousands of jobs per event on a
-    /// large machine, where searching one sorted list of every place missed the cache.)
-    places: HashMap<JobId, Vec<usize>>,
+    /// Each job's places and rates, by job index: which slots to re-evaluate when a job changes, how
+    /// often it enters the cycle, and what it gets there. Thousands of jobs may be summed again on one
+    /// event, and one short list per job is read where a map per slot missed the cache.
+    jobs: Vec<Vec<Place>>,
+    /// The jobs with a place in some slot.
+    placed: HashSet<usize>,
     /// Slots of the plan in force (`slots` holds one more, the pinned jobs', when it has none).
     plan_slots: usize,
     /// Each slot's weight as the last `figures` weighed them: its length under a fluid cycle, its
@@ -49,15 +51,23 @@ pub(super) struct RateBook {
     next_weights: Vec<f64>,
 }
 
+/// One slot of a job's: whether the plan assigns it there, and the model's rate there with the CPUs
+/// held, from the slot's last evaluation (a pinned job has rates in every slot and no places).
+#[derive(Clone, Copy)]
+struct Place {
+    slot: usize,
+    assigned: bool,
+    rate: Option<(SlotRate, usize)>,
+}
+
 #[derive(Default)]
 struct SlotRates {
     /// The whole slot is evaluated again, its groups found anew.
     stale: bool,
-    /// Otherwise, the jobs whose runner in the slot may have changed since its last evaluation.
-    dirty: Vec<(JobId, Moved)>,
+    /// Otherwise, the jobs (by index) whose runner in the slot may have changed since its last
+    /// evaluation.
+    dirty: Vec<(usize, Moved)>,
     groups: SlotGroups,
-    /// Each runner's (model's rate, CPUs held), by job index.
-    rates: HashMap<usize, (SlotRate, usize)>,
 }
 
 pub(super) struct Inputs<'a> {
@@ -73,13 +83,17 @@ pub(super) struct Inputs<'a> {
 
 impl RateBook {
     /// `change` made the plan `plan`: the slots it touches (all of them when pinned jobs moved) are
-    /// evaluated again.
-    pub fn change(&mut self, change: &PlanChange, plan: &Plan) {
+    /// evaluated again. `index` gives each job's index.
+    pub fn change(&mut self, change: &PlanChange, plan: &Plan, index: &HashMap<JobId, usize>) {
         let count = plan.slots.len().max(1);
         let (before, slots) = (self.plan_slots, plan.slots.len());
         self.plan_slots = slots;
-        for slot in self.slots.drain(count.min(self.slots.len())..) {
-            self.dropped.extend(slot.rates.into_keys());
+        for (s, slot) in self.slots.drain(count.min(self.slots.len())..).enumerate() {
+            let s = count + s;
+            for i in slot.groups.runners() {
+                self.dropped.push(i);
+                edit_place(places_of(&mut self.jobs, i), s, |place| place.rate = None);
+            }
         }
         self.slots.resize_with(count, || SlotRates {
             stale: true,
@@ -104,49 +118,66 @@ impl RateBook {
         // others keep their groups whatever the slot count does.
         if slots < before || !change.cleared.is_empty() {
             let cleared = &change.cleared;
-            self.places.retain(|_, places| {
-                places.retain(|&s| s < slots && !cleared.contains(&s));
-                !places.is_empty()
+            let jobs = &mut self.jobs;
+            self.placed.retain(|&i| {
+                let places = &mut jobs[i];
+                for place in places.iter_mut() {
+                    if place.slot >= slots || cleared.contains(&place.slot) {
+                        place.assigned = false;
+                    }
+                }
+                places.retain(|p| p.assigned || p.rate.is_some());
+                places.iter().any(|p| p.assigned)
             });
         }
         for &s in &change.cleared {
             self.slots[s].stale = true;
         }
         for &(s, job) in &change.removed {
-            self.slots[s].dirty.push((job, Moved::Gone));
-            if let Some(places) = self.places.get_mut(&job) {
-                if let Ok(k) = places.binary_search(&s) {
-                    places.remove(k);
-                }
-                if places.is_empty() {
-                    self.places.remove(&job);
-                }
+            let i = index[&job];
+            self.slots[s].dirty.push((i, Moved::Gone));
+            let places = places_of(&mut self.jobs, i);
+            edit_place(places, s, |place| place.assigned = false);
+            if !places.iter().any(|p| p.assigned) {
+                self.placed.remove(&i);
             }
         }
         for p in &change.placed {
+            let i = index[&p.job];
             let moved = Moved::To(p.cpus.clone());
-            self.slots[p.slot].dirty.push((p.job, moved));
-            let places = self.places.entry(p.job).or_default();
-            if let Err(k) = places.binary_search(&p.slot) {
-                places.insert(k, p.slot);
-            }
+            self.slots[p.slot].dirty.push((i, moved));
+            edit_place(places_of(&mut self.jobs, i), p.slot, |place| {
+                place.assigned = true
+            });
+            self.placed.insert(i);
         }
     }
 
-    /// A job started, finished or changed its thread count: its slots are evaluated again.
-    pub fn job_changed(&mut self, job: JobId, pinned: bool) {
+    /// Job `i` started, finished or changed its thread count: its slots are evaluated again.
+    pub fn job_changed(&mut self, i: usize, pinned: bool) {
         if pinned {
             self.slots.iter_mut().for_each(|s| s.stale = true);
             return;
         }
-        for &s in self.places.get(&job).into_iter().flatten() {
-            self.slots[s].dirty.push((job, Moved::Stayed));
+        for place in self
+            .jobs
+            .get(i)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.assigned)
+        {
+            self.slots[place.slot].dirty.push((i, Moved::Stayed));
         }
     }
 
-    /// The slots `job` is assigned in (not counting being pinned), in order.
-    pub fn slots_of(&self, job: JobId) -> impl Iterator<Item = usize> + '_ {
-        self.places.get(&job).into_iter().flatten().copied()
+    /// The slots job `i` is assigned in (not counting being pinned), in order.
+    pub fn slots_of(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        self.jobs
+            .get(i)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.assigned)
+            .map(|p| p.slot)
     }
 
     /// The figures under `inputs.plan` of every job they may have changed for since the last call:
@@ -169,25 +200,20 @@ impl RateBook {
                 let run = inputs.states[i].running()?;
                 Some((run.threads.max(1), &*inputs.jobs[i].profile, &run.home))
             };
-            let moved: Option<Vec<(usize, Moved)>> = (!slot.stale).then(|| {
-                dirty
-                    .into_iter()
-                    .map(|(job, moved)| (inputs.index[&job], moved))
-                    .collect()
-            });
-            let updated =
-                moved.is_some_and(|moved| slot.groups.update(&model, &moved, &lookup, scratch));
+            let updated = !slot.stale && slot.groups.update(&model, &dirty, &lookup, scratch);
             if !updated {
                 evaluate(inputs, s, &model, &mut slot.groups, &lookup, scratch);
             }
             slot.stale = false;
             let (left, rates) = slot.groups.take_changes();
             for i in left {
-                slot.rates.remove(&i);
+                edit_place(places_of(&mut self.jobs, i), s, |place| place.rate = None);
                 touched.push(i);
             }
             for (i, rate, held) in rates {
-                slot.rates.insert(i, (rate, held));
+                edit_place(places_of(&mut self.jobs, i), s, |place| {
+                    place.rate = Some((rate, held))
+                });
                 touched.push(i);
             }
         }
@@ -209,17 +235,22 @@ impl RateBook {
         // charged, with a second slot).
         for (s, slot) in self.slots.iter().enumerate() {
             if self.weights.get(s) != self.next_weights.get(s) {
-                touched.extend(slot.rates.keys());
+                touched.extend(slot.groups.runners());
             }
         }
         let (before, now) = (self.weights.len(), self.next_weights.len());
         // (With no weights before, every slot's is new and all its jobs are in already.)
         if before != now && before > 0 {
-            let lasts = [before - 1, now - 1].map(|last| self.slots.get(last).filter(|_| last > 0));
+            let lasts = [before - 1, now - 1].map(|last| (last > 0 && last < now).then_some(last));
+            let jobs = &self.jobs;
             let enters_anew = |i: &usize| {
-                before.min(now) == 1 || lasts.iter().flatten().any(|s| s.rates.contains_key(i))
+                before.min(now) == 1
+                    || lasts
+                        .iter()
+                        .flatten()
+                        .any(|&s| jobs[*i].iter().any(|p| p.slot == s && p.rate.is_some()))
             };
-            touched.extend(self.slots[0].rates.keys().filter(|i| enters_anew(i)));
+            touched.extend(self.slots[0].groups.runners().filter(|i| enters_anew(i)));
         }
         std::mem::swap(&mut self.weights, &mut self.next_weights);
         touched.sort_unstable();
@@ -239,15 +270,16 @@ impl RateBook {
         touched
             .into_iter()
             .map(|i| {
-                let id = inputs.jobs[i].spec.id;
-                slots.clear();
-                if self.pinned.binary_search(&id).is_ok() {
-                    slots.extend(0..self.slots.len());
-                } else {
-                    slots.extend(self.slots_of(id));
-                }
-                let mut figures = self.sum(i, &slots);
+                let pinned = !self.pinned.is_empty()
+                    && self.pinned.binary_search(&inputs.jobs[i].spec.id).is_ok();
+                let mut figures = self.sum(i, pinned);
                 if let Some(f) = figures.as_mut().filter(|_| charge_switches) {
+                    slots.clear();
+                    if pinned {
+                        slots.extend(0..self.slots.len());
+                    } else {
+                        slots.extend(self.slots_of(i));
+                    }
                     self.charge_fluid_switch(inputs, i, &slots, f);
                 }
                 (i, figures.unwrap_or_default())
@@ -255,15 +287,16 @@ impl RateBook {
             .collect()
     }
 
-    /// Job `i`'s figures over `slots`, weighed; `None` if it runs in none.
-    fn sum(&self, i: usize, slots: &[usize]) -> Option<Figures> {
+    /// Job `i`'s figures over its slots (all of them if `pinned`), weighed; `None` if it runs in
+    /// none.
+    fn sum(&self, i: usize, pinned: bool) -> Option<Figures> {
         let mut figures: Option<Figures> = None;
-        for &s in slots {
-            let w = self.weights[s];
-            if w == 0.0 {
+        for place in self.jobs.get(i).into_iter().flatten() {
+            let w = self.weights[place.slot];
+            if w == 0.0 || !(pinned || place.assigned) {
                 continue;
             }
-            let Some(&(rate, held)) = self.slots[s].rates.get(&i) else {
+            let Some((rate, held)) = place.rate else {
                 continue;
             };
             let f = figures.get_or_insert_with(Figures::default);
@@ -288,6 +321,34 @@ impl RateBook {
         }
         let lost = entries as f64 * switch_cost(inputs.machine, &inputs.jobs[i], inputs.options);
         f.rate *= (1.0 - lost / running).max(0.0);
+    }
+}
+
+/// Job `i`'s places, made room for.
+fn places_of(jobs: &mut Vec<Vec<Place>>, i: usize) -> &mut Vec<Place> {
+    if jobs.len() <= i {
+        jobs.resize_with(i + 1, Vec::new);
+    }
+    &mut jobs[i]
+}
+
+/// Edits the place in slot `s` of a job's `places` (added if missing), which is dropped once neither
+/// assigned nor rated.
+fn edit_place(places: &mut Vec<Place>, s: usize, edit: impl FnOnce(&mut Place)) {
+    let k = places
+        .binary_search_by_key(&s, |p| p.slot)
+        .unwrap_or_else(|k| {
+            let place = Place {
+                slot: s,
+                assigned: false,
+                rate: None,
+            };
+            places.insert(k, place);
+            k
+        });
+    edit(&mut places[k]);
+    if !places[k].assigned && places[k].rate.is_none() {
+        places.remove(k);
     }
 }
 
