@@ -56,10 +56,16 @@ struct Decided {
     levels: Vec<LevelPlan>,
 }
 
-/// One level's lanes and the slots they make.
+/// One level's lanes and the slots they make, with what they were made from: the same jobs dealt
+/// again give the same lanes, and the same span the same slots.
 #[derive(Debug)]
 struct LevelPlan {
     level: usize,
+    /// The level's jobs in the plan's order, with their turns: what was dealt.
+    members: Vec<(JobId, f64)>,
+    /// The longest lane's load, before idle time evened the others.
+    longest: f64,
+    span: f64,
     lanes: Lanes,
     slots: Vec<Slot>,
 }
@@ -168,6 +174,7 @@ impl Global {
             .map(|(job, &level)| duration(geometry, job, level))
             .collect();
         let unit = options.slice / shortest(&durations);
+        let mut previous = self.previous_levels(geometry.sizes.len());
         let mut levels = Vec::new();
         // The finest level's slots first: it holds most jobs, and a job moving between coarser levels
         // then renumbers only the few slots behind it, not everyone's.
@@ -179,8 +186,9 @@ impl Global {
             } else {
                 Cow::Owned(Places::of(partitions))
             };
+            let before = previous[level].take();
             if let Some(planned) = self.plan_level(
-                partitions, &places, level, ids, &effective, &durations, unit, options,
+                partitions, &places, level, ids, &effective, &durations, unit, options, before,
             ) {
                 levels.push(planned);
             }
@@ -303,6 +311,7 @@ impl Global {
                 &durations,
                 unit,
                 options,
+                old,
             ) {
                 replanned.push(levels.len());
                 levels.push(planned);
@@ -344,6 +353,7 @@ impl Global {
         durations: &[f64],
         unit: f64,
         options: &TacoOptions,
+        before: Option<LevelPlan>,
     ) -> Option<LevelPlan> {
         let members: Vec<(JobId, f64)> = ids
             .zip(effective.iter().zip(durations))
@@ -352,6 +362,21 @@ impl Global {
             .collect();
         if members.is_empty() {
             return None;
+        }
+        // The same jobs on the same partitions, each held where the last deal put it: dealing them
+        // again keeps every one home, so the lanes stand, and with the same span, the slots too.
+        if let Some(before) = before.filter(|b| b.members == members && b.lanes.on(partitions)) {
+            let span = before.longest * unit;
+            let slots = if span.to_bits() == before.span.to_bits() {
+                before.slots
+            } else {
+                side_by_side(&before.lanes, span)
+            };
+            return Some(LevelPlan {
+                span,
+                slots,
+                ..before
+            });
         }
         let mut lanes = deal(partitions, places, &members, |job| {
             self.held.get(&job).map(|h| (&h.cpus, h.lane))
@@ -367,12 +392,27 @@ impl Global {
                 }
             }
         }
-        let slots = side_by_side(&lanes, longest * unit);
+        let span = longest * unit;
+        let slots = side_by_side(&lanes, span);
         Some(LevelPlan {
             level,
+            members,
+            longest,
+            span,
             lanes,
             slots,
         })
+    }
+
+    /// The last plan's levels, by level, while they still describe where every job is held (until
+    /// the steady state hands a place over).
+    fn previous_levels(&mut self, count: usize) -> Vec<Option<LevelPlan>> {
+        let mut previous: Vec<Option<LevelPlan>> = (0..count).map(|_| None).collect();
+        for planned in self.decided.take().into_iter().flat_map(|d| d.levels) {
+            let level = planned.level;
+            previous[level] = Some(planned);
+        }
+        previous
     }
 
     /// The earliest grace period still running, to wake the policy when it ends.
@@ -425,6 +465,8 @@ impl Global {
             ..change
         };
         self.held.remove(&finished);
+        // Its lanes no longer say where the jobs are held.
+        self.decided = None;
         let size = geometry.sizes[level];
         let lane = usize::MAX;
         self.held.insert(id, Held { cpus, size, lane });

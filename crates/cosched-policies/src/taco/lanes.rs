@@ -59,6 +59,11 @@ impl Lanes {
         }
     }
 
+    /// Whether these lanes are on `partitions` (the very list, shared).
+    pub fn on(&self, partitions: &Arc<[CpuSet]>) -> bool {
+        Arc::ptr_eq(&self.cpus, partitions)
+    }
+
     pub fn cpus(&self, lane: usize) -> &CpuSet {
         &self.cpus[lane]
     }
@@ -447,5 +452,39 @@ mod tests {
             held.get(&j).map(|c| (c, usize::MAX))
         });
         assert_eq!(ids(&again), vec![vec![0, 1], vec![2, 3]]);
+    }
+
+    proptest::proptest! {
+        /// What lets a plan keep a level's lanes when its jobs are the same: whatever the jobs held
+        /// before, dealing them again where the first deal put them changes nothing.
+        #[test]
+        fn dealing_the_dealt_jobs_again_keeps_every_lane(
+            width in 1u32..5,
+            lane_count in 1u32..9,
+            jobs in proptest::collection::vec((1u32..4, proptest::option::of((0u32..40, 1u32..12))), 0..40),
+        ) {
+            let parts: Arc<[CpuSet]> =
+                (0..lane_count).map(|l| cpus(l * width..(l + 1) * width)).collect();
+            let places = Places::of(&parts);
+            let members: Vec<(JobId, f64)> = jobs
+                .iter()
+                .enumerate()
+                .map(|(j, &(turns, _))| (JobId(j as u32), f64::from(turns) / 4.0))
+                .collect();
+            let before: HashMap<JobId, CpuSet> = jobs
+                .iter()
+                .enumerate()
+                .filter_map(|(j, &(_, old))| old.map(|(first, len)| (JobId(j as u32), cpus(first..first + len))))
+                .collect();
+            let first = deal(&parts, &places, &members, |j| before.get(&j).map(|c| (c, usize::MAX)));
+            let held: HashMap<JobId, (CpuSet, usize)> = first
+                .iter()
+                .enumerate()
+                .flat_map(|(lane, (cpus, jobs))| jobs.iter().map(move |(job, _)| (*job, (cpus.clone(), lane))))
+                .collect();
+            let again = deal(&parts, &places, &members, |j| held.get(&j).map(|(c, lane)| (c, *lane)));
+            let lanes = |l: &Lanes| l.iter().map(|(_, jobs)| jobs.to_vec()).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(lanes(&first), lanes(&again));
+        }
     }
 }
