@@ -2,7 +2,7 @@
 //! grace periods (§2.3), per-job opt-out and weights (§2.4).
 
 use super::geometry::Geometry;
-use super::lanes::{deal, side_by_side, Lanes, Places};
+use super::lanes::{deal, deal_again, side_by_side, Lanes, Places};
 use super::levels::LevelState;
 use super::options::TacoOptions;
 use super::steady::Steady;
@@ -363,24 +363,29 @@ impl Global {
         if members.is_empty() {
             return None;
         }
-        // The same jobs on the same partitions, each held where the last deal put it: dealing them
-        // again keeps every one home, so the lanes stand, and with the same span, the slots too.
-        if let Some(before) = before.filter(|b| b.members == members && b.lanes.on(partitions)) {
-            let span = before.longest * unit;
-            let slots = if span.to_bits() == before.span.to_bits() {
-                before.slots
-            } else {
-                side_by_side(&before.lanes, span)
-            };
-            return Some(LevelPlan {
-                span,
-                slots,
-                ..before
-            });
-        }
-        let mut lanes = deal(partitions, places, &members, |job| {
-            self.held.get(&job).map(|h| (&h.cpus, h.lane))
-        });
+        let held = |job| self.held.get(&job).map(|h| (&h.cpus, h.lane));
+        // The last deal's jobs are held where it put them (every plan holds every level).
+        let before = before.filter(|b| b.lanes.on(partitions));
+        let before = match before {
+            // The same jobs dealt again all go home: the lanes stand, and with the same span, the
+            // slots too.
+            Some(before) if before.members == members => {
+                let span = before.longest * unit;
+                let slots = if span.to_bits() == before.span.to_bits() {
+                    before.slots
+                } else {
+                    side_by_side(&before.lanes, span)
+                };
+                return Some(LevelPlan {
+                    span,
+                    slots,
+                    ..before
+                });
+            }
+            before => before,
+        };
+        let again = before.and_then(|b| deal_again(&b.lanes, &b.members, &members, places, held));
+        let mut lanes = again.unwrap_or_else(|| deal(partitions, places, &members, held));
         let longest = (0..lanes.len()).map(|l| lanes.load(l)).fold(0.0, f64::max);
         if options.balance_levels {
             // Exact shares: a lane shorter than the level idles for the rest of it. With equal

@@ -6,6 +6,7 @@
 //! lane switches jobs.
 
 use cosched_core::{Assignment, CpuSet, JobId, Slot};
+use rustc_hash::FxHashMap as HashMap;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -95,6 +96,54 @@ impl Lanes {
         let jobs = &mut self.jobs[lane_range(&self.ends, lane)];
         jobs[place..].rotate_left(1);
         jobs.last_mut().expect("holds the job at `place`").0 = newcomer;
+        self.busy[lane] = lane_busy(self.jobs(lane));
+    }
+}
+
+impl Lanes {
+    fn count(&self, lane: usize) -> usize {
+        lane_range(&self.ends, lane).len()
+    }
+
+    fn lane_of(&self, job: JobId) -> Option<usize> {
+        let at = self.jobs.iter().position(|(j, _)| *j == job)?;
+        Some(self.ends.partition_point(|&end| end <= at))
+    }
+
+    /// The lane a job without a home goes to: fewest jobs, then least load, then first.
+    fn emptiest(&self) -> usize {
+        (0..self.len())
+            .min_by_key(|&l| (self.count(l), self.busy[l].to_bits(), l))
+            .expect("at least one lane")
+    }
+
+    fn remove(&mut self, lane: usize, job: JobId) {
+        let range = lane_range(&self.ends, lane);
+        let at = range.start
+            + self.jobs[range]
+                .iter()
+                .position(|(j, _)| *j == job)
+                .expect("the job is in its lane");
+        self.jobs.remove(at);
+        self.ends[lane..].iter_mut().for_each(|end| *end -= 1);
+        self.busy[lane] = lane_busy(self.jobs(lane));
+    }
+
+    /// Puts `jobs[at]` into `lane` behind the lane's jobs that arrived before it (`jobs` in arrival
+    /// order).
+    fn insert_arriving(&mut self, lane: usize, at: usize, jobs: &[(JobId, f64)]) {
+        let range = lane_range(&self.ends, lane);
+        let later: HashMap<JobId, usize> = self.jobs[range.clone()]
+            .iter()
+            .enumerate()
+            .map(|(place, (job, _))| (*job, place))
+            .collect();
+        let place = jobs[at + 1..]
+            .iter()
+            .find_map(|(job, _)| later.get(job).copied())
+            .unwrap_or(later.len());
+        self.jobs.insert(range.start + place, jobs[at]);
+        self.ends[lane..].iter_mut().for_each(|end| *end += 1);
         self.busy[lane] = lane_busy(self.jobs(lane));
     }
 }
@@ -217,11 +266,7 @@ pub fn deal<'h>(
     let mut lane_of = vec![0usize; jobs.len()];
     let mut homeless = Vec::new();
     for (k, &(job, duration)) in jobs.iter().enumerate() {
-        let home = held(job).and_then(|(old, lane)| match partitions.get(lane) {
-            // Its own partition again: what `home_lane` would find, without looking.
-            Some(p) if p == old => Some(lane),
-            _ => places.home_lane(old, partitions),
-        });
+        let home = home(partitions, places, held(job));
         match home {
             Some(i) if has_room(count[i]) => {
                 lane_of[k] = i;
@@ -260,6 +305,95 @@ pub fn deal<'h>(
         dealt[next[i]] = jobs[k];
     }
     Lanes::of(partitions.clone(), dealt, ends)
+}
+
+/// The lane among `partitions` of a job that `held` the given CPUs (with the index where they may be).
+fn home(partitions: &[CpuSet], places: &Places, held: Option<(&CpuSet, usize)>) -> Option<usize> {
+    held.and_then(|(old, lane)| match partitions.get(lane) {
+        // Its own partition again: what `home_lane` would find, without looking.
+        Some(p) if p == old => Some(lane),
+        _ => places.home_lane(old, partitions),
+    })
+}
+
+/// What [`deal`] gives for `jobs` when `before` was dealt for `jobs_before` and each of those is
+/// held where `before` put it, found from `before` when one job came or went and the others kept
+/// their turns; `None` otherwise, and the jobs must be dealt. Every job that stays is home again, so
+/// only the lane counts' one-job difference has to be settled:
+/// - A job gone from a lane of `floor` jobs, while some lanes have one more: the deal lets only as
+///   many lanes have one more as before less one, first come first served, so the fuller lane whose
+///   extra job arrived last loses it, to the lane the job left (now the emptiest).
+/// - A new job: it goes home if its lane has room. A lane that is full already keeps its jobs that
+///   arrived first, and the one that arrived last (this job or another) goes to the emptiest lane
+///   (fewest jobs, then least load, then first), as a job without a home does.
+pub fn deal_again<'h>(
+    before: &Lanes,
+    jobs_before: &[(JobId, f64)],
+    jobs: &[(JobId, f64)],
+    places: &Places,
+    held: impl Fn(JobId) -> Option<(&'h CpuSet, usize)>,
+) -> Option<Lanes> {
+    let lane_count = before.len();
+    let (m, n) = (jobs_before.len(), jobs.len());
+    let k = jobs_before
+        .iter()
+        .zip(jobs)
+        .position(|(a, b)| a != b)
+        .unwrap_or(m.min(n));
+    if lane_count == 0 {
+        return None;
+    }
+    let mut lanes = before.clone();
+    lanes.idle.iter_mut().for_each(|idle| *idle = 0.0);
+    let (floor, fuller) = (m / lane_count, m % lane_count);
+    if m == n + 1 && jobs_before[k + 1..] == jobs[k..] {
+        let gone = jobs_before[k].0;
+        let lane = lanes.lane_of(gone)?;
+        let count = lanes.count(lane);
+        lanes.remove(lane, gone);
+        if fuller > 0 && count == floor {
+            // The fuller lanes' extra jobs are their last ones; the one that arrived last moves.
+            let extra: HashMap<JobId, usize> = (0..lane_count)
+                .filter(|&l| lanes.count(l) == floor + 1)
+                .map(|l| (lanes.jobs(l).last().expect("not empty").0, l))
+                .collect();
+            let (at, &(job, _)) = jobs
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, (job, _))| extra.contains_key(job))?;
+            lanes.remove(extra[&job], job);
+            lanes.insert_arriving(lane, at, jobs);
+        }
+        return Some(lanes);
+    }
+    if n != m + 1 || jobs_before[k..] != jobs[k + 1..] {
+        return None;
+    }
+    let new = jobs[k].0;
+    let home = home(&lanes.cpus, places, held(new));
+    // Lanes hold `floor` or one more; one more job may join a lane of `floor` (however many have
+    // one more, as the count grows by one), never one of `floor + 1`.
+    let lane = match home {
+        Some(h) if lanes.count(h) == floor => h,
+        Some(h) => {
+            // Lane `h` is full: of its jobs and the new one, the one that arrived last leaves.
+            let last = lanes.jobs(h).last().expect("a full lane has jobs").0;
+            let last_at = jobs[k + 1..].iter().position(|(job, _)| *job == last);
+            lanes.insert_arriving(h, k, jobs);
+            let (leaving, at) = match last_at {
+                Some(after) => (last, k + 1 + after),
+                None => (new, k),
+            };
+            lanes.remove(h, leaving);
+            let emptiest = lanes.emptiest();
+            lanes.insert_arriving(emptiest, at, jobs);
+            return Some(lanes);
+        }
+        None => lanes.emptiest(),
+    };
+    lanes.insert_arriving(lane, k, jobs);
+    Some(lanes)
 }
 
 /// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it,
@@ -485,6 +619,56 @@ mod tests {
             let again = deal(&parts, &places, &members, |j| held.get(&j).map(|(c, lane)| (c, *lane)));
             let lanes = |l: &Lanes| l.iter().map(|(_, jobs)| jobs.to_vec()).collect::<Vec<_>>();
             proptest::prop_assert_eq!(lanes(&first), lanes(&again));
+        }
+
+        /// One job gone or new, the others held where the last deal put them: dealing again from
+        /// the last lanes gives what dealing every job gives.
+        #[test]
+        fn dealing_again_after_one_job_came_or_went_is_dealing_anew(
+            width in 1u32..4,
+            lane_count in 1u32..7,
+            jobs in proptest::collection::vec((1u32..4, proptest::option::of((0u32..30, 1u32..9))), 0..30),
+            change in (proptest::arbitrary::any::<usize>(), proptest::arbitrary::any::<bool>(), 1u32..4, proptest::option::of((0u32..30, 1u32..9))),
+        ) {
+            let parts: Arc<[CpuSet]> =
+                (0..lane_count).map(|l| cpus(l * width..(l + 1) * width)).collect();
+            let places = Places::of(&parts);
+            let turn = |turns: u32| f64::from(turns) / 4.0;
+            let before: Vec<(JobId, f64)> = jobs
+                .iter()
+                .enumerate()
+                .map(|(j, &(turns, _))| (JobId(j as u32), turn(turns)))
+                .collect();
+            let earlier: HashMap<JobId, (CpuSet, usize)> = jobs
+                .iter()
+                .enumerate()
+                .filter_map(|(j, &(_, old))| {
+                    old.map(|(first, len)| (JobId(j as u32), (cpus(first..first + len), usize::MAX)))
+                })
+                .collect();
+            let first = deal(&parts, &places, &before, |j| earlier.get(&j).map(|(c, l)| (c, *l)));
+            let mut held: HashMap<JobId, (CpuSet, usize)> = first
+                .iter()
+                .enumerate()
+                .flat_map(|(lane, (cpus, jobs))| jobs.iter().map(move |(job, _)| (*job, (cpus.clone(), lane))))
+                .collect();
+            let (at, gone, turns, old) = change;
+            let mut now = before.clone();
+            if gone && !now.is_empty() {
+                now.remove(at % now.len());
+            } else {
+                let new = JobId(jobs.len() as u32);
+                now.insert(at % (now.len() + 1), (new, turn(turns)));
+                if let Some((first, len)) = old {
+                    held.insert(new, (cpus(first..first + len), usize::MAX));
+                }
+            }
+            let lookup = |j| held.get(&j).map(|(c, l)| (c, *l));
+            let anew = deal(&parts, &places, &now, lookup);
+            let again = deal_again(&first, &before, &now, &places, lookup).expect("one job differs");
+            let lanes = |l: &Lanes| l.iter().map(|(_, jobs)| jobs.to_vec()).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(lanes(&anew), lanes(&again));
+            proptest::prop_assert_eq!(anew.busy, again.busy);
         }
     }
 }
