@@ -9,12 +9,12 @@ use super::steady::Steady;
 use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, JobId, JobKind, Plan, PlanChange, Slot,
 };
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A job's partition in the last plan, with its size: counted once, asked on every plan.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Held {
     cpus: CpuSet,
     size: usize,
@@ -68,11 +68,27 @@ struct LevelPlan {
     span: f64,
     lanes: Lanes,
     slots: Vec<Slot>,
+    /// The jobs whose place `held` does not record yet, `None` for all of them.
+    unheld: Option<Vec<JobId>>,
 }
 
 impl LevelPlan {
     /// Records in `held` where this level puts its jobs.
-    fn hold(&self, geometry: &Geometry, held: &mut HashMap<JobId, Held>) {
+    fn hold(&mut self, geometry: &Geometry, held: &mut HashMap<JobId, Held>) {
+        let size = geometry.sizes[self.level];
+        match self.unheld.replace(Vec::new()) {
+            None => self.hold_all(geometry, held),
+            Some(jobs) => {
+                for job in jobs {
+                    let lane = self.lanes.lane_of(job).expect("dealt here");
+                    let cpus = self.lanes.cpus(lane).clone();
+                    held.insert(job, Held { cpus, size, lane });
+                }
+            }
+        }
+    }
+
+    fn hold_all(&self, geometry: &Geometry, held: &mut HashMap<JobId, Held>) {
         let size = geometry.sizes[self.level];
         for (lane, (cpus, jobs)) in self.lanes.iter().enumerate() {
             for (job, _) in jobs {
@@ -122,21 +138,22 @@ impl Global {
             .collect();
 
         let mut plan = Plan::default();
-        let mut held = HashMap::with_capacity_and_hasher(ctx.jobs.len(), Default::default());
+        // Written into `held` once every level is dealt: until then it says where jobs were.
+        let mut held_apart = Vec::with_capacity(opted_out.len());
         // Collected, then built into the map at once: cheaper than inserting one by one.
         let mut advice = Vec::with_capacity(ctx.jobs.len());
         for (i, job) in opted_out.iter().enumerate() {
             let cpus = reserved[i % reserved.len()].clone();
             advice.push((job.spec.id, job.spec.threads_for(cpus.len())));
             let size = cpus.len();
-            held.insert(
+            held_apart.push((
                 job.spec.id,
                 Held {
                     cpus: cpus.clone(),
                     size,
                     lane: usize::MAX,
                 },
-            );
+            ));
             plan.pinned.push(Assignment {
                 job: job.spec.id,
                 cpus,
@@ -193,9 +210,34 @@ impl Global {
                 levels.push(planned);
             }
         }
-        for planned in &levels {
+        let mut held = std::mem::take(&mut self.held);
+        // What writing every place anew gives, which writing only the moved ones must match.
+        #[cfg(debug_assertions)]
+        let anew = {
+            let mut anew: HashMap<JobId, Held> = held_apart.iter().cloned().collect();
+            levels.iter().for_each(|l| l.hold_all(geometry, &mut anew));
+            anew
+        };
+        held.extend(held_apart);
+        for planned in &mut levels {
             planned.hold(geometry, &mut held);
         }
+        // Only the places that moved were written: a job placed before and not now (none is, but a
+        // job without a level) must go.
+        let placed = opted_out.len() + levels.iter().map(|l| l.members.len()).sum::<usize>();
+        if held.len() != placed {
+            let placed: HashSet<JobId> = opted_out
+                .iter()
+                .map(|job| job.spec.id)
+                .chain(levels.iter().flat_map(|l| l.members.iter().map(|m| m.0)))
+                .collect();
+            held.retain(|job, _| placed.contains(job));
+        }
+        #[cfg(debug_assertions)]
+        assert!(
+            held == anew,
+            "places written piecemeal differ from places written anew"
+        );
         advice.extend(advice_for(geometry, coscheduled.iter().copied(), &targets));
         plan.advice = advice.into_iter().collect();
         plan.slots = levels
@@ -385,7 +427,10 @@ impl Global {
             before => before,
         };
         let again = before.and_then(|b| deal_again(&b.lanes, &b.members, &members, places, held));
-        let mut lanes = again.unwrap_or_else(|| deal(partitions, places, &members, held));
+        let (mut lanes, unheld) = match again {
+            Some((lanes, moved)) => (lanes, Some(moved)),
+            None => (deal(partitions, places, &members, held), None),
+        };
         let longest = (0..lanes.len()).map(|l| lanes.load(l)).fold(0.0, f64::max);
         if options.balance_levels {
             // Exact shares: a lane shorter than the level idles for the rest of it. With equal
@@ -406,7 +451,13 @@ impl Global {
             span,
             lanes,
             slots,
+            unheld,
         })
+    }
+
+    /// `job` finished: it is held nowhere.
+    pub fn forget(&mut self, job: JobId) {
+        self.held.remove(&job);
     }
 
     /// The last plan's levels, by level, while they still describe where every job is held (until

@@ -105,7 +105,7 @@ impl Lanes {
         lane_range(&self.ends, lane).len()
     }
 
-    fn lane_of(&self, job: JobId) -> Option<usize> {
+    pub fn lane_of(&self, job: JobId) -> Option<usize> {
         let at = self.jobs.iter().position(|(j, _)| *j == job)?;
         Some(self.ends.partition_point(|&end| end <= at))
     }
@@ -318,7 +318,7 @@ fn home(partitions: &[CpuSet], places: &Places, held: Option<(&CpuSet, usize)>) 
 
 /// What [`deal`] gives for `jobs` when `before` was dealt for `jobs_before` and each of those is
 /// held where `before` put it, found from `before` when one job came or went and the others kept
-/// their turns; `None` otherwise, and the jobs must be dealt. Every job that stays is home again, so
+/// their turns, with the jobs that are new or moved; `None` otherwise, and the jobs must be dealt. Every job that stays is home again, so
 /// only the lane counts' one-job difference has to be settled:
 /// - A job gone from a lane of `floor` jobs, while some lanes have one more: the deal lets only as
 ///   many lanes have one more as before less one, first come first served, so the fuller lane whose
@@ -332,7 +332,7 @@ pub fn deal_again<'h>(
     jobs: &[(JobId, f64)],
     places: &Places,
     held: impl Fn(JobId) -> Option<(&'h CpuSet, usize)>,
-) -> Option<Lanes> {
+) -> Option<(Lanes, Vec<JobId>)> {
     let lane_count = before.len();
     let (m, n) = (jobs_before.len(), jobs.len());
     let k = jobs_before
@@ -364,8 +364,9 @@ pub fn deal_again<'h>(
                 .find(|(_, (job, _))| extra.contains_key(job))?;
             lanes.remove(extra[&job], job);
             lanes.insert_arriving(lane, at, jobs);
+            return Some((lanes, vec![job]));
         }
-        return Some(lanes);
+        return Some((lanes, Vec::new()));
     }
     if n != m + 1 || jobs_before[k..] != jobs[k + 1..] {
         return None;
@@ -388,12 +389,12 @@ pub fn deal_again<'h>(
             lanes.remove(h, leaving);
             let emptiest = lanes.emptiest();
             lanes.insert_arriving(emptiest, at, jobs);
-            return Some(lanes);
+            return Some((lanes, vec![new, leaving]));
         }
         None => lanes.emptiest(),
     };
     lanes.insert_arriving(lane, k, jobs);
-    Some(lanes)
+    Some((lanes, vec![new]))
 }
 
 /// Where the partitions of one level lie: the partition holding each CPU, and the one starting at it,
@@ -665,10 +666,17 @@ mod tests {
             }
             let lookup = |j| held.get(&j).map(|(c, l)| (c, *l));
             let anew = deal(&parts, &places, &now, lookup);
-            let again = deal_again(&first, &before, &now, &places, lookup).expect("one job differs");
+            let (again, moved) = deal_again(&first, &before, &now, &places, lookup).expect("one job differs");
             let lanes = |l: &Lanes| l.iter().map(|(_, jobs)| jobs.to_vec()).collect::<Vec<_>>();
             proptest::prop_assert_eq!(lanes(&anew), lanes(&again));
-            proptest::prop_assert_eq!(anew.busy, again.busy);
+            proptest::prop_assert_eq!(&anew.busy, &again.busy);
+            // Every job not where the first deal put it is reported as moved.
+            for (lane, (_, jobs)) in again.iter().enumerate() {
+                for (job, _) in jobs {
+                    let stayed = held.get(job).is_some_and(|(_, l)| *l == lane);
+                    proptest::prop_assert!(stayed || moved.contains(job), "{:?} moved unreported", job);
+                }
+            }
         }
     }
 }

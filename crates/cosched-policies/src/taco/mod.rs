@@ -74,6 +74,9 @@ impl Policy for Taco {
         if !relevant {
             return None;
         }
+        if let Event::Finished { job } = event {
+            self.global.forget(*job);
+        }
         let jobs = admitted(ctx.jobs, self.admitted_count(ctx.topology));
         let ctx = &Context {
             jobs: &jobs,
