@@ -195,8 +195,9 @@ impl Global {
         let mut levels = Vec::new();
         // The finest level's slots first: it holds most jobs, and a job moving between coarser levels
         // then renumbers only the few slots behind it, not everyone's.
+        let ids = coscheduled.iter().map(|job| job.spec.id);
+        let mut members = members_by_level(ids, &effective, &durations, available.len());
         for (level, partitions) in available.iter().enumerate().rev() {
-            let ids = coscheduled.iter().map(|job| job.spec.id);
             // A level short of its reserved partitions needs its own table.
             let places = if Arc::ptr_eq(partitions, &geometry.parts[level]) {
                 Cow::Borrowed(&geometry.places[level])
@@ -204,9 +205,10 @@ impl Global {
                 Cow::Owned(Places::of(partitions))
             };
             let before = previous[level].take();
-            if let Some(planned) = self.plan_level(
-                partitions, &places, level, ids, &effective, &durations, unit, options, before,
-            ) {
+            let members = std::mem::take(&mut members[level]);
+            if let Some(planned) =
+                self.plan_level(partitions, &places, level, members, unit, options, before)
+            {
                 levels.push(planned);
             }
         }
@@ -334,6 +336,8 @@ impl Global {
         let mut kept = std::mem::take(&mut decided.levels).into_iter().peekable();
         let mut levels = Vec::new();
         let mut replanned = Vec::new();
+        let ids = decided.jobs.iter().copied();
+        let mut members = members_by_level(ids, &effective, &durations, geometry.sizes.len());
         // The levels before the first one dealt again, as in the current plan.
         let mut unchanged = None;
         for level in (0..geometry.sizes.len()).rev() {
@@ -343,14 +347,11 @@ impl Global {
                 continue;
             }
             unchanged.get_or_insert(levels.len());
-            let ids = decided.jobs.iter().copied();
             if let Some(planned) = self.plan_level(
                 &geometry.parts[level],
                 &geometry.places[level],
                 level,
-                ids,
-                &effective,
-                &durations,
+                std::mem::take(&mut members[level]),
                 unit,
                 options,
                 old,
@@ -382,26 +383,19 @@ impl Global {
         Some(change)
     }
 
-    /// The lanes and slots of `level`, for the jobs `ids` (all of the plan's, in order) whose level
-    /// for now is this one; `None` if it has none.
+    /// The lanes and slots of `level` for its `members` (in the plan's order, with their turns),
+    /// from its lanes `before` where it can; `None` if it has no members.
     #[allow(clippy::too_many_arguments)]
     fn plan_level(
         &self,
         partitions: &Arc<[CpuSet]>,
         places: &Places,
         level: usize,
-        ids: impl Iterator<Item = JobId>,
-        effective: &[Option<usize>],
-        durations: &[f64],
+        members: Vec<(JobId, f64)>,
         unit: f64,
         options: &TacoOptions,
         before: Option<LevelPlan>,
     ) -> Option<LevelPlan> {
-        let members: Vec<(JobId, f64)> = ids
-            .zip(effective.iter().zip(durations))
-            .filter(|(_, (l, _))| **l == Some(level))
-            .map(|(id, (_, d))| (id, *d))
-            .collect();
         if members.is_empty() {
             return None;
         }
@@ -426,7 +420,7 @@ impl Global {
             }
             before => before,
         };
-        let again = before.and_then(|b| deal_again(&b.lanes, &b.members, &members, places, held));
+        let again = before.and_then(|b| deal_again(b.lanes, &b.members, &members, places, held));
         let (mut lanes, unheld) = match again {
             Some((lanes, moved)) => (lanes, Some(moved)),
             None => (deal(partitions, places, &members, held), None),
@@ -659,15 +653,14 @@ impl Global {
             return (target, None);
         };
         let id = job.spec.id;
-        let Some(old) = self.held.get(&id) else {
+        let wanted = job.spec.threads_for(geometry.sizes[level]);
+        let adapting =
+            job.spec.kind == JobKind::Malleable && job.started.is_some() && job.threads != wanted;
+        // Most jobs run what they were advised: only the others' old places are looked up.
+        let Some(old) = self.held.get(&id).filter(|_| adapting) else {
             return (target, None);
         };
-        let wanted = job.spec.threads_for(geometry.sizes[level]);
-        let waiting = job.spec.kind == JobKind::Malleable
-            && job.started.is_some()
-            && job.threads != wanted
-            && old.size != geometry.sizes[level];
-        if !waiting {
+        if old.size == geometry.sizes[level] {
             return (target, None);
         }
         // The old partition is found by a scan of its level, so only for a job that waits.
@@ -683,6 +676,22 @@ impl Global {
             None => (target, None),
         }
     }
+}
+
+/// Each level's jobs among `ids` (in their order) with their turns, by their level for now.
+fn members_by_level(
+    ids: impl Iterator<Item = JobId>,
+    effective: &[Option<usize>],
+    durations: &[f64],
+    levels: usize,
+) -> Vec<Vec<(JobId, f64)>> {
+    let mut members = vec![Vec::new(); levels];
+    for (id, (level, duration)) in ids.zip(effective.iter().zip(durations)) {
+        if let Some(level) = level {
+            members[*level].push((id, *duration));
+        }
+    }
+    members
 }
 
 /// Each of `jobs`' advice: the threads for its `targets` level's partitions.

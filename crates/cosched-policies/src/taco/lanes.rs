@@ -327,7 +327,7 @@ fn home(partitions: &[CpuSet], places: &Places, held: Option<(&CpuSet, usize)>) 
 ///   arrived first, and the one that arrived last (this job or another) goes to the emptiest lane
 ///   (fewest jobs, then least load, then first), as a job without a home does.
 pub fn deal_again<'h>(
-    before: &Lanes,
+    before: Lanes,
     jobs_before: &[(JobId, f64)],
     jobs: &[(JobId, f64)],
     places: &Places,
@@ -343,7 +343,7 @@ pub fn deal_again<'h>(
     if lane_count == 0 {
         return None;
     }
-    let mut lanes = before.clone();
+    let mut lanes = before;
     lanes.idle.iter_mut().for_each(|idle| *idle = 0.0);
     let (floor, fuller) = (m / lane_count, m % lane_count);
     if m == n + 1 && jobs_before[k + 1..] == jobs[k..] {
@@ -666,7 +666,7 @@ mod tests {
             }
             let lookup = |j| held.get(&j).map(|(c, l)| (c, *l));
             let anew = deal(&parts, &places, &now, lookup);
-            let (again, moved) = deal_again(&first, &before, &now, &places, lookup).expect("one job differs");
+            let (again, moved) = deal_again(first.clone(), &before, &now, &places, lookup).expect("one job differs");
             let lanes = |l: &Lanes| l.iter().map(|(_, jobs)| jobs.to_vec()).collect::<Vec<_>>();
             proptest::prop_assert_eq!(lanes(&anew), lanes(&again));
             proptest::prop_assert_eq!(&anew.busy, &again.busy);
