@@ -75,10 +75,10 @@ struct LevelPlan {
 impl LevelPlan {
     /// Records in `held` where this level puts its jobs.
     fn hold(&mut self, geometry: &Geometry, held: &mut HashMap<JobId, Held>) {
-        let size = geometry.sizes[self.level];
         match self.unheld.replace(Vec::new()) {
             None => self.hold_all(geometry, held),
             Some(jobs) => {
+                let size = geometry.sizes[self.level];
                 for job in jobs {
                     let lane = self.lanes.lane_of(job).expect("dealt here");
                     let cpus = self.lanes.cpus(lane).clone();
@@ -224,8 +224,8 @@ impl Global {
         for planned in &mut levels {
             planned.hold(geometry, &mut held);
         }
-        // Only the places that moved were written: a job placed before and not now (none is, but a
-        // job without a level) must go.
+        // Only the places that moved were written, and finished jobs were forgotten: any other job
+        // held before and placed nowhere now (one left without a level) must go.
         let placed = opted_out.len() + levels.iter().map(|l| l.members.len()).sum::<usize>();
         if held.len() != placed {
             let placed: HashSet<JobId> = opted_out

@@ -98,9 +98,7 @@ impl Lanes {
         jobs.last_mut().expect("holds the job at `place`").0 = newcomer;
         self.busy[lane] = lane_busy(self.jobs(lane));
     }
-}
 
-impl Lanes {
     fn count(&self, lane: usize) -> usize {
         lane_range(&self.ends, lane).len()
     }
@@ -318,8 +316,9 @@ fn home(partitions: &[CpuSet], places: &Places, held: Option<(&CpuSet, usize)>) 
 
 /// What [`deal`] gives for `jobs` when `before` was dealt for `jobs_before` and each of those is
 /// held where `before` put it, found from `before` when one job came or went and the others kept
-/// their turns, with the jobs that are new or moved; `None` otherwise, and the jobs must be dealt. Every job that stays is home again, so
-/// only the lane counts' one-job difference has to be settled:
+/// their turns, with the jobs that are new or moved; `None` otherwise, and the jobs must be dealt.
+/// Every job that stays is home again, so only the lane counts' one-job difference has to be
+/// settled:
 /// - A job gone from a lane of `floor` jobs, while some lanes have one more: the deal lets only as
 ///   many lanes have one more as before less one, first come first served, so the fuller lane whose
 ///   extra job arrived last loses it, to the lane the job left (now the emptiest).

@@ -159,25 +159,14 @@ impl RateBook {
             self.slots.iter_mut().for_each(|s| s.stale = true);
             return;
         }
-        for place in self
-            .jobs
-            .get(i)
-            .into_iter()
-            .flatten()
-            .filter(|p| p.assigned)
-        {
-            self.slots[place.slot].dirty.push((i, Moved::Stayed));
+        for s in assigned_slots(&self.jobs, i) {
+            self.slots[s].dirty.push((i, Moved::Stayed));
         }
     }
 
     /// The slots job `i` is assigned in (not counting being pinned), in order.
     pub fn slots_of(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.jobs
-            .get(i)
-            .into_iter()
-            .flatten()
-            .filter(|p| p.assigned)
-            .map(|p| p.slot)
+        assigned_slots(&self.jobs, i)
     }
 
     /// The figures under `inputs.plan` of every job they may have changed for since the last call:
@@ -322,6 +311,16 @@ impl RateBook {
         let lost = entries as f64 * switch_cost(inputs.machine, &inputs.jobs[i], inputs.options);
         f.rate *= (1.0 - lost / running).max(0.0);
     }
+}
+
+/// The slots job `i` is assigned in, among every job's `places`, in order.
+fn assigned_slots(places: &[Vec<Place>], i: usize) -> impl Iterator<Item = usize> + '_ {
+    places
+        .get(i)
+        .into_iter()
+        .flatten()
+        .filter(|p| p.assigned)
+        .map(|p| p.slot)
 }
 
 /// Job `i`'s places, made room for.
