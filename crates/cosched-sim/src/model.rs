@@ -375,7 +375,8 @@ pub(crate) fn group_rates(
     scratch: &mut Scratch,
     busy_elsewhere: f64,
 ) -> (Vec<SlotRate>, f64) {
-    let (bases, busy_here) = group_bases(machine, runners, effects, params, scratch);
+    let mut bases = Vec::new();
+    let busy_here = group_bases(machine, runners, effects, params, scratch, &mut bases);
     let busy_total = busy_elsewhere + busy_here;
     let rates = bases
         .iter()
@@ -432,14 +433,15 @@ impl Basis {
     }
 }
 
-/// The [`Basis`] of each runner of a group, and the CPUs the group keeps busy.
+/// The [`Basis`] of each runner of a group, into `bases`; returns the CPUs the group keeps busy.
 pub(crate) fn group_bases(
     machine: &MachineModel,
     runners: &[Runner],
     effects: &Effects,
     params: &ModelParams,
     scratch: &mut Scratch,
-) -> (Vec<Basis>, f64) {
+    bases: &mut Vec<Basis>,
+) -> f64 {
     // Pass 1: every thread runnable. Pass 2 (serial-phase effect): a job in its serial phase runs one
     // thread and leaves the CPUs of its blocked threads to the others, so the load each job sees is the
     // others' time-averaged runnable threads (one step of the fixed point, see `docs/simulation-model.md`).
@@ -482,49 +484,46 @@ pub(crate) fn group_bases(
         scratch,
         &mut bandwidth,
     );
-    let bases = runners
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let share = shares[i];
-            let mut rate = r.profile.speedup.traditional(share);
-            if effects.serial_phase {
-                rate = serial_phase_rate(r.profile, share, phases[i].serial_speed).unwrap_or(rate);
-            }
-            let load_excess = (effects.speedup == SpeedupModel::Effective)
-                .then(|| r.profile.speedup.loaded_slowdown(share) - 1.0);
-            let sync = if effects.sync {
-                SyncCost::new(r, share, params, || corun_possible(runners, i, params))
-            } else {
-                SyncCost::Free
-            };
-            let (miss, alone_miss) = llc_miss[i];
-            let llc_divisor = effects
-                .llc
-                .then(|| 1.0 + params.llc_miss_penalty * (miss - alone_miss).max(0.0));
-            let numa_divisor = (effects.numa && !r.home.is_empty()).then(|| {
-                let remote = machine.remote_cpus(r.cpus, r.home) as f64 / r.width.max(1) as f64;
-                1.0 + params.numa_remote_penalty * remote
-            });
-            Basis {
-                rate,
-                share,
-                load_excess,
-                sync,
-                llc_divisor,
-                bandwidth: bandwidth[i],
-                numa_divisor,
-                cpu_share: phases[i].mean_share(effects.serial_phase),
-                llc_miss: miss,
-            }
-        })
-        .collect();
+    bases.clear();
+    bases.extend(runners.iter().enumerate().map(|(i, r)| {
+        let share = shares[i];
+        let mut rate = r.profile.speedup.traditional(share);
+        if effects.serial_phase {
+            rate = serial_phase_rate(r.profile, share, phases[i].serial_speed).unwrap_or(rate);
+        }
+        let load_excess = (effects.speedup == SpeedupModel::Effective)
+            .then(|| r.profile.speedup.loaded_slowdown(share) - 1.0);
+        let sync = if effects.sync {
+            SyncCost::new(r, share, params, || corun_possible(runners, i, params))
+        } else {
+            SyncCost::Free
+        };
+        let (miss, alone_miss) = llc_miss[i];
+        let llc_divisor = effects
+            .llc
+            .then(|| 1.0 + params.llc_miss_penalty * (miss - alone_miss).max(0.0));
+        let numa_divisor = (effects.numa && !r.home.is_empty()).then(|| {
+            let remote = machine.remote_cpus(r.cpus, r.home) as f64 / r.width.max(1) as f64;
+            1.0 + params.numa_remote_penalty * remote
+        });
+        Basis {
+            rate,
+            share,
+            load_excess,
+            sync,
+            llc_divisor,
+            bandwidth: bandwidth[i],
+            numa_divisor,
+            cpu_share: phases[i].mean_share(effects.serial_phase),
+            llc_miss: miss,
+        }
+    }));
     scratch.counted = counted;
     scratch.phases = phases;
     scratch.shares = shares;
     scratch.llc_miss = llc_miss;
     scratch.bandwidth = bandwidth;
-    (bases, busy_here)
+    busy_here
 }
 
 /// A runner's CPU time in its two phases: all threads runnable, and (Amdahl profiles) the serial phase.

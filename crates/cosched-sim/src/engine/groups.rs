@@ -47,8 +47,15 @@ pub(super) struct SlotGroups {
     spanning: bool,
     /// Union-find over regions (each region's parent is a lower one or itself), reused.
     parent: Vec<u32>,
-    /// Runners (indices into the slot's list) by the group they fall into, reused.
+    /// Each runner's group (by the slot's list), the runners by group, and the groups evaluated
+    /// again, reused.
+    keys: Vec<usize>,
     buckets: Vec<Vec<usize>>,
+    changed: Vec<usize>,
+    /// Groups replaced since, whose lists the next evaluations fill again.
+    spare: Vec<Group>,
+    /// The room of the list of runners evaluated together.
+    runners: Vec<Runner<'static>>,
     /// Since the last [`take_changes`](Self::take_changes): the runners of the groups replaced or
     /// dropped, where the replacements are, and the runners whose rate moved with the slot's load.
     left: Vec<usize>,
@@ -59,6 +66,7 @@ pub(super) struct SlotGroups {
 /// (job index, threads, CPUs) of a runner.
 type Member = (usize, u32, CpuSet);
 
+#[derive(Default)]
 struct Group {
     /// Its runners, in the slot's order: what its rates were computed for. `None` when the group
     /// held the whole slot: any change to the slot changes it, so it is not worth remembering.
@@ -83,15 +91,15 @@ pub(super) struct Model<'a> {
 impl SlotGroups {
     /// Evaluates the slot's `runners` anew, re-evaluating only the groups whose runners changed.
     pub fn rates(&mut self, model: &Model, runners: &[SlotRunner], scratch: &mut Scratch) {
-        let keys = self.group_keys(model.machine, runners);
+        self.group_keys(model.machine, runners);
         let regions = model.machine.regions;
         self.groups.resize_with(regions, || None);
         self.buckets.resize_with(regions, Vec::new);
         self.buckets.iter_mut().for_each(Vec::clear);
-        for (r, &key) in keys.iter().enumerate() {
+        for (r, &key) in self.keys.iter().enumerate() {
             self.buckets[key].push(r);
         }
-        let mut changed = Vec::new();
+        let mut changed = std::mem::take(&mut self.changed);
         for key in 0..regions {
             let bucket = &self.buckets[key];
             if bucket.is_empty() {
@@ -119,20 +127,23 @@ impl SlotGroups {
             let elsewhere = self.busy() - self.groups[key].as_ref().map_or(0.0, |g| g.busy);
             let bucket = &self.buckets[key];
             let whole_slot = bucket.len() == runners.len();
-            let members = (!whole_slot).then(|| {
-                bucket
-                    .iter()
-                    .map(|&r| {
-                        let SlotRunner { job, runner } = &runners[r];
-                        (*job, runner.threads, runner.cpus.clone())
-                    })
-                    .collect()
-            });
-            let group: Vec<Runner> = bucket.iter().map(|&r| runners[r].runner.clone()).collect();
-            let jobs: Vec<usize> = bucket.iter().map(|&r| runners[r].job).collect();
-            let group = evaluate(model, &group, &jobs, members, elsewhere, scratch);
+            let mut group = self.spare.pop().unwrap_or_default();
+            let mut members = group.members.take().unwrap_or_default();
+            members.clear();
+            members.extend(bucket.iter().map(|&r| {
+                let SlotRunner { job, runner } = &runners[r];
+                (*job, runner.threads, runner.cpus.clone())
+            }));
+            group.members = (!whole_slot).then_some(members);
+            let mut group_runners = emptied(std::mem::take(&mut self.runners));
+            group_runners.extend(bucket.iter().map(|&r| runners[r].runner.clone()));
+            let jobs = bucket.iter().map(|&r| runners[r].job);
+            evaluate(model, &group_runners, jobs, elsewhere, scratch, &mut group);
+            self.runners = emptied(group_runners);
             self.replace(key, Some(group));
         }
+        changed.clear();
+        self.changed = changed;
         self.follow_load(model);
     }
 
@@ -202,10 +213,7 @@ impl SlotGroups {
         for (key, member) in joining {
             let group = self.groups[key].get_or_insert_with(|| Group {
                 members: Some(Vec::new()),
-                rates: Vec::new(),
-                bases: Vec::new(),
-                busy: 0.0,
-                total: 0.0,
+                ..Group::default()
             });
             group.members.get_or_insert_with(Vec::new).push(member);
             touched.push(key);
@@ -222,38 +230,46 @@ impl SlotGroups {
                 continue;
             }
             let elsewhere = self.busy() - self.groups[key].as_ref().map_or(0.0, |g| g.busy);
-            let group = evaluate_members(model, members, lookup, elsewhere, scratch);
+            let mut group = self.spare.pop().unwrap_or_default();
+            let room = &mut self.runners;
+            evaluate_members(model, members, lookup, elsewhere, scratch, &mut group, room);
             self.replace(key, Some(group));
         }
         self.follow_load(model);
         true
     }
 
-    /// What changed since the last call: the runners that may have lost their rate here (those of
-    /// the groups replaced or dropped), then the new rates, (job index, rate, CPUs held). A runner
-    /// found in both keeps the new one.
-    pub fn take_changes(&mut self) -> (Vec<usize>, Vec<(usize, SlotRate, usize)>) {
-        let mut replaced = std::mem::take(&mut self.replaced);
-        replaced.sort_unstable();
-        replaced.dedup();
-        let mut rates: Vec<(usize, SlotRate, usize)> = replaced
-            .into_iter()
-            .filter_map(|key| self.groups[key].as_ref())
-            .flat_map(|g| g.rates.iter().copied())
-            .collect();
-        rates.append(&mut self.followed);
-        (std::mem::take(&mut self.left), rates)
+    /// Hands `change` what changed since the last call: first the runners that may have lost their
+    /// rate here (those of the groups replaced or dropped) with `None`, then the new rates, (job
+    /// index, rate and CPUs held). A runner handed both keeps the new one.
+    pub fn take_changes(&mut self, mut change: impl FnMut(usize, Option<(SlotRate, usize)>)) {
+        self.left.drain(..).for_each(|i| change(i, None));
+        self.replaced.sort_unstable();
+        self.replaced.dedup();
+        let groups = &self.groups;
+        let replaced = self
+            .replaced
+            .drain(..)
+            .filter_map(|key| groups[key].as_ref());
+        for &(i, rate, held) in replaced.flat_map(|g| &g.rates) {
+            change(i, Some((rate, held)));
+        }
+        for (i, rate, held) in self.followed.drain(..) {
+            change(i, Some((rate, held)));
+        }
     }
 
     /// Puts `group` in place of the group at `key`, noting the change for `take_changes`.
     fn replace(&mut self, key: usize, group: Option<Group>) {
-        if let Some(old) = &self.groups[key] {
-            self.left.extend(old.rates.iter().map(|r| r.0));
-        }
         if group.is_some() {
             self.replaced.push(key);
         }
-        self.groups[key] = group;
+        if let Some(old) = std::mem::replace(&mut self.groups[key], group) {
+            self.left.extend(old.rates.iter().map(|r| r.0));
+            if self.spare.len() < self.groups.len() {
+                self.spare.push(old);
+            }
+        }
     }
 
     /// The jobs (by index) that have a rate here.
@@ -305,8 +321,8 @@ impl SlotGroups {
         }
     }
 
-    /// Each runner's group, named by the lowest region of the group.
-    fn group_keys(&mut self, machine: &MachineModel, runners: &[SlotRunner]) -> Vec<usize> {
+    /// Each runner's group, named by the lowest region of the group, into `keys`.
+    fn group_keys(&mut self, machine: &MachineModel, runners: &[SlotRunner]) {
         self.parent.clear();
         self.parent.extend(0..machine.regions as u32);
         self.spanning = false;
@@ -318,14 +334,15 @@ impl SlotGroups {
             }
             x
         };
-        let mut first = Vec::with_capacity(runners.len());
+        let first = &mut self.keys;
+        first.clear();
         for r in runners {
             let mut regions = machine.regions_of(r.runner.cpus);
             let Some(home) = regions.next() else {
                 first.push(0);
                 continue;
             };
-            first.push(home);
+            first.push(home as usize);
             for region in regions {
                 if region != home {
                     self.spanning = true;
@@ -334,64 +351,69 @@ impl SlotGroups {
                 parent[a.max(b) as usize] = a.min(b);
             }
         }
-        first
-            .into_iter()
-            .map(|region| root(parent, region) as usize)
-            .collect()
+        for key in first.iter_mut() {
+            *key = root(parent, *key as u32) as usize;
+        }
     }
 }
 
-/// A group of `members`, the running jobs `lookup` describes.
+/// `group` made the group of `members`, the running jobs `lookup` describes, their runners listed in
+/// the room of `room`.
 fn evaluate_members(
     model: &Model,
-    members: Vec<Member>,
+    mut members: Vec<Member>,
     lookup: Lookup<'_, '_>,
     elsewhere: f64,
     scratch: &mut Scratch,
-) -> Group {
-    let members: Vec<Member> = members
-        .into_iter()
-        .filter(|(job, ..)| lookup(*job).is_some())
-        .collect();
-    let runners: Vec<Runner> = members
-        .iter()
-        .map(|(job, threads, cpus)| {
-            let (_, profile, home) = lookup(*job).expect("kept above: running");
-            Runner::new(cpus, *threads, profile, home)
-        })
-        .collect();
-    let jobs: Vec<usize> = members.iter().map(|m| m.0).collect();
-    let group = evaluate(model, &runners, &jobs, None, elsewhere, scratch);
-    drop(runners);
-    Group {
-        members: Some(members),
-        ..group
-    }
+    group: &mut Group,
+    room: &mut Vec<Runner<'static>>,
+) {
+    members.retain(|(job, ..)| lookup(*job).is_some());
+    let mut runners = emptied(std::mem::take(room));
+    runners.extend(members.iter().map(|(job, threads, cpus)| {
+        let (_, profile, home) = lookup(*job).expect("kept above: running");
+        Runner::new(cpus, *threads, profile, home)
+    }));
+    let jobs = members.iter().map(|m| m.0);
+    evaluate(model, &runners, jobs, elsewhere, scratch, group);
+    *room = emptied(runners);
+    group.members = Some(members);
 }
 
-/// A group of `runners` (of `jobs`), remembering `members` if given.
+/// `list` emptied, its room kept for items of another type of the same size: runners borrow the
+/// engine's jobs for one evaluation, so their list cannot be kept, but its allocation can (collecting
+/// in place reuses it).
+pub(super) fn emptied<T, U>(mut list: Vec<T>) -> Vec<U> {
+    list.clear();
+    list.into_iter().map(|_| unreachable!("emptied")).collect()
+}
+
+/// `group` made the group of `runners` (of `jobs`), its lists refilled; its members are left as
+/// they are.
 fn evaluate(
     model: &Model,
     runners: &[Runner],
-    jobs: &[usize],
-    members: Option<Vec<Member>>,
+    jobs: impl Iterator<Item = usize>,
     elsewhere: f64,
     scratch: &mut Scratch,
-) -> Group {
-    let (bases, busy) = group_bases(model.machine, runners, model.effects, model.params, scratch);
+    group: &mut Group,
+) {
+    let machine = model.machine;
+    let busy = group_bases(
+        machine,
+        runners,
+        model.effects,
+        model.params,
+        scratch,
+        &mut group.bases,
+    );
     let busy_total = elsewhere + busy;
-    Group {
-        members,
-        rates: jobs
-            .iter()
-            .zip(runners)
-            .zip(&bases)
-            .map(|((&job, runner), basis)| {
-                (job, basis.loaded(model.machine, busy_total), runner.width)
-            })
-            .collect(),
-        bases,
-        busy,
-        total: busy_total,
-    }
+    group.rates.clear();
+    group.rates.extend(
+        jobs.zip(runners)
+            .zip(&group.bases)
+            .map(|((job, runner), basis)| (job, basis.loaded(machine, busy_total), runner.width)),
+    );
+    group.busy = busy;
+    group.total = busy_total;
 }

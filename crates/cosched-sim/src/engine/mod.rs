@@ -277,6 +277,8 @@ struct Engine<'a> {
     sink: &'a mut dyn TraceSink,
     machine: MachineModel,
     scratch: Scratch,
+    /// The figures `book` last found changed, a list kept for its room.
+    changed_figures: Vec<(usize, Figures)>,
     index: HashMap<JobId, usize>,
     isolated: &'a mut IsolatedTimes,
     states: Vec<JobState>,
@@ -351,6 +353,7 @@ impl<'a> Engine<'a> {
             sink,
             machine: machine_model(topology, jobs, options),
             scratch: Scratch::default(),
+            changed_figures: Vec::new(),
             index,
             isolated,
             states,
@@ -955,9 +958,12 @@ impl<'a> Engine<'a> {
         if cycle != self.calendar.clock().cycle() {
             self.calendar.set_cycle(self.now, cycle);
         }
-        for (i, f) in self.book.figures(&inputs, &mut self.scratch) {
+        let mut changed = std::mem::take(&mut self.changed_figures);
+        self.book.figures(&inputs, &mut self.scratch, &mut changed);
+        for &(i, f) in &changed {
             self.set_figures(i, f);
         }
+        self.changed_figures = changed;
     }
 
     fn set_figures(&mut self, i: usize, figures: Figures) {

@@ -8,7 +8,7 @@
 //! engine's cycle time turns into progress; so a slot whose length changes changes only its own jobs'
 //! figures, while the cycle's new length reaches everyone through the clock.
 
-use super::groups::{Lookup, Model, Moved, SlotGroups, SlotRunner};
+use super::groups::{emptied, Lookup, Model, Moved, SlotGroups, SlotRunner};
 use super::{JobState, SimJob, SimOptions};
 use crate::model::{MachineModel, Mode, Runner, Scratch, SlotRate};
 use cosched_core::{JobId, Plan, PlanChange};
@@ -49,6 +49,8 @@ pub(super) struct RateBook {
     pinned: Vec<JobId>,
     /// The slots' weights being weighed, compared with `weights`.
     next_weights: Vec<f64>,
+    /// The room of the list of a slot's runners.
+    runners: Vec<SlotRunner<'static>>,
 }
 
 /// One slot of a job's: whether the plan assigns it there, and the model's rate there with the CPUs
@@ -173,13 +175,18 @@ impl RateBook {
     /// (job index, figures), all zero for a job no longer running in any slot. Only the slots whose
     /// runners changed are evaluated again, and only their runners, and those of the slots whose
     /// weight moved, summed again.
-    pub fn figures(&mut self, inputs: &Inputs, scratch: &mut Scratch) -> Vec<(usize, Figures)> {
+    pub fn figures(
+        &mut self,
+        inputs: &Inputs,
+        scratch: &mut Scratch,
+        out: &mut Vec<(usize, Figures)>,
+    ) {
         let mut touched = std::mem::take(&mut self.dropped);
         for (s, slot) in self.slots.iter_mut().enumerate() {
-            let dirty = std::mem::take(&mut slot.dirty);
-            if !slot.stale && dirty.is_empty() {
+            if !slot.stale && slot.dirty.is_empty() {
                 continue;
             }
+            let mut dirty = std::mem::take(&mut slot.dirty);
             let model = Model {
                 machine: inputs.machine,
                 effects: &inputs.options.effects,
@@ -191,20 +198,17 @@ impl RateBook {
             };
             let updated = !slot.stale && slot.groups.update(&model, &dirty, &lookup, scratch);
             if !updated {
-                evaluate(inputs, s, &model, &mut slot.groups, &lookup, scratch);
+                let room = &mut self.runners;
+                evaluate(inputs, s, &model, &mut slot.groups, &lookup, scratch, room);
             }
             slot.stale = false;
-            let (left, rates) = slot.groups.take_changes();
-            for i in left {
-                edit_place(places_of(&mut self.jobs, i), s, |place| place.rate = None);
+            // Emptied, it keeps its room for the next changes.
+            dirty.clear();
+            slot.dirty = dirty;
+            slot.groups.take_changes(|i, rate| {
+                edit_place(places_of(&mut self.jobs, i), s, |place| place.rate = rate);
                 touched.push(i);
-            }
-            for (i, rate, held) in rates {
-                edit_place(places_of(&mut self.jobs, i), s, |place| {
-                    place.rate = Some((rate, held))
-                });
-                touched.push(i);
-            }
+            });
         }
         let plan = inputs.plan;
         let fluid = fluid_cycle(plan, inputs.options.mode).is_some();
@@ -256,24 +260,24 @@ impl RateBook {
             && inputs.options.effects.switch_cost;
         // One list of slots for every job: thousands of them may be summed again on one event.
         let mut slots = Vec::new();
-        touched
-            .into_iter()
-            .map(|i| {
-                let pinned = !self.pinned.is_empty()
-                    && self.pinned.binary_search(&inputs.jobs[i].spec.id).is_ok();
-                let mut figures = self.sum(i, pinned);
-                if let Some(f) = figures.as_mut().filter(|_| charge_switches) {
-                    slots.clear();
-                    if pinned {
-                        slots.extend(0..self.slots.len());
-                    } else {
-                        slots.extend(self.slots_of(i));
-                    }
-                    self.charge_fluid_switch(inputs, i, &slots, f);
+        out.clear();
+        out.extend(touched.iter().map(|&i| {
+            let pinned = !self.pinned.is_empty()
+                && self.pinned.binary_search(&inputs.jobs[i].spec.id).is_ok();
+            let mut figures = self.sum(i, pinned);
+            if let Some(f) = figures.as_mut().filter(|_| charge_switches) {
+                slots.clear();
+                if pinned {
+                    slots.extend(0..self.slots.len());
+                } else {
+                    slots.extend(self.slots_of(i));
                 }
-                (i, figures.unwrap_or_default())
-            })
-            .collect()
+                self.charge_fluid_switch(inputs, i, &slots, f);
+            }
+            (i, figures.unwrap_or_default())
+        }));
+        touched.clear();
+        self.dropped = touched;
     }
 
     /// Job `i`'s figures over its slots (all of them if `pinned`), weighed; `None` if it runs in
@@ -360,13 +364,14 @@ fn evaluate<'a>(
     groups: &mut SlotGroups,
     lookup: Lookup<'a, '_>,
     scratch: &mut Scratch,
+    room: &mut Vec<SlotRunner<'static>>,
 ) {
     let plan = inputs.plan;
     let assignments = plan
         .pinned
         .iter()
         .chain(plan.slots.get(s).into_iter().flat_map(|s| &s.assignments));
-    let mut runners = Vec::new();
+    let mut runners = emptied(std::mem::take(room));
     for a in assignments {
         let i = inputs.index[&a.job];
         let Some((threads, profile, home)) = lookup(i) else {
@@ -379,6 +384,7 @@ fn evaluate<'a>(
         runners.push(SlotRunner { job: i, runner });
     }
     groups.rates(model, &runners, scratch);
+    *room = emptied(runners);
 }
 
 /// The length of the plan's fluid cycle of slots, in whose cycle time jobs progress (the engine's
