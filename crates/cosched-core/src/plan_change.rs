@@ -115,16 +115,20 @@ impl PlanChange {
                 continue;
             }
             let (old_slot, new_slot) = (&before.assignments, &slot.assignments);
-            let moves = few_moves(old_slot, new_slot).or_else(|| {
-                let (before_jobs, after_jobs) = (by_job(old_slot)?, by_job(new_slot)?);
-                Some(diff_by_job(old_slot, &before_jobs, new_slot, &after_jobs))
-            });
             let in_slot = |a: &Assignment| SlotAssignment {
                 slot: s,
                 job: a.job,
                 cpus: a.cpus.clone(),
             };
-            match moves {
+            if let Some(differing) = few_moves(old_slot, new_slot) {
+                let gone = differing.gone(old_slot, new_slot);
+                self.removed.extend(gone.map(|job| (s, job)));
+                self.placed
+                    .extend(differing.placed(old_slot, new_slot).map(in_slot));
+                continue;
+            }
+            let by_jobs = by_job(old_slot).zip(by_job(new_slot));
+            match by_jobs.map(|(before, after)| diff_by_job(old_slot, &before, new_slot, &after)) {
                 Some((gone, placed)) => {
                     self.removed.extend(gone.into_iter().map(|job| (s, job)));
                     self.placed.extend(placed.into_iter().map(in_slot));
@@ -262,21 +266,58 @@ fn advice_diff(
     (unadvised, changed.into_iter().collect())
 }
 
+/// At most this many assignments differ between two slots for [`few_moves`] to diff them.
+const FEW: usize = 32;
+
+/// The assignments two slots differ in, found by [`few_moves`]: indices into each, in order.
+struct Differing {
+    olds: Few,
+    news: Few,
+}
+
+/// At most [`FEW`] indices, on the stack: a plan change diffs every slot it touches, usually in a
+/// few assignments.
+struct Few {
+    len: usize,
+    items: [usize; FEW],
+}
+
+impl Few {
+    fn new() -> Self {
+        Few {
+            len: 0,
+            items: [0; FEW],
+        }
+    }
+
+    /// Adds `items`; `false` when they do not fit, and then what did stays.
+    fn extend(&mut self, items: impl IntoIterator<Item = usize>) -> bool {
+        for item in items {
+            let Some(slot) = self.items.get_mut(self.len) else {
+                return false;
+            };
+            *slot = item;
+            self.len += 1;
+        }
+        true
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        &self.items[..self.len]
+    }
+}
+
 /// [`diff`] of two slots that agree in order except for a few assignments dropped, added or changed
 /// (a plan made again from mostly the same lanes): found by walking both in order and matching only
 /// the assignments that differ, where [`diff`] indexes every job of both. `None` when they differ in
 /// many places, or when a job of the differing ones also holds one of the others (it is then listed
 /// twice in one of the slots, which only the full diff tells apart).
-fn few_moves<'a>(
-    old: &[Assignment],
-    new: &'a [Assignment],
-) -> Option<(Vec<JobId>, Vec<&'a Assignment>)> {
-    /// At most this many assignments differ, and the walk looks this far ahead to fall in step again.
-    const FEW: usize = 32;
+fn few_moves(old: &[Assignment], new: &[Assignment]) -> Option<Differing> {
+    /// The walk looks this far ahead to fall in step again.
     const AHEAD: usize = 4;
     let (mut i, mut j) = (0, 0);
-    // Indices of the differing assignments of each slot, in order.
-    let (mut olds, mut news) = (Vec::new(), Vec::new());
+    let (mut olds, mut news) = (Few::new(), Few::new());
+    let fits = |olds: &Few, news: &Few| olds.len + news.len <= FEW;
     while i < old.len() && j < new.len() {
         if old[i] == new[j] {
             i += 1;
@@ -294,47 +335,65 @@ fn few_moves<'a>(
                     && old[i + d] == new[j + e]
             });
         let (d, e) = skip.unwrap_or((1, 1));
-        olds.extend(i..i + d);
-        news.extend(j..j + e);
-        (i, j) = (i + d, j + e);
-        if olds.len() + news.len() > FEW {
+        if !(olds.extend(i..i + d) && news.extend(j..j + e) && fits(&olds, &news)) {
             return None;
         }
+        (i, j) = (i + d, j + e);
     }
-    olds.extend(i..old.len());
-    news.extend(j..new.len());
-    if olds.len() + news.len() > FEW {
+    if !(olds.extend(i..old.len()) && news.extend(j..new.len()) && fits(&olds, &news)) {
         return None;
     }
-    let mut moved: Vec<JobId> = olds
-        .iter()
-        .map(|&i| old[i].job)
-        .chain(news.iter().map(|&j| new[j].job))
-        .collect();
+    let mut moved = [JobId(0); FEW];
+    let jobs = (olds.as_slice().iter().map(|&i| old[i].job))
+        .chain(news.as_slice().iter().map(|&j| new[j].job));
+    moved.iter_mut().zip(jobs).for_each(|(at, job)| *at = job);
+    let moved = &mut moved[..olds.len + news.len];
+    let (in_old, in_new) = moved.split_at_mut(olds.len);
+    if twice(in_old) || twice(in_new) {
+        return None;
+    }
     moved.sort_unstable();
     // The assignments in step are the same in both slots.
     let kept_elsewhere = (0..old.len())
-        .filter(|i| olds.binary_search(i).is_err())
+        .filter(|i| olds.as_slice().binary_search(i).is_err())
         .any(|i| moved.binary_search(&old[i].job).is_ok());
-    let twice = |list: &[usize], slot: &[Assignment]| {
-        let mut jobs: Vec<JobId> = list.iter().map(|&i| slot[i].job).collect();
-        jobs.sort_unstable();
-        jobs.windows(2).any(|w| w[0] == w[1])
-    };
-    if kept_elsewhere || twice(&olds, old) || twice(&news, new) {
-        return None;
+    (!kept_elsewhere).then_some(Differing { olds, news })
+}
+
+/// Whether a job appears twice among `jobs` (which it sorts).
+fn twice(jobs: &mut [JobId]) -> bool {
+    jobs.sort_unstable();
+    jobs.windows(2).any(|w| w[0] == w[1])
+}
+
+impl Differing {
+    /// The jobs of `old` gone from `new`.
+    fn gone<'s>(
+        &'s self,
+        old: &'s [Assignment],
+        new: &'s [Assignment],
+    ) -> impl Iterator<Item = JobId> + 's {
+        let news = self.news.as_slice();
+        self.olds
+            .as_slice()
+            .iter()
+            .map(move |&i| old[i].job)
+            .filter(move |job| !news.iter().any(|&j| new[j].job == *job))
     }
-    let gone = olds
-        .iter()
-        .map(|&i| old[i].job)
-        .filter(|job| !news.iter().any(|&j| new[j].job == *job))
-        .collect();
-    let placed = news
-        .iter()
-        .map(|&j| &new[j])
-        .filter(|a| !olds.iter().any(|&i| old[i] == **a))
-        .collect();
-    Some((gone, placed))
+
+    /// The assignments of `new` that are new or moved.
+    fn placed<'s>(
+        &'s self,
+        old: &'s [Assignment],
+        new: &'s [Assignment],
+    ) -> impl Iterator<Item = &'s Assignment> + 's {
+        let olds = self.olds.as_slice();
+        self.news
+            .as_slice()
+            .iter()
+            .map(move |&j| &new[j])
+            .filter(move |a| !olds.iter().any(|&i| old[i] == **a))
+    }
 }
 
 /// Each job's CPUs in `assignments`; `None` if a job appears twice.
