@@ -98,27 +98,33 @@ impl CpuSet {
 
     pub fn union(&self, other: &CpuSet) -> CpuSet {
         let n = self.words.len().max(other.words.len());
-        CpuSet::of_words((0..n).map(|i| self.word(i) | other.word(i)).collect())
+        CpuSet::of_word_fn(n, |i| self.word(i) | other.word(i))
     }
 
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         let n = self.words.len().min(other.words.len());
-        CpuSet::of_words((0..n).map(|i| self.word(i) & other.word(i)).collect())
+        CpuSet::of_word_fn(n, |i| self.word(i) & other.word(i))
     }
 
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
-        CpuSet::of_words(
-            (0..self.words.len())
-                .map(|i| self.word(i) & !other.word(i))
-                .collect(),
-        )
+        CpuSet::of_word_fn(self.words.len(), |i| self.word(i) & !other.word(i))
     }
 
-    /// [`difference`](Self::difference) in place.
+    /// [`difference`](Self::difference) in place: in the words themselves when no copy shares them
+    /// and the highest word keeps a CPU.
     pub fn remove_all(&mut self, other: &CpuSet) {
-        if !self.is_disjoint(other) {
-            *self = self.difference(other);
+        if self.is_disjoint(other) {
+            return;
         }
+        if let Some(words) = Arc::get_mut(&mut self.words) {
+            for (word, removed) in words.iter_mut().zip(other.words.iter()) {
+                *word &= !removed;
+            }
+            if words.last() != Some(&0) {
+                return;
+            }
+        }
+        *self = self.difference(other);
     }
 
     pub fn is_disjoint(&self, other: &CpuSet) -> bool {
@@ -134,19 +140,48 @@ impl CpuSet {
 
     /// The lowest `n` CPUs of the set (all of them if it has fewer).
     pub fn take(&self, n: usize) -> CpuSet {
-        self.iter().take(n).collect()
+        let mut left = n;
+        // The words up to the one holding the n-th CPU, whole, and that one cut after it.
+        let end = self.words.iter().position(|&word| {
+            let count = word.count_ones() as usize;
+            if count >= left {
+                return true;
+            }
+            left -= count;
+            false
+        });
+        let Some(end) = end.filter(|_| n > 0) else {
+            return if n == 0 { CpuSet::new() } else { self.clone() };
+        };
+        CpuSet::of_word_fn(end + 1, |i| {
+            if i < end {
+                return self.words[i];
+            }
+            let mut kept = 0;
+            let mut rest = self.words[i];
+            for _ in 0..left {
+                let lowest = rest & rest.wrapping_neg();
+                kept |= lowest;
+                rest ^= lowest;
+            }
+            kept
+        })
     }
 
     fn word(&self, i: usize) -> u64 {
         self.words.get(i).copied().unwrap_or(0)
     }
 
-    fn of_words(mut words: Vec<u64>) -> CpuSet {
-        while words.last() == Some(&0) {
-            words.pop();
-        }
+    fn of_words(words: Vec<u64>) -> CpuSet {
+        CpuSet::of_word_fn(words.len(), |i| words[i])
+    }
+
+    /// The set of words `word(0)`, …, `word(n - 1)`, its trailing zero words left out, built in one
+    /// allocation.
+    fn of_word_fn(n: usize, word: impl Fn(usize) -> u64) -> CpuSet {
+        let len = (0..n).rev().find(|&i| word(i) != 0).map_or(0, |i| i + 1);
         CpuSet {
-            words: words.into(),
+            words: (0..len).map(word).collect(),
         }
     }
 }
@@ -293,6 +328,36 @@ mod tests {
         let mut c = a.clone();
         c.remove(7);
         assert_eq!(c.to_string(), "0-6");
+    }
+
+    proptest::proptest! {
+        /// Every operation gives the set that the same operation on the CPUs as numbers gives, whether
+        /// the words are shared with a copy or not, and equal sets compare equal (no trailing zero
+        /// word is kept).
+        #[test]
+        fn operations_agree_with_sets_of_numbers(
+            a in proptest::collection::btree_set(0u32..200, 0..40),
+            b in proptest::collection::btree_set(0u32..200, 0..40),
+            n in 0usize..45,
+            shared in proptest::bool::ANY,
+        ) {
+            use std::collections::BTreeSet;
+            let set = |cpus: &BTreeSet<u32>| cpus.iter().copied().collect::<CpuSet>();
+            let (x, y) = (set(&a), set(&b));
+            proptest::prop_assert_eq!(x.union(&y), set(&a.union(&b).copied().collect()));
+            let both = a.intersection(&b).copied().collect();
+            proptest::prop_assert_eq!(x.intersection(&y), set(&both));
+            let only_a: BTreeSet<u32> = a.difference(&b).copied().collect();
+            proptest::prop_assert_eq!(x.difference(&y), set(&only_a));
+            let mut removed = x.clone();
+            let copy = shared.then(|| removed.clone());
+            removed.remove_all(&y);
+            proptest::prop_assert_eq!(&removed, &set(&only_a));
+            if let Some(copy) = copy {
+                proptest::prop_assert_eq!(copy, x.clone());
+            }
+            proptest::prop_assert_eq!(x.take(n), set(&a.iter().copied().take(n).collect()));
+        }
     }
 
     #[test]
