@@ -8,7 +8,7 @@ use crate::engine::{simulate_sharing, IsolatedTimes, SimOptions, SimStats};
 use crate::generate::Poisson;
 use crate::jobs::{self, Instance};
 use crate::scenario::{ModelConfig, ScenarioError, WorkloadSet, REFERENCE_POLICY};
-use crate::sink::{JsonLinesSink, SummarySink, TraceSink};
+use crate::sink::{in_background, JsonLinesSink, SummarySink, TraceSink};
 use crate::sweep::{PointResult, Sweep};
 use cosched_core::metrics::RunSummary;
 use cosched_core::names::file_name_part;
@@ -16,6 +16,8 @@ use cosched_core::Topology;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 /// Generated workloads for `seeds` consecutive seeds starting at the generator's own.
 pub fn generated_instances(
@@ -50,8 +52,9 @@ pub struct RunResult {
     pub stats: SimStats,
 }
 
-/// Runs every policy on every instance. When the reference policy (BP) is not among `policies` it is run
-/// too, so that makespans can be given relative to it. `progress` hears (runs done, runs in all).
+/// Runs every policy on every instance (in parallel, see [`in_parallel`]), results in that order. When
+/// the reference policy (BP) is not among `policies` it is run too, so that makespans can be given
+/// relative to it. `progress` hears (runs done, runs in all).
 pub fn run_all(
     topology: &Topology,
     instances: &[Instance],
@@ -61,23 +64,95 @@ pub fn run_all(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RunResult>, ScenarioError> {
     let all = with_reference(policies);
-    let total = all.len() * instances.len();
-    let mut results = Vec::with_capacity(total);
-    for instance in instances {
-        let mut isolated = IsolatedTimes::default();
-        for policy in &all {
-            results.push(run_one(
-                topology,
-                instance,
-                policy,
-                model,
-                trace_dir,
-                &mut isolated,
-            )?);
-            progress(results.len(), total);
-        }
+    run_each(topology, instances, &all, model, trace_dir, progress)
+}
+
+/// Runs each of `policies` on every instance, results in that order.
+fn run_each(
+    topology: &Topology,
+    instances: &[Instance],
+    policies: &[String],
+    model: &ModelConfig,
+    trace_dir: Option<&Path>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<RunResult>, ScenarioError> {
+    let runs: Vec<(&Instance, &String)> = instances
+        .iter()
+        .flat_map(|instance| policies.iter().map(move |policy| (instance, policy)))
+        .collect();
+    let run = |k: usize, isolated: &IsolatedTimes| {
+        let (instance, policy) = runs[k];
+        run_one(topology, instance, policy, model, trace_dir, isolated)
+    };
+    in_parallel(runs.len(), run, progress)
+}
+
+/// Runs `count` independent runs, `run(k, isolated)` being run k, as many at once as this process
+/// may use CPUs (`taskset` or a cgroup's quota limit them). The runs share only a cache of isolated
+/// times, and each gives what it gives alone. Results come in the
+/// order of `k`; `progress` hears (runs done, `count`) on the calling thread. After a run fails no
+/// other starts, and the failure of the earliest run is returned.
+fn in_parallel<T: Send>(
+    count: usize,
+    run: impl Fn(usize, &IsolatedTimes) -> Result<T, ScenarioError> + Sync,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<T>, ScenarioError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let isolated = IsolatedTimes::default();
+    if threads.min(count) <= 1 {
+        return (0..count)
+            .map(|k| {
+                let result = run(k, &isolated)?;
+                progress(k + 1, count);
+                Ok(result)
+            })
+            .collect();
     }
-    Ok(results)
+    let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
+    let mut failure: Option<(usize, ScenarioError)> = None;
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let (done, finished) = mpsc::channel();
+        for _ in 0..threads.min(count) {
+            let (done, next, stop, run, isolated) = (done.clone(), &next, &stop, &run, &isolated);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= count {
+                        break;
+                    }
+                    let result = run(k, isolated);
+                    stop.fetch_or(result.is_err(), Ordering::Relaxed);
+                    if done.send((k, result)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done);
+        let mut reported = 0;
+        for (k, result) in finished {
+            match result {
+                Ok(value) => {
+                    results[k] = Some(value);
+                    reported += 1;
+                    progress(reported, count);
+                }
+                Err(error) if failure.as_ref().is_none_or(|(first, _)| k < *first) => {
+                    failure = Some((k, error));
+                }
+                Err(_) => {}
+            }
+        }
+    });
+    if let Some((_, error)) = failure {
+        return Err(error);
+    }
+    Ok(results
+        .into_iter()
+        .map(|result| result.expect("every run reported"))
+        .collect())
 }
 
 /// `policies`, followed by the reference policy when they lack it.
@@ -96,7 +171,7 @@ fn run_one(
     policy_name: &str,
     model: &ModelConfig,
     trace_dir: Option<&Path>,
-    isolated: &mut IsolatedTimes,
+    isolated: &IsolatedTimes,
 ) -> Result<RunResult, ScenarioError> {
     let mut policy = cosched_policies::create(policy_name).map_err(|e| ScenarioError::Invalid {
         path: "--policy".into(),
@@ -114,16 +189,29 @@ fn run_one(
         Some(dir) => Some(TraceFile::create(dir, &instance.name, policy_name)?),
         None => None,
     };
-    let mut sink = SummarySink::new(file.as_mut().map(|f| &mut f.sink as &mut dyn TraceSink));
-    let stats = simulate_sharing(
-        topology,
-        &instance.jobs,
-        policy.as_mut(),
-        &options,
-        &mut sink,
-        isolated,
-    )
-    .map_err(|source| ScenarioError::Sim {
+    let trace_path = file.as_ref().map(|f| f.path.display().to_string());
+    let mut sink = SummarySink::new(
+        file.as_mut()
+            .map(|f| &mut f.sink as &mut (dyn TraceSink + Send)),
+    );
+    let mut simulate = |sink: &mut dyn TraceSink| {
+        simulate_sharing(
+            topology,
+            &instance.jobs,
+            policy.as_mut(),
+            &options,
+            sink,
+            isolated,
+        )
+    };
+    // A run that writes its trace writes it beside the simulation; the summary is cheap enough
+    // without a trace.
+    let stats = match trace_path {
+        Some(path) => in_background(&mut sink, simulate)
+            .map_err(|source| ScenarioError::Trace { path, source })?,
+        None => simulate(&mut sink),
+    };
+    let stats = stats.map_err(|source| ScenarioError::Sim {
         policy: policy_name.to_string(),
         workload: instance.name.clone(),
         source: Box::new(source),
@@ -283,21 +371,24 @@ pub fn run_sweep(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<PointResult>, ScenarioError> {
     let points = sweep.points();
-    let total = points.len() * policies.len();
-    let mut done = 0;
-    points
-        .into_iter()
+    let instances = points
+        .iter()
         .map(|(row, column)| {
-            let instance = sweep
-                .instance(&row, column.as_deref(), topology.num_cpus())
+            sweep
+                .instance(row, column.as_deref(), topology.num_cpus())
                 .map_err(|message| ScenarioError::Invalid {
                     path: "[sweep]".into(),
                     message,
-                })?;
+                })
+        })
+        .collect::<Result<Vec<Instance>, ScenarioError>>()?;
+    let results = run_each(topology, &instances, policies, model, trace_dir, progress)?;
+    let mut results = results.into_iter();
+    Ok(points
+        .into_iter()
+        .map(|(row, column)| {
             let mut seconds = BTreeMap::new();
-            let mut isolated = IsolatedTimes::default();
-            for policy in policies {
-                let result = run_one(topology, &instance, policy, model, trace_dir, &mut isolated)?;
+            for (policy, result) in policies.iter().zip(results.by_ref()) {
                 let finishes: Vec<Option<f64>> = result
                     .summary
                     .jobs
@@ -313,16 +404,14 @@ pub fn run_sweep(
                     .collect::<Option<Vec<f64>>>()
                     .and_then(|f| f.into_iter().reduce(f64::max));
                 seconds.insert(policy.clone(), last);
-                done += 1;
-                progress(done, total);
             }
-            Ok(PointResult {
+            PointResult {
                 row,
                 column,
                 seconds,
-            })
+            }
         })
-        .collect()
+        .collect())
 }
 
 #[cfg(test)]
@@ -366,8 +455,8 @@ mod tests {
                 .iter()
                 .find(|i| i.name == shared.workload && i.seed == shared.seed)
                 .unwrap();
-            let mut fresh = IsolatedTimes::default();
-            let alone = run_one(&machine, instance, &shared.policy, &model, None, &mut fresh);
+            let fresh = IsolatedTimes::default();
+            let alone = run_one(&machine, instance, &shared.policy, &model, None, &fresh);
             // Everything but the wall time the run took.
             let without_overhead = |summary: &RunSummary| RunSummary {
                 overhead_seconds: None,

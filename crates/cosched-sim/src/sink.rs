@@ -1,19 +1,21 @@
-//! Where the simulator's trace lines go: kept in memory, streamed as JSON Lines, or filtered.
+//! Where the simulator's trace lines go: kept in memory, streamed as JSON Lines, or filtered, on the
+//! simulation's thread or beside it ([`in_background`]).
 
 use cosched_core::metrics::Summarizer;
 use cosched_core::trace::{Record, TraceLine};
 use std::io::{self, Write};
+use std::sync::mpsc;
 
 pub trait TraceSink {
-    fn record(&mut self, line: &TraceLine) -> io::Result<()>;
+    fn record(&mut self, line: TraceLine) -> io::Result<()>;
 }
 
 /// Keeps every line (small runs, tests), plan changes rebuilt into whole plans as
 /// [`cosched_core::trace::read_trace`] does.
 impl TraceSink for Vec<TraceLine> {
-    fn record(&mut self, line: &TraceLine) -> io::Result<()> {
+    fn record(&mut self, line: TraceLine) -> io::Result<()> {
         let Record::PlanChange(change) = &line.record else {
-            self.push(line.clone());
+            self.push(line);
             return Ok(());
         };
         let mut plan = self
@@ -49,8 +51,8 @@ impl<W: Write> JsonLinesSink<W> {
 }
 
 impl<W: Write> TraceSink for JsonLinesSink<W> {
-    fn record(&mut self, line: &TraceLine) -> io::Result<()> {
-        serde_json::to_writer(&mut self.out, line)?;
+    fn record(&mut self, line: TraceLine) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, &line)?;
         self.out.write_all(b"\n")
     }
 }
@@ -64,10 +66,10 @@ pub struct OutcomeSink {
 }
 
 impl TraceSink for OutcomeSink {
-    fn record(&mut self, line: &TraceLine) -> io::Result<()> {
+    fn record(&mut self, line: TraceLine) -> io::Result<()> {
         match line.record {
             Record::Plan { .. } | Record::PlanChange(_) | Record::Sample(_) => self.dropped += 1,
-            _ => self.lines.push(line.clone()),
+            _ => self.lines.push(line),
         }
         Ok(())
     }
@@ -77,11 +79,11 @@ impl TraceSink for OutcomeSink {
 /// when there is one: a run's figures without keeping its trace.
 pub struct SummarySink<'a> {
     pub summary: Summarizer,
-    next: Option<&'a mut dyn TraceSink>,
+    next: Option<&'a mut (dyn TraceSink + Send)>,
 }
 
 impl<'a> SummarySink<'a> {
-    pub fn new(next: Option<&'a mut dyn TraceSink>) -> Self {
+    pub fn new(next: Option<&'a mut (dyn TraceSink + Send)>) -> Self {
         SummarySink {
             summary: Summarizer::default(),
             next,
@@ -90,11 +92,145 @@ impl<'a> SummarySink<'a> {
 }
 
 impl TraceSink for SummarySink<'_> {
-    fn record(&mut self, line: &TraceLine) -> io::Result<()> {
-        self.summary.add(line);
+    fn record(&mut self, line: TraceLine) -> io::Result<()> {
+        self.summary.add(&line);
         match &mut self.next {
             Some(next) => next.record(line),
             None => Ok(()),
         }
+    }
+}
+
+/// Runs `simulate` with a sink that hands its lines to `sink` on another thread, in batches: turning a
+/// large run's million lines into JSON and writing them then goes on beside the simulation instead of
+/// inside it. Returns what `simulate` returned, or the error `sink` met, which stops the simulation (its
+/// lines then fail to go through).
+pub fn in_background<R>(
+    sink: &mut (dyn TraceSink + Send),
+    simulate: impl FnOnce(&mut dyn TraceSink) -> R,
+) -> io::Result<R> {
+    /// Lines per batch: few enough to hold, many enough that handing them over costs little.
+    const BATCH: usize = 512;
+    std::thread::scope(|scope| {
+        // A few batches in flight at most: a writer slower than the simulation holds it back rather
+        // than letting the lines pile up in memory.
+        let (send, receive) = mpsc::sync_channel::<Vec<TraceLine>>(4);
+        let writer = scope.spawn(move || -> io::Result<()> {
+            for batch in receive {
+                for line in batch {
+                    sink.record(line)?;
+                }
+            }
+            Ok(())
+        });
+        let mut handing = Batches {
+            send,
+            batch: Vec::with_capacity(BATCH),
+            size: BATCH,
+        };
+        let result = simulate(&mut handing);
+        let last = handing.hand_over();
+        drop(handing);
+        match writer.join() {
+            Ok(written) => written.and(last).map(|()| result),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// The sink [`in_background`] gives the simulation.
+struct Batches {
+    send: mpsc::SyncSender<Vec<TraceLine>>,
+    batch: Vec<TraceLine>,
+    size: usize,
+}
+
+impl Batches {
+    fn hand_over(&mut self) -> io::Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.size));
+        self.send
+            .send(batch)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the trace writer stopped"))
+    }
+}
+
+impl TraceSink for Batches {
+    fn record(&mut self, line: TraceLine) -> io::Result<()> {
+        self.batch.push(line);
+        if self.batch.len() >= self.size {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{simulate_into, SimError, SimOptions, SimStats};
+    use crate::generate::Poisson;
+    use crate::runner::generated_instances;
+    use cosched_core::topology::presets;
+    use cosched_core::JobKind;
+
+    fn simulate(jobs: usize, sink: &mut dyn TraceSink) -> Result<SimStats, SimError> {
+        let machine = presets::preset("taco-opteron8435").unwrap();
+        let generator = Poisson {
+            jobs,
+            rate_per_min: 30.0,
+            mix: vec!["nas".into()],
+            exclude: Vec::new(),
+            kind: JobKind::Malleable,
+            seed: 3,
+        };
+        let instances = generated_instances(&generator, 1, machine.num_cpus()).unwrap();
+        let mut policy = cosched_policies::create("taco").unwrap();
+        let options = SimOptions::default();
+        simulate_into(
+            &machine,
+            &instances[0].jobs,
+            policy.as_mut(),
+            &options,
+            sink,
+        )
+    }
+
+    /// Every line but the run's end, which carries the wall time the run took, as JSON.
+    fn texts(lines: &[TraceLine]) -> Vec<String> {
+        lines
+            .iter()
+            .filter(|line| !matches!(line.record, Record::RunEnd { .. }))
+            .map(|line| serde_json::to_string(line).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_sink_beside_the_simulation_gets_every_line_in_order() {
+        let mut direct = Vec::new();
+        simulate(12, &mut direct).unwrap();
+        let mut beside = Vec::new();
+        in_background(&mut beside, |sink| simulate(12, sink))
+            .unwrap()
+            .unwrap();
+        assert!(direct.len() > 20, "a run of a dozen jobs");
+        assert_eq!(texts(&beside), texts(&direct));
+    }
+
+    /// A disk that fills up under the trace of a run of many more lines than the writer may fall
+    /// behind by: the run stops, and reports the disk's error, not that the writer stopped.
+    #[test]
+    fn a_sink_that_fails_beside_the_simulation_gives_its_own_error() {
+        struct FillsUp(usize);
+        impl TraceSink for FillsUp {
+            fn record(&mut self, _: TraceLine) -> io::Result<()> {
+                self.0 = self.0.checked_sub(1).ok_or(io::ErrorKind::StorageFull)?;
+                Ok(())
+            }
+        }
+        let error = in_background(&mut FillsUp(10), |sink| simulate(400, sink)).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::StorageFull);
     }
 }

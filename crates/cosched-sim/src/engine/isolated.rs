@@ -6,7 +6,7 @@ use crate::model::{slot_rates, MachineModel, Runner, Scratch};
 use crate::profile::Profile;
 use cosched_core::{JobKind, Topology};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The isolated time of `job` on `topology`.
 pub fn isolated_time(topology: &Topology, job: &SimJob, options: &SimOptions) -> f64 {
@@ -62,10 +62,15 @@ fn thread_candidates(low: u32, high: u32, cpus: u32) -> Vec<u32> {
 }
 
 /// Isolated times of jobs with one profile and shape are equal; generated workloads repeat a few, and
-/// the runs of one workload under several policies share them. For one machine and model only: the
-/// runner keeps one per workload of a run of `cosched sim`.
+/// the runs of one workload under several policies share them, from several threads. For one machine
+/// and model only: the runner keeps one per run of `cosched sim`.
 #[derive(Default)]
 pub(crate) struct IsolatedTimes {
+    known: Mutex<Known>,
+}
+
+#[derive(Default)]
+struct Known {
     times: HashMap<(usize, JobKind, u32, u32), f64>,
     /// The profiles whose addresses are keys, kept alive so that no other profile takes one.
     profiles: Vec<Arc<Profile>>,
@@ -73,7 +78,7 @@ pub(crate) struct IsolatedTimes {
 
 impl IsolatedTimes {
     pub(super) fn get(
-        &mut self,
+        &self,
         machine: &MachineModel,
         topology: &Topology,
         job: &SimJob,
@@ -86,12 +91,23 @@ impl IsolatedTimes {
             job.spec.min_threads,
             job.spec.max_threads,
         );
-        if let Some(&time) = self.times.get(&key) {
+        if let Some(&time) = self.lock().times.get(&key) {
             return time;
         }
+        // Worked out unlocked: two runs that both miss find the same time.
         let time = isolated(machine, topology, job, options, scratch);
-        self.times.insert(key, time);
-        self.profiles.push(job.profile.clone());
+        let mut known = self.lock();
+        if known.times.insert(key, time).is_none() {
+            known.profiles.push(job.profile.clone());
+        }
         time
+    }
+
+    /// The times known; a run that panicked while holding them left them whole (an insert is one
+    /// step), so they are read on.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

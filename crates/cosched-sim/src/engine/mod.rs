@@ -140,8 +140,8 @@ pub fn simulate_into(
     options: &SimOptions,
     sink: &mut dyn TraceSink,
 ) -> Result<SimStats, SimError> {
-    let mut isolated = IsolatedTimes::default();
-    simulate_sharing(topology, jobs, policy, options, sink, &mut isolated)
+    let isolated = IsolatedTimes::default();
+    simulate_sharing(topology, jobs, policy, options, sink, &isolated)
 }
 
 /// [`simulate_into`], with the isolated times of earlier runs of the same machine and model.
@@ -151,7 +151,7 @@ pub(crate) fn simulate_sharing(
     policy: &mut dyn Policy,
     options: &SimOptions,
     sink: &mut dyn TraceSink,
-    isolated: &mut IsolatedTimes,
+    isolated: &IsolatedTimes,
 ) -> Result<SimStats, SimError> {
     let wall = Instant::now();
     let mut engine = Engine::new(topology, jobs, policy, options, sink, isolated)?;
@@ -280,7 +280,7 @@ struct Engine<'a> {
     /// The figures `book` last found changed, a list kept for its room.
     changed_figures: Vec<(usize, Figures)>,
     index: HashMap<JobId, usize>,
-    isolated: &'a mut IsolatedTimes,
+    isolated: &'a IsolatedTimes,
     states: Vec<JobState>,
     closed: Option<ClosedRuns>,
     next_order: u64,
@@ -322,7 +322,7 @@ impl<'a> Engine<'a> {
         policy: &'a mut dyn Policy,
         options: &'a SimOptions,
         sink: &'a mut dyn TraceSink,
-        isolated: &'a mut IsolatedTimes,
+        isolated: &'a IsolatedTimes,
     ) -> Result<Self, SimError> {
         let mut index = HashMap::with_capacity_and_hasher(jobs.len(), Default::default());
         for (i, job) in jobs.iter().enumerate() {
@@ -401,7 +401,7 @@ impl<'a> Engine<'a> {
     }
 
     fn emit(&mut self, record: Record) -> Result<(), SimError> {
-        self.sink.record(&TraceLine {
+        self.sink.record(TraceLine {
             t: self.now,
             record,
         })?;

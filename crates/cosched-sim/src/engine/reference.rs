@@ -178,7 +178,7 @@ impl<'a> Engine<'a> {
     }
 
     fn emit(&mut self, record: Record) -> Result<(), SimError> {
-        self.sink.record(&TraceLine {
+        self.sink.record(TraceLine {
             t: self.now,
             record,
         })?;
@@ -478,14 +478,10 @@ impl<'a> Engine<'a> {
                 .is_some_and(|&i| self.states[i].arrived && !self.states[i].finished)
         })
         .map_err(|e| self.plan_error(e))?;
-        let line = TraceLine {
+        self.sink.record(TraceLine {
             t: self.now,
-            record: Record::Plan { plan },
-        };
-        self.sink.record(&line)?;
-        let Record::Plan { plan } = line.record else {
-            unreachable!("built as a plan above")
-        };
+            record: Record::Plan { plan: plan.clone() },
+        })?;
         let mut starts = Vec::new();
         for id in plan.placed_jobs() {
             let i = self.index[&id];

@@ -22,7 +22,9 @@ per policy: makespan (mean over seeds), makespan relative to BP on the same work
 ANTT, reconfigurations and, where jobs have LLC footprints (polybench/*, working_set=), the simulated \
 LLC miss ratio; a scenario's [paper] figures print beside them. With [[set]]s, those rows per set \
 (TACO Table 4's shape); with a [sweep], the measured jobs' completion time per point and policy, and \
-its ratio to the sweep's baseline.\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
+its ratio to the sweep's baseline.\n\nRuns go in parallel, one per CPU this process may use; each run \
+gives what it gives alone, and `taskset -c 0-3 cosched sim ...` limits them to four at once (each run \
+holds its own jobs and plans in memory).\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
 cosched sim w.toml --machine taco-opteron8435 --policy ue,bp,eq\n  \
 cosched sim w.toml --machine 'package:16 l3:1(size=32MB) core:64' --policy eq --json\n  \
 cosched sim scenarios/taco-table4.toml --seeds 8 -o traces/\n  \
