@@ -754,10 +754,12 @@ impl<'a> Engine<'a> {
                     let mut first = None;
                     let mut widest = 0;
                     for s in slots {
-                        let cpus = plan.cpus_in_slot(s, id).expect("the job is in this slot");
+                        let assignments = &plan.slots[s].assignments;
+                        let here = assignments.iter().find(|a| a.job == id);
+                        let here = here.expect("the job is in this slot");
+                        let cpus = pinned.map_or(&here.cpus, |pin| &pin.cpus);
                         widest = widest.max(cpus.len());
-                        first = first
-                            .or_else(|| plan.slots[s].assignments.iter().find(|a| a.job == id));
+                        first = first.or(Some(here));
                     }
                     if let Some(pin) = pinned {
                         widest = widest.max(pin.cpus.len());

@@ -51,6 +51,11 @@ pub(super) struct RateBook {
     next_weights: Vec<f64>,
     /// The room of the list of a slot's runners.
     runners: Vec<SlotRunner<'static>>,
+    /// A slot's new rates as its groups hand them over, and for each job the last evaluation that
+    /// read its new rate (`reading` counts them): a job's last new rate is its rate.
+    handed: Vec<(usize, Option<(SlotRate, usize)>)>,
+    read_at: Vec<u64>,
+    reading: u64,
 }
 
 /// One slot of a job's: whether the plan assigns it there, and the model's rate there with the CPUs
@@ -205,10 +210,28 @@ impl RateBook {
             // Emptied, it keeps its room for the next changes.
             dirty.clear();
             slot.dirty = dirty;
-            slot.groups.take_changes(|i, rate| {
-                edit_place(places_of(&mut self.jobs, i), s, |place| place.rate = rate);
+            // A group evaluated again hands over all its runners, most of them (in a group of
+            // many) with the rate they had: only a rate that moved touches its job.
+            let mut handed = std::mem::take(&mut self.handed);
+            slot.groups.take_changes(|i, rate| handed.push((i, rate)));
+            self.reading += 1;
+            for &(i, rate) in handed.iter().rev() {
+                if self.read_at.len() <= i {
+                    self.read_at.resize(i + 1, 0);
+                }
+                if std::mem::replace(&mut self.read_at[i], self.reading) == self.reading {
+                    continue;
+                }
+                let places = places_of(&mut self.jobs, i);
+                let at = places.binary_search_by_key(&s, |p| p.slot);
+                if same_rate(at.ok().and_then(|k| places[k].rate), rate) {
+                    continue;
+                }
+                edit_place(places, s, |place| place.rate = rate);
                 touched.push(i);
-            });
+            }
+            handed.clear();
+            self.handed = handed;
         }
         let plan = inputs.plan;
         let fluid = fluid_cycle(plan, inputs.options.mode).is_some();
@@ -314,6 +337,14 @@ impl RateBook {
         }
         let lost = entries as f64 * switch_cost(inputs.machine, &inputs.jobs[i], inputs.options);
         f.rate *= (1.0 - lost / running).max(0.0);
+    }
+}
+
+/// The same rate and CPUs held, to the bit, or both none.
+fn same_rate(a: Option<(SlotRate, usize)>, b: Option<(SlotRate, usize)>) -> bool {
+    match (a, b) {
+        (Some((a, held)), Some((b, also_held))) => held == also_held && a.same_bits(&b),
+        (a, b) => a.is_none() && b.is_none(),
     }
 }
 
