@@ -36,8 +36,15 @@ pub(super) enum Moved {
     Stayed,
 }
 
-/// What the model sees of a running job besides its CPUs: threads, profile, memory's NUMA nodes.
-pub(super) type Lookup<'a, 'b> = &'b dyn Fn(usize) -> Option<(u32, &'a Profile, &'a CpuSet)>;
+/// What the model sees of the running jobs besides their CPUs.
+#[derive(Clone, Copy)]
+pub(super) struct Lookup<'a, 'b> {
+    /// Job `i`'s threads, profile and memory's NUMA nodes, if it runs.
+    pub run: &'b dyn Fn(usize) -> Option<(u32, &'a Profile, &'a CpuSet)>,
+    /// Job `i`'s profile, if it runs: all a remembered runner needs, read without the job's run
+    /// (an allocation of its own, which a group of 64 runners would otherwise reach 64 times).
+    pub profile: &'b dyn Fn(usize) -> Option<&'a Profile>,
+}
 
 /// The slot's groups from its last evaluation, by the lowest region each one covers.
 #[derive(Default)]
@@ -63,8 +70,13 @@ pub(super) struct SlotGroups {
     followed: Vec<(usize, SlotRate, usize)>,
 }
 
-/// (job index, threads, CPUs) of a runner.
-type Member = (usize, u32, CpuSet);
+/// A runner as its group remembers it: its job (by index), threads, CPUs and memory's NUMA nodes.
+struct Member {
+    job: usize,
+    threads: u32,
+    cpus: CpuSet,
+    home: CpuSet,
+}
 
 #[derive(Default)]
 struct Group {
@@ -109,15 +121,12 @@ impl SlotGroups {
             let members = self.groups[key].as_ref().and_then(|g| g.members.as_ref());
             let same = members.is_some_and(|members| {
                 members.len() == bucket.len()
-                    && members
-                        .iter()
-                        .zip(bucket)
-                        .all(|((job, threads, cpus), &r)| {
-                            let now = &runners[r];
-                            *job == now.job
-                                && *threads == now.runner.threads
-                                && cpus == now.runner.cpus
-                        })
+                    && members.iter().zip(bucket).all(|(member, &r)| {
+                        let now = &runners[r];
+                        member.job == now.job
+                            && member.threads == now.runner.threads
+                            && member.cpus == *now.runner.cpus
+                    })
             });
             if !same {
                 changed.push(key);
@@ -132,7 +141,12 @@ impl SlotGroups {
             members.clear();
             members.extend(bucket.iter().map(|&r| {
                 let SlotRunner { job, runner } = &runners[r];
-                (*job, runner.threads, runner.cpus.clone())
+                Member {
+                    job: *job,
+                    threads: runner.threads,
+                    cpus: runner.cpus.clone(),
+                    home: runner.home.clone(),
+                }
             }));
             group.members = (!whole_slot).then_some(members);
             let mut group_runners = emptied(std::mem::take(&mut self.runners));
@@ -161,6 +175,26 @@ impl SlotGroups {
         if self.spanning || !remembered || self.groups.is_empty() {
             return false;
         }
+        // Where the moved jobs are remembered, (job, group, index among its members), in the
+        // groups' order: one walk over the slot's members, however many jobs moved.
+        let mut jobs: Vec<usize> = moved.iter().map(|(job, _)| *job).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        let mut remembered: Vec<(usize, usize, usize)> = Vec::new();
+        for (key, group) in self.groups.iter().enumerate() {
+            let Some(members) = group.as_ref().and_then(|g| g.members.as_ref()) else {
+                continue;
+            };
+            for (at, member) in members.iter().enumerate() {
+                if jobs.binary_search(&member.job).is_ok() {
+                    remembered.push((member.job, key, at));
+                }
+            }
+        }
+        let member = |job: usize| {
+            let (_, key, at) = remembered.iter().find(|r| r.0 == job)?;
+            self.groups[*key].as_ref()?.members.as_ref()?.get(*at)
+        };
         // Where each job ends up: its CPUs in the slot, `None` if gone.
         let mut now: Vec<(usize, Option<CpuSet>)> = Vec::new();
         for (job, moved) in moved {
@@ -170,10 +204,10 @@ impl SlotGroups {
                 Moved::To(cpus) => Some(cpus.clone()),
                 Moved::Stayed => match known {
                     Some(k) => now[k].1.clone(),
-                    None => match self.member(*job) {
-                        Some((_, _, cpus)) => Some(cpus.clone()),
+                    None => match member(*job) {
+                        Some(member) => Some(member.cpus.clone()),
                         // Never a runner here: its CPUs are in the plan, not in the groups.
-                        None if lookup(*job).is_some() => return false,
+                        None if (lookup.run)(*job).is_some() => return false,
                         None => None,
                     },
                 },
@@ -188,7 +222,7 @@ impl SlotGroups {
             let Some(cpus) = cpus.as_ref().filter(|c| !c.is_empty()) else {
                 continue;
             };
-            let Some((threads, ..)) = lookup(*job) else {
+            let Some((threads, _, home)) = (lookup.run)(*job) else {
                 continue;
             };
             let mut regions = model.machine.regions_of(cpus);
@@ -196,18 +230,24 @@ impl SlotGroups {
             if regions.any(|r| r != key) {
                 return false;
             }
-            joining.push((key as usize, (*job, threads, cpus.clone())));
+            let member = Member {
+                job: *job,
+                threads,
+                cpus: cpus.clone(),
+                home: home.clone(),
+            };
+            joining.push((key as usize, member));
         }
+        // Each moved job leaves every group it is remembered in (its first place in each), the
+        // last places first so that the others keep their indices.
+        remembered.sort_unstable_by_key(|&(job, key, at)| (key, job, at));
+        remembered.dedup_by_key(|&mut (job, key, _)| (key, job));
+        remembered.sort_unstable_by_key(|&(_, key, at)| std::cmp::Reverse((key, at)));
         let mut touched = Vec::new();
-        for (job, _) in &now {
-            for (key, group) in self.groups.iter_mut().enumerate() {
-                let Some(members) = group.as_mut().and_then(|g| g.members.as_mut()) else {
-                    continue;
-                };
-                if let Some(at) = members.iter().position(|m| m.0 == *job) {
-                    members.remove(at);
-                    touched.push(key);
-                }
+        for &(_, key, at) in &remembered {
+            if let Some(members) = self.groups[key].as_mut().and_then(|g| g.members.as_mut()) {
+                members.remove(at);
+                touched.push(key);
             }
         }
         for (key, member) in joining {
@@ -282,15 +322,6 @@ impl SlotGroups {
 
     fn busy(&self) -> f64 {
         self.groups.iter().flatten().map(|g| g.busy).sum()
-    }
-
-    fn member(&self, job: usize) -> Option<&Member> {
-        self.groups
-            .iter()
-            .flatten()
-            .filter_map(|g| g.members.as_ref())
-            .flat_map(|m| m.iter())
-            .find(|m| m.0 == job)
     }
 
     /// The machine's load moved: every group's effective speedup moves with it, and its rates follow
@@ -368,13 +399,13 @@ fn evaluate_members(
     group: &mut Group,
     room: &mut Vec<Runner<'static>>,
 ) {
-    members.retain(|(job, ..)| lookup(*job).is_some());
+    members.retain(|member| (lookup.profile)(member.job).is_some());
     let mut runners = emptied(std::mem::take(room));
-    runners.extend(members.iter().map(|(job, threads, cpus)| {
-        let (_, profile, home) = lookup(*job).expect("kept above: running");
-        Runner::new(cpus, *threads, profile, home)
+    runners.extend(members.iter().map(|member| {
+        let profile = (lookup.profile)(member.job).expect("kept above: running");
+        Runner::new(&member.cpus, member.threads, profile, &member.home)
     }));
-    let jobs = members.iter().map(|m| m.0);
+    let jobs = members.iter().map(|m| m.job);
     evaluate(model, &runners, jobs, elsewhere, scratch, group);
     *room = emptied(runners);
     group.members = Some(members);

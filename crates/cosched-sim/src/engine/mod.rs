@@ -208,6 +208,11 @@ impl JobState {
         }
     }
 
+    /// Whether it runs, read without its run.
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(self.phase, Phase::Running(_))
+    }
+
     fn running_mut(&mut self) -> Option<&mut Run> {
         match &mut self.phase {
             Phase::Running(run) => Some(run),

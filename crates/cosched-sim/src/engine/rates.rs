@@ -197,14 +197,22 @@ impl RateBook {
                 effects: &inputs.options.effects,
                 params: &inputs.options.params,
             };
-            let lookup = |i: usize| {
+            let run = |i: usize| {
                 let run = inputs.states[i].running()?;
                 Some((run.threads.max(1), &*inputs.jobs[i].profile, &run.home))
             };
-            let updated = !slot.stale && slot.groups.update(&model, &dirty, &lookup, scratch);
+            let profile = |i: usize| {
+                let running = inputs.states[i].is_running();
+                running.then(|| &*inputs.jobs[i].profile)
+            };
+            let lookup = Lookup {
+                run: &run,
+                profile: &profile,
+            };
+            let updated = !slot.stale && slot.groups.update(&model, &dirty, lookup, scratch);
             if !updated {
                 let room = &mut self.runners;
-                evaluate(inputs, s, &model, &mut slot.groups, &lookup, scratch, room);
+                evaluate(inputs, s, &model, &mut slot.groups, lookup, scratch, room);
             }
             slot.stale = false;
             // Emptied, it keeps its room for the next changes.
@@ -405,7 +413,7 @@ fn evaluate<'a>(
     let mut runners = emptied(std::mem::take(room));
     for a in assignments {
         let i = inputs.index[&a.job];
-        let Some((threads, profile, home)) = lookup(i) else {
+        let Some((threads, profile, home)) = (lookup.run)(i) else {
             continue;
         };
         let runner = Runner::new(&a.cpus, threads, profile, home);
