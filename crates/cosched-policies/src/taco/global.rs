@@ -570,7 +570,7 @@ impl Global {
         base: usize,
     ) {
         // Each level's members, found once: a level's promoted jobs join the next one's.
-        let mut members_of: Vec<Vec<usize>> = vec![Vec::new(); base + 1];
+        let mut members_of = lists_for(targets, base + 1);
         for (i, target) in targets.iter().enumerate() {
             if let Some(members) = target.and_then(|l| members_of.get_mut(l)) {
                 members.push(i);
@@ -685,13 +685,25 @@ fn members_by_level(
     durations: &[f64],
     levels: usize,
 ) -> Vec<Vec<(JobId, f64)>> {
-    let mut members = vec![Vec::new(); levels];
+    let mut members = lists_for(effective, levels);
     for (id, (level, duration)) in ids.zip(effective.iter().zip(durations)) {
         if let Some(level) = level {
             members[*level].push((id, *duration));
         }
     }
     members
+}
+
+/// An empty list for each of `count` levels, with room for the jobs `levels` puts there: a level may
+/// hold thousands, which a list grown one job at a time copies a dozen times over.
+fn lists_for<T>(levels: &[Option<usize>], count: usize) -> Vec<Vec<T>> {
+    let mut sizes = vec![0; count];
+    for &level in levels.iter().flatten() {
+        if let Some(size) = sizes.get_mut(level) {
+            *size += 1;
+        }
+    }
+    sizes.into_iter().map(Vec::with_capacity).collect()
 }
 
 /// Each of `jobs`' advice: the threads for its `targets` level's partitions.
