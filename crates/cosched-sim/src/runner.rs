@@ -89,9 +89,9 @@ fn run_each(
 
 /// Runs `count` independent runs, `run(k, isolated)` being run k, as many at once as this process
 /// may use CPUs (`taskset` or a cgroup's quota limit them). The runs share only a cache of isolated
-/// times, and each gives what it gives alone. Results come in the
-/// order of `k`; `progress` hears (runs done, `count`) on the calling thread. After a run fails no
-/// other starts, and the failure of the earliest run is returned.
+/// times, and each gives what it gives alone. Results come in the order of `k`; `progress` hears
+/// (runs done, `count`) on the calling thread. After a run fails no other starts, and the failure of
+/// the earliest run is returned.
 fn in_parallel<T: Send>(
     count: usize,
     run: impl Fn(usize, &IsolatedTimes) -> Result<T, ScenarioError> + Sync,
