@@ -51,11 +51,50 @@ pub(super) struct RateBook {
     next_weights: Vec<f64>,
     /// The room of the list of a slot's runners.
     runners: Vec<SlotRunner<'static>>,
-    /// A slot's new rates as its groups hand them over, and for each job the last evaluation that
-    /// read its new rate (`reading` counts them): a job's last new rate is its rate.
+    moved: MovedRates,
+}
+
+/// The rates a slot's groups hand over that moved: a group evaluated again hands over all its
+/// runners, most of them (in a group of many) with the rate they had, and only a rate that moved
+/// touches its job.
+#[derive(Default)]
+struct MovedRates {
+    /// The rates handed over, in order: a job's last one is its rate.
     handed: Vec<(usize, Option<(SlotRate, usize)>)>,
+    /// For each job, the last hand-over that read its rate (`reading` counts them).
     read_at: Vec<u64>,
     reading: u64,
+}
+
+impl MovedRates {
+    /// Writes the rates `groups` hand over into the places in slot `s` of `jobs`, where they differ
+    /// from those kept, and adds those jobs to `touched`.
+    fn take(
+        &mut self,
+        s: usize,
+        groups: &mut SlotGroups,
+        jobs: &mut Vec<Vec<Place>>,
+        touched: &mut Vec<usize>,
+    ) {
+        groups.take_changes(|i, rate| self.handed.push((i, rate)));
+        self.reading += 1;
+        for &(i, rate) in self.handed.iter().rev() {
+            if self.read_at.len() <= i {
+                self.read_at.resize(i + 1, 0);
+            }
+            if std::mem::replace(&mut self.read_at[i], self.reading) == self.reading {
+                continue;
+            }
+            let places = places_of(jobs, i);
+            let at = places.binary_search_by_key(&s, |p| p.slot);
+            if same_rate(at.ok().and_then(|k| places[k].rate), rate) {
+                continue;
+            }
+            edit_place(places, s, |place| place.rate = rate);
+            touched.push(i);
+        }
+        self.handed.clear();
+    }
 }
 
 /// One slot of a job's: whether the plan assigns it there, and the model's rate there with the CPUs
@@ -218,28 +257,8 @@ impl RateBook {
             // Emptied, it keeps its room for the next changes.
             dirty.clear();
             slot.dirty = dirty;
-            // A group evaluated again hands over all its runners, most of them (in a group of
-            // many) with the rate they had: only a rate that moved touches its job.
-            let mut handed = std::mem::take(&mut self.handed);
-            slot.groups.take_changes(|i, rate| handed.push((i, rate)));
-            self.reading += 1;
-            for &(i, rate) in handed.iter().rev() {
-                if self.read_at.len() <= i {
-                    self.read_at.resize(i + 1, 0);
-                }
-                if std::mem::replace(&mut self.read_at[i], self.reading) == self.reading {
-                    continue;
-                }
-                let places = places_of(&mut self.jobs, i);
-                let at = places.binary_search_by_key(&s, |p| p.slot);
-                if same_rate(at.ok().and_then(|k| places[k].rate), rate) {
-                    continue;
-                }
-                edit_place(places, s, |place| place.rate = rate);
-                touched.push(i);
-            }
-            handed.clear();
-            self.handed = handed;
+            self.moved
+                .take(s, &mut slot.groups, &mut self.jobs, &mut touched);
         }
         let plan = inputs.plan;
         let fluid = fluid_cycle(plan, inputs.options.mode).is_some();
