@@ -140,6 +140,9 @@ impl CpuSet {
 
     /// The lowest `n` CPUs of the set (all of them if it has fewer).
     pub fn take(&self, n: usize) -> CpuSet {
+        if n == 0 {
+            return CpuSet::new();
+        }
         let mut left = n;
         // The words up to the one holding the n-th CPU, whole, and that one cut after it.
         let end = self.words.iter().position(|&word| {
@@ -150,8 +153,9 @@ impl CpuSet {
             left -= count;
             false
         });
-        let Some(end) = end.filter(|_| n > 0) else {
-            return if n == 0 { CpuSet::new() } else { self.clone() };
+        // Fewer than n CPUs: all of them.
+        let Some(end) = end else {
+            return self.clone();
         };
         CpuSet::of_word_fn(end + 1, |i| {
             if i < end {

@@ -109,8 +109,6 @@ pub fn in_background<R>(
     sink: &mut (dyn TraceSink + Send),
     simulate: impl FnOnce(&mut dyn TraceSink) -> R,
 ) -> io::Result<R> {
-    /// Lines per batch: few enough to hold, many enough that handing them over costs little.
-    const BATCH: usize = 512;
     std::thread::scope(|scope| {
         // A few batches in flight at most: a writer slower than the simulation holds it back rather
         // than letting the lines pile up in memory.
@@ -126,7 +124,6 @@ pub fn in_background<R>(
         let mut handing = Batches {
             send,
             batch: Vec::with_capacity(BATCH),
-            size: BATCH,
         };
         let result = simulate(&mut handing);
         let last = handing.hand_over();
@@ -138,11 +135,14 @@ pub fn in_background<R>(
     })
 }
 
+/// Lines per batch [`in_background`] hands over: few enough to hold, many enough that handing them
+/// over costs little.
+const BATCH: usize = 512;
+
 /// The sink [`in_background`] gives the simulation.
 struct Batches {
     send: mpsc::SyncSender<Vec<TraceLine>>,
     batch: Vec<TraceLine>,
-    size: usize,
 }
 
 impl Batches {
@@ -150,7 +150,7 @@ impl Batches {
         if self.batch.is_empty() {
             return Ok(());
         }
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.size));
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
         self.send
             .send(batch)
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the trace writer stopped"))
@@ -160,7 +160,7 @@ impl Batches {
 impl TraceSink for Batches {
     fn record(&mut self, line: TraceLine) -> io::Result<()> {
         self.batch.push(line);
-        if self.batch.len() >= self.size {
+        if self.batch.len() >= BATCH {
             self.hand_over()?;
         }
         Ok(())

@@ -139,16 +139,18 @@ impl SlotGroups {
             let mut group = self.spare.pop().unwrap_or_default();
             let mut members = group.members.take().unwrap_or_default();
             members.clear();
-            members.extend(bucket.iter().map(|&r| {
-                let SlotRunner { job, runner } = &runners[r];
-                Member {
-                    job: *job,
-                    threads: runner.threads,
-                    cpus: runner.cpus.clone(),
-                    home: runner.home.clone(),
-                }
-            }));
-            group.members = (!whole_slot).then_some(members);
+            if !whole_slot {
+                members.extend(bucket.iter().map(|&r| {
+                    let SlotRunner { job, runner } = &runners[r];
+                    Member {
+                        job: *job,
+                        threads: runner.threads,
+                        cpus: runner.cpus.clone(),
+                        home: runner.home.clone(),
+                    }
+                }));
+                group.members = Some(members);
+            }
             let mut group_runners = emptied(std::mem::take(&mut self.runners));
             group_runners.extend(bucket.iter().map(|&r| runners[r].runner.clone()));
             let jobs = bucket.iter().map(|&r| runners[r].job);
