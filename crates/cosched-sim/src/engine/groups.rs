@@ -63,11 +63,18 @@ pub(super) struct SlotGroups {
     spare: Vec<Group>,
     /// The room of the list of runners evaluated together.
     runners: Vec<Runner<'static>>,
-    /// Since the last [`take_changes`](Self::take_changes): the runners of the groups replaced or
-    /// dropped, where the replacements are, and the runners whose rate moved with the slot's load.
+    /// Since the last [`take_changes`](Self::take_changes): the runners that left a group replaced
+    /// or dropped, the rates of replacements that differ from those of the group replaced, and the
+    /// runners whose rate moved with the slot's load.
     left: Vec<usize>,
-    replaced: Vec<usize>,
+    handed: Vec<(usize, SlotRate, usize)>,
     followed: Vec<(usize, SlotRate, usize)>,
+    /// Some job has two runners in the slot, as of its last evaluation whole (moves never add one):
+    /// its rate here is then whichever was handed last, not its group's, so a replacement hands over
+    /// all of its rates.
+    listed_twice: bool,
+    /// The slot's jobs, sorted to find one listed twice, reused.
+    sorted_jobs: Vec<usize>,
 }
 
 /// A runner as its group remembers it: its job (by index), threads, CPUs and memory's NUMA nodes.
@@ -104,6 +111,13 @@ impl SlotGroups {
     /// Evaluates the slot's `runners` anew, re-evaluating only the groups whose runners changed.
     pub fn rates(&mut self, model: &Model, runners: &[SlotRunner], scratch: &mut Scratch) {
         self.group_keys(model.machine, runners);
+        self.sorted_jobs.clear();
+        self.sorted_jobs.extend(runners.iter().map(|r| r.job));
+        self.sorted_jobs.sort_unstable();
+        let twice_now = self.sorted_jobs.windows(2).any(|w| w[0] == w[1]);
+        // While the groups are replaced, a job listed twice before still has a rate here that may
+        // be another group's.
+        self.listed_twice |= twice_now;
         let regions = model.machine.regions;
         self.groups.resize_with(regions, || None);
         self.buckets.resize_with(regions, Vec::new);
@@ -160,6 +174,7 @@ impl SlotGroups {
         }
         changed.clear();
         self.changed = changed;
+        self.listed_twice = twice_now;
         self.follow_load(model);
     }
 
@@ -182,13 +197,18 @@ impl SlotGroups {
         let mut jobs: Vec<usize> = moved.iter().map(|(job, _)| *job).collect();
         jobs.sort_unstable();
         jobs.dedup();
+        // Usually a job or two among a thousand members: compared in a row, not searched for.
+        let moved_here = |job: &usize| match jobs.len() {
+            0..=8 => jobs.contains(job),
+            _ => jobs.binary_search(job).is_ok(),
+        };
         let mut remembered: Vec<(usize, usize, usize)> = Vec::new();
         for (key, group) in self.groups.iter().enumerate() {
             let Some(members) = group.as_ref().and_then(|g| g.members.as_ref()) else {
                 continue;
             };
             for (at, member) in members.iter().enumerate() {
-                if jobs.binary_search(&member.job).is_ok() {
+                if moved_here(&member.job) {
                     remembered.push((member.job, key, at));
                 }
             }
@@ -286,31 +306,30 @@ impl SlotGroups {
     /// index, rate and CPUs held). A runner handed both keeps the new one.
     pub fn take_changes(&mut self, mut change: impl FnMut(usize, Option<(SlotRate, usize)>)) {
         self.left.drain(..).for_each(|i| change(i, None));
-        self.replaced.sort_unstable();
-        self.replaced.dedup();
-        let groups = &self.groups;
-        let replaced = self
-            .replaced
-            .drain(..)
-            .filter_map(|key| groups[key].as_ref());
-        for &(i, rate, held) in replaced.flat_map(|g| &g.rates) {
-            change(i, Some((rate, held)));
-        }
-        for (i, rate, held) in self.followed.drain(..) {
+        let handed = self.handed.drain(..).chain(self.followed.drain(..));
+        for (i, rate, held) in handed {
             change(i, Some((rate, held)));
         }
     }
 
-    /// Puts `group` in place of the group at `key`, noting the change for `take_changes`.
+    /// Puts `group` in place of the group at `key` (at most once per key between two
+    /// [`take_changes`](Self::take_changes)), noting what changed for it.
     fn replace(&mut self, key: usize, group: Option<Group>) {
-        if group.is_some() {
-            self.replaced.push(key);
-        }
-        if let Some(old) = std::mem::replace(&mut self.groups[key], group) {
-            self.left.extend(old.rates.iter().map(|r| r.0));
-            if self.spare.len() < self.groups.len() {
-                self.spare.push(old);
+        let old = std::mem::replace(&mut self.groups[key], group);
+        let new = self.groups[key].as_ref();
+        match (&old, new) {
+            (Some(old), Some(new)) if !self.listed_twice => {
+                hand_over_differences(&old.rates, &new.rates, &mut self.left, &mut self.handed);
             }
+            _ => {
+                let old_jobs = old.iter().flat_map(|g| g.rates.iter().map(|r| r.0));
+                self.left.extend(old_jobs);
+                self.handed
+                    .extend(new.iter().flat_map(|g| g.rates.iter().copied()));
+            }
+        }
+        if let Some(old) = old.filter(|_| self.spare.len() < self.groups.len()) {
+            self.spare.push(old);
         }
     }
 
@@ -390,6 +409,41 @@ impl SlotGroups {
     }
 }
 
+/// What a group's rates `new` change from its rates `old`, in `left` (jobs no longer rated, or
+/// maybe so) and `handed` (new or moved rates). Both lists keep the slot's order, in which a group
+/// loses members where they were and gains them at its end, so they are walked side by side; a
+/// rate found nowhere in step is handed over, which is never wrong, only slower. A job whose rate
+/// here is its group's (no job listed twice) and kept it, to the bit, is left out: in a group of 64,
+/// most of them.
+fn hand_over_differences(
+    old: &[(usize, SlotRate, usize)],
+    new: &[(usize, SlotRate, usize)],
+    left: &mut Vec<usize>,
+    handed: &mut Vec<(usize, SlotRate, usize)>,
+) {
+    let mut k = 0;
+    for &(job, rate, held) in new {
+        let at = match old.get(k..) {
+            Some([first, ..]) if first.0 == job => Some(k),
+            Some([first, second, ..]) if second.0 == job => {
+                left.push(first.0);
+                Some(k + 1)
+            }
+            _ => None,
+        };
+        let Some(at) = at else {
+            handed.push((job, rate, held));
+            continue;
+        };
+        k = at + 1;
+        let (_, was, held_before) = old[at];
+        if held != held_before || !rate.same_bits(&was) {
+            handed.push((job, rate, held));
+        }
+    }
+    left.extend(old[k.min(old.len())..].iter().map(|r| r.0));
+}
+
 /// `group` made the group of `members`, the running jobs `lookup` describes, their runners listed in
 /// the room of `room`.
 fn evaluate_members(
@@ -449,4 +503,69 @@ fn evaluate(
     );
     group.busy = busy;
     group.total = busy_total;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MachineModel;
+    use crate::profile;
+    use cosched_core::topology::synthetic;
+
+    /// The jobs handed a rate when job 1 (on CPUs 2-3) gives its place to job 2, its twin, in a slot
+    /// of job 0 on CPUs 0-1 and job 1, and of `also` (job, CPUs) in the other LLC.
+    fn handed_after_a_twin_takes_over(also: (usize, &str)) -> Vec<usize> {
+        let topology = synthetic::parse("package:2 l3:1(size=4MB) core:4").unwrap();
+        let options = crate::SimOptions::default();
+        // One region per LLC: the jobs demand no memory bandwidth.
+        let machine = MachineModel::new(&topology, &options.params).uncouple_memory(&topology);
+        let model = Model {
+            machine: &machine,
+            effects: &options.effects,
+            params: &options.params,
+        };
+        let profile = profile::parse("amdahl(serial=0.1, runtime=3)").unwrap();
+        let home = CpuSet::new();
+        let cpus = |text: &str| text.parse::<CpuSet>().unwrap();
+        let placed = [(0, cpus("0-1")), (1, cpus("2-3")), (also.0, cpus(also.1))];
+        let runners: Vec<SlotRunner> = placed
+            .iter()
+            .map(|(job, cpus)| SlotRunner {
+                job: *job,
+                runner: Runner::new(cpus, 2, &profile, &home),
+            })
+            .collect();
+        let mut groups = SlotGroups::default();
+        let mut scratch = Scratch::default();
+        groups.rates(&model, &runners, &mut scratch);
+        groups.take_changes(|_, _| {});
+        let run = |_: usize| Some((2, &profile, &home));
+        let profile_of = |_: usize| Some(&profile);
+        let lookup = Lookup {
+            run: &run,
+            profile: &profile_of,
+        };
+        let moved = [(1, Moved::Gone), (2, Moved::To(cpus("2-3")))];
+        assert!(groups.update(&model, &moved, lookup, &mut scratch));
+        let mut handed = Vec::new();
+        groups.take_changes(|job, rate| {
+            if rate.is_some() {
+                handed.push(job);
+            }
+        });
+        handed
+    }
+
+    #[test]
+    fn a_group_evaluated_again_hands_over_only_the_rates_that_moved() {
+        // Job 0's co-runner is replaced by its twin: job 0 keeps its rate to the bit.
+        assert_eq!(handed_after_a_twin_takes_over((3, "4-5")), vec![2]);
+    }
+
+    #[test]
+    fn a_job_listed_twice_in_a_slot_is_handed_its_rate_again() {
+        // Job 0 also runs in the other LLC, whose rate for it may be the one it keeps: the rate of
+        // the group evaluated again must be handed over even though that group's did not move.
+        assert_eq!(handed_after_a_twin_takes_over((0, "4-5")), vec![0, 2]);
+    }
 }
