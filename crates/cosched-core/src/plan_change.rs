@@ -59,12 +59,21 @@ pub struct PlanChange {
 impl PlanChange {
     /// What turns `old` into `new`.
     pub fn between(old: &Plan, new: &Plan) -> PlanChange {
+        PlanChange::with_slots(old, new, &new.slots)
+    }
+
+    /// What turns `old` into `new` with `slots` for slots (`new`'s own are not read): for a policy
+    /// that keeps its slots apart and would otherwise copy them all into a plan only to compare them.
+    pub fn with_slots<'s>(
+        old: &Plan,
+        new: &Plan,
+        slots: impl IntoIterator<Item = &'s Slot>,
+    ) -> PlanChange {
         let mut change = PlanChange {
-            slots: new.slots.len(),
             timer: new.timer,
             ..PlanChange::default()
         };
-        change.diff_slots(old, 0, &new.slots);
+        change.slots = change.diff_slots(old, 0, slots);
         let (unpinned, pinned) = diff(&old.pinned, &new.pinned);
         change.unpinned = unpinned;
         change.pinned = pinned.into_iter().cloned().collect();
@@ -156,9 +165,23 @@ impl PlanChange {
         removed.sort_unstable();
         for gone in removed.chunk_by(|a, b| a.0 == b.0) {
             let s = gone[0].0;
-            plan.slots[s]
-                .assignments
-                .retain(|a| gone.binary_search(&(s, a.job)).is_err());
+            let slot = &mut plan.slots[s].assignments;
+            if gone.len() > FEW_LEAVING {
+                slot.retain(|a| gone.binary_search(&(s, a.job)).is_err());
+                continue;
+            }
+            // A few jobs leave a slot of maybe a thousand: each is found by a read-only scan and
+            // taken out at once, where a retain would move every job behind it one by one.
+            for &(_, job) in gone {
+                let Some(at) = slot.iter().position(|a| a.job == job) else {
+                    continue;
+                };
+                if slot[at + 1..].iter().any(|a| a.job == job) {
+                    slot.retain(|a| a.job != job);
+                } else {
+                    slot.remove(at);
+                }
+            }
         }
         for &(s, length) in &self.lengths {
             plan.slots[s].length = length;
@@ -268,6 +291,9 @@ fn advice_diff(
 
 /// At most this many assignments differ between two slots for [`few_moves`] to diff them.
 const FEW: usize = 32;
+
+/// Jobs leaving one slot that are taken out one at a time (a scan each) rather than in one retain.
+const FEW_LEAVING: usize = 4;
 
 /// The assignments two slots differ in, found by [`few_moves`]: indices into each, in order.
 struct Differing {

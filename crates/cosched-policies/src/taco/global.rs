@@ -32,6 +32,9 @@ pub struct Global {
     graces: HashMap<JobId, f64>,
     /// The last plan's lanes, when they are TACO's steady state under a long queue.
     steady: Option<Steady>,
+    /// The last plan's levels, finest first: its slots, and what the next plan starts from while
+    /// `decided` stands.
+    levels: Vec<LevelPlan>,
     /// What the last plan decided for its coscheduled jobs, while none is opted out.
     decided: Option<Decided>,
 }
@@ -52,8 +55,6 @@ struct Decided {
     /// Jobs in their grace period (indices into `jobs`).
     graced: Vec<usize>,
     unit: f64,
-    /// The levels in use, finest first.
-    levels: Vec<LevelPlan>,
 }
 
 /// One level's lanes and the slots they make, with what they were made from: the same jobs dealt
@@ -103,6 +104,38 @@ impl Global {
     /// The plan for the jobs of `ctx`. `recount` re-evaluates the level (on arrivals and departures only:
     /// Listing 1 changes levels on `on_start` and `on_terminate`).
     pub fn plan(
+        &mut self,
+        ctx: &Context,
+        geometry: &Geometry,
+        options: &TacoOptions,
+        recount: bool,
+    ) -> Plan {
+        let mut plan = self.plan_but_slots(ctx, geometry, options, recount);
+        plan.slots = self.slots().cloned().collect();
+        plan
+    }
+
+    /// What turns `current` into [`plan`](Self::plan)'s plan, found without copying its slots: on a
+    /// machine of a thousand CPUs they list thousands of assignments, most of them as they were.
+    pub fn plan_change(
+        &mut self,
+        ctx: &Context,
+        geometry: &Geometry,
+        options: &TacoOptions,
+        recount: bool,
+        current: &Plan,
+    ) -> PlanChange {
+        let plan = self.plan_but_slots(ctx, geometry, options, recount);
+        PlanChange::with_slots(current, &plan, self.slots())
+    }
+
+    /// The last plan's slots.
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.levels.iter().flat_map(|l| &l.slots)
+    }
+
+    /// The plan for the jobs of `ctx`, its slots left empty: they are the levels' it keeps.
+    fn plan_but_slots(
         &mut self,
         ctx: &Context,
         geometry: &Geometry,
@@ -242,10 +275,6 @@ impl Global {
         );
         advice.extend(advice_for(geometry, coscheduled.iter().copied(), &targets));
         plan.advice = advice.into_iter().collect();
-        plan.slots = levels
-            .iter()
-            .flat_map(|l| l.slots.iter().cloned())
-            .collect();
         plan.timer = self.grace_timer(ctx.now);
         self.held = held;
         let jobs = || coscheduled.iter().copied();
@@ -266,8 +295,8 @@ impl Global {
             effective,
             durations,
             unit,
-            levels,
         });
+        self.levels = levels;
         plan
     }
 
@@ -331,9 +360,9 @@ impl Global {
         // A new shortest turn changes every level's slot lengths: every level is dealt again, which
         // still spares the full plan's targets, promotions and held places of every job.
         let rescaled = unit.to_bits() != decided.unit.to_bits();
-        let mut decided = self.decided.take()?;
+        let decided = self.decided.take()?;
         self.graces = graces;
-        let mut kept = std::mem::take(&mut decided.levels).into_iter().peekable();
+        let mut kept = std::mem::take(&mut self.levels).into_iter().peekable();
         let mut levels = Vec::new();
         let mut replanned = Vec::new();
         let ids = decided.jobs.iter().copied();
@@ -377,9 +406,9 @@ impl Global {
             durations,
             graced,
             unit,
-            levels,
             ..decided
         });
+        self.levels = levels;
         Some(change)
     }
 
@@ -409,6 +438,13 @@ impl Global {
                 let span = before.longest * unit;
                 let slots = if span.to_bits() == before.span.to_bits() {
                     before.slots
+                } else if let Some(factor) = exact_factor(before.span, span) {
+                    // A new shortest turn doubles or halves every span: the lanes cut at the same
+                    // places scaled, which scaling the slots gives to the bit, without cutting again.
+                    let mut slots = before.slots;
+                    slots.iter_mut().for_each(|slot| slot.length *= factor);
+                    debug_assert_eq!(slots, side_by_side(&before.lanes, span));
+                    slots
                 } else {
                     side_by_side(&before.lanes, span)
                 };
@@ -455,10 +491,12 @@ impl Global {
     }
 
     /// The last plan's levels, by level, while they still describe where every job is held (until
-    /// the steady state hands a place over).
+    /// the steady state hands a place over, or while a job is opted out).
     fn previous_levels(&mut self, count: usize) -> Vec<Option<LevelPlan>> {
         let mut previous: Vec<Option<LevelPlan>> = (0..count).map(|_| None).collect();
-        for planned in self.decided.take().into_iter().flat_map(|d| d.levels) {
+        let levels = std::mem::take(&mut self.levels);
+        let standing = self.decided.take().is_some();
+        for planned in levels.into_iter().filter(|_| standing) {
             let level = planned.level;
             previous[level] = Some(planned);
         }
@@ -657,7 +695,7 @@ impl Global {
         let adapting =
             job.spec.kind == JobKind::Malleable && job.started.is_some() && job.threads != wanted;
         // Most jobs run what they were advised: only the others' old places are looked up.
-        let Some(old) = self.held.get(&id).filter(|_| adapting) else {
+        let Some(old) = adapting.then(|| self.held.get(&id)).flatten() else {
             return (target, None);
         };
         if old.size == geometry.sizes[level] {
@@ -723,6 +761,15 @@ fn duration(geometry: &Geometry, job: &ActiveJob, level: Option<usize>) -> f64 {
     level.map_or(0.0, |l| {
         job.spec.weight.max(1e-6) / geometry.sizes[l] as f64
     })
+}
+
+/// The power of two that turns `from` into `to`, if one does exactly: every product with it is exact,
+/// so lengths computed from `from` and scaled by it are those computed from `to`.
+fn exact_factor(from: f64, to: f64) -> Option<f64> {
+    const MANTISSA: u64 = (1 << 52) - 1;
+    let factor = to / from;
+    let exact = factor.is_normal() && factor.to_bits() & MANTISSA == 0 && from * factor == to;
+    exact.then_some(factor)
 }
 
 /// The shortest turn of `durations` (those of placed jobs).

@@ -60,6 +60,82 @@ impl Policy for Taco {
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
+        let (jobs, recount) = self.deciding(ctx, event)?;
+        let ctx = &Context {
+            jobs: &jobs,
+            ..*ctx
+        };
+        let geometry = geometry_of(&mut self.geometry, ctx.topology, &self.options);
+        Some(if self.options.local {
+            self.local.plan(ctx, geometry, &self.options, event)
+        } else {
+            self.global.plan(ctx, geometry, &self.options, recount)
+        })
+    }
+
+    /// Under a long queue, most decisions need no full plan: a newcomer beyond the admitted jobs
+    /// changes nothing, in the steady state a finished job's place goes to the next in the queue, and
+    /// a job that adapted moves on its own (with any other whose grace period ended).
+    fn decide_change(
+        &mut self,
+        ctx: &Context,
+        event: &Event,
+        current: &Plan,
+    ) -> Option<PlanChange> {
+        let admitted = self.admitted_count(ctx.topology);
+        if self.options.local {
+            return self
+                .decide(ctx, event)
+                .map(|plan| PlanChange::between(current, &plan));
+        }
+        match (event, &self.geometry) {
+            (Event::Arrived { .. }, _) if self.global.is_full(admitted) => return None,
+            (Event::Finished { job }, Some(geometry)) => {
+                if let Some(change) = self.global.hand_over(ctx, geometry, *job, admitted) {
+                    return Some(change);
+                }
+            }
+            (Event::ThreadsChanged { job, .. }, Some(geometry))
+                if self.options.grace.is_some() && self.global.in_grace(*job) =>
+            {
+                let jobs = self::admitted(ctx.jobs, admitted);
+                let ctx = &Context {
+                    jobs: &jobs,
+                    ..*ctx
+                };
+                if let Some(change) = self.global.adapted(ctx, geometry, &self.options, current) {
+                    // Nobody moved: no plan, as a full decision answers a thread change that
+                    // ends no grace period.
+                    return (!change.changes_nothing(current)).then_some(change);
+                }
+            }
+            _ => {}
+        }
+        let (jobs, recount) = self.deciding(ctx, event)?;
+        let ctx = &Context {
+            jobs: &jobs,
+            ..*ctx
+        };
+        let geometry = geometry_of(&mut self.geometry, ctx.topology, &self.options);
+        let change = self
+            .global
+            .plan_change(ctx, geometry, &self.options, recount, current);
+        Some(change)
+    }
+}
+
+impl Taco {
+    fn admitted_count(&self, topology: &Topology) -> usize {
+        self.options.mpl * topology.num_cpus()
+    }
+
+    /// Whether `event` calls for a plan: if so, the admitted jobs to plan for, and whether to
+    /// re-evaluate the level.
+    fn deciding<'c>(
+        &mut self,
+        ctx: &Context<'c>,
+        event: &Event,
+    ) -> Option<(Cow<'c, [ActiveJob]>, bool)> {
         let recount = matches!(event, Event::Arrived { .. } | Event::Finished { .. });
         // Threads matter to the plan only for a job in its grace period (§2.3): running with the
         // advised count ends it. Anyone else's new team leaves the plan as it is.
@@ -78,65 +154,17 @@ impl Policy for Taco {
             self.global.forget(*job);
         }
         let jobs = admitted(ctx.jobs, self.admitted_count(ctx.topology));
-        let ctx = &Context {
-            jobs: &jobs,
-            ..*ctx
-        };
-        let geometry = self
-            .geometry
-            .get_or_insert_with(|| Geometry::new(ctx.topology, self.options.sizes.as_deref()));
-        Some(if self.options.local {
-            self.local.plan(ctx, geometry, &self.options, event)
-        } else {
-            self.global.plan(ctx, geometry, &self.options, recount)
-        })
-    }
-
-    /// Under a long queue, most decisions need no full plan: a newcomer beyond the admitted jobs
-    /// changes nothing, in the steady state a finished job's place goes to the next in the queue, and
-    /// a job that adapted moves on its own (with any other whose grace period ended).
-    fn decide_change(
-        &mut self,
-        ctx: &Context,
-        event: &Event,
-        current: &Plan,
-    ) -> Option<PlanChange> {
-        let admitted = self.admitted_count(ctx.topology);
-        if !self.options.local {
-            match (event, &self.geometry) {
-                (Event::Arrived { .. }, _) if self.global.is_full(admitted) => return None,
-                (Event::Finished { job }, Some(geometry)) => {
-                    if let Some(change) = self.global.hand_over(ctx, geometry, *job, admitted) {
-                        return Some(change);
-                    }
-                }
-                (Event::ThreadsChanged { job, .. }, Some(geometry))
-                    if self.options.grace.is_some() && self.global.in_grace(*job) =>
-                {
-                    let jobs = self::admitted(ctx.jobs, admitted);
-                    let ctx = &Context {
-                        jobs: &jobs,
-                        ..*ctx
-                    };
-                    if let Some(change) = self.global.adapted(ctx, geometry, &self.options, current)
-                    {
-                        // Nobody moved: no plan, as a full decision answers a thread change that
-                        // ends no grace period.
-                        return (!change.changes_nothing(current)).then_some(change);
-                    }
-                }
-                _ => {}
-            }
-        }
-        self.decide(ctx, event)
-            .map(|plan| PlanChange::between(current, &plan))
+        Some((jobs, recount))
     }
 }
 
-impl Taco {
-    fn admitted_count(&self, topology: &Topology) -> usize {
-        self.options.mpl * topology.num_cpus()
-    }
+/// The geometry `built` holds, built from `topology` on the first call: a run never changes machines.
+fn geometry_of<'g>(
+    built: &'g mut Option<Geometry>,
+    topology: &Topology,
+    options: &TacoOptions,
+) -> &'g Geometry {
+    built.get_or_insert_with(|| Geometry::new(topology, options.sizes.as_deref()))
 }
 
 /// The started jobs and the oldest waiting ones, `count` in all (more if more have started), in arrival
