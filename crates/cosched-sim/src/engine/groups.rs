@@ -90,6 +90,8 @@ struct Group {
     /// Its runners, in the slot's order: what its rates were computed for. `None` when the group
     /// held the whole slot: any change to the slot changes it, so it is not worth remembering.
     members: Option<Vec<Member>>,
+    /// Its members' jobs, in order: what finding moved jobs reads, a sixth of the members' bytes.
+    member_jobs: Vec<usize>,
     /// (job index, the model's rate, CPUs held).
     rates: Vec<(usize, SlotRate, usize)>,
     /// What each rate depends on besides the slot's load, in the order of `rates`.
@@ -98,6 +100,14 @@ struct Group {
     busy: f64,
     /// The slot's busy CPUs, all groups together, its rates were computed with.
     total: f64,
+}
+
+impl Group {
+    fn remember(&mut self, members: Vec<Member>) {
+        self.member_jobs.clear();
+        self.member_jobs.extend(members.iter().map(|m| m.job));
+        self.members = Some(members);
+    }
 }
 
 /// What the model needs besides the runners.
@@ -163,7 +173,7 @@ impl SlotGroups {
                         home: runner.home.clone(),
                     }
                 }));
-                group.members = Some(members);
+                group.remember(members);
             }
             let mut group_runners = emptied(std::mem::take(&mut self.runners));
             group_runners.extend(bucket.iter().map(|&r| runners[r].runner.clone()));
@@ -192,24 +202,19 @@ impl SlotGroups {
         if self.spanning || !remembered || self.groups.is_empty() {
             return false;
         }
-        // Where the moved jobs are remembered, (job, group, index among its members), in the
-        // groups' order: one walk over the slot's members, however many jobs moved.
+        // Where the moved jobs are remembered, (job, group, index of its first place among the
+        // group's members), in the groups' order.
         let mut jobs: Vec<usize> = moved.iter().map(|(job, _)| *job).collect();
         jobs.sort_unstable();
         jobs.dedup();
-        // Usually a job or two among a thousand members: compared in a row, not searched for.
-        let moved_here = |job: &usize| match jobs.len() {
-            0..=8 => jobs.contains(job),
-            _ => jobs.binary_search(job).is_ok(),
-        };
         let mut remembered: Vec<(usize, usize, usize)> = Vec::new();
         for (key, group) in self.groups.iter().enumerate() {
-            let Some(members) = group.as_ref().and_then(|g| g.members.as_ref()) else {
+            let Some(group) = group.as_ref().filter(|g| g.members.is_some()) else {
                 continue;
             };
-            for (at, member) in members.iter().enumerate() {
-                if moved_here(&member.job) {
-                    remembered.push((member.job, key, at));
+            for &job in &jobs {
+                if let Some(at) = group.member_jobs.iter().position(|&m| m == job) {
+                    remembered.push((job, key, at));
                 }
             }
         }
@@ -262,8 +267,6 @@ impl SlotGroups {
         }
         // Each moved job leaves every group it is remembered in (its first place in each), the
         // last places first so that the others keep their indices.
-        remembered.sort_unstable_by_key(|&(job, key, at)| (key, job, at));
-        remembered.dedup_by_key(|&mut (job, key, _)| (key, job));
         remembered.sort_unstable_by_key(|&(_, key, at)| std::cmp::Reverse((key, at)));
         let mut touched = Vec::new();
         for &(_, key, at) in &remembered {
@@ -464,7 +467,7 @@ fn evaluate_members(
     let jobs = members.iter().map(|m| m.job);
     evaluate(model, &runners, jobs, elsewhere, scratch, group);
     *room = emptied(runners);
-    group.members = Some(members);
+    group.remember(members);
 }
 
 /// `list` emptied, its room kept for items of another type of the same size: runners borrow the
