@@ -215,7 +215,7 @@ impl Global {
                 base,
             );
         }
-        let effective =
+        let (effective, graced) =
             self.apply_graces(ctx, geometry, &available, &coscheduled, &targets, options);
 
         let durations: Vec<f64> = coscheduled
@@ -286,11 +286,7 @@ impl Global {
                 .filter(|(_, job)| job.spec.kind == JobKind::Moldable && job.started.is_none())
                 .map(|(i, _)| i)
                 .collect(),
-            graced: jobs()
-                .enumerate()
-                .filter(|(_, job)| self.graces.contains_key(&job.spec.id))
-                .map(|(i, _)| i)
-                .collect(),
+            graced,
             targets,
             effective,
             durations,
@@ -648,7 +644,8 @@ impl Global {
     }
 
     /// §2.3: a started malleable job asked to change its partition size keeps its old partition until
-    /// it runs with the advised thread count or its grace period ends. Returns each job's level for now.
+    /// it runs with the advised thread count or its grace period ends. Returns each job's level for now,
+    /// and the jobs (indices into `jobs`) in their grace period.
     fn apply_graces(
         &mut self,
         ctx: &Context,
@@ -657,23 +654,26 @@ impl Global {
         jobs: &[&ActiveJob],
         targets: &[Option<usize>],
         options: &TacoOptions,
-    ) -> Vec<Option<usize>> {
+    ) -> (Vec<Option<usize>>, Vec<usize>) {
         let mut graces = HashMap::default();
+        let mut graced = Vec::new();
         let available = |l: usize| &*available[l];
         let effective = jobs
             .iter()
             .zip(targets)
-            .map(|(job, &target)| {
+            .enumerate()
+            .map(|(i, (job, &target))| {
                 let (level, deadline) =
                     self.grace(ctx.now, geometry, available, job, target, options);
                 if let Some(deadline) = deadline {
                     graces.insert(job.spec.id, deadline);
+                    graced.push(i);
                 }
                 level
             })
             .collect();
         self.graces = graces;
-        effective
+        (effective, graced)
     }
 
     /// `job`'s level for now given its `target`, and the deadline of its grace period if it is in one
