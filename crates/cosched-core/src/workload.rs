@@ -64,6 +64,89 @@ struct WorkloadFile {
     job: Vec<toml::Spanned<JobEntry>>,
 }
 
+/// The jobs of a piece of a workload file after its first.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoreJobs {
+    job: Vec<toml::Spanned<JobEntry>>,
+}
+
+/// Below this size a workload file is parsed in one piece: splitting it would cost more than it saves.
+const PIECE_BYTES: usize = 1 << 20;
+
+/// The workload file `text`, parsed in pieces on several threads when it is large: a generated
+/// workload of 100,000 jobs is 16 MB, whose parse held up every run for a second. It is cut only
+/// before lines that open a `[[job]]` table and only if it has no multi-line string (which could hold
+/// such a line); any piece that fails, or holds anything but jobs after the first, sends the whole
+/// file to one parse, whose answer (and error) it is.
+fn parse_file(text: &str) -> Result<WorkloadFile, toml::de::Error> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    parse_in_pieces(text, threads.min(text.len() / PIECE_BYTES))
+}
+
+/// [`parse_file`] in about `pieces` pieces.
+fn parse_in_pieces(text: &str, pieces: usize) -> Result<WorkloadFile, toml::de::Error> {
+    let cuts = job_cuts(text, pieces);
+    if cuts.is_empty() {
+        return toml::from_str(text);
+    }
+    let ends = cuts.iter().copied().chain([text.len()]);
+    let starts = std::iter::once(0).chain(cuts.iter().copied());
+    let pieces: Vec<(usize, &str)> = starts.zip(ends).map(|(a, b)| (a, &text[a..b])).collect();
+    let parsed = std::thread::scope(|scope| {
+        let more: Vec<_> = pieces[1..]
+            .iter()
+            .map(|&(at, piece)| {
+                scope.spawn(move || {
+                    let more: MoreJobs = toml::from_str(piece).ok()?;
+                    Some(shifted(more.job, at))
+                })
+            })
+            .collect();
+        let first: Option<WorkloadFile> = toml::from_str(pieces[0].1).ok();
+        let more: Option<Vec<_>> = more
+            .into_iter()
+            .map(|h| h.join().expect("a parse does not panic"))
+            .collect();
+        Some((first?, more?))
+    });
+    match parsed {
+        Some((mut file, more)) => {
+            file.job.extend(more.into_iter().flatten());
+            Ok(file)
+        }
+        None => toml::from_str(text),
+    }
+}
+
+/// Where to cut `text` into about `pieces` pieces of similar size, each cut at the start of a line
+/// that opens a `[[job]]` table; none if it cannot be cut safely.
+fn job_cuts(text: &str, pieces: usize) -> Vec<usize> {
+    if pieces < 2 || text.contains("\"\"\"") || text.contains("'''") {
+        return Vec::new();
+    }
+    const OPENS_A_JOB: &str = "\n[[job]]";
+    let mut cuts: Vec<usize> = (1..pieces)
+        .filter_map(|k| {
+            let from = text.len() * k / pieces;
+            let found = text.get(from..)?.find(OPENS_A_JOB)?;
+            Some(from + found + 1)
+        })
+        .collect();
+    cuts.dedup();
+    cuts
+}
+
+/// `jobs` parsed from a piece that starts `at` bytes into the file, their spans made the file's.
+fn shifted(jobs: Vec<toml::Spanned<JobEntry>>, at: usize) -> Vec<toml::Spanned<JobEntry>> {
+    jobs.into_iter()
+        .map(|job| {
+            let span = job.span();
+            toml::Spanned::new(span.start + at..span.end + at, job.into_inner())
+        })
+        .collect()
+}
+
 /// A parsed and checked workload. Jobs keep the order of the file; ids follow that order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -104,7 +187,7 @@ impl Workload {
             path: source_name.to_string(),
             message,
         };
-        let file: WorkloadFile = toml::from_str(text).map_err(|e| {
+        let file = parse_file(text).map_err(|e| {
             let message = e.message().trim().to_string();
             invalid(match e.span() {
                 Some(span) => {
@@ -359,5 +442,58 @@ profile = "nas/ep.B"
             err.starts_with("w.toml: [workload] field `name`") && err.contains("'/'"),
             "{err}"
         );
+    }
+
+    /// A workload of `jobs` jobs, each with a table of hints below it, and a comment between jobs.
+    fn many_jobs(jobs: usize) -> String {
+        let mut text = String::from("[workload]\nname = \"many\"\n");
+        for i in 0..jobs {
+            text += &format!(
+                "\n# job {i}\n[[job]]\nname = \"j{i}\"\narrival = {i}.5\nprofile = \"nas/cg.B\"\n\n[job.hints]\nsync = \"block\"\n"
+            );
+        }
+        text
+    }
+
+    /// Each job with the bytes it spans in the file.
+    fn jobs_and_spans(file: &WorkloadFile) -> Vec<(std::ops::Range<usize>, JobEntry)> {
+        file.job
+            .iter()
+            .map(|job| (job.span(), job.get_ref().clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_file_parsed_in_pieces_gives_the_jobs_and_places_of_one_parse() {
+        let text = many_jobs(40);
+        assert_eq!(job_cuts(&text, 4).len(), 3, "the file is cut");
+        let whole: WorkloadFile = toml::from_str(&text).unwrap();
+        let pieces = parse_in_pieces(&text, 4).unwrap();
+        assert_eq!(pieces.workload, whole.workload);
+        assert_eq!(jobs_and_spans(&pieces), jobs_and_spans(&whole));
+    }
+
+    #[test]
+    fn a_file_that_does_not_split_cleanly_is_parsed_whole() {
+        // The workload's own table after the jobs: the pieces after the first hold more than jobs.
+        let text = many_jobs(40);
+        let (head, jobs) = text.split_at(text.find("\n# job 0").unwrap());
+        let reordered = format!("{jobs}\n{head}");
+        let whole: WorkloadFile = toml::from_str(&reordered).unwrap();
+        let pieces = parse_in_pieces(&reordered, 4).unwrap();
+        assert_eq!(jobs_and_spans(&pieces), jobs_and_spans(&whole));
+        // A second workload table at the end, which the whole file refuses: so must the pieces.
+        let twice = format!("{text}\n[workload]\nname = \"again\"\n");
+        let expected = toml::from_str::<WorkloadFile>(&twice).unwrap_err();
+        assert_eq!(
+            parse_in_pieces(&twice, 4).unwrap_err().message(),
+            expected.message()
+        );
+        // A broken job in a late piece: the error is the whole file's, with its line.
+        let broken = text.replace("name = \"j33\"", "name = j33");
+        let expected = toml::from_str::<WorkloadFile>(&broken).unwrap_err();
+        let error = parse_in_pieces(&broken, 4).unwrap_err();
+        assert_eq!(error.span(), expected.span());
+        assert_eq!(error.message(), expected.message());
     }
 }
