@@ -80,8 +80,13 @@ const PIECE_BYTES: usize = 1 << 20;
 /// such a line); any piece that fails, or holds anything but jobs after the first, sends the whole
 /// file to one parse, whose answer (and error) it is.
 fn parse_file(text: &str) -> Result<WorkloadFile, toml::de::Error> {
+    let most = text.len() / PIECE_BYTES;
+    if most < 2 {
+        // Asked before the CPUs are counted, which reads the process's cgroup files.
+        return toml::from_str(text);
+    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    parse_in_pieces(text, threads.min(text.len() / PIECE_BYTES))
+    parse_in_pieces(text, threads.min(most))
 }
 
 /// [`parse_file`] in about `pieces` pieces.
@@ -92,9 +97,9 @@ fn parse_in_pieces(text: &str, pieces: usize) -> Result<WorkloadFile, toml::de::
     }
     let ends = cuts.iter().copied().chain([text.len()]);
     let starts = std::iter::once(0).chain(cuts.iter().copied());
-    let pieces: Vec<(usize, &str)> = starts.zip(ends).map(|(a, b)| (a, &text[a..b])).collect();
+    let parts: Vec<(usize, &str)> = starts.zip(ends).map(|(a, b)| (a, &text[a..b])).collect();
     let parsed = std::thread::scope(|scope| {
-        let more: Vec<_> = pieces[1..]
+        let more: Vec<_> = parts[1..]
             .iter()
             .map(|&(at, piece)| {
                 scope.spawn(move || {
@@ -103,7 +108,7 @@ fn parse_in_pieces(text: &str, pieces: usize) -> Result<WorkloadFile, toml::de::
                 })
             })
             .collect();
-        let first: Option<WorkloadFile> = toml::from_str(pieces[0].1).ok();
+        let first: Option<WorkloadFile> = toml::from_str(parts[0].1).ok();
         let more: Option<Vec<_>> = more
             .into_iter()
             .map(|h| h.join().expect("a parse does not panic"))
