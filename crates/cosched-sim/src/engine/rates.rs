@@ -52,6 +52,47 @@ pub(super) struct RateBook {
     /// The room of the list of a slot's runners.
     runners: Vec<SlotRunner<'static>>,
     moved: MovedRates,
+    marks: JobMarks,
+}
+
+/// A bit per job index, to sort and deduplicate long lists of jobs in one pass: when a new shortest
+/// turn scales every slot, every running job is listed once per slot it holds, thousands of them.
+#[derive(Default)]
+struct JobMarks {
+    bits: Vec<u64>,
+}
+
+impl JobMarks {
+    /// Below this many, sorting costs less than a pass over the bits between the least and the
+    /// greatest index.
+    const SORTED_BELOW: usize = 256;
+
+    /// Sorts `jobs` and drops the repeats.
+    fn sort_and_dedup(&mut self, jobs: &mut Vec<usize>) {
+        let (Some(&least), Some(&greatest)) = (jobs.iter().min(), jobs.iter().max()) else {
+            return;
+        };
+        if jobs.len() < Self::SORTED_BELOW || greatest - least > 64 * jobs.len() {
+            jobs.sort_unstable();
+            jobs.dedup();
+            return;
+        }
+        let first_word = least / 64;
+        let words = greatest / 64 + 1 - first_word;
+        self.bits.clear();
+        self.bits.resize(words, 0);
+        for &i in jobs.iter() {
+            self.bits[i / 64 - first_word] |= 1 << (i % 64);
+        }
+        jobs.clear();
+        for (w, &word) in self.bits.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                jobs.push((first_word + w) * 64 + word.trailing_zeros() as usize);
+                word &= word - 1;
+            }
+        }
+    }
 }
 
 /// The rates a slot's groups hand over that moved: a group evaluated again hands over all its
@@ -296,8 +337,7 @@ impl RateBook {
             touched.extend(self.slots[0].groups.runners().filter(|i| enters_anew(i)));
         }
         std::mem::swap(&mut self.weights, &mut self.next_weights);
-        touched.sort_unstable();
-        touched.dedup();
+        self.marks.sort_and_dedup(&mut touched);
         debug_assert!(
             self.pinned.len() == plan.pinned.len()
                 && plan
@@ -467,4 +507,27 @@ pub(super) fn switch_cost(machine: &MachineModel, job: &SimJob, options: &SimOpt
         .footprint
         .map_or(1.0, |curve| (curve.mb(llc) / llc).min(1.0));
     options.params.context_switch + options.params.llc_refill * fraction
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobMarks;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Long lists go through the bits, short or sparse ones through a sort: both must give
+        /// what a sort and a dedup give.
+        #[test]
+        fn job_marks_sort_and_dedup(
+            jobs in prop::collection::vec(0usize..5_000, 0..3_000),
+            offset in 0usize..200_000,
+        ) {
+            let mut jobs: Vec<usize> = jobs.into_iter().map(|i| i + offset).collect();
+            let mut expected = jobs.clone();
+            expected.sort_unstable();
+            expected.dedup();
+            JobMarks::default().sort_and_dedup(&mut jobs);
+            prop_assert_eq!(jobs, expected);
+        }
+    }
 }
