@@ -54,6 +54,8 @@ struct Decided {
     unstarted_moldable: Vec<usize>,
     /// Jobs in their grace period (indices into `jobs`).
     graced: Vec<usize>,
+    /// The shortest turn of `durations`, which sets `unit`.
+    shortest: f64,
     unit: f64,
 }
 
@@ -223,7 +225,8 @@ impl Global {
             .zip(&effective)
             .map(|(job, &level)| duration(geometry, job, level))
             .collect();
-        let unit = options.slice / shortest(&durations);
+        let shortest = shortest(&durations);
+        let unit = options.slice / shortest;
         let mut previous = self.previous_levels(geometry.sizes.len());
         let mut levels = Vec::new();
         // The finest level's slots first: it holds most jobs, and a job moving between coarser levels
@@ -290,6 +293,7 @@ impl Global {
             targets,
             effective,
             durations,
+            shortest,
             unit,
         });
         self.levels = levels;
@@ -325,23 +329,29 @@ impl Global {
         if !same_jobs {
             return None;
         }
-        let mut effective = decided.effective.clone();
-        let mut durations = decided.durations.clone();
+        // Edited in place: its lists hold every job, and only those whose grace period ended change.
+        let mut decided = self.decided.take()?;
         let mut graces = HashMap::default();
         let mut graced = Vec::new();
         let mut affected = Vec::new();
         // No job is opted out, so no partition is reserved: every level has all of its own.
         let available = |l: usize| &*geometry.parts[l];
-        for &i in &decided.graced {
+        // The shortest turn moves only with the turns that change: found again among all of them only
+        // when a job that had it changes its own.
+        let mut shortest_now = decided.shortest;
+        let mut shortest_left = false;
+        let Decided {
+            effective,
+            durations,
+            graced: was_graced,
+            targets,
+            shortest: shortest_before,
+            ..
+        } = &mut decided;
+        for &i in was_graced.iter() {
             let job = &ctx.jobs[i];
-            let (now, deadline) = self.grace(
-                ctx.now,
-                geometry,
-                available,
-                job,
-                decided.targets[i],
-                options,
-            );
+            let (now, deadline) =
+                self.grace(ctx.now, geometry, available, job, targets[i], options);
             if let Some(deadline) = deadline {
                 graces.insert(job.spec.id, deadline);
                 graced.push(i);
@@ -349,20 +359,34 @@ impl Global {
             if now != effective[i] {
                 affected.extend(effective[i].into_iter().chain(now));
                 effective[i] = now;
-                durations[i] = duration(geometry, job, now);
+                let turn = duration(geometry, job, now);
+                shortest_left |= durations[i] == *shortest_before && turn != durations[i];
+                if turn > 0.0 {
+                    shortest_now = shortest_now.min(turn);
+                }
+                durations[i] = turn;
             }
         }
-        let unit = options.slice / shortest(&durations);
+        decided.shortest = if shortest_left {
+            shortest(&decided.durations)
+        } else {
+            shortest_now
+        };
+        let unit = options.slice / decided.shortest;
         // A new shortest turn changes every level's slot lengths: every level is dealt again, which
         // still spares the full plan's targets, promotions and held places of every job.
         let rescaled = unit.to_bits() != decided.unit.to_bits();
-        let decided = self.decided.take()?;
         self.graces = graces;
         let mut kept = std::mem::take(&mut self.levels).into_iter().peekable();
         let mut levels = Vec::new();
         let mut replanned = Vec::new();
         let ids = decided.jobs.iter().copied();
-        let mut members = members_by_level(ids, &effective, &durations, geometry.sizes.len());
+        let mut members = members_by_level(
+            ids,
+            &decided.effective,
+            &decided.durations,
+            geometry.sizes.len(),
+        );
         // The levels before the first one dealt again, as in the current plan.
         let mut unchanged = None;
         for level in (0..geometry.sizes.len()).rev() {
@@ -396,14 +420,16 @@ impl Global {
             levels[unchanged..].iter().flat_map(|l| &l.slots),
             self.grace_timer(ctx.now),
         );
-        self.steady = self.steady_state(0, ctx.jobs.iter(), &decided.targets, &effective, &levels);
-        self.decided = Some(Decided {
-            effective,
-            durations,
-            graced,
-            unit,
-            ..decided
-        });
+        self.steady = self.steady_state(
+            0,
+            ctx.jobs.iter(),
+            &decided.targets,
+            &decided.effective,
+            &levels,
+        );
+        decided.graced = graced;
+        decided.unit = unit;
+        self.decided = Some(decided);
         self.levels = levels;
         Some(change)
     }
