@@ -314,7 +314,7 @@ impl Observer {
         if job.started.is_none() || job.spec.kind != JobKind::Malleable {
             return;
         }
-        let observed = self.jobs.entry(job.spec.id).or_default();
+        let observed = self.jobs.entry(job.id()).or_default();
         let current = observed.threads(job.threads);
         let after = match observed.following {
             _ if threads == current => match observed.following {
@@ -330,7 +330,7 @@ impl Observer {
                 threads,
             },
         };
-        self.tally.set(job.spec.id, &mut observed.following, after);
+        self.tally.set(job.id(), &mut observed.following, after);
     }
 
     /// Moves every job whose advice is overdue at `now` to `Ignores`; returns the ids that moved, in
@@ -379,7 +379,7 @@ impl Observer {
 
     /// The thread count a job is bound to because it does not follow advice, if it is.
     pub fn fixed_threads(&self, job: &ActiveJob) -> Option<u32> {
-        let observed = self.jobs.get(&job.spec.id)?;
+        let observed = self.jobs.get(&job.id())?;
         matches!(observed.following, Following::Ignores { .. })
             .then(|| observed.threads(job.threads))
     }
@@ -392,8 +392,8 @@ mod tests {
     use crate::job::{JobHints, JobSpec};
 
     fn running(threads: u32) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
+        ActiveJob::new(
+            JobSpec {
                 id: JobId(0),
                 name: "j0".into(),
                 arrival: 0.0,
@@ -405,9 +405,9 @@ mod tests {
                 hints: JobHints::default(),
             }
             .into(),
-            started: Some(0.0),
+            Some(0.0),
             threads,
-        }
+        )
     }
 
     /// One second of a job holding `cpus` CPUs: `busy` CPU-seconds used, `rate` progress per second,

@@ -16,10 +16,29 @@ pub struct ActiveJob {
     /// Shared with whoever holds the job's description: an executor shifts its list of active jobs
     /// on every finish, and a queue of thousands behind it is cheaper to move as pointers.
     pub spec: Arc<JobSpec>,
+    /// `spec.id`, kept here: policies pass over every active job on most decisions, comparing ids,
+    /// and reading them behind the pointer cost a cache miss per job.
+    id: JobId,
     /// When its processes were started; `None` while it waits for its first placement.
     pub started: Option<f64>,
     /// Threads it runs with now (its start advice for moldable jobs, the applied advice for malleable).
     pub threads: u32,
+}
+
+impl ActiveJob {
+    pub fn new(spec: Arc<JobSpec>, started: Option<f64>, threads: u32) -> Self {
+        ActiveJob {
+            id: spec.id,
+            spec,
+            started,
+            threads,
+        }
+    }
+
+    /// The job's id (`spec.id`).
+    pub fn id(&self) -> JobId {
+        self.id
+    }
 }
 
 /// Everything a policy may look at when it decides.
@@ -32,7 +51,7 @@ pub struct Context<'a> {
 
 impl Context<'_> {
     pub fn job(&self, id: JobId) -> Option<&ActiveJob> {
-        self.jobs.iter().find(|j| j.spec.id == id)
+        self.jobs.iter().find(|j| j.id() == id)
     }
 }
 
@@ -116,21 +135,23 @@ mod tests {
     fn a_new_policy_meets_running_jobs_one_by_one_and_its_last_plan_stands() {
         let topology = crate::topology::synthetic::parse("pack:1 core:2").unwrap();
         let jobs: Vec<ActiveJob> = (1..=3)
-            .map(|id| ActiveJob {
-                spec: JobSpec {
-                    id: JobId(id),
-                    name: format!("j{id}"),
-                    arrival: 0.0,
-                    kind: JobKind::Rigid,
-                    min_threads: 1,
-                    max_threads: 1,
-                    coschedule: true,
-                    weight: 1.0,
-                    hints: Default::default(),
-                }
-                .into(),
-                started: Some(1.0),
-                threads: 1,
+            .map(|id| {
+                ActiveJob::new(
+                    JobSpec {
+                        id: JobId(id),
+                        name: format!("j{id}"),
+                        arrival: 0.0,
+                        kind: JobKind::Rigid,
+                        min_threads: 1,
+                        max_threads: 1,
+                        coschedule: true,
+                        weight: 1.0,
+                        hints: Default::default(),
+                    }
+                    .into(),
+                    Some(1.0),
+                    1,
+                )
             })
             .collect();
         let mut policy = Counting(Vec::new());

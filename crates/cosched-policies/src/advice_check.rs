@@ -61,8 +61,8 @@ impl AdviceCheck {
         }
         ctx.jobs
             .iter()
-            .filter(|j| Some(j.spec.id) != leaving)
-            .map(|job| match self.fixed.get(&job.spec.id) {
+            .filter(|j| Some(j.id()) != leaving)
+            .map(|job| match self.fixed.get(&job.id()) {
                 Some(&threads) => {
                     let mut shown = job.clone();
                     let spec = std::sync::Arc::make_mut(&mut shown.spec);
@@ -123,7 +123,7 @@ impl AdviceCheck {
         let now_fixed: BTreeMap<JobId, u32> = if self.observer.any_ignores() {
             ctx.jobs
                 .iter()
-                .filter_map(|j| Some((j.spec.id, self.observer.fixed_threads(j)?)))
+                .filter_map(|j| Some((j.id(), self.observer.fixed_threads(j)?)))
                 .collect()
         } else {
             BTreeMap::new()
@@ -144,13 +144,12 @@ impl AdviceCheck {
     /// order), or by a scan if that fails.
     fn find<'c>(&self, ctx: &Context<'c>, id: JobId) -> Option<&'c ActiveJob> {
         let found = self.arrivals.get(&id).and_then(|&order| {
-            let before =
-                |job: &ActiveJob| self.arrivals.get(&job.spec.id).is_some_and(|&o| o < order);
+            let before = |job: &ActiveJob| self.arrivals.get(&job.id()).is_some_and(|&o| o < order);
             ctx.jobs
                 .get(ctx.jobs.partition_point(before))
-                .filter(|job| job.spec.id == id)
+                .filter(|job| job.id() == id)
         });
-        found.or_else(|| ctx.jobs.iter().find(|job| job.spec.id == id))
+        found.or_else(|| ctx.jobs.iter().find(|job| job.id() == id))
     }
 
     /// Notes the jobs `change` places that have not started yet, to record their advice once they
@@ -207,7 +206,7 @@ impl AdviceCheck {
 
         if let Some(plan) = &plan.as_ref().filter(|p| !p.advice.is_empty()) {
             for job in ctx.jobs {
-                if let Some(&threads) = plan.advice.get(&job.spec.id) {
+                if let Some(&threads) = plan.advice.get(&job.id()) {
                     self.observer.advised(ctx.now, job, threads);
                 }
             }
@@ -280,10 +279,10 @@ impl Policy for AdviceCheck {
                 None => current.advice.get(id).copied(),
             };
             let mut jobs = self.started_since_last_change(ctx);
-            jobs.retain(|job| !change.advice.contains_key(&job.spec.id));
+            jobs.retain(|job| !change.advice.contains_key(&job.id()));
             jobs.extend(change.advice.keys().filter_map(|&id| self.find(ctx, id)));
             for job in jobs {
-                if let Some(threads) = advice(&job.spec.id) {
+                if let Some(threads) = advice(&job.id()) {
                     self.observer.advised(ctx.now, job, threads);
                 }
             }
@@ -351,7 +350,7 @@ mod tests {
                     job.started.get_or_insert(0.0);
                     job.threads = plan
                         .as_ref()
-                        .and_then(|p| p.advice.get(&job.spec.id).copied())
+                        .and_then(|p| p.advice.get(&job.id()).copied())
                         .unwrap_or(2);
                 }
             }
@@ -381,7 +380,7 @@ mod tests {
         let plan = plan.unwrap_or_default();
         for job in &mut run.jobs[1..] {
             job.started = Some(0.5);
-            job.threads = plan.advice.get(&job.spec.id).copied().unwrap_or(2);
+            job.threads = plan.advice.get(&job.id()).copied().unwrap_or(2);
         }
         (run, plan)
     }
@@ -452,10 +451,10 @@ mod tests {
         let change = run.policy.decide_change(&ctx, &event, plan)?;
         change.apply(plan);
         for job in &mut run.jobs {
-            let placed = change.placed.iter().any(|p| p.job == job.spec.id);
+            let placed = change.placed.iter().any(|p| p.job == job.id());
             if placed && job.started.is_none() {
                 job.started = Some(now);
-                let advice = plan.advice.get(&job.spec.id).copied();
+                let advice = plan.advice.get(&job.id()).copied();
                 job.threads = threads_at_start.or(advice).unwrap_or(1);
             }
         }
@@ -472,11 +471,11 @@ mod tests {
 
         fn decide(&mut self, ctx: &Context, _: &Event) -> Option<Plan> {
             let place = |(i, job): (usize, &ActiveJob)| cosched_core::Assignment {
-                job: job.spec.id,
+                job: job.id(),
                 cpus: (2 * i as u32..2 * i as u32 + 2).collect(),
             };
             let mut plan = Plan::space_sharing(ctx.jobs.iter().enumerate().map(place).collect());
-            plan.advice = ctx.jobs.iter().map(|job| (job.spec.id, 2)).collect();
+            plan.advice = ctx.jobs.iter().map(|job| (job.id(), 2)).collect();
             Some(plan)
         }
     }

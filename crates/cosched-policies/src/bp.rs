@@ -31,11 +31,11 @@ impl Policy for Batch {
         };
         let cpus = ctx.topology.cpus();
         let mut plan = Plan::space_sharing(vec![Assignment {
-            job: head.spec.id,
+            job: head.id(),
             cpus: cpus.clone(),
         }]);
         plan.advice
-            .insert(head.spec.id, head.spec.threads_for(cpus.len()));
+            .insert(head.id(), head.spec.threads_for(cpus.len()));
         Some(plan)
     }
 }
@@ -62,16 +62,11 @@ mod tests {
             jobs: &jobs,
         };
         let plan = Batch
-            .decide(
-                &ctx,
-                &Event::Arrived {
-                    job: jobs[0].spec.id,
-                },
-            )
+            .decide(&ctx, &Event::Arrived { job: jobs[0].id() })
             .unwrap();
         assert_eq!(
             plan.placed_jobs().into_iter().collect::<Vec<_>>(),
-            vec![jobs[1].spec.id]
+            vec![jobs[1].id()]
         );
     }
 }

@@ -278,7 +278,7 @@ impl Casas {
         let probed: Vec<JobId> = ctx
             .jobs
             .iter()
-            .map(|j| j.spec.id)
+            .map(|j| j.id())
             .filter(|id| self.rates.contains_key(id))
             .collect();
         let slots = if self.time_sharing {

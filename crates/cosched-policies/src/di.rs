@@ -51,10 +51,10 @@ impl FillRule for DistributedIntensity {
                 })
                 .expect("as many free cores as starting tasks");
             let cpu = cores.free_in(target)[0];
-            cores.start(cpu, task.spec.id);
+            cores.start(cpu, task.id());
             let value = intensity(task);
             load[target] += value;
-            self.intensity.insert(task.spec.id, value);
+            self.intensity.insert(task.id(), value);
         }
     }
 

@@ -50,22 +50,22 @@ impl Policy for Equipartition {
         let wanted: Vec<(JobId, usize)> = receivers
             .iter()
             .zip(&targets)
-            .map(|(job, &target)| (job.spec.id, target))
+            .map(|(job, &target)| (job.id(), target))
             .collect();
         let held = grow_in_place(machine, &mut self.held, &wanted);
         let mut plan = Plan::space_sharing(
             receivers
                 .iter()
                 .map(|job| Assignment {
-                    job: job.spec.id,
-                    cpus: held[&job.spec.id].clone(),
+                    job: job.id(),
+                    cpus: held[&job.id()].clone(),
                 })
                 .collect(),
         );
         plan.advice = receivers
             .iter()
             .zip(&targets)
-            .map(|(job, &target)| (job.spec.id, job.spec.threads_for(target)))
+            .map(|(job, &target)| (job.id(), job.spec.threads_for(target)))
             .collect();
         self.held = held;
         Some(plan)
@@ -96,22 +96,22 @@ impl Equipartition {
             return None;
         }
         let next = ctx.jobs.iter().find(|j| j.started.is_none())?;
-        if self.held.contains_key(&next.spec.id) {
+        if self.held.contains_key(&next.id()) {
             // Placed but not started: the general path sorts out who waits.
             return None;
         }
         let freed = self.held.remove(&finished).expect("checked above");
-        self.held.insert(next.spec.id, freed.clone());
+        self.held.insert(next.id(), freed.clone());
         Some(PlanChange {
             slots: 1,
             removed: vec![(0, finished)],
             placed: vec![SlotAssignment {
                 slot: 0,
-                job: next.spec.id,
+                job: next.id(),
                 cpus: freed,
             }],
             unadvised: vec![finished],
-            advice: [(next.spec.id, next.spec.threads_for(1))].into(),
+            advice: [(next.id(), next.spec.threads_for(1))].into(),
             ..PlanChange::default()
         })
     }
@@ -212,7 +212,7 @@ mod tests {
             assert_eq!(changes.decide(&ctx, &event), given);
             plan = given.unwrap_or(plan);
             for j in &mut jobs {
-                if plan.cpus_in_slot(0, j.spec.id).is_some() {
+                if plan.cpus_in_slot(0, j.id()).is_some() {
                     j.started.get_or_insert(0.0);
                 }
             }

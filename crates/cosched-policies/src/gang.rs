@@ -120,7 +120,7 @@ impl Policy for Gang {
         if !matches!(event, Event::Arrived { .. } | Event::Finished { .. }) {
             return None;
         }
-        let active: HashMap<JobId, &ActiveJob> = ctx.jobs.iter().map(|j| (j.spec.id, j)).collect();
+        let active: HashMap<JobId, &ActiveJob> = ctx.jobs.iter().map(|j| (j.id(), j)).collect();
         for row in &mut self.rows {
             row.retain(|a| active.contains_key(&a.job));
         }
@@ -133,12 +133,12 @@ impl Policy for Gang {
         for job in ctx.jobs {
             if sequential(job) {
                 shared_slot.push(Assignment {
-                    job: job.spec.id,
+                    job: job.id(),
                     cpus: ctx.topology.cpus().clone(),
                 });
                 continue;
             }
-            if placed.contains(&job.spec.id) {
+            if placed.contains(&job.id()) {
                 continue;
             }
             let width = match (job.spec.kind, job.started) {
@@ -165,9 +165,9 @@ impl Policy for Gang {
                 }
                 None => break,
             };
-            placed.insert(job.spec.id);
+            placed.insert(job.id());
             self.rows[row].push(Assignment {
-                job: job.spec.id,
+                job: job.id(),
                 cpus,
             });
         }

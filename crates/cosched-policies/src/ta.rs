@@ -78,9 +78,9 @@ impl Policy for TopologyAware {
         let mut plan = Plan::space_sharing(Vec::with_capacity(receivers.len()));
         for (job, cpus) in assignments {
             plan.advice
-                .insert(job.spec.id, job.spec.threads_for(cpus.len()));
+                .insert(job.id(), job.spec.threads_for(cpus.len()));
             plan.slots[0].assignments.push(Assignment {
-                job: job.spec.id,
+                job: job.id(),
                 cpus,
             });
         }
@@ -105,7 +105,7 @@ impl TopologyAware {
         let mut taken: Vec<bool> = partitions.iter().map(|p| !p.is_disjoint(used)).collect();
         let mut placed: HashMap<JobId, usize> = HashMap::with_capacity(jobs.len());
         for job in jobs {
-            let Some(old) = self.held.get(&job.spec.id) else {
+            let Some(old) = self.held.get(&job.id()) else {
                 continue;
             };
             let home = (0..partitions.len()).find(|&i| {
@@ -116,13 +116,13 @@ impl TopologyAware {
             });
             if let Some(i) = home {
                 taken[i] = true;
-                placed.insert(job.spec.id, i);
+                placed.insert(job.id(), i);
             }
         }
         let mut free = (0..partitions.len()).filter(|&i| !taken[i]);
         jobs.iter()
             .map(|job| {
-                let i = match placed.get(&job.spec.id) {
+                let i = match placed.get(&job.id()) {
                     Some(&i) => i,
                     None => free.next().expect("sizes chosen so that every job fits"),
                 };

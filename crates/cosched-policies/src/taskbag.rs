@@ -141,11 +141,7 @@ impl<R: FillRule> Policy for TaskBag<R> {
             Event::Timer => {}
             Event::ThreadsChanged { .. } | Event::Sample(_) => return None,
         }
-        let waiting: Vec<&ActiveJob> = ctx
-            .jobs
-            .iter()
-            .filter(|j| !cores.holds(j.spec.id))
-            .collect();
+        let waiting: Vec<&ActiveJob> = ctx.jobs.iter().filter(|j| !cores.holds(j.id())).collect();
         self.rule.fill(ctx, cores, &waiting);
         Some(cores.plan(None))
     }
@@ -183,9 +179,9 @@ impl FillRule for Fifo {
     fn fill(&mut self, _ctx: &Context, cores: &mut Cores, waiting: &[&ActiveJob]) {
         let all: Vec<u32> = cores.all().collect();
         for task in waiting {
-            let core = self.binding.core(task.spec.id, &all);
+            let core = self.binding.core(task.id(), &all);
             if cores.is_free(core) {
-                cores.start(core, task.spec.id);
+                cores.start(core, task.id());
             }
         }
     }
@@ -206,7 +202,7 @@ impl FillRule for GlobalFifo {
 
     fn fill(&mut self, _ctx: &Context, cores: &mut Cores, waiting: &[&ActiveJob]) {
         for (cpu, task) in cores.free().into_iter().zip(waiting) {
-            cores.start(cpu, task.spec.id);
+            cores.start(cpu, task.id());
         }
     }
 }
@@ -224,7 +220,7 @@ impl FillRule for LongerFirst {
         let mut order = waiting.to_vec();
         order.sort_by(|a, b| runtime(b).total_cmp(&runtime(a)));
         for (cpu, task) in cores.free().into_iter().zip(order) {
-            cores.start(cpu, task.spec.id);
+            cores.start(cpu, task.id());
         }
     }
 }
@@ -259,12 +255,12 @@ impl Policy for RoundRobin {
             ctx.jobs
                 .iter()
                 .map(|job| Assignment {
-                    job: job.spec.id,
-                    cpus: CpuSet::from_iter([self.binding.core(job.spec.id, &cores)]),
+                    job: job.id(),
+                    cpus: CpuSet::from_iter([self.binding.core(job.id(), &cores)]),
                 })
                 .collect(),
         );
-        plan.advice = ctx.jobs.iter().map(|job| (job.spec.id, 1)).collect();
+        plan.advice = ctx.jobs.iter().map(|job| (job.id(), 1)).collect();
         Some(plan)
     }
 }
@@ -288,12 +284,12 @@ impl Policy for GlobalRoundRobin {
             ctx.jobs
                 .iter()
                 .map(|job| Assignment {
-                    job: job.spec.id,
+                    job: job.id(),
                     cpus: cpus.clone(),
                 })
                 .collect(),
         );
-        plan.advice = ctx.jobs.iter().map(|job| (job.spec.id, 1)).collect();
+        plan.advice = ctx.jobs.iter().map(|job| (job.id(), 1)).collect();
         Some(plan)
     }
 }
@@ -327,7 +323,7 @@ pub(crate) mod tests {
         };
         for job in jobs {
             let gather = policy
-                .decide(&ctx, &Event::Arrived { job: job.spec.id })
+                .decide(&ctx, &Event::Arrived { job: job.id() })
                 .unwrap();
             assert_eq!(gather.timer, Some(0.0));
         }
@@ -346,7 +342,7 @@ pub(crate) mod tests {
         jobs: &mut Vec<ActiveJob>,
         job: u32,
     ) -> Plan {
-        jobs.retain(|j| j.spec.id != JobId(job));
+        jobs.retain(|j| j.id() != JobId(job));
         let ctx = Context {
             topology: topo,
             now: 5.0,

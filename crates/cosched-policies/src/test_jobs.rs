@@ -4,8 +4,8 @@ use cosched_core::{ActiveJob, JobHints, JobId, JobKind, JobSpec};
 
 /// Job `j<id>`, arriving at `id` seconds, not started, with thread bounds `min_threads..=max_threads`.
 pub fn waiting(id: u32, kind: JobKind, min_threads: u32, max_threads: u32) -> ActiveJob {
-    ActiveJob {
-        spec: JobSpec {
+    ActiveJob::new(
+        JobSpec {
             id: JobId(id),
             name: format!("j{id}"),
             arrival: id as f64,
@@ -17,7 +17,7 @@ pub fn waiting(id: u32, kind: JobKind, min_threads: u32, max_threads: u32) -> Ac
             hints: JobHints::default(),
         }
         .into(),
-        started: None,
-        threads: 0,
-    }
+        None,
+        0,
+    )
 }

@@ -20,7 +20,7 @@ impl Policy for Uncontrolled {
             ctx.jobs
                 .iter()
                 .map(|job| Assignment {
-                    job: job.spec.id,
+                    job: job.id(),
                     cpus: cpus.clone(),
                 })
                 .collect(),
@@ -28,7 +28,7 @@ impl Policy for Uncontrolled {
         plan.advice = ctx
             .jobs
             .iter()
-            .map(|job| (job.spec.id, job.spec.threads_for(cpus.len())))
+            .map(|job| (job.id(), job.spec.threads_for(cpus.len())))
             .collect();
         Some(plan)
     }
@@ -55,12 +55,7 @@ mod tests {
             jobs: &jobs,
         };
         let plan = Uncontrolled
-            .decide(
-                &ctx,
-                &Event::Arrived {
-                    job: jobs[1].spec.id,
-                },
-            )
+            .decide(&ctx, &Event::Arrived { job: jobs[1].id() })
             .unwrap();
         assert_eq!(plan.slots.len(), 1);
         assert!(plan.slots[0].assignments.iter().all(|a| a.cpus.len() == 4));

@@ -545,11 +545,8 @@ impl<'a> Executor<'a> {
         for arriving in self.source.take_arrived(self.now()) {
             let spec = arriving.spec.clone();
             let id = spec.id;
-            self.active.push(ActiveJob {
-                spec: spec.clone().into(),
-                started: None,
-                threads: 0,
-            });
+            self.active
+                .push(ActiveJob::new(spec.clone().into(), None, 0));
             let isolated = arriving.isolated;
             self.jobs.insert(
                 id,

@@ -103,9 +103,9 @@ impl Policy for Auto {
             self.shared(ctx)
         };
         for job in ctx.jobs {
-            let held = |plan: &Plan| plan.cpus_in_slot(0, job.spec.id).cloned();
+            let held = |plan: &Plan| plan.cpus_in_slot(0, job.id()).cloned();
             if Some(held(&plan)) != self.plan.as_ref().map(held) {
-                self.scalability.changed(ctx.now, job.spec.id);
+                self.scalability.changed(ctx.now, job.id());
             }
         }
         self.plan = Some(plan.clone());
@@ -149,7 +149,7 @@ impl Auto {
             .iter()
             .map(|job| {
                 let runtime = job.spec.hints.runtime.unwrap_or(0.0);
-                let remaining = self.service.remaining(job.spec.id, runtime);
+                let remaining = self.service.remaining(job.id(), runtime);
                 let key = remaining::priority(ctx.now, job.spec.arrival, runtime, remaining);
                 let (width, left) = self.useful_width(job, machine, remaining);
                 Ranked {
@@ -190,16 +190,16 @@ impl Auto {
         let moldable_threads: HashMap<JobId, usize> = order
             .iter()
             .filter(|r| r.job.spec.kind == JobKind::Moldable)
-            .map(|r| (r.job.spec.id, r.width))
+            .map(|r| (r.job.id(), r.width))
             .collect();
         for (job, take) in &mut wanted {
-            let widest = (moldable_threads.get(&job.spec.id).copied())
+            let widest = (moldable_threads.get(&job.id()).copied())
                 .unwrap_or_else(|| full_width(job, machine));
             let more = widest.saturating_sub(*take).min(free);
             *take += more;
             free -= more;
         }
-        let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.spec.id, *n)).collect();
+        let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.id(), *n)).collect();
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
         for (id, threads) in &mut plan.advice {
             if let Some(&width) = moldable_threads.get(id) {
@@ -235,18 +235,18 @@ impl Auto {
         self.dealt.retain(|id, _| ctx.job(*id).is_some());
         let remaining = |job: &ActiveJob| {
             self.service
-                .remaining(job.spec.id, job.spec.hints.runtime.unwrap_or(0.0))
+                .remaining(job.id(), job.spec.hints.runtime.unwrap_or(0.0))
         };
         let mut load: HashMap<u32, f64> = ctx.topology.cpus().iter().map(|c| (c, 0.0)).collect();
         for job in ctx.jobs {
-            if let Some(cpu) = self.dealt.get(&job.spec.id) {
+            if let Some(cpu) = self.dealt.get(&job.id()) {
                 *load.entry(*cpu).or_default() += remaining(job);
             }
         }
         let mut new: Vec<&ActiveJob> = ctx
             .jobs
             .iter()
-            .filter(|j| deal_new && !self.dealt.contains_key(&j.spec.id))
+            .filter(|j| deal_new && !self.dealt.contains_key(&j.id()))
             .collect();
         new.sort_by(|a, b| remaining(b).total_cmp(&remaining(a)));
         for job in new {
@@ -255,11 +255,11 @@ impl Auto {
                 .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
                 .expect("a machine has CPUs");
             *load.get_mut(&cpu).expect("listed") += remaining(job);
-            self.dealt.insert(job.spec.id, cpu);
+            self.dealt.insert(job.id(), cpu);
         }
         let mut first: HashMap<u32, (&ActiveJob, (bool, f64))> = HashMap::default();
         for job in ctx.jobs {
-            let Some(&cpu) = self.dealt.get(&job.spec.id) else {
+            let Some(&cpu) = self.dealt.get(&job.id()) else {
                 continue;
             };
             let runtime = job.spec.hints.runtime.unwrap_or(0.0);
@@ -271,7 +271,7 @@ impl Auto {
         let mut assignments: Vec<Assignment> = first
             .iter()
             .map(|(&cpu, (job, _))| Assignment {
-                job: job.spec.id,
+                job: job.id(),
                 cpus: CpuSet::from_range(cpu..cpu + 1),
             })
             .collect();
@@ -280,8 +280,8 @@ impl Auto {
         plan.advice = ctx
             .jobs
             .iter()
-            .filter(|j| self.dealt.contains_key(&j.spec.id))
-            .map(|j| (j.spec.id, 1))
+            .filter(|j| self.dealt.contains_key(&j.id()))
+            .map(|j| (j.id(), 1))
             .collect();
         plan.timer = self.urgency_timer(ctx);
         plan
@@ -355,9 +355,9 @@ impl Auto {
             .jobs
             .iter()
             .filter_map(|job| {
-                let cpus = held.get(&job.spec.id)?;
+                let cpus = held.get(&job.id())?;
                 let threads = fixed_threads(job).unwrap_or(job.spec.threads_for(cpus.len()));
-                Some((job.spec.id, threads))
+                Some((job.id(), threads))
             })
             .collect();
         self.held = held;
@@ -369,9 +369,9 @@ impl Auto {
     fn scaled_wanted(&self, jobs: &[&ActiveJob], cpus: usize) -> Vec<(JobId, usize)> {
         let caps: Vec<(JobId, usize)> = jobs
             .iter()
-            .map(|j| (j.spec.id, (j.spec.max_threads as usize).clamp(1, cpus)))
+            .map(|j| (j.id(), (j.spec.max_threads as usize).clamp(1, cpus)))
             .collect();
-        if !self.scalability.any_serial(jobs.iter().map(|j| j.spec.id)) {
+        if !self.scalability.any_serial(jobs.iter().map(|j| j.id())) {
             return equal_wanted(jobs, cpus);
         }
         let widths = self.scalability.widths(&caps, cpus);
@@ -458,7 +458,7 @@ fn admitted<'a>(elastic: &[&'a ActiveJob]) -> Vec<&'a ActiveJob> {
 fn equal_wanted(jobs: &[&ActiveJob], cpus: usize) -> Vec<(JobId, usize)> {
     let caps: Vec<usize> = jobs.iter().map(|j| j.spec.max_threads as usize).collect();
     jobs.iter()
-        .map(|j| j.spec.id)
+        .map(|j| j.id())
         .zip(equal_shares(cpus, &caps))
         .collect()
 }
@@ -514,7 +514,7 @@ fn gang_rows(ctx: &Context, fixed: &[&ActiveJob], region: &CpuSet) -> Vec<Vec<As
             (rows.len() - 1, partitions[0].clone())
         });
         rows[row].push(Assignment {
-            job: job.spec.id,
+            job: job.id(),
             cpus,
         });
     }

@@ -39,7 +39,7 @@ impl Service {
         }
         let machine = ctx.topology.num_cpus();
         for job in ctx.jobs {
-            let id = job.spec.id;
+            let id = job.id();
             let Some(cpus) = (0..plan.slots.len()).find_map(|s| plan.cpus_in_slot(s, id)) else {
                 continue;
             };

@@ -67,7 +67,7 @@ impl Scalability {
             let speedup = hints.one_cpu_runtime? / hints.runtime.filter(|&r| r > 0.0)?;
             Some(serial_fraction(full, speedup))
         };
-        self.serial.get(&job.spec.id).copied().or_else(hinted)
+        self.serial.get(&job.id()).copied().or_else(hinted)
     }
 
     /// Seconds of work alone on `full` CPUs that a second on `cpus` CPUs does for `job` (linear

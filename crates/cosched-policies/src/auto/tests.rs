@@ -12,7 +12,7 @@ fn decide(auto: &mut Auto, topo: &Topology, now: f64, jobs: &[ActiveJob]) -> Pla
     auto.decide(
         &ctx,
         &Event::Arrived {
-            job: jobs.last().unwrap().spec.id,
+            job: jobs.last().unwrap().id(),
         },
     )
     .unwrap()

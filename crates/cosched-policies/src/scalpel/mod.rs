@@ -34,24 +34,24 @@ impl FillRule for Scalpel {
     fn fill(&mut self, _ctx: &Context, cores: &mut Cores, waiting: &[&ActiveJob]) {
         let processors = cores.domains.len();
         let per_processor = cores.domains.iter().map(Vec::len).max().unwrap_or(1);
-        if waiting.iter().any(|j| !self.planned.contains(&j.spec.id)) {
+        if waiting.iter().any(|j| !self.planned.contains(&j.id())) {
             let footprints: Vec<(JobId, f64)> = waiting
                 .iter()
-                .map(|j| (j.spec.id, j.spec.hints.footprint_mb.unwrap_or(0.0)))
+                .map(|j| (j.id(), j.spec.hints.footprint_mb.unwrap_or(0.0)))
                 .collect();
             let groups = grouping::group(&footprints, processors, per_processor)
                 .into_iter()
                 .map(|g| {
                     g.into_iter()
                         .map(|id| {
-                            let job = waiting.iter().find(|j| j.spec.id == id).expect("grouped");
+                            let job = waiting.iter().find(|j| j.id() == id).expect("grouped");
                             (id, runtime(job))
                         })
                         .collect()
                 })
                 .collect();
             self.dispatcher = Some(Dispatcher::new(groups, processors, per_processor));
-            self.planned = waiting.iter().map(|j| j.spec.id).collect();
+            self.planned = waiting.iter().map(|j| j.id()).collect();
         }
         let Some(dispatcher) = self.dispatcher.as_mut() else {
             return;
@@ -103,7 +103,7 @@ mod tests {
         assert_eq!(cpu_of(&plan, 2), Some(1));
         assert_eq!((domain(&plan, 3), domain(&plan, 4)), (Some(1), Some(1)));
         assert_eq!((cpu_of(&plan, 0), cpu_of(&plan, 1)), (None, None));
-        jobs.retain(|j| j.spec.id != JobId(4));
+        jobs.retain(|j| j.id() != JobId(4));
         let ctx = Context {
             topology: &topo,
             now: 5.0,

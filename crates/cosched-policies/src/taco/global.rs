@@ -179,10 +179,10 @@ impl Global {
         let mut advice = Vec::with_capacity(ctx.jobs.len());
         for (i, job) in opted_out.iter().enumerate() {
             let cpus = reserved[i % reserved.len()].clone();
-            advice.push((job.spec.id, job.spec.threads_for(cpus.len())));
+            advice.push((job.id(), job.spec.threads_for(cpus.len())));
             let size = cpus.len();
             held_apart.push((
-                job.spec.id,
+                job.id(),
                 Held {
                     cpus: cpus.clone(),
                     size,
@@ -190,7 +190,7 @@ impl Global {
                 },
             ));
             plan.pinned.push(Assignment {
-                job: job.spec.id,
+                job: job.id(),
                 cpus,
             });
         }
@@ -231,7 +231,7 @@ impl Global {
         let mut levels = Vec::new();
         // The finest level's slots first: it holds most jobs, and a job moving between coarser levels
         // then renumbers only the few slots behind it, not everyone's.
-        let ids = coscheduled.iter().map(|job| job.spec.id);
+        let ids = coscheduled.iter().map(|job| job.id());
         let mut members = members_by_level(ids, &effective, &durations, available.len());
         for (level, partitions) in available.iter().enumerate().rev() {
             // A level short of its reserved partitions needs its own table.
@@ -266,7 +266,7 @@ impl Global {
         if held.len() != placed {
             let placed: HashSet<JobId> = opted_out
                 .iter()
-                .map(|job| job.spec.id)
+                .map(|job| job.id())
                 .chain(levels.iter().flat_map(|l| l.members.iter().map(|m| m.0)))
                 .collect();
             held.retain(|job, _| placed.contains(job));
@@ -283,7 +283,7 @@ impl Global {
         let jobs = || coscheduled.iter().copied();
         self.steady = self.steady_state(opted_out.len(), jobs(), &targets, &effective, &levels);
         self.decided = opted_out.is_empty().then(|| Decided {
-            jobs: jobs().map(|job| job.spec.id).collect(),
+            jobs: jobs().map(|job| job.id()).collect(),
             unstarted_moldable: jobs()
                 .enumerate()
                 .filter(|(_, job)| job.spec.kind == JobKind::Moldable && job.started.is_none())
@@ -321,7 +321,7 @@ impl Global {
                 .jobs
                 .iter()
                 .zip(&decided.jobs)
-                .all(|(job, id)| job.spec.id == *id)
+                .all(|(job, id)| job.id() == *id)
             && decided
                 .unstarted_moldable
                 .iter()
@@ -353,7 +353,7 @@ impl Global {
             let (now, deadline) =
                 self.grace(ctx.now, geometry, available, job, targets[i], options);
             if let Some(deadline) = deadline {
-                graces.insert(job.spec.id, deadline);
+                graces.insert(job.id(), deadline);
                 graced.push(i);
             }
             if now != effective[i] {
@@ -556,18 +556,18 @@ impl Global {
         // Admission is first come first served and every admitted job is placed, so the placed jobs
         // are the oldest and the next one stands right behind them.
         let newcomer = ctx.jobs.get(placed - 1)?;
-        let behind_the_placed = placed < 2 || steady.holds(ctx.jobs[placed - 2].spec.id);
+        let behind_the_placed = placed < 2 || steady.holds(ctx.jobs[placed - 2].id());
         let level = steady.level;
         let cap = geometry.level_at_most(usable_threads(newcomer) as usize);
         let fits = newcomer.started.is_none()
             && newcomer.spec.coschedule
             && newcomer.spec.weight == steady.weight
-            && !steady.holds(newcomer.spec.id)
+            && !steady.holds(newcomer.id())
             && finest_level(geometry, newcomer, cap, self.level.level) == level;
         if !behind_the_placed || !fits {
             return None;
         }
-        let id = newcomer.spec.id;
+        let id = newcomer.id();
         let (cpus, change) = steady.hand_over(finished, id)?;
         let change = PlanChange {
             unadvised: vec![finished],
@@ -653,7 +653,7 @@ impl Global {
                 .map(|i| {
                     let was_coarser = self
                         .held
-                        .get(&jobs[i].spec.id)
+                        .get(&jobs[i].id())
                         .is_some_and(|held| held.size >= coarser);
                     (!was_coarser, std::cmp::Reverse(i))
                 })
@@ -692,7 +692,7 @@ impl Global {
                 let (level, deadline) =
                     self.grace(ctx.now, geometry, available, job, target, options);
                 if let Some(deadline) = deadline {
-                    graces.insert(job.spec.id, deadline);
+                    graces.insert(job.id(), deadline);
                     graced.push(i);
                 }
                 level
@@ -716,7 +716,7 @@ impl Global {
         let (Some(grace), Some(level)) = (options.grace, target) else {
             return (target, None);
         };
-        let id = job.spec.id;
+        let id = job.id();
         let wanted = job.spec.threads_for(geometry.sizes[level]);
         let adapting =
             job.spec.kind == JobKind::Malleable && job.started.is_some() && job.threads != wanted;
@@ -778,7 +778,7 @@ fn advice_for<'j>(
 ) -> impl Iterator<Item = (JobId, u32)> + 'j {
     jobs.zip(targets).filter_map(|(job, target)| {
         let level = (*target)?;
-        Some((job.spec.id, job.spec.threads_for(geometry.sizes[level])))
+        Some((job.id(), job.spec.threads_for(geometry.sizes[level])))
     })
 }
 

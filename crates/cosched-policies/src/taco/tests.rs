@@ -28,9 +28,9 @@ fn step(
         &event,
     )?;
     for job in jobs.iter_mut() {
-        if plan.placed_jobs().contains(&job.spec.id) && job.started.is_none() {
+        if plan.placed_jobs().contains(&job.id()) && job.started.is_none() {
             job.started = Some(now);
-            job.threads = plan.advice[&job.spec.id];
+            job.threads = plan.advice[&job.id()];
         }
     }
     Some(plan)
@@ -368,7 +368,7 @@ fn local_units_split_and_merge_on_their_own() {
         .map(|a| a.cpus.len())
         .collect();
     assert!(sizes.iter().all(|s| *s == 2), "{sizes:?}");
-    jobs.retain(|j| j.spec.id != JobId(1));
+    jobs.retain(|j| j.id() != JobId(1));
     let plan = step(
         &mut taco,
         &topo,
@@ -380,7 +380,7 @@ fn local_units_split_and_merge_on_their_own() {
     // The emptied package takes a job from its sibling rather than merging.
     assert_eq!(plan.slots.len(), 1);
     assert!(plan.slots[0].assignments.iter().all(|a| a.cpus.len() == 2));
-    jobs.retain(|j| j.spec.id != JobId(2));
+    jobs.retain(|j| j.id() != JobId(2));
     let plan = step(
         &mut taco,
         &topo,
@@ -416,7 +416,7 @@ proptest! {
                 next += 1;
                 Event::Arrived { job: JobId(next - 1) }
             } else {
-                let gone = jobs.remove(pick % jobs.len()).spec.id;
+                let gone = jobs.remove(pick % jobs.len()).id();
                 Event::Finished { job: gone }
             };
             let plan = step(&mut taco, &topo, &mut jobs, t as f64, event).unwrap();
@@ -488,9 +488,9 @@ impl Twins {
             (change, None) => assert!(change.is_none(), "{event:?}: a change without a plan"),
         }
         for job in jobs.iter_mut() {
-            if job.started.is_none() && self.plan.placed_jobs().contains(&job.spec.id) {
+            if job.started.is_none() && self.plan.placed_jobs().contains(&job.id()) {
                 job.started = Some(now);
-                job.threads = self.plan.advice[&job.spec.id];
+                job.threads = self.plan.advice[&job.id()];
             }
         }
         moved
@@ -499,7 +499,7 @@ impl Twins {
     /// Every started job adopts its advice, as malleable programs do at their next region.
     fn adapt(&mut self, jobs: &mut [ActiveJob], now: f64) {
         for i in 0..jobs.len() {
-            let id = jobs[i].spec.id;
+            let id = jobs[i].id();
             match self.plan.advice.get(&id) {
                 Some(&threads) if jobs[i].started.is_some() && jobs[i].threads != threads => {
                     jobs[i].threads = threads;
@@ -546,7 +546,7 @@ fn under_a_long_queue_a_finished_jobs_place_goes_to_the_next_as_a_full_plan_woul
         let started: Vec<usize> = (0..jobs.len())
             .filter(|&i| jobs[i].started.is_some())
             .collect();
-        let gone = jobs.remove(started[k * 5 % started.len()]).spec.id;
+        let gone = jobs.remove(started[k * 5 % started.len()]).id();
         let moved = twins.deliver(&mut jobs, now, Event::Finished { job: gone });
         small += usize::from(jobs.len() >= 8 && moved <= 4);
         twins.adapt(&mut jobs, now);
@@ -613,14 +613,14 @@ proptest! {
                     if started.is_empty() {
                         continue;
                     }
-                    let gone = jobs.remove(started[k % started.len()]).spec.id;
+                    let gone = jobs.remove(started[k % started.len()]).id();
                     twins.deliver(&mut jobs, now, Event::Finished { job: gone });
                 }
                 Step::Adapt { together, every } => {
                     let adapting: Vec<(usize, u32)> = (0..jobs.len())
                         .filter(|&i| jobs[i].started.is_some() && jobs[i].spec.kind == JobKind::Malleable)
                         .filter_map(|i| {
-                            let advice = *twins.plan.advice.get(&jobs[i].spec.id)?;
+                            let advice = *twins.plan.advice.get(&jobs[i].id())?;
                             (jobs[i].threads != advice).then_some((i, advice))
                         })
                         .step_by(every)
@@ -632,7 +632,7 @@ proptest! {
                     }
                     for (i, threads) in adapting {
                         jobs[i].threads = threads;
-                        let job = jobs[i].spec.id;
+                        let job = jobs[i].id();
                         twins.deliver(&mut jobs, now, Event::ThreadsChanged { job, threads });
                     }
                 }

@@ -194,8 +194,8 @@ fn settle(node: &Topology, policy: &mut dyn Policy, widths: &[u32]) -> Plan {
     };
     for (i, &threads) in widths.iter().enumerate() {
         let id = JobId(i as u32);
-        jobs.push(ActiveJob {
-            spec: JobSpec {
+        jobs.push(ActiveJob::new(
+            JobSpec {
                 id,
                 name: format!("job{i}"),
                 arrival: 0.0,
@@ -207,9 +207,9 @@ fn settle(node: &Topology, policy: &mut dyn Policy, widths: &[u32]) -> Plan {
                 hints: JobHints::default(),
             }
             .into(),
-            started: None,
+            None,
             threads,
-        });
+        ));
         decide(&mut jobs, Event::Arrived { job: id }, now, &mut plan);
     }
     for _ in 0..SETTLING_TIMERS {

@@ -82,8 +82,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn job(id: u32) -> ActiveJob {
-        ActiveJob {
-            spec: JobSpec {
+        ActiveJob::new(
+            JobSpec {
                 id: JobId(id),
                 name: String::new(),
                 arrival: 0.0,
@@ -95,9 +95,9 @@ mod tests {
                 hints: JobHints::default(),
             }
             .into(),
-            started: None,
-            threads: 0,
-        }
+            None,
+            0,
+        )
     }
 
     proptest! {

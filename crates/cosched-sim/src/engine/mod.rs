@@ -556,14 +556,8 @@ impl<'a> Engine<'a> {
     fn show(&mut self, i: usize) -> Result<(), SimError> {
         let spec = self.jobs[i].spec.clone();
         let id = spec.id;
-        self.active.push(
-            ActiveJob {
-                spec,
-                started: None,
-                threads: 0,
-            },
-            self.states[i].order,
-        );
+        self.active
+            .push(ActiveJob::new(spec, None, 0), self.states[i].order);
         self.shown_waiting += 1;
         self.decide(Event::Arrived { job: id })
     }

@@ -351,11 +351,7 @@ impl<'a> Engine<'a> {
         };
         let spec = job.spec.clone();
         self.states[i].arrived = true;
-        self.active.push(ActiveJob {
-            spec: spec.clone(),
-            started: None,
-            threads: 0,
-        });
+        self.active.push(ActiveJob::new(spec.clone(), None, 0));
         let id = spec.id;
         self.emit(Record::Arrival {
             job: cosched_core::JobSpec::clone(&spec),

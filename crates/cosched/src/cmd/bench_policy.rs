@@ -52,8 +52,8 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
     };
     let cpus = topology.num_cpus() as u32;
     for id in 0..args.jobs {
-        jobs.push(ActiveJob {
-            spec: JobSpec {
+        jobs.push(ActiveJob::new(
+            JobSpec {
                 id: JobId(id),
                 name: format!("job{id}"),
                 arrival: id as f64,
@@ -65,9 +65,9 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
                 hints: JobHints::default(),
             }
             .into(),
-            started: None,
-            threads: 0,
-        });
+            None,
+            0,
+        ));
         decide(&mut jobs, id as f64, Event::Arrived { job: JobId(id) });
     }
     for id in 0..args.jobs {
