@@ -338,14 +338,14 @@ impl Global {
         let available = |l: usize| &*geometry.parts[l];
         // The shortest turn moves only with the turns that change: found again among all of them only
         // when a job that had it changes its own.
-        let mut shortest_now = decided.shortest;
+        let shortest_before = decided.shortest;
+        let mut shortest_now = shortest_before;
         let mut shortest_left = false;
         let Decided {
             effective,
             durations,
             graced: was_graced,
             targets,
-            shortest: shortest_before,
             ..
         } = &mut decided;
         for &i in was_graced.iter() {
@@ -360,7 +360,7 @@ impl Global {
                 affected.extend(effective[i].into_iter().chain(now));
                 effective[i] = now;
                 let turn = duration(geometry, job, now);
-                shortest_left |= durations[i] == *shortest_before && turn != durations[i];
+                shortest_left |= durations[i] == shortest_before && turn != durations[i];
                 if turn > 0.0 {
                     shortest_now = shortest_now.min(turn);
                 }

@@ -72,6 +72,12 @@ fn kind(due: &Due) -> u8 {
 /// the reference engine finishes a job when its finish is this close to now.
 pub(super) const FINISH_TOLERANCE: f64 = 1e-12;
 
+/// The work a job of `work` sequential seconds may have left and count as done: rounding leaves a
+/// little.
+pub(super) fn done_below(work: f64) -> f64 {
+    1e-9 * work.max(1.0)
+}
+
 /// Time measured in cycles: it runs at one over the cycle's length (one where a plan has no fluid
 /// cycle), so that a job's progress is its work per cycle times the cycle time passed. Also keeps the
 /// time in squared cycles, for figures that are the product of two per-cycle ones.

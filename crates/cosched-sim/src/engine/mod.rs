@@ -232,7 +232,7 @@ pub(crate) struct Run {
     pub home: CpuSet,
     figures: Figures,
     remaining: f64,
-    /// Remaining work under which the job counts as done: rounding leaves a little.
+    /// Remaining work under which the job counts as done ([`calendar::done_below`]).
     done_below: f64,
     /// Whether its profile has a cache footprint, for the LLC's miss counts. (With `done_below`, read
     /// on every move of the job's rate, for thousands of jobs at once, without reaching its profile.)
@@ -785,7 +785,7 @@ impl<'a> Engine<'a> {
                         home,
                         figures: Figures::default(),
                         remaining: job.profile.work,
-                        done_below: 1e-9 * job.profile.work.max(1.0),
+                        done_below: calendar::done_below(job.profile.work),
                         has_footprint: job.profile.footprint.is_some(),
                         since: self.calendar.clock().cycles_at(self.now),
                         since_squared: self.calendar.clock().squared_cycles_at(self.now),

@@ -256,7 +256,7 @@ impl<'a> Engine<'a> {
             .copied()
             .filter(|&i| {
                 let s = &self.states[i];
-                s.remaining <= 1e-9 * self.jobs[i].profile.work.max(1.0)
+                s.remaining <= super::calendar::done_below(self.jobs[i].profile.work)
                     || (s.rate > 0.0
                         && s.stall_until.max(now) + s.remaining / s.rate
                             <= now * (1.0 + super::calendar::FINISH_TOLERANCE))
