@@ -629,44 +629,69 @@ impl Global {
         targets: &mut [Option<usize>],
         base: usize,
     ) {
-        // Each level's members, found once: a level's promoted jobs join the next one's.
-        let mut members_of = lists_for(targets, base + 1);
-        for (i, target) in targets.iter().enumerate() {
-            if let Some(members) = target.and_then(|l| members_of.get_mut(l)) {
-                members.push(i);
+        let mut counts = vec![0; base + 1];
+        for &level in targets.iter().flatten() {
+            if let Some(count) = counts.get_mut(level) {
+                *count += 1;
             }
         }
+        // The few jobs held coarser than the finest level before, with their partition's size, found
+        // once and only when some level has odd jobs: looking up every member's place missed the
+        // cache once per job.
+        let mut held_coarse: Option<Vec<(usize, usize)>> = None;
         for level in (1..=base).rev() {
             let partitions = available[level].len();
             if partitions == 0 || available[level - 1].is_empty() {
                 break;
             }
-            let members = std::mem::take(&mut members_of[level]);
-            let odd = members.len() % partitions;
+            let odd = counts[level] % partitions;
             if odd == 0 {
                 continue;
             }
             let coarser = geometry.sizes[level - 1];
-            let mut movable: Vec<(bool, std::cmp::Reverse<usize>)> = members
-                .into_iter()
-                .filter(|&i| caps[i] < level)
-                .map(|i| {
-                    let was_coarser = self
-                        .held
-                        .get(&jobs[i].id())
-                        .is_some_and(|held| held.size >= coarser);
-                    (!was_coarser, std::cmp::Reverse(i))
-                })
+            let movable = |i: usize| targets[i] == Some(level) && caps[i] < level;
+            let held_coarse = held_coarse
+                .get_or_insert_with(|| self.held_coarser_than(geometry.sizes[base], jobs));
+            // Those held coarser first, latest first, then the latest arrivals: a walk back from the
+            // last job stops after `odd` of them.
+            let mut chosen: Vec<usize> = held_coarse
+                .iter()
+                .filter(|&&(i, size)| size >= coarser && movable(i))
+                .map(|&(i, _)| i)
                 .collect();
-            // Only which `odd` jobs come first matters, not their order: a selection, not a sort.
-            if movable.len() > odd {
-                movable.select_nth_unstable(odd - 1);
+            chosen.sort_unstable_by(|a, b| b.cmp(a));
+            chosen.truncate(odd);
+            let were_coarser = chosen.len();
+            let mut latest = (0..targets.len()).rev();
+            while chosen.len() < odd {
+                let Some(i) = latest.next() else { break };
+                if movable(i) && !chosen[..were_coarser].contains(&i) {
+                    chosen.push(i);
+                }
             }
-            for &(_, std::cmp::Reverse(i)) in movable.iter().take(odd) {
+            for &i in &chosen {
                 targets[i] = Some(level - 1);
-                members_of[level - 1].push(i);
             }
+            counts[level - 1] += chosen.len();
         }
+    }
+
+    /// The jobs (indices into `jobs`) the last plan held in partitions larger than `finest`, with
+    /// their partition's size.
+    fn held_coarser_than(&self, finest: usize, jobs: &[&ActiveJob]) -> Vec<(usize, usize)> {
+        let sizes: HashMap<JobId, usize> = self
+            .held
+            .iter()
+            .filter(|(_, held)| held.size > finest)
+            .map(|(&job, held)| (job, held.size))
+            .collect();
+        if sizes.is_empty() {
+            return Vec::new();
+        }
+        jobs.iter()
+            .enumerate()
+            .filter_map(|(i, job)| sizes.get(&job.id()).map(|&size| (i, size)))
+            .collect()
     }
 
     /// §2.3: a started malleable job asked to change its partition size keeps its old partition until

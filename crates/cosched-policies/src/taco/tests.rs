@@ -168,6 +168,31 @@ fn a_job_promoted_to_a_coarser_level_moves_nobody_else() {
 }
 
 #[test]
+fn a_job_on_a_coarser_level_is_promoted_before_newer_ones() {
+    // §2.2 moves the jobs already on the coarser level first, then the latest. Three jobs share the
+    // packages, the third odd one on the whole machine; two more arrive at once and all five go to
+    // the cores, one of them odd: the third job keeps the whole machine, where the latest would be
+    // the fifth.
+    let topo = synthetic::parse("package:2 core:2").unwrap();
+    let mut taco = Taco::new("taco", settled(0.0));
+    let (mut jobs, plan) = arrivals(&mut taco, &topo, 3);
+    assert_eq!(on_the_whole_machine(&plan), vec![JobId(2)]);
+    jobs.extend([job(3), job(4)]);
+    let plan = arrive(&mut taco, &topo, &mut jobs, 3.0, 4).unwrap();
+    assert_eq!(on_the_whole_machine(&plan), vec![JobId(2)]);
+}
+
+/// The jobs of `plan` given all four CPUs of a two-package dual-core machine.
+fn on_the_whole_machine(plan: &Plan) -> Vec<JobId> {
+    plan.slots
+        .iter()
+        .flat_map(|s| &s.assignments)
+        .filter(|a| a.cpus.len() == 4)
+        .map(|a| a.job)
+        .collect()
+}
+
+#[test]
 fn every_job_gets_the_same_cpu_time_for_1_to_64_jobs() {
     let topo = presets::preset("taco-opteron8435").unwrap();
     let mut taco = Taco::new("taco", settled(DEFAULT_HYSTERESIS));
