@@ -171,6 +171,19 @@ impl Global {
                     .collect()
             })
             .collect();
+        // A level short of its reserved partitions needs its own table.
+        let places: Vec<Cow<Places>> = available
+            .iter()
+            .zip(&geometry.parts)
+            .zip(&geometry.places)
+            .map(|((partitions, all), places)| {
+                if Arc::ptr_eq(partitions, all) {
+                    Cow::Borrowed(places)
+                } else {
+                    Cow::Owned(Places::of(partitions))
+                }
+            })
+            .collect();
 
         let mut plan = Plan::default();
         // Written into `held` once every level is dealt: until then it says where jobs were.
@@ -217,8 +230,14 @@ impl Global {
                 base,
             );
         }
-        let (effective, graced) =
-            self.apply_graces(ctx, geometry, &available, &coscheduled, &targets, options);
+        let (effective, graced) = self.apply_graces(
+            ctx,
+            geometry,
+            |l, cpus: &CpuSet| places[l].holds(cpus, &available[l]),
+            &coscheduled,
+            &targets,
+            options,
+        );
 
         let durations: Vec<f64> = coscheduled
             .iter()
@@ -234,17 +253,17 @@ impl Global {
         let ids = coscheduled.iter().map(|job| job.id());
         let mut members = members_by_level(ids, &effective, &durations, available.len());
         for (level, partitions) in available.iter().enumerate().rev() {
-            // A level short of its reserved partitions needs its own table.
-            let places = if Arc::ptr_eq(partitions, &geometry.parts[level]) {
-                Cow::Borrowed(&geometry.places[level])
-            } else {
-                Cow::Owned(Places::of(partitions))
-            };
             let before = previous[level].take();
             let members = std::mem::take(&mut members[level]);
-            if let Some(planned) =
-                self.plan_level(partitions, &places, level, members, unit, options, before)
-            {
+            if let Some(planned) = self.plan_level(
+                partitions,
+                &places[level],
+                level,
+                members,
+                unit,
+                options,
+                before,
+            ) {
                 levels.push(planned);
             }
         }
@@ -335,7 +354,8 @@ impl Global {
         let mut graced = Vec::new();
         let mut affected = Vec::new();
         // No job is opted out, so no partition is reserved: every level has all of its own.
-        let available = |l: usize| &*geometry.parts[l];
+        let available =
+            |l: usize, cpus: &CpuSet| geometry.places[l].holds(cpus, &geometry.parts[l]);
         // The shortest turn moves only with the turns that change: found again among all of them only
         // when a job that had it changes its own.
         let shortest_before = decided.shortest;
@@ -701,21 +721,20 @@ impl Global {
         &mut self,
         ctx: &Context,
         geometry: &Geometry,
-        available: &[Arc<[CpuSet]>],
+        available: impl Fn(usize, &CpuSet) -> bool,
         jobs: &[&ActiveJob],
         targets: &[Option<usize>],
         options: &TacoOptions,
     ) -> (Vec<Option<usize>>, Vec<usize>) {
         let mut graces = HashMap::default();
         let mut graced = Vec::new();
-        let available = |l: usize| &*available[l];
         let effective = jobs
             .iter()
             .zip(targets)
             .enumerate()
             .map(|(i, (job, &target))| {
                 let (level, deadline) =
-                    self.grace(ctx.now, geometry, available, job, target, options);
+                    self.grace(ctx.now, geometry, &available, job, target, options);
                 if let Some(deadline) = deadline {
                     graces.insert(job.id(), deadline);
                     graced.push(i);
@@ -728,12 +747,13 @@ impl Global {
     }
 
     /// `job`'s level for now given its `target`, and the deadline of its grace period if it is in one
-    /// (kept after it passes, until the job has moved).
-    fn grace<'p>(
+    /// (kept after it passes, until the job has moved). `available(level, cpus)` says whether `cpus`
+    /// is one of the partitions the plan may deal on `level`.
+    fn grace(
         &self,
         now: f64,
         geometry: &Geometry,
-        available: impl Fn(usize) -> &'p [CpuSet],
+        available: impl Fn(usize, &CpuSet) -> bool,
         job: &ActiveJob,
         target: Option<usize>,
         options: &TacoOptions,
@@ -752,10 +772,9 @@ impl Global {
         if old.size == geometry.sizes[level] {
             return (target, None);
         }
-        // The old partition is found by a scan of its level, so only for a job that waits.
         let old_level = geometry
             .level_of_size(old.size)
-            .filter(|&l| available(l).contains(&old.cpus));
+            .filter(|&l| available(l, &old.cpus));
         match old_level {
             Some(old_level) => {
                 let deadline = self.graces.get(&id).copied().unwrap_or(now + grace);

@@ -431,6 +431,17 @@ impl Places {
         }
     }
 
+    /// Whether `cpus` is one of `partitions` (those this table was made of): they tile the machine, so
+    /// only the one holding its first CPU can be it, where a scan compared a thousand.
+    pub fn holds(&self, cpus: &CpuSet, partitions: &[CpuSet]) -> bool {
+        let found = cpus
+            .first()
+            .and_then(|first| *self.of_cpu.get(first as usize)?)
+            .is_some_and(|i| partitions[i] == *cpus);
+        debug_assert_eq!(found, partitions.contains(cpus));
+        found
+    }
+
     /// The partition a job held before, or the one containing it, or the first one inside it.
     fn home_lane(&self, old: &CpuSet, partitions: &[CpuSet]) -> Option<usize> {
         let first = old.first()? as usize;
