@@ -112,8 +112,9 @@ impl Global {
         options: &TacoOptions,
         recount: bool,
     ) -> Plan {
-        let mut plan = self.plan_but_slots(ctx, geometry, options, recount);
+        let (mut plan, advice) = self.plan_but_slots(ctx, geometry, options, recount);
         plan.slots = self.slots().cloned().collect();
+        plan.advice = advice.into_iter().collect();
         plan
     }
 
@@ -127,8 +128,8 @@ impl Global {
         recount: bool,
         current: &Plan,
     ) -> PlanChange {
-        let plan = self.plan_but_slots(ctx, geometry, options, recount);
-        PlanChange::with_slots(current, &plan, self.slots())
+        let (plan, advice) = self.plan_but_slots(ctx, geometry, options, recount);
+        PlanChange::with_slots(current, &plan, self.slots(), advice)
     }
 
     /// The last plan's slots.
@@ -136,14 +137,15 @@ impl Global {
         self.levels.iter().flat_map(|l| &l.slots)
     }
 
-    /// The plan for the jobs of `ctx`, its slots left empty: they are the levels' it keeps.
+    /// The plan for the jobs of `ctx`, its slots left empty (they are the levels' it keeps), and its
+    /// advice apart, in job order.
     fn plan_but_slots(
         &mut self,
         ctx: &Context,
         geometry: &Geometry,
         options: &TacoOptions,
         recount: bool,
-    ) -> Plan {
+    ) -> (Plan, Vec<(JobId, u32)>) {
         if recount {
             self.level
                 .update(geometry, ctx.jobs.len(), options.hysteresis);
@@ -188,7 +190,6 @@ impl Global {
         let mut plan = Plan::default();
         // Written into `held` once every level is dealt: until then it says where jobs were.
         let mut held_apart = Vec::with_capacity(opted_out.len());
-        // Collected, then built into the map at once: cheaper than inserting one by one.
         let mut advice = Vec::with_capacity(ctx.jobs.len());
         for (i, job) in opted_out.iter().enumerate() {
             let cpus = reserved[i % reserved.len()].clone();
@@ -296,7 +297,8 @@ impl Global {
             "places written piecemeal differ from places written anew"
         );
         advice.extend(advice_for(geometry, coscheduled.iter().copied(), &targets));
-        plan.advice = advice.into_iter().collect();
+        // Jobs come in arrival order, most often their ids' order too, which the sort only checks.
+        advice.sort_unstable_by_key(|&(job, _)| job);
         plan.timer = self.grace_timer(ctx.now);
         self.held = held;
         let jobs = || coscheduled.iter().copied();
@@ -316,7 +318,7 @@ impl Global {
             unit,
         });
         self.levels = levels;
-        plan
+        (plan, advice)
     }
 
     /// The change to `current` (the last plan given) after a thread change when only grace periods
