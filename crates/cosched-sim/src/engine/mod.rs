@@ -289,6 +289,8 @@ struct Engine<'a> {
     scratch: Scratch,
     /// The figures `book` last found changed, a list kept for its room.
     changed_figures: Vec<(usize, Figures)>,
+    /// The finishes a refresh of rates moved, before they go into the calendar.
+    moved_finishes: Vec<(f64, Due, u64)>,
     index: HashMap<JobId, usize>,
     isolated: &'a IsolatedTimes,
     states: Vec<JobState>,
@@ -364,6 +366,7 @@ impl<'a> Engine<'a> {
             machine: machine_model(topology, jobs, options),
             scratch: Scratch::default(),
             changed_figures: Vec::new(),
+            moved_finishes: Vec::new(),
             index,
             isolated,
             states,
@@ -923,25 +926,30 @@ impl<'a> Engine<'a> {
 
     /// Puts job `i`'s finish in the calendar at its current rate (outdating the previous entry).
     fn reschedule_finish(&mut self, i: usize) {
-        let clock = *self.calendar.clock();
-        let Some(run) = self.states[i].running_mut() else {
-            return;
-        };
+        if let Some((at, due, rank)) = self.next_finish(i) {
+            self.calendar.schedule_finish(at, due, rank);
+        }
+    }
+
+    /// Job `i`'s finish at its current rate, as a calendar entry (cycle time, due, rank) that
+    /// outdates its previous one; `None` if it makes no progress.
+    fn next_finish(&mut self, i: usize) -> Option<(f64, Due, u64)> {
+        let now = self.calendar.clock().cycles_at(self.now);
+        let run = self.states[i].running_mut()?;
         run.finish_version += 1;
-        let version = run.finish_version;
-        let done = run.remaining <= run.done_below;
+        let due = Due::Finish {
+            job: i,
+            version: run.finish_version,
+        };
         let rate = run.figures.rate;
-        let rank = run.started;
-        let now = clock.cycles_at(self.now);
-        let at = if done {
+        let at = if run.remaining <= run.done_below {
             now
         } else if rate > 0.0 {
             run.stall_until.max(now) + run.remaining / rate
         } else {
-            return;
+            return None;
         };
-        self.calendar
-            .schedule_finish(at, Due::Finish { job: i, version }, rank);
+        Some((at, due, run.started))
     }
 
     /// New figures for the jobs whose slots changed; their progress is settled first and their finish
@@ -966,26 +974,34 @@ impl<'a> Engine<'a> {
         }
         let mut changed = std::mem::take(&mut self.changed_figures);
         self.book.figures(&inputs, &mut self.scratch, &mut changed);
+        // The finishes go into the calendar after every job's run is updated: a new shortest turn
+        // moves thousands, and apart from the queue's work, their runs (each behind a pointer) are
+        // fetched from memory side by side.
+        let mut finishes = std::mem::take(&mut self.moved_finishes);
         for &(i, f) in &changed {
-            self.set_figures(i, f);
+            finishes.extend(self.set_figures(i, f));
         }
+        for (at, due, rank) in finishes.drain(..) {
+            self.calendar.schedule_finish(at, due, rank);
+        }
+        self.moved_finishes = finishes;
         self.changed_figures = changed;
     }
 
-    fn set_figures(&mut self, i: usize, figures: Figures) {
-        let Some(old) = self.states[i].running().map(|run| run.figures) else {
-            return;
-        };
+    /// Settles job `i` and gives it `figures`; returns its finish's new calendar entry if its rate
+    /// moved.
+    fn set_figures(&mut self, i: usize, figures: Figures) -> Option<(f64, Due, u64)> {
+        let old = self.states[i].running().map(|run| run.figures)?;
         if old == figures {
-            return;
+            return None;
         }
         self.settle(i);
         if let Some(run) = self.states[i].running_mut() {
             run.figures = figures;
         }
-        if old.rate != figures.rate {
-            self.reschedule_finish(i);
-        }
+        (old.rate != figures.rate)
+            .then(|| self.next_finish(i))
+            .flatten()
     }
 }
 
