@@ -115,9 +115,14 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     let wall = median(&mut walls);
     let rate = median(&mut rates);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Figures from two machines compare only beside what each machine is.
+    let cpus = match processor_name() {
+        Some(name) => format!("{cpus} CPUs ({name})"),
+        None => format!("{cpus} CPUs"),
+    };
     println!(
-        "sweep: 40 jobs x 24 CPUs x {} policies ({}) x 5 seeds: {runs} runs, {events} events, on {cpus} \
-CPUs; median of {SWEEP_REPEATS}: {wall:.3} s wall, target < {SWEEP_TARGET_S} s: {:.2}x of target; {:.0} \
+        "sweep: 40 jobs x 24 CPUs x {} policies ({}) x 5 seeds: {runs} runs, {events} events, on \
+{cpus}; median of {SWEEP_REPEATS}: {wall:.3} s wall, target < {SWEEP_TARGET_S} s: {:.2}x of target; {:.0} \
 events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine: {rate:.0} events/s \
 ({:.0} to {:.0})",
         policies.len(),
@@ -198,6 +203,15 @@ struct ChildRun {
 }
 
 /// The middle value of `values` (sorted in place).
+/// The processor's name, as `/proc/cpuinfo` gives it where it does.
+fn processor_name() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines().find_map(|line| {
+        let (key, name) = line.split_once(':')?;
+        (key.trim() == "model name").then(|| name.trim().to_owned())
+    })
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
