@@ -272,8 +272,9 @@ impl PlanChange {
     }
 }
 
-/// Jobs advised in `old` but not in `new`, and the advice of `new` that is new or changed: one walk
-/// of both maps in job order, where looking each job up in the other map would cost a search apiece.
+/// Jobs advised in `old` but not in `new` (given in job order), and the advice of `new` that is new or
+/// changed: one walk of both in job order, where looking each job up in the other would cost a search
+/// apiece.
 fn advice_diff(
     old: &BTreeMap<JobId, u32>,
     new: impl IntoIterator<Item = (JobId, u32)>,

@@ -657,9 +657,9 @@ impl Global {
                 *count += 1;
             }
         }
-        // The few jobs held coarser than the finest level before, with their partition's size, found
-        // once and only when some level has odd jobs: looking up every member's place missed the
-        // cache once per job.
+        // The jobs held coarser than the finest level before, with their partition's size, found once
+        // and only when some level has odd jobs: looking up every member's place missed the cache
+        // once per job.
         let mut held_coarse: Option<Vec<(usize, usize)>> = None;
         for level in (1..=base).rev() {
             let partitions = available[level].len();
