@@ -672,8 +672,8 @@ impl Global {
             }
             let coarser = geometry.sizes[level - 1];
             let movable = |i: usize| targets[i] == Some(level) && caps[i] < level;
-            let held_coarse = held_coarse
-                .get_or_insert_with(|| self.held_coarser_than(geometry.sizes[base], jobs));
+            let held_coarse =
+                held_coarse.get_or_insert_with(|| self.held_coarser_than(geometry, base, jobs));
             // Those held coarser first, latest first, then the latest arrivals: a walk back from the
             // last job stops after `odd` of them.
             let mut chosen: Vec<usize> = held_coarse
@@ -698,9 +698,57 @@ impl Global {
         }
     }
 
-    /// The jobs (indices into `jobs`) the last plan held in partitions larger than `finest`, with
-    /// their partition's size.
-    fn held_coarser_than(&self, finest: usize, jobs: &[&ActiveJob]) -> Vec<(usize, usize)> {
+    /// The jobs (indices into `jobs`) the last plan held in partitions larger than those of level
+    /// `base`, with their partition's size.
+    fn held_coarser_than(
+        &self,
+        geometry: &Geometry,
+        base: usize,
+        jobs: &[&ActiveJob],
+    ) -> Vec<(usize, usize)> {
+        let finest = geometry.sizes[base];
+        let found = self
+            .held_coarser_by_levels(geometry, finest, jobs)
+            .unwrap_or_else(|| self.held_coarser_by_places(finest, jobs));
+        debug_assert_eq!(found, self.held_coarser_by_places(finest, jobs));
+        found
+    }
+
+    /// [`held_coarser_than`](Self::held_coarser_than) read from the last plan's decisions, while they
+    /// say where every job is held: its jobs, in order, each with its level. The jobs now are the same
+    /// less those that left, in the same order, then the newcomers, so one walk of both lists finds
+    /// every job's level without a lookup. `None` if the decisions do not stand or a job held was not
+    /// met on the way (the jobs came in another order).
+    fn held_coarser_by_levels(
+        &self,
+        geometry: &Geometry,
+        finest: usize,
+        jobs: &[&ActiveJob],
+    ) -> Option<Vec<(usize, usize)>> {
+        let decided = self.decided.as_ref()?;
+        let mut last = decided.jobs.iter().zip(&decided.effective);
+        let mut found = Vec::new();
+        let mut held = 0;
+        for (i, job) in jobs.iter().enumerate() {
+            let id = job.id();
+            // Passes over the jobs that left; a newcomer passes over all that remain, which leaves
+            // any job held after it unmet.
+            let Some((_, level)) = last.find(|(&other, _)| other == id) else {
+                continue;
+            };
+            if let Some(level) = *level {
+                held += 1;
+                let size = geometry.sizes[level];
+                if size > finest {
+                    found.push((i, size));
+                }
+            }
+        }
+        (held == self.held.len()).then_some(found)
+    }
+
+    /// [`held_coarser_than`](Self::held_coarser_than) from the places held, looked up by job.
+    fn held_coarser_by_places(&self, finest: usize, jobs: &[&ActiveJob]) -> Vec<(usize, usize)> {
         let sizes: HashMap<JobId, usize> = self
             .held
             .iter()
