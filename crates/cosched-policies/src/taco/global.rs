@@ -23,7 +23,7 @@ struct Held {
     lane: usize,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Global {
     level: LevelState,
     /// The partition each job got in the last plan.
@@ -40,8 +40,8 @@ pub struct Global {
 }
 
 /// A plan's decisions, kept so that a thread change that only ends grace periods moves just the
-/// jobs that adapted ([`Global::adapted`]).
-#[derive(Debug)]
+/// jobs that adapted ([`Global::adapted`]), and a finish just the jobs it moves ([`Global::finished`]).
+#[derive(Debug, Clone)]
 struct Decided {
     /// The coscheduled jobs, in the plan's order, and each one's target level, its level for now and
     /// its turn's length.
@@ -49,6 +49,10 @@ struct Decided {
     targets: Vec<Option<usize>>,
     effective: Vec<Option<usize>>,
     durations: Vec<f64>,
+    /// Each job's finest usable level and its target before §2.2's promotions: what a finish leaves
+    /// as it was for the others ([`Global::finished`]).
+    caps: Vec<usize>,
+    unpromoted: Vec<Option<usize>>,
     /// Jobs (indices into `jobs`) that were moldable and not started: starting binds their threads,
     /// which can change their level.
     unstarted_moldable: Vec<usize>,
@@ -61,7 +65,7 @@ struct Decided {
 
 /// One level's lanes and the slots they make, with what they were made from: the same jobs dealt
 /// again give the same lanes, and the same span the same slots.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct LevelPlan {
     level: usize,
     /// The level's jobs in the plan's order, with their turns: what was dealt.
@@ -221,6 +225,7 @@ impl Global {
                 (finest..geometry.sizes.len()).find(|&l| !available[l].is_empty())
             })
             .collect();
+        let unpromoted = targets.clone();
         if options.balance_levels {
             self.promote_odd_jobs(
                 geometry,
@@ -314,6 +319,8 @@ impl Global {
             targets,
             effective,
             durations,
+            caps,
+            unpromoted,
             shortest,
             unit,
         });
@@ -453,6 +460,183 @@ impl Global {
         decided.unit = unit;
         self.decided = Some(decided);
         self.levels = levels;
+        Some(change)
+    }
+
+    /// The change to `current` after `finished` left (and was forgotten), `None` when a full plan must
+    /// decide. It holds while the last plan's decisions stand, the jobs are those it decided for less
+    /// this one, in the same order, no moldable one among them has started since, and the level stays:
+    /// then the others keep their finest levels and §2.2 promotes again for the new counts. Only the
+    /// jobs it moves and those in a grace period are looked at again; the levels they and the finished
+    /// job leave or join are dealt again (every level when the shortest turn changes, as in
+    /// [`adapted`](Self::adapted)), and only moved advice changes. A full plan finds the same at the
+    /// cost of every job; debug builds compare the two.
+    pub fn finished(
+        &mut self,
+        ctx: &Context,
+        geometry: &Geometry,
+        options: &TacoOptions,
+        finished: JobId,
+        current: &Plan,
+    ) -> Option<PlanChange> {
+        let decided = self.decided.as_ref()?;
+        let gone = decided.jobs.iter().position(|&job| job == finished)?;
+        let mut level = self.level;
+        level.update(geometry, ctx.jobs.len(), options.hysteresis);
+        let others = decided.jobs.iter().enumerate().filter(|&(k, _)| k != gone);
+        let same_jobs = ctx.jobs.len() + 1 == decided.jobs.len()
+            && ctx
+                .jobs
+                .iter()
+                .zip(others)
+                .all(|(job, (_, &id))| job.id() == id)
+            && decided
+                .unstarted_moldable
+                .iter()
+                .filter(|&&k| k != gone)
+                .all(|&k| ctx.jobs[k - usize::from(k > gone)].started.is_none());
+        if level != self.level || !same_jobs {
+            return None;
+        }
+        #[cfg(debug_assertions)]
+        let mut full = self.clone();
+        let base = self.level.level;
+        let jobs: Vec<&ActiveJob> = ctx.jobs.iter().collect();
+        let caps = without(&decided.caps, gone);
+        let unpromoted = without(&decided.unpromoted, gone);
+        let mut targets = unpromoted.clone();
+        if options.balance_levels {
+            // Reads where the jobs were held from the decisions, which still include the finished job.
+            self.promote_odd_jobs(geometry, &geometry.parts, &jobs, &caps, &mut targets, base);
+        }
+        let old = self.decided.take()?;
+        let shift = |k: usize| k - usize::from(k > gone);
+        let old_targets = without(&old.targets, gone);
+        let mut effective = without(&old.effective, gone);
+        let mut durations = without(&old.durations, gone);
+        let moved: Vec<usize> = (0..jobs.len())
+            .filter(|&i| targets[i] != old_targets[i])
+            .collect();
+        // A job neither moved nor in a grace period is where its target is, as a full plan finds it.
+        let mut looked_at: Vec<usize> = old
+            .graced
+            .iter()
+            .filter(|&&k| k != gone)
+            .map(|&k| shift(k))
+            .chain(moved.iter().copied())
+            .collect();
+        looked_at.sort_unstable();
+        looked_at.dedup();
+        // The levels the finished job and every job whose level moves leave or join.
+        let mut affected: Vec<usize> = old.effective[gone].into_iter().collect();
+        let mut graces = HashMap::default();
+        let mut graced = Vec::new();
+        let available =
+            |l: usize, cpus: &CpuSet| geometry.places[l].holds(cpus, &geometry.parts[l]);
+        for &i in &looked_at {
+            let job = jobs[i];
+            let (now, deadline) =
+                self.grace(ctx.now, geometry, available, job, targets[i], options);
+            if let Some(deadline) = deadline {
+                graces.insert(job.id(), deadline);
+                graced.push(i);
+            }
+            if now != effective[i] {
+                affected.extend(effective[i].into_iter().chain(now));
+                effective[i] = now;
+                durations[i] = duration(geometry, job, now);
+            }
+        }
+        self.graces = graces;
+        let shortest = shortest(&durations);
+        let unit = options.slice / shortest;
+        let rescaled = unit.to_bits() != old.unit.to_bits();
+        let mut kept = std::mem::take(&mut self.levels).into_iter().peekable();
+        let mut levels = Vec::new();
+        let mut replanned = Vec::new();
+        let ids = jobs.iter().map(|job| job.id());
+        let mut members = members_by_level(ids, &effective, &durations, geometry.sizes.len());
+        // The levels before the first one dealt again, as in the current plan.
+        let mut unchanged = None;
+        for level in (0..geometry.sizes.len()).rev() {
+            let before = kept.next_if(|l| l.level == level);
+            if !rescaled && !affected.contains(&level) {
+                levels.extend(before);
+                continue;
+            }
+            unchanged.get_or_insert(levels.len());
+            if let Some(planned) = self.plan_level(
+                &geometry.parts[level],
+                &geometry.places[level],
+                level,
+                std::mem::take(&mut members[level]),
+                unit,
+                options,
+                before,
+            ) {
+                replanned.push(levels.len());
+                levels.push(planned);
+            }
+        }
+        for &k in &replanned {
+            levels[k].hold(geometry, &mut self.held);
+        }
+        let unchanged = unchanged.unwrap_or(levels.len());
+        let mut change = PlanChange::replacing_slots(
+            current,
+            levels[..unchanged].iter().map(|l| l.slots.len()).sum(),
+            levels[unchanged..].iter().flat_map(|l| &l.slots),
+            self.grace_timer(ctx.now),
+        );
+        if current.advice.contains_key(&finished) {
+            change.unadvised.push(finished);
+        }
+        for &i in &moved {
+            let id = jobs[i].id();
+            match targets[i].map(|l| jobs[i].spec.threads_for(geometry.sizes[l])) {
+                Some(threads) if current.advice.get(&id) != Some(&threads) => {
+                    change.advice.insert(id, threads);
+                }
+                None if current.advice.contains_key(&id) => change.unadvised.push(id),
+                _ => {}
+            }
+        }
+        change.unadvised.sort_unstable();
+        self.steady = self.steady_state(0, jobs.iter().copied(), &targets, &effective, &levels);
+        self.decided = Some(Decided {
+            jobs: without(&old.jobs, gone),
+            unstarted_moldable: old
+                .unstarted_moldable
+                .iter()
+                .filter(|&&k| k != gone)
+                .map(|&k| shift(k))
+                .collect(),
+            graced,
+            targets,
+            effective,
+            durations,
+            caps,
+            unpromoted,
+            shortest,
+            unit,
+        });
+        self.levels = levels;
+        #[cfg(debug_assertions)]
+        {
+            let mut by_finish = current.clone();
+            change.apply(&mut by_finish);
+            let mut by_full = current.clone();
+            full.plan_change(ctx, geometry, options, true, current)
+                .apply(&mut by_full);
+            assert_eq!(
+                by_finish, by_full,
+                "a finish planned in part differs from a full plan"
+            );
+            assert_eq!(
+                self.held, full.held,
+                "a finish holds jobs elsewhere than a full plan"
+            );
+        }
         Some(change)
     }
 
@@ -850,6 +1034,15 @@ fn members_by_level(
         }
     }
     members
+}
+
+/// `list` without its entry `gone`.
+fn without<T: Clone>(list: &[T], gone: usize) -> Vec<T> {
+    list[..gone]
+        .iter()
+        .chain(&list[gone + 1..])
+        .cloned()
+        .collect()
 }
 
 /// An empty list for each of `count` levels, with room for the jobs `levels` puts there: a level may

@@ -117,6 +117,14 @@ impl Policy for Taco {
             ..*ctx
         };
         let geometry = geometry_of(&mut self.geometry, ctx.topology, &self.options);
+        if let Event::Finished { job } = event {
+            if let Some(change) = self
+                .global
+                .finished(ctx, geometry, &self.options, *job, current)
+            {
+                return Some(change);
+            }
+        }
         let change = self
             .global
             .plan_change(ctx, geometry, &self.options, recount, current);
