@@ -406,48 +406,16 @@ impl Global {
         // still spares the full plan's targets, promotions and held places of every job.
         let rescaled = unit.to_bits() != decided.unit.to_bits();
         self.graces = graces;
-        let mut kept = std::mem::take(&mut self.levels).into_iter().peekable();
-        let mut levels = Vec::new();
-        let mut replanned = Vec::new();
         let ids = decided.jobs.iter().copied();
-        let mut members = members_by_level(
+        let members = members_by_level(
             ids,
             &decided.effective,
             &decided.durations,
             geometry.sizes.len(),
         );
-        // The levels before the first one dealt again, as in the current plan.
-        let mut unchanged = None;
-        for level in (0..geometry.sizes.len()).rev() {
-            let old = kept.next_if(|l| l.level == level);
-            if !rescaled && !affected.contains(&level) {
-                levels.extend(old);
-                continue;
-            }
-            unchanged.get_or_insert(levels.len());
-            if let Some(planned) = self.plan_level(
-                &geometry.parts[level],
-                &geometry.places[level],
-                level,
-                std::mem::take(&mut members[level]),
-                unit,
-                options,
-                old,
-            ) {
-                replanned.push(levels.len());
-                levels.push(planned);
-            }
-        }
-        // Held places change only once every level is dealt, as in a full plan.
-        for &k in &replanned {
-            levels[k].hold(geometry, &mut self.held);
-        }
-        let unchanged = unchanged.unwrap_or(levels.len());
-        let change = PlanChange::replacing_slots(
-            current,
-            levels[..unchanged].iter().map(|l| l.slots.len()).sum(),
-            levels[unchanged..].iter().flat_map(|l| &l.slots),
-            self.grace_timer(ctx.now),
+        let timer = self.grace_timer(ctx.now);
+        let (levels, change) = self.deal_where_moved(
+            geometry, options, members, unit, rescaled, &affected, current, timer,
         );
         self.steady = self.steady_state(
             0,
@@ -551,42 +519,11 @@ impl Global {
         let shortest = shortest(&durations);
         let unit = options.slice / shortest;
         let rescaled = unit.to_bits() != old.unit.to_bits();
-        let mut kept = std::mem::take(&mut self.levels).into_iter().peekable();
-        let mut levels = Vec::new();
-        let mut replanned = Vec::new();
         let ids = jobs.iter().map(|job| job.id());
-        let mut members = members_by_level(ids, &effective, &durations, geometry.sizes.len());
-        // The levels before the first one dealt again, as in the current plan.
-        let mut unchanged = None;
-        for level in (0..geometry.sizes.len()).rev() {
-            let before = kept.next_if(|l| l.level == level);
-            if !rescaled && !affected.contains(&level) {
-                levels.extend(before);
-                continue;
-            }
-            unchanged.get_or_insert(levels.len());
-            if let Some(planned) = self.plan_level(
-                &geometry.parts[level],
-                &geometry.places[level],
-                level,
-                std::mem::take(&mut members[level]),
-                unit,
-                options,
-                before,
-            ) {
-                replanned.push(levels.len());
-                levels.push(planned);
-            }
-        }
-        for &k in &replanned {
-            levels[k].hold(geometry, &mut self.held);
-        }
-        let unchanged = unchanged.unwrap_or(levels.len());
-        let mut change = PlanChange::replacing_slots(
-            current,
-            levels[..unchanged].iter().map(|l| l.slots.len()).sum(),
-            levels[unchanged..].iter().flat_map(|l| &l.slots),
-            self.grace_timer(ctx.now),
+        let members = members_by_level(ids, &effective, &durations, geometry.sizes.len());
+        let timer = self.grace_timer(ctx.now);
+        let (levels, mut change) = self.deal_where_moved(
+            geometry, options, members, unit, rescaled, &affected, current, timer,
         );
         if current.advice.contains_key(&finished) {
             change.unadvised.push(finished);
@@ -638,6 +575,60 @@ impl Global {
             );
         }
         Some(change)
+    }
+
+    /// The last plan's levels with those in `affected` dealt again for their `members` (every level
+    /// when `rescaled`, the others keeping their lanes), the jobs that moved held where they go, and
+    /// the change to `current`'s slots from the first level dealt again on, with `timer`.
+    #[allow(clippy::too_many_arguments)]
+    fn deal_where_moved(
+        &mut self,
+        geometry: &Geometry,
+        options: &TacoOptions,
+        mut members: Vec<Vec<(JobId, f64)>>,
+        unit: f64,
+        rescaled: bool,
+        affected: &[usize],
+        current: &Plan,
+        timer: Option<f64>,
+    ) -> (Vec<LevelPlan>, PlanChange) {
+        let mut kept = std::mem::take(&mut self.levels).into_iter().peekable();
+        let mut levels = Vec::new();
+        let mut replanned = Vec::new();
+        // The levels before the first one dealt again, as in the current plan.
+        let mut unchanged = None;
+        for level in (0..geometry.sizes.len()).rev() {
+            let old = kept.next_if(|l| l.level == level);
+            if !rescaled && !affected.contains(&level) {
+                levels.extend(old);
+                continue;
+            }
+            unchanged.get_or_insert(levels.len());
+            if let Some(planned) = self.plan_level(
+                &geometry.parts[level],
+                &geometry.places[level],
+                level,
+                std::mem::take(&mut members[level]),
+                unit,
+                options,
+                old,
+            ) {
+                replanned.push(levels.len());
+                levels.push(planned);
+            }
+        }
+        // Held places change only once every level is dealt, as in a full plan.
+        for &k in &replanned {
+            levels[k].hold(geometry, &mut self.held);
+        }
+        let unchanged = unchanged.unwrap_or(levels.len());
+        let change = PlanChange::replacing_slots(
+            current,
+            levels[..unchanged].iter().map(|l| l.slots.len()).sum(),
+            levels[unchanged..].iter().flat_map(|l| &l.slots),
+            timer,
+        );
+        (levels, change)
     }
 
     /// The lanes and slots of `level` for its `members` (in the plan's order, with their turns),
