@@ -11,6 +11,7 @@ use cosched_core::{
 };
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A job's partition in the last plan, with its size: counted once, asked on every plan.
@@ -61,6 +62,22 @@ struct Decided {
     /// The shortest turn of `durations`, which sets `unit`.
     shortest: f64,
     unit: f64,
+}
+
+impl Decided {
+    /// Forgets job `k`: its entries go, and the indices after it move down one.
+    fn remove(&mut self, k: usize) {
+        self.jobs.remove(k);
+        self.targets.remove(k);
+        self.effective.remove(k);
+        self.durations.remove(k);
+        self.caps.remove(k);
+        self.unpromoted.remove(k);
+        for indices in [&mut self.unstarted_moldable, &mut self.graced] {
+            indices.retain(|&i| i != k);
+            indices.iter_mut().filter(|i| **i > k).for_each(|i| *i -= 1);
+        }
+    }
 }
 
 /// One level's lanes and the slots they make, with what they were made from: the same jobs dealt
@@ -359,76 +376,26 @@ impl Global {
         }
         // Edited in place: its lists hold every job, and only those whose grace period ended change.
         let mut decided = self.decided.take()?;
-        let mut graces = HashMap::default();
-        let mut graced = Vec::new();
-        let mut affected = Vec::new();
-        // No job is opted out, so no partition is reserved: every level has all of its own.
-        let available =
-            |l: usize, cpus: &CpuSet| geometry.places[l].holds(cpus, &geometry.parts[l]);
+        let was_graced = std::mem::take(&mut decided.graced);
+        let (affected, replaced) =
+            self.look_again(ctx, geometry, options, &mut decided, &was_graced);
         // The shortest turn moves only with the turns that change: found again among all of them only
         // when a job that had it changes its own.
         let shortest_before = decided.shortest;
-        let mut shortest_now = shortest_before;
-        let mut shortest_left = false;
-        let Decided {
-            effective,
-            durations,
-            graced: was_graced,
-            targets,
-            ..
-        } = &mut decided;
-        for &i in was_graced.iter() {
-            let job = &ctx.jobs[i];
-            let (now, deadline) =
-                self.grace(ctx.now, geometry, available, job, targets[i], options);
-            if let Some(deadline) = deadline {
-                graces.insert(job.id(), deadline);
-                graced.push(i);
-            }
-            if now != effective[i] {
-                affected.extend(effective[i].into_iter().chain(now));
-                effective[i] = now;
-                let turn = duration(geometry, job, now);
-                shortest_left |= durations[i] == shortest_before && turn != durations[i];
-                if turn > 0.0 {
-                    shortest_now = shortest_now.min(turn);
-                }
-                durations[i] = turn;
-            }
-        }
+        let durations = &decided.durations;
+        let shortest_left = replaced
+            .iter()
+            .any(|&(i, old)| old == shortest_before && durations[i] != old);
         decided.shortest = if shortest_left {
-            shortest(&decided.durations)
+            shortest(durations)
         } else {
-            shortest_now
+            replaced
+                .iter()
+                .map(|&(i, _)| durations[i])
+                .filter(|&turn| turn > 0.0)
+                .fold(shortest_before, f64::min)
         };
-        let unit = options.slice / decided.shortest;
-        // A new shortest turn changes every level's slot lengths: every level is dealt again, which
-        // still spares the full plan's targets, promotions and held places of every job.
-        let rescaled = unit.to_bits() != decided.unit.to_bits();
-        self.graces = graces;
-        let ids = decided.jobs.iter().copied();
-        let members = members_by_level(
-            ids,
-            &decided.effective,
-            &decided.durations,
-            geometry.sizes.len(),
-        );
-        let timer = self.grace_timer(ctx.now);
-        let (levels, change) = self.deal_where_moved(
-            geometry, options, members, unit, rescaled, &affected, current, timer,
-        );
-        self.steady = self.steady_state(
-            0,
-            ctx.jobs.iter(),
-            &decided.targets,
-            &decided.effective,
-            &levels,
-        );
-        decided.graced = graced;
-        decided.unit = unit;
-        self.decided = Some(decided);
-        self.levels = levels;
-        Some(change)
+        Some(self.deal_where_moved(ctx, geometry, options, decided, &affected, current))
     }
 
     /// The change to `current` after `finished` left (and was forgotten), `None` when a full plan must
@@ -466,98 +433,64 @@ impl Global {
         if level != self.level || !same_jobs {
             return None;
         }
+        // The level the finished job leaves.
+        let left = decided.effective[gone];
         #[cfg(debug_assertions)]
         let mut full = self.clone();
         let base = self.level.level;
         let jobs: Vec<&ActiveJob> = ctx.jobs.iter().collect();
-        let caps = without(&decided.caps, gone);
-        let unpromoted = without(&decided.unpromoted, gone);
-        let mut targets = unpromoted.clone();
+        self.decided.as_mut()?.remove(gone);
+        let decided = self.decided.as_ref()?;
+        let mut targets = decided.unpromoted.clone();
         if options.balance_levels {
-            // Reads where the jobs were held from the decisions, which still include the finished job.
-            self.promote_odd_jobs(geometry, &geometry.parts, &jobs, &caps, &mut targets, base);
+            self.promote_odd_jobs(
+                geometry,
+                &geometry.parts,
+                &jobs,
+                &decided.caps,
+                &mut targets,
+                base,
+            );
         }
-        let old = self.decided.take()?;
-        let shift = |k: usize| k - usize::from(k > gone);
-        let old_targets = without(&old.targets, gone);
-        let mut effective = without(&old.effective, gone);
-        let mut durations = without(&old.durations, gone);
+        let mut decided = self.decided.take()?;
         let moved: Vec<usize> = (0..jobs.len())
-            .filter(|&i| targets[i] != old_targets[i])
+            .filter(|&i| targets[i] != decided.targets[i])
             .collect();
         // A job neither moved nor in a grace period is where its target is, as a full plan finds it.
-        let mut looked_at: Vec<usize> = old
-            .graced
-            .iter()
-            .filter(|&&k| k != gone)
-            .map(|&k| shift(k))
+        let mut looked_at: Vec<usize> = std::mem::take(&mut decided.graced)
+            .into_iter()
             .chain(moved.iter().copied())
             .collect();
         looked_at.sort_unstable();
         looked_at.dedup();
-        // The levels the finished job and every job whose level moves leave or join.
-        let mut affected: Vec<usize> = old.effective[gone].into_iter().collect();
-        let mut graces = HashMap::default();
-        let mut graced = Vec::new();
-        let available =
-            |l: usize, cpus: &CpuSet| geometry.places[l].holds(cpus, &geometry.parts[l]);
-        for &i in &looked_at {
-            let job = jobs[i];
-            let (now, deadline) =
-                self.grace(ctx.now, geometry, available, job, targets[i], options);
-            if let Some(deadline) = deadline {
-                graces.insert(job.id(), deadline);
-                graced.push(i);
-            }
-            if now != effective[i] {
-                affected.extend(effective[i].into_iter().chain(now));
-                effective[i] = now;
-                durations[i] = duration(geometry, job, now);
-            }
-        }
-        self.graces = graces;
-        let shortest = shortest(&durations);
-        let unit = options.slice / shortest;
-        let rescaled = unit.to_bits() != old.unit.to_bits();
-        let ids = jobs.iter().map(|job| job.id());
-        let members = members_by_level(ids, &effective, &durations, geometry.sizes.len());
-        let timer = self.grace_timer(ctx.now);
-        let (levels, mut change) = self.deal_where_moved(
-            geometry, options, members, unit, rescaled, &affected, current, timer,
-        );
-        if current.advice.contains_key(&finished) {
-            change.unadvised.push(finished);
-        }
+        decided.targets = targets;
+        let (mut affected, _) = self.look_again(ctx, geometry, options, &mut decided, &looked_at);
+        affected.extend(left);
+        decided.shortest = shortest(&decided.durations);
+        let mut unadvised: Vec<JobId> = current
+            .advice
+            .contains_key(&finished)
+            .then_some(finished)
+            .into_iter()
+            .collect();
+        let mut advice = BTreeMap::new();
         for &i in &moved {
             let id = jobs[i].id();
-            match targets[i].map(|l| jobs[i].spec.threads_for(geometry.sizes[l])) {
+            let level = decided.targets[i];
+            match level.map(|l| jobs[i].spec.threads_for(geometry.sizes[l])) {
                 Some(threads) if current.advice.get(&id) != Some(&threads) => {
-                    change.advice.insert(id, threads);
+                    advice.insert(id, threads);
                 }
-                None if current.advice.contains_key(&id) => change.unadvised.push(id),
+                None if current.advice.contains_key(&id) => unadvised.push(id),
                 _ => {}
             }
         }
-        change.unadvised.sort_unstable();
-        self.steady = self.steady_state(0, jobs.iter().copied(), &targets, &effective, &levels);
-        self.decided = Some(Decided {
-            jobs: without(&old.jobs, gone),
-            unstarted_moldable: old
-                .unstarted_moldable
-                .iter()
-                .filter(|&&k| k != gone)
-                .map(|&k| shift(k))
-                .collect(),
-            graced,
-            targets,
-            effective,
-            durations,
-            caps,
-            unpromoted,
-            shortest,
-            unit,
-        });
-        self.levels = levels;
+        unadvised.sort_unstable();
+        let change = PlanChange {
+            unadvised,
+            advice,
+            ..self.deal_where_moved(ctx, geometry, options, decided, &affected, current)
+        };
         #[cfg(debug_assertions)]
         {
             let mut by_finish = current.clone();
@@ -577,21 +510,65 @@ impl Global {
         Some(change)
     }
 
-    /// The last plan's levels with those in `affected` dealt again for their `members` (every level
-    /// when `rescaled`, the others keeping their lanes), the jobs that moved held where they go, and
-    /// the change to `current`'s slots from the first level dealt again on, with `timer`.
-    #[allow(clippy::too_many_arguments)]
-    fn deal_where_moved(
+    /// Looks again at the jobs `looked_at` (indices into `ctx.jobs` and `decided`'s lists, in order)
+    /// for their grace periods under `decided.targets`, as a full plan would with no partition
+    /// reserved, and moves their levels and turns in `decided`. The grace periods found replace the
+    /// running ones, and their jobs `decided.graced`. Returns the levels jobs left or joined, and each
+    /// turn replaced as (index, old turn).
+    fn look_again(
         &mut self,
+        ctx: &Context,
         geometry: &Geometry,
         options: &TacoOptions,
-        mut members: Vec<Vec<(JobId, f64)>>,
-        unit: f64,
-        rescaled: bool,
+        decided: &mut Decided,
+        looked_at: &[usize],
+    ) -> (Vec<usize>, Vec<(usize, f64)>) {
+        let mut graces = HashMap::default();
+        let mut affected = Vec::new();
+        let mut replaced = Vec::new();
+        let available =
+            |l: usize, cpus: &CpuSet| geometry.places[l].holds(cpus, &geometry.parts[l]);
+        for &i in looked_at {
+            let job = &ctx.jobs[i];
+            let target = decided.targets[i];
+            let (now, deadline) = self.grace(ctx.now, geometry, available, job, target, options);
+            if let Some(deadline) = deadline {
+                graces.insert(job.id(), deadline);
+                decided.graced.push(i);
+            }
+            if now != decided.effective[i] {
+                affected.extend(decided.effective[i].into_iter().chain(now));
+                decided.effective[i] = now;
+                let turn = duration(geometry, job, now);
+                replaced.push((i, std::mem::replace(&mut decided.durations[i], turn)));
+            }
+        }
+        self.graces = graces;
+        (affected, replaced)
+    }
+
+    /// The change to `current`'s slots once the jobs of `decided` have moved as it says: the levels
+    /// in `affected` are dealt again (every level when the shortest turn changed, since it sets every
+    /// slot's length), the others keep their lanes and slots, and the jobs that moved are held where
+    /// they go. `decided` becomes the last plan's decisions.
+    fn deal_where_moved(
+        &mut self,
+        ctx: &Context,
+        geometry: &Geometry,
+        options: &TacoOptions,
+        mut decided: Decided,
         affected: &[usize],
         current: &Plan,
-        timer: Option<f64>,
-    ) -> (Vec<LevelPlan>, PlanChange) {
+    ) -> PlanChange {
+        let unit = options.slice / decided.shortest;
+        let rescaled = unit.to_bits() != decided.unit.to_bits();
+        let ids = decided.jobs.iter().copied();
+        let mut members = members_by_level(
+            ids,
+            &decided.effective,
+            &decided.durations,
+            geometry.sizes.len(),
+        );
         let mut kept = std::mem::take(&mut self.levels).into_iter().peekable();
         let mut levels = Vec::new();
         let mut replanned = Vec::new();
@@ -626,9 +603,19 @@ impl Global {
             current,
             levels[..unchanged].iter().map(|l| l.slots.len()).sum(),
             levels[unchanged..].iter().flat_map(|l| &l.slots),
-            timer,
+            self.grace_timer(ctx.now),
         );
-        (levels, change)
+        self.steady = self.steady_state(
+            0,
+            ctx.jobs.iter(),
+            &decided.targets,
+            &decided.effective,
+            &levels,
+        );
+        decided.unit = unit;
+        self.decided = Some(decided);
+        self.levels = levels;
+        change
     }
 
     /// The lanes and slots of `level` for its `members` (in the plan's order, with their turns),
@@ -1025,15 +1012,6 @@ fn members_by_level(
         }
     }
     members
-}
-
-/// `list` without its entry `gone`.
-fn without<T: Clone>(list: &[T], gone: usize) -> Vec<T> {
-    list[..gone]
-        .iter()
-        .chain(&list[gone + 1..])
-        .cloned()
-        .collect()
 }
 
 /// An empty list for each of `count` levels, with room for the jobs `levels` puts there: a level may
