@@ -227,8 +227,10 @@ impl PlanChange {
                 if let Some(i) = slot.iter().position(|a| a.job == p.job) {
                     slot.remove(i);
                 }
+                // After the jobs with the same first CPU, as the sorts above keep them: a policy that
+                // gives every job the same CPUs lists them in arrival order, and so do its slots here.
                 let first = p.cpus.first();
-                let at = slot.partition_point(|a| a.cpus.first() < first);
+                let at = slot.partition_point(|a| a.cpus.first() <= first);
                 slot.insert(at, assignment(p));
             }
         }
@@ -362,16 +364,16 @@ fn few_moves(old: &[Assignment], new: &[Assignment]) -> Option<Differing> {
             j += 1;
             continue;
         }
-        // The fewest assignments to skip on either side before both agree again.
-        let skip = (1..=2 * AHEAD)
-            .flat_map(|k| (0..=k).map(move |d| (d, k - d)))
-            .find(|&(d, e)| {
-                d <= AHEAD
-                    && e <= AHEAD
-                    && i + d < old.len()
-                    && j + e < new.len()
-                    && old[i + d] == new[j + e]
-            });
+        // The fewest assignments to skip on either side before both agree again: by their sum, then
+        // by the old side's, each side at most AHEAD.
+        let in_step = |d: usize, e: usize| {
+            (old.get(i + d).zip(new.get(j + e))).is_some_and(|(before, now)| before == now)
+        };
+        let skip = (1..=2 * AHEAD).find_map(|k| {
+            (k.saturating_sub(AHEAD)..=k.min(AHEAD))
+                .map(|d| (d, k - d))
+                .find(|&(d, e)| in_step(d, e))
+        });
         let (d, e) = skip.unwrap_or((1, 1));
         if !(olds.extend(i..i + d) && news.extend(j..j + e) && fits(&olds, &news)) {
             return None;
@@ -734,5 +736,19 @@ mod tests {
         let jobs: Vec<JobId> = change.placed.iter().map(|p| p.job).collect();
         assert_eq!(jobs, [JobId(1), JobId(2)]);
         assert!(change.removed.is_empty() && change.lengths.is_empty());
+    }
+
+    /// Jobs that share their first CPU (UE gives every job the whole machine) stay in the order they
+    /// came, as the policy lists them, so that its next plan meets the slot in step.
+    #[test]
+    fn jobs_on_the_same_cpus_keep_their_order() {
+        let whole = |job| Assignment {
+            job: JobId(job),
+            cpus: "0-3".parse().unwrap(),
+        };
+        let mut plan = Plan::space_sharing(vec![whole(0), whole(1)]);
+        let next = Plan::space_sharing(vec![whole(0), whole(1), whole(2)]);
+        PlanChange::between(&plan, &next).apply(&mut plan);
+        assert_eq!(plan.slots[0].assignments, next.slots[0].assignments);
     }
 }
