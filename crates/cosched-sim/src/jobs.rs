@@ -28,6 +28,10 @@ pub struct Instance {
     pub jobs: Vec<SimJob>,
 }
 
+/// Profiles parsed so far, by name. The jobs that name one profile share it, and so do the workloads
+/// read with one map: their runs then share the isolated times, which are kept by profile.
+pub type ParsedProfiles = HashMap<String, Arc<profile::Profile>>;
+
 /// Turns a workload into simulator jobs on a machine with `cpus` CPUs. `source` names the workload in
 /// errors; `text`, when given, is the file's text, so that errors can name the line.
 pub fn sim_jobs(
@@ -36,7 +40,17 @@ pub fn sim_jobs(
     source: &str,
     text: Option<&str>,
 ) -> Result<Vec<SimJob>, JobsError> {
-    let mut parsed: HashMap<&str, Arc<profile::Profile>> = HashMap::new();
+    sim_jobs_sharing(workload, cpus, source, text, &mut ParsedProfiles::new())
+}
+
+/// [`sim_jobs`], taking profiles from `parsed` and adding those it parses.
+pub fn sim_jobs_sharing(
+    workload: &Workload,
+    cpus: usize,
+    source: &str,
+    text: Option<&str>,
+    parsed: &mut ParsedProfiles,
+) -> Result<Vec<SimJob>, JobsError> {
     let specs = workload.specs(cpus);
     workload
         .jobs
@@ -59,7 +73,7 @@ pub fn sim_jobs(
                 Some(p) => p.clone(),
                 None => {
                     let p = Arc::new(profile::parse(name).map_err(|e| error(e.to_string()))?);
-                    parsed.insert(name, p.clone());
+                    parsed.insert(name.to_string(), p.clone());
                     p
                 }
             };

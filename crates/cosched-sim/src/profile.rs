@@ -11,6 +11,7 @@
 use crate::footprint::Footprint;
 use cosched_core::SyncKind;
 use std::fmt;
+use std::sync::LazyLock;
 
 const NAS_CSV: &str = include_str!("../data/nas_profiles.csv");
 const NAS_SYNC_CSV: &str = include_str!("../data/nas_sync.csv");
@@ -194,9 +195,10 @@ pub fn parse(text: &str) -> Result<Profile, ProfileError> {
         used: Vec::new(),
     };
     let mut profile = if let Some(bench) = base.strip_prefix("nas/") {
-        nas(bench).ok_or_else(|| error(unknown_table("nas", bench)))?
+        table_profile(&NAS, bench).ok_or_else(|| error(unknown_table("nas", bench)))?
     } else if let Some(kernel) = base.strip_prefix("polybench/") {
-        polybench(kernel).ok_or_else(|| error(unknown_table("polybench", kernel)))?
+        table_profile(&POLYBENCH, kernel)
+            .ok_or_else(|| error(unknown_table("polybench", kernel)))?
     } else if base == "amdahl" {
         let serial = params.required("serial").map_err(error)?;
         if !(0.0..=1.0).contains(&serial) {
@@ -354,10 +356,26 @@ fn polybench_rows() -> impl Iterator<Item = Vec<&'static str>> {
     csv_rows(POLYBENCH_CSV)
 }
 
+/// The tables' profiles by name, read once: a sweep's workloads name them hundreds of times, and reading
+/// a row anew splits the table's text up to it.
+type Table = LazyLock<Vec<(&'static str, Profile)>>;
+
+static NAS: Table = LazyLock::new(|| nas_rows().map(|row| (row[0], nas(&row))).collect());
+static POLYBENCH: Table = LazyLock::new(|| {
+    polybench_rows()
+        .map(|row| (row[0], polybench(&row)))
+        .collect()
+});
+
+fn table_profile(table: &Table, name: &str) -> Option<Profile> {
+    let (_, profile) = table.iter().find(|(row, _)| *row == name)?;
+    Some(profile.clone())
+}
+
 /// Table columns: benchmark, description, seq_time_s, trad_s2..24 (5), eff_s2..24 (5), regions,
 /// reconf_ms, adapt, active_wait.
-fn nas(bench: &str) -> Option<Profile> {
-    let row = nas_rows().find(|row| row[0] == bench)?;
+fn nas(row: &[&str]) -> Profile {
+    let bench = row[0];
     let number = |i: usize| {
         row[i]
             .parse::<f64>()
@@ -378,7 +396,7 @@ fn nas(bench: &str) -> Option<Profile> {
     let active_wait = row[16] == "yes";
     let syncs = nas_sync_count(bench).unwrap_or_else(|| number(13));
     let best = work / traditional.last().map_or(1.0, |p| p.1);
-    Some(Profile {
+    Profile {
         name: String::new(),
         work,
         speedup: Speedup::Table {
@@ -402,7 +420,7 @@ fn nas(bench: &str) -> Option<Profile> {
         reconfig_delay: number(14) / 1000.0,
         footprint: None,
         bandwidth_gbs: 0.0,
-    })
+    }
 }
 
 /// Synchronisations per run where they are more frequent than parallel regions (`data/nas_sync.csv`).
@@ -412,14 +430,13 @@ fn nas_sync_count(bench: &str) -> Option<f64> {
         .map(|row| row[1].parse().expect("data/nas_sync.csv is numeric"))
 }
 
-fn polybench(kernel: &str) -> Option<Profile> {
-    let row = polybench_rows().find(|row| row[0] == kernel)?;
+fn polybench(row: &[&str]) -> Profile {
     let number = |i: usize| {
         row[i]
             .parse::<f64>()
             .expect("data/polybench_tasks.csv is numeric")
     };
-    Some(Profile {
+    Profile {
         name: String::new(),
         work: number(1),
         // Scalpel's tasks are single-threaded (many-task computing).
@@ -437,7 +454,7 @@ fn polybench(kernel: &str) -> Option<Profile> {
             POLYBENCH_ELEMENT_BYTES,
         )),
         bandwidth_gbs: 0.0,
-    })
+    }
 }
 
 #[cfg(test)]

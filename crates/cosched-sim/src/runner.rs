@@ -25,6 +25,8 @@ pub fn generated_instances(
     seeds: u64,
     cpus: usize,
 ) -> Result<Vec<Instance>, ScenarioError> {
+    // One profile per name across the seeds, so that their runs share isolated times.
+    let mut parsed = jobs::ParsedProfiles::new();
     (0..seeds.max(1))
         .map(|k| {
             let poisson = Poisson {
@@ -32,7 +34,8 @@ pub fn generated_instances(
                 ..generator.clone()
             };
             let workload = poisson.generate()?;
-            let jobs = jobs::sim_jobs(&workload, cpus, &workload.info.name, None)?;
+            let name = &workload.info.name;
+            let jobs = jobs::sim_jobs_sharing(&workload, cpus, name, None, &mut parsed)?;
             Ok(Instance {
                 name: workload.info.name,
                 seed: Some(poisson.seed),
@@ -419,6 +422,28 @@ mod tests {
     use super::*;
     use cosched_core::topology::presets;
     use cosched_core::JobKind;
+
+    /// The seeds' workloads share their profiles, and so their runs share the isolated times, which
+    /// are kept by profile.
+    #[test]
+    fn seeds_share_their_profiles() {
+        let generator = Poisson {
+            jobs: 20,
+            rate_per_min: 30.0,
+            mix: vec!["nas/lu.A".into()],
+            exclude: Vec::new(),
+            kind: JobKind::Malleable,
+            seed: 1,
+        };
+        let instances = generated_instances(&generator, 3, 24).unwrap();
+        let first = &instances[0].jobs[0].profile;
+        for instance in &instances {
+            assert!(instance
+                .jobs
+                .iter()
+                .all(|job| std::sync::Arc::ptr_eq(&job.profile, first)));
+        }
+    }
 
     /// Sharing a workload's isolated times between its policies' runs must not change any run: each
     /// gives the summary it gives alone (its slowdowns divide by those times).
