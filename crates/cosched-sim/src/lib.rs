@@ -37,6 +37,7 @@ pub mod footprint;
 pub mod generate;
 pub mod jobs;
 pub mod model;
+mod parallel;
 pub mod profile;
 pub mod runner;
 pub mod scenario;

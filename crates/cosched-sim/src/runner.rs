@@ -7,6 +7,7 @@
 use crate::engine::{simulate_sharing, IsolatedTimes, SimOptions, SimStats};
 use crate::generate::Poisson;
 use crate::jobs::{self, Instance};
+use crate::parallel::in_parallel;
 use crate::scenario::{ModelConfig, ScenarioError, WorkloadSet, REFERENCE_POLICY};
 use crate::sink::{in_background, JsonLinesSink, SummarySink, TraceSink};
 use crate::sweep::{PointResult, Sweep};
@@ -16,8 +17,6 @@ use cosched_core::Topology;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
 
 /// Generated workloads for `seeds` consecutive seeds starting at the generator's own.
 pub fn generated_instances(
@@ -87,75 +86,7 @@ fn run_each(
         let (instance, policy) = runs[k];
         run_one(topology, instance, policy, model, trace_dir, isolated)
     };
-    in_parallel(runs.len(), run, progress)
-}
-
-/// Runs `count` independent runs, `run(k, isolated)` being run k, as many at once as this process
-/// may use CPUs (`taskset` or a cgroup's quota limit them). The runs share only a cache of isolated
-/// times, and each gives what it gives alone. Results come in the order of `k`; `progress` hears
-/// (runs done, `count`) on the calling thread. After a run fails no other starts, and the failure of
-/// the earliest run is returned.
-fn in_parallel<T: Send>(
-    count: usize,
-    run: impl Fn(usize, &IsolatedTimes) -> Result<T, ScenarioError> + Sync,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<T>, ScenarioError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let isolated = IsolatedTimes::default();
-    if threads.min(count) <= 1 {
-        return (0..count)
-            .map(|k| {
-                let result = run(k, &isolated)?;
-                progress(k + 1, count);
-                Ok(result)
-            })
-            .collect();
-    }
-    let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
-    let mut failure: Option<(usize, ScenarioError)> = None;
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let (done, finished) = mpsc::channel();
-        for _ in 0..threads.min(count) {
-            let (done, next, stop, run, isolated) = (done.clone(), &next, &stop, &run, &isolated);
-            scope.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    if k >= count {
-                        break;
-                    }
-                    let result = run(k, isolated);
-                    stop.fetch_or(result.is_err(), Ordering::Relaxed);
-                    if done.send((k, result)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(done);
-        let mut reported = 0;
-        for (k, result) in finished {
-            match result {
-                Ok(value) => {
-                    results[k] = Some(value);
-                    reported += 1;
-                    progress(reported, count);
-                }
-                Err(error) if failure.as_ref().is_none_or(|(first, _)| k < *first) => {
-                    failure = Some((k, error));
-                }
-                Err(_) => {}
-            }
-        }
-    });
-    if let Some((_, error)) = failure {
-        return Err(error);
-    }
-    Ok(results
-        .into_iter()
-        .map(|result| result.expect("every run reported"))
-        .collect())
+    in_parallel(runs.len(), |k| k % policies.len(), run, progress)
 }
 
 /// `policies`, followed by the reference policy when they lack it.
