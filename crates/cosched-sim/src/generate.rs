@@ -45,8 +45,9 @@ impl Poisson {
         for entry in &self.mix {
             let table = format!("{}/", entry.trim());
             let members: Vec<String> = valid_profiles()
-                .into_iter()
+                .iter()
                 .filter(|p| p.starts_with(&table))
+                .cloned()
                 .collect();
             if members.is_empty() {
                 profile::parse(entry).map_err(|e| GenerateError::Profile(e.to_string()))?;

@@ -163,15 +163,22 @@ impl fmt::Display for ProfileError {
 
 impl std::error::Error for ProfileError {}
 
-/// Every profile name a workload may use, for error messages and `--help`.
-pub fn valid_profiles() -> Vec<String> {
-    let mut names: Vec<String> = nas_rows()
-        .map(|row| format!("nas/{}", row[0]))
-        .chain(polybench_rows().map(|row| format!("polybench/{}", row[0])))
-        .collect();
-    names.push("amdahl(serial=F, runtime=S)".into());
-    names.push("downey(A=N, sigma=F, runtime=S)".into());
-    names
+/// Every profile name a workload may use, for error messages and `--help`, and for `cosched gen` to
+/// expand a table's name into its profiles.
+pub fn valid_profiles() -> &'static [String] {
+    static NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
+        let mut names: Vec<String> = (NAS.iter().map(|(name, _)| format!("nas/{name}")))
+            .chain(
+                POLYBENCH
+                    .iter()
+                    .map(|(name, _)| format!("polybench/{name}")),
+            )
+            .collect();
+        names.push("amdahl(serial=F, runtime=S)".into());
+        names.push("downey(A=N, sigma=F, runtime=S)".into());
+        names
+    });
+    &NAMES
 }
 
 /// Parses a profile string (see the module documentation).
