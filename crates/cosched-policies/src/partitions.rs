@@ -3,7 +3,7 @@
 //! TACO's geometry, it assumes a policy runs on one machine for its whole life.
 
 use cosched_core::{CpuSet, Topology};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@
 
 use crate::partitions::Partitions;
 use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Topology};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 #[derive(Debug, Default)]
 pub struct TopologyAware {
@@ -103,7 +103,8 @@ impl TopologyAware {
         used: &CpuSet,
     ) -> Vec<(&'a ActiveJob, CpuSet)> {
         let mut taken: Vec<bool> = partitions.iter().map(|p| !p.is_disjoint(used)).collect();
-        let mut placed: HashMap<JobId, usize> = HashMap::with_capacity(jobs.len());
+        let mut placed: HashMap<JobId, usize> =
+            HashMap::with_capacity_and_hasher(jobs.len(), Default::default());
         for job in jobs {
             let Some(old) = self.held.get(&job.id()) else {
                 continue;

@@ -5,7 +5,7 @@ use super::{SimJob, SimOptions};
 use crate::model::{slot_rates, MachineModel, Runner, Scratch};
 use crate::profile::Profile;
 use cosched_core::{JobKind, Topology};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The isolated time of `job` on `topology`.
