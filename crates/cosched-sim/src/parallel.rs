@@ -3,16 +3,15 @@
 use crate::engine::IsolatedTimes;
 use crate::scenario::ScenarioError;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Runs `count` independent runs, `run(k, isolated)` being run k, as many at once as this process
 /// may use CPUs (`taskset` or a cgroup's quota limit them), in the order a [`Dealer`] hands them out
 /// (`class_of(k)` is run k's class). The runs share only a cache of isolated times, and each gives
-/// what it gives alone. Results come in the order of `k`; `progress` hears (runs done, `count`) on
-/// the calling thread. After a run fails no other starts, and the failure of the earliest run is
-/// returned.
+/// what it gives alone. Results come in the order of `k`; `progress` hears (runs done, `count`) on the calling thread, every [`PROGRESS_BEAT`] and at the
+/// end. After a run fails no other starts, and the failure of the earliest run is returned.
 pub(crate) fn in_parallel<T: Send>(
     count: usize,
     class_of: impl Fn(usize) -> usize,
@@ -32,42 +31,54 @@ pub(crate) fn in_parallel<T: Send>(
     }
     let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
     let mut failure: Option<(usize, ScenarioError)> = None;
+    let mut reported = 0;
+    let mut record = |(k, result): (usize, Result<T, ScenarioError>)| match result {
+        Ok(value) => {
+            results[k] = Some(value);
+            reported += 1;
+            progress(reported, count);
+        }
+        Err(error) if failure.as_ref().is_none_or(|(first, _)| k < *first) => {
+            failure = Some((k, error));
+        }
+        Err(_) => {}
+    };
     let dealer = Mutex::new(Dealer::new((0..count).map(class_of)));
     let stop = AtomicBool::new(false);
+    let next_run = || take_run(&dealer, &stop, &run, &isolated);
+    let working = AtomicUsize::new(threads.min(count));
     std::thread::scope(|scope| {
         let (done, finished) = mpsc::channel();
         for _ in 0..threads.min(count) {
-            let (done, dealer, stop, run, isolated) =
-                (done.clone(), &dealer, &stop, &run, &isolated);
+            let done = done.clone();
+            let leaving = Leaving {
+                working: &working,
+                waiting: std::thread::current(),
+            };
             scope.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let Some((k, class)) = lock(dealer).next() else {
-                        break;
-                    };
-                    let started = Instant::now();
-                    let result = run(k, isolated);
-                    lock(dealer).took(class, started.elapsed());
-                    stop.fetch_or(result.is_err(), Ordering::Relaxed);
-                    if done.send((k, result)).is_err() {
+                let _leaving = leaving;
+                while let Some(finished) = next_run() {
+                    if done.send(finished).is_err() {
                         break;
                     }
                 }
             });
         }
         drop(done);
-        let mut reported = 0;
-        for (k, result) in finished {
-            match result {
-                Ok(value) => {
-                    results[k] = Some(value);
-                    reported += 1;
-                    progress(reported, count);
-                }
-                Err(error) if failure.as_ref().is_none_or(|(first, _)| k < *first) => {
-                    failure = Some((k, error));
-                }
-                Err(_) => {}
+        // The results are taken in at each beat and when the last thread stops, not as each comes:
+        // woken at every run, this thread would take turns from those that work (on two CPUs, one in
+        // three).
+        loop {
+            while let Ok(result) = finished.try_recv() {
+                record(result);
             }
+            if working.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            std::thread::park_timeout(PROGRESS_BEAT);
+        }
+        for result in finished {
+            record(result);
         }
     });
     if let Some((_, error)) = failure {
@@ -77,6 +88,42 @@ pub(crate) fn in_parallel<T: Send>(
         .into_iter()
         .map(|result| result.expect("every run reported"))
         .collect())
+}
+
+/// The next run the dealer gives, run: (its index, its result); None when none is left or a run
+/// failed.
+fn take_run<T>(
+    dealer: &Mutex<Dealer>,
+    stop: &AtomicBool,
+    run: &(impl Fn(usize, &IsolatedTimes) -> Result<T, ScenarioError> + Sync),
+    isolated: &IsolatedTimes,
+) -> Option<(usize, Result<T, ScenarioError>)> {
+    if stop.load(Ordering::Relaxed) {
+        return None;
+    }
+    let (k, class) = lock(dealer).next()?;
+    let started = Instant::now();
+    let result = run(k, isolated);
+    lock(dealer).took(class, started.elapsed());
+    stop.fetch_or(result.is_err(), Ordering::Relaxed);
+    Some((k, result))
+}
+
+/// How often the calling thread takes in results and reports progress while the runs go on.
+const PROGRESS_BEAT: Duration = Duration::from_millis(100);
+
+/// A running thread's leave, even by a panic: the last to leave wakes the thread waiting for them.
+struct Leaving<'a> {
+    working: &'a AtomicUsize,
+    waiting: std::thread::Thread,
+}
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        if self.working.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.waiting.unpark();
+        }
+    }
 }
 
 /// A dealer left whole by a thread that panicked (each step is one update) is read on.
