@@ -573,9 +573,18 @@ fn runner_phases(r: &Runner, counted: f64, scratch: &Scratch) -> Phases {
     let counted = counted / n;
     let mut parallel_share = 0.0;
     let mut least_other = f64::INFINITY;
+    // Neighbouring CPUs mostly carry the same load (a partition's jobs spread evenly over it): the
+    // share found on the last one is taken again rather than divided again, the same bits either way.
+    let mut last: Option<(u64, f64)> = None;
     for cpu in r.cpus.iter() {
-        let other = (scratch.load[cpu as usize] - counted).max(0.0);
-        parallel_share += own / (own + other).max(1.0);
+        let load = scratch.load[cpu as usize];
+        let other = (load - counted).max(0.0);
+        let share = match last {
+            Some((bits, share)) if bits == load.to_bits() => share,
+            _ => own / (own + other).max(1.0),
+        };
+        last = Some((load.to_bits(), share));
+        parallel_share += share;
         least_other = least_other.min(other);
     }
     let serial_speed = if least_other.is_finite() {
