@@ -5,21 +5,59 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-// Equal sets have equal words, so the derived hash agrees with the comparison below.
-#[allow(clippy::derived_hash_with_manual_eq)]
-#[derive(Clone, Default, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Default)]
 pub struct CpuSet {
-    /// Shared between copies, never with a trailing zero word: a plan holds one partition in many
-    /// assignments and slots, and on a machine of 1,024 CPUs a copy that allocated would cost more than
-    /// the rest of the work on it.
-    words: Arc<[u64]>,
+    words: Words,
 }
 
-// Copies share their words, and comparing a copy with its original is the common case (a job on the
-// partition it held): `Arc`'s own comparison reads both slices even then.
+/// The bitmap, never with a trailing zero word (so that equal sets have equal words).
+#[derive(Clone)]
+enum Words {
+    /// CPUs 0 to 63 alone (zero: the empty set), held in place: on a machine of up to 64 CPUs, or low on
+    /// a larger one, a set costs no allocation and a copy no shared count.
+    One(u64),
+    /// Two words or more, shared between copies: a plan holds one partition in many assignments and
+    /// slots, and on a machine of 1,024 CPUs a copy that allocated would cost more than the rest of the
+    /// work on it.
+    Many(Arc<[u64]>),
+}
+
+impl Default for Words {
+    fn default() -> Self {
+        Words::One(0)
+    }
+}
+
+// Copies of a large set share their words, and comparing a copy with its original is the common case
+// (a job on the partition it held): `Arc`'s own comparison reads both slices even then.
 impl PartialEq for CpuSet {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.words, &other.words) || self.words == other.words
+        match (&self.words, &other.words) {
+            (Words::One(a), Words::One(b)) => a == b,
+            (Words::Many(a), Words::Many(b)) => Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for CpuSet {}
+
+// By the words, as a slice: the order and hash the sets had when all were slices.
+impl PartialOrd for CpuSet {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CpuSet {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.words().cmp(other.words())
+    }
+}
+
+impl std::hash::Hash for CpuSet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.words().hash(state);
     }
 }
 
@@ -34,21 +72,30 @@ impl CpuSet {
 
     pub fn insert(&mut self, cpu: u32) {
         let (w, b) = (cpu as usize / 64, cpu % 64);
-        if let Some(word) = Arc::get_mut(&mut self.words).and_then(|words| words.get_mut(w)) {
-            *word |= 1 << b;
-            return;
+        match &mut self.words {
+            Words::One(word) if w == 0 => {
+                *word |= 1 << b;
+                return;
+            }
+            Words::Many(words) => {
+                if let Some(word) = Arc::get_mut(words).and_then(|words| words.get_mut(w)) {
+                    *word |= 1 << b;
+                    return;
+                }
+            }
+            Words::One(_) => {}
         }
-        let mut words = self.words.to_vec();
+        let mut words = self.words().to_vec();
         if words.len() <= w {
             words.resize(w + 1, 0);
         }
         words[w] |= 1 << b;
-        self.words = words.into();
+        *self = CpuSet::of_words(words);
     }
 
     pub fn remove(&mut self, cpu: u32) {
         if self.contains(cpu) {
-            let mut words = self.words.to_vec();
+            let mut words = self.words().to_vec();
             words[cpu as usize / 64] &= !(1 << (cpu % 64));
             *self = CpuSet::of_words(words);
         }
@@ -56,13 +103,13 @@ impl CpuSet {
 
     pub fn contains(&self, cpu: u32) -> bool {
         let (w, b) = (cpu as usize / 64, cpu % 64);
-        self.words.get(w).is_some_and(|word| word & (1 << b) != 0)
+        self.words().get(w).is_some_and(|word| word & (1 << b) != 0)
     }
 
     pub fn len(&self) -> usize {
         // Zero words skipped: a set high on a large machine is mostly zeros, and without a popcount
         // instruction in the baseline x86-64 target each count costs a dozen operations.
-        self.words
+        self.words()
             .iter()
             .filter(|w| **w != 0)
             .map(|w| w.count_ones() as usize)
@@ -70,11 +117,11 @@ impl CpuSet {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
+        matches!(self.words, Words::One(0))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &word)| {
+        self.words().iter().enumerate().flat_map(|(i, &word)| {
             let mut rest = word;
             std::iter::from_fn(move || {
                 if rest == 0 {
@@ -89,7 +136,11 @@ impl CpuSet {
 
     /// The bitmap: CPUs 64·i to 64·i + 63 in word i, lowest CPU in the lowest bit.
     pub fn words(&self) -> &[u64] {
-        &self.words
+        match &self.words {
+            Words::One(0) => &[],
+            Words::One(word) => std::slice::from_ref(word),
+            Words::Many(words) => words,
+        }
     }
 
     pub fn first(&self) -> Option<u32> {
@@ -97,17 +148,17 @@ impl CpuSet {
     }
 
     pub fn union(&self, other: &CpuSet) -> CpuSet {
-        let n = self.words.len().max(other.words.len());
+        let n = self.words().len().max(other.words().len());
         CpuSet::of_word_fn(n, |i| self.word(i) | other.word(i))
     }
 
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
-        let n = self.words.len().min(other.words.len());
+        let n = self.words().len().min(other.words().len());
         CpuSet::of_word_fn(n, |i| self.word(i) & other.word(i))
     }
 
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
-        CpuSet::of_word_fn(self.words.len(), |i| self.word(i) & !other.word(i))
+        CpuSet::of_word_fn(self.words().len(), |i| self.word(i) & !other.word(i))
     }
 
     /// [`difference`](Self::difference) in place: in the words themselves when no copy shares them
@@ -116,26 +167,34 @@ impl CpuSet {
         if self.is_disjoint(other) {
             return;
         }
-        if let Some(words) = Arc::get_mut(&mut self.words) {
-            for (word, removed) in words.iter_mut().zip(other.words.iter()) {
-                *word &= !removed;
-            }
-            if words.last() != Some(&0) {
+        match &mut self.words {
+            Words::One(word) => {
+                *word &= !other.word(0);
                 return;
+            }
+            Words::Many(words) => {
+                if let Some(words) = Arc::get_mut(words) {
+                    for (word, removed) in words.iter_mut().zip(other.words()) {
+                        *word &= !removed;
+                    }
+                    if words.last() != Some(&0) {
+                        return;
+                    }
+                }
             }
         }
         *self = self.difference(other);
     }
 
     pub fn is_disjoint(&self, other: &CpuSet) -> bool {
-        self.words
+        self.words()
             .iter()
-            .zip(other.words.iter())
+            .zip(other.words())
             .all(|(a, b)| a & b == 0)
     }
 
     pub fn is_subset(&self, other: &CpuSet) -> bool {
-        (0..self.words.len()).all(|i| self.word(i) & !other.word(i) == 0)
+        (0..self.words().len()).all(|i| self.word(i) & !other.word(i) == 0)
     }
 
     /// The lowest `n` CPUs of the set (all of them if it has fewer).
@@ -145,7 +204,8 @@ impl CpuSet {
         }
         let mut left = n;
         // The words up to the one holding the n-th CPU, whole, and that one cut after it.
-        let end = self.words.iter().position(|&word| {
+        let words = self.words();
+        let end = words.iter().position(|&word| {
             let count = word.count_ones() as usize;
             if count >= left {
                 return true;
@@ -159,10 +219,10 @@ impl CpuSet {
         };
         CpuSet::of_word_fn(end + 1, |i| {
             if i < end {
-                return self.words[i];
+                return words[i];
             }
             let mut kept = 0;
-            let mut rest = self.words[i];
+            let mut rest = words[i];
             for _ in 0..left {
                 let lowest = rest & rest.wrapping_neg();
                 kept |= lowest;
@@ -173,7 +233,7 @@ impl CpuSet {
     }
 
     fn word(&self, i: usize) -> u64 {
-        self.words.get(i).copied().unwrap_or(0)
+        self.words().get(i).copied().unwrap_or(0)
     }
 
     fn of_words(words: Vec<u64>) -> CpuSet {
@@ -181,12 +241,15 @@ impl CpuSet {
     }
 
     /// The set of words `word(0)`, …, `word(n - 1)`, its trailing zero words left out, built in one
-    /// allocation.
+    /// allocation, or none for a single word.
     fn of_word_fn(n: usize, word: impl Fn(usize) -> u64) -> CpuSet {
         let len = (0..n).rev().find(|&i| word(i) != 0).map_or(0, |i| i + 1);
-        CpuSet {
-            words: (0..len).map(word).collect(),
-        }
+        let words = match len {
+            0 => Words::One(0),
+            1 => Words::One(word(0)),
+            _ => Words::Many((0..len).map(word).collect()),
+        };
+        CpuSet { words }
     }
 }
 
@@ -305,6 +368,12 @@ mod tests {
         assert_eq!(set, CpuSet::from_range(960..1024));
         assert_ne!(set, CpuSet::from_range(960..1023));
         assert_ne!(set, "0,960-1023".parse().unwrap());
+    }
+
+    #[test]
+    fn a_set_is_two_words_whatever_it_holds() {
+        // The single word beside the shared slice's pointer: plans hold millions of sets.
+        assert_eq!(std::mem::size_of::<CpuSet>(), 16);
     }
 
     #[test]
