@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 /// Runs `count` independent runs, `run(k, isolated)` being run k, as many at once as this process
 /// may use CPUs (`taskset` or a cgroup's quota limit them), in the order a [`Dealer`] hands them out
 /// (`class_of(k)` is run k's class). The runs share only a cache of isolated times, and each gives
-/// what it gives alone. Results come in the order of `k`; `progress` hears (runs done, `count`) on the calling thread, every [`PROGRESS_BEAT`] and at the
-/// end. After a run fails no other starts, and the failure of the earliest run is returned.
+/// what it gives alone. Results come in the order of `k`; `progress` hears (runs done, `count`) on
+/// the calling thread, every [`PROGRESS_BEAT`] and at the end. After a run fails no other starts, and
+/// the failure of the earliest run is returned.
 pub(crate) fn in_parallel<T: Send>(
     count: usize,
     class_of: impl Fn(usize) -> usize,

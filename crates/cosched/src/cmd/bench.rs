@@ -202,7 +202,6 @@ struct ChildRun {
     peak_mib: f64,
 }
 
-/// The middle value of `values` (sorted in place).
 /// The processor's name, as `/proc/cpuinfo` gives it where it does.
 fn processor_name() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
@@ -212,6 +211,7 @@ fn processor_name() -> Option<String> {
     })
 }
 
+/// The middle value of `values` (sorted in place).
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
