@@ -141,8 +141,13 @@ impl AdviceCheck {
     }
 
     /// Job `id` of `ctx`, found by its place among the arrivals (a context lists its jobs in arrival
-    /// order), or by a scan if that fails.
+    /// order), or by a scan if that fails. A short list is scanned at once: each step of the search
+    /// looks a job up in a hash map, which costs more than comparing a few dozen ids.
     fn find<'c>(&self, ctx: &Context<'c>, id: JobId) -> Option<&'c ActiveJob> {
+        const SCANNED: usize = 64;
+        if ctx.jobs.len() <= SCANNED {
+            return ctx.jobs.iter().find(|job| job.id() == id);
+        }
         let found = self.arrivals.get(&id).and_then(|&order| {
             let before = |job: &ActiveJob| self.arrivals.get(&job.id()).is_some_and(|&o| o < order);
             ctx.jobs
