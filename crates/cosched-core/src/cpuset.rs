@@ -120,18 +120,12 @@ impl CpuSet {
         matches!(self.words, Words::One(0))
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words().iter().enumerate().flat_map(|(i, &word)| {
-            let mut rest = word;
-            std::iter::from_fn(move || {
-                if rest == 0 {
-                    return None;
-                }
-                let bit = rest.trailing_zeros();
-                rest &= rest - 1;
-                Some(i as u32 * 64 + bit)
-            })
-        })
+    pub fn iter(&self) -> Cpus<'_> {
+        Cpus {
+            words: self.words().iter(),
+            base: 0u32.wrapping_sub(64),
+            rest: 0,
+        }
     }
 
     /// The bitmap: CPUs 64·i to 64·i + 63 in word i, lowest CPU in the lowest bit.
@@ -250,6 +244,31 @@ impl CpuSet {
             _ => Words::Many((0..len).map(word).collect()),
         };
         CpuSet { words }
+    }
+}
+
+/// The CPUs of a set, lowest first. Its own type rather than a flattened iterator over the words:
+/// the model walks the CPUs of every runner on every evaluation, and this walk is a few operations a
+/// CPU.
+pub struct Cpus<'a> {
+    words: std::slice::Iter<'a, u64>,
+    /// The first CPU of the word in `rest`.
+    base: u32,
+    /// The CPUs of the current word not yet given.
+    rest: u64,
+}
+
+impl Iterator for Cpus<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        while self.rest == 0 {
+            self.rest = *self.words.next()?;
+            self.base = self.base.wrapping_add(64);
+        }
+        let bit = self.rest.trailing_zeros();
+        self.rest &= self.rest - 1;
+        Some(self.base + bit)
     }
 }
 
