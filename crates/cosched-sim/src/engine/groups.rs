@@ -75,6 +75,24 @@ pub(super) struct SlotGroups {
     listed_twice: bool,
     /// The slot's jobs, sorted to find one listed twice, reused.
     sorted_jobs: Vec<usize>,
+    /// The lists of [`update`](Self::update), kept for their room: it runs on most events.
+    moves: MoveLists,
+}
+
+/// What [`SlotGroups::update`] works out, emptied after each call.
+#[derive(Default)]
+struct MoveLists {
+    /// The jobs that moved, sorted.
+    jobs: Vec<usize>,
+    /// Where they are remembered: (job, group, index of its first place among the group's members),
+    /// in the groups' order.
+    remembered: Vec<(usize, usize, usize)>,
+    /// Where each ends up: its CPUs in the slot, `None` if gone.
+    now: Vec<(usize, Option<CpuSet>)>,
+    /// The members joining each group, by group.
+    joining: Vec<(usize, Member)>,
+    /// The groups evaluated again.
+    touched: Vec<usize>,
 }
 
 /// A runner as its group remembers it: its job (by index), threads, CPUs and memory's NUMA nodes.
@@ -198,21 +216,44 @@ impl SlotGroups {
         lookup: Lookup<'a, '_>,
         scratch: &mut Scratch,
     ) -> bool {
+        let mut lists = std::mem::take(&mut self.moves);
+        let updated = self.update_with(model, moved, lookup, scratch, &mut lists);
+        lists.jobs.clear();
+        lists.remembered.clear();
+        lists.now.clear();
+        lists.joining.clear();
+        lists.touched.clear();
+        self.moves = lists;
+        updated
+    }
+
+    fn update_with<'a>(
+        &mut self,
+        model: &Model,
+        moved: &[(usize, Moved)],
+        lookup: Lookup<'a, '_>,
+        scratch: &mut Scratch,
+        lists: &mut MoveLists,
+    ) -> bool {
         let remembered = self.groups.iter().flatten().all(|g| g.members.is_some());
         if self.spanning || !remembered || self.groups.is_empty() {
             return false;
         }
-        // Where the moved jobs are remembered, (job, group, index of its first place among the
-        // group's members), in the groups' order.
-        let mut jobs: Vec<usize> = moved.iter().map(|(job, _)| *job).collect();
+        let MoveLists {
+            jobs,
+            remembered,
+            now,
+            joining,
+            touched,
+        } = lists;
+        jobs.extend(moved.iter().map(|(job, _)| *job));
         jobs.sort_unstable();
         jobs.dedup();
-        let mut remembered: Vec<(usize, usize, usize)> = Vec::new();
         for (key, group) in self.groups.iter().enumerate() {
             let Some(group) = group.as_ref().filter(|g| g.members.is_some()) else {
                 continue;
             };
-            for &job in &jobs {
+            for &job in jobs.iter() {
                 if let Some(at) = group.member_jobs.iter().position(|&m| m == job) {
                     remembered.push((job, key, at));
                 }
@@ -222,8 +263,6 @@ impl SlotGroups {
             let (_, key, at) = remembered.iter().find(|r| r.0 == job)?;
             self.groups[*key].as_ref()?.members.as_ref()?.get(*at)
         };
-        // Where each job ends up: its CPUs in the slot, `None` if gone.
-        let mut now: Vec<(usize, Option<CpuSet>)> = Vec::new();
         for (job, moved) in moved {
             let known = now.iter().position(|(j, _)| j == job);
             let cpus = match moved {
@@ -244,8 +283,7 @@ impl SlotGroups {
                 None => now.push((*job, cpus)),
             }
         }
-        let mut joining: Vec<(usize, Member)> = Vec::new();
-        for (job, cpus) in &now {
+        for (job, cpus) in now.iter() {
             let Some(cpus) = cpus.as_ref().filter(|c| !c.is_empty()) else {
                 continue;
             };
@@ -268,14 +306,13 @@ impl SlotGroups {
         // Each moved job leaves every group it is remembered in (its first place in each), the
         // last places first so that the others keep their indices.
         remembered.sort_unstable_by_key(|&(_, key, at)| std::cmp::Reverse((key, at)));
-        let mut touched = Vec::new();
-        for &(_, key, at) in &remembered {
+        for &(_, key, at) in remembered.iter() {
             if let Some(members) = self.groups[key].as_mut().and_then(|g| g.members.as_mut()) {
                 members.remove(at);
                 touched.push(key);
             }
         }
-        for (key, member) in joining {
+        for (key, member) in joining.drain(..) {
             let group = self.groups[key].get_or_insert_with(|| Group {
                 members: Some(Vec::new()),
                 ..Group::default()
@@ -285,7 +322,7 @@ impl SlotGroups {
         }
         touched.sort_unstable();
         touched.dedup();
-        for key in touched {
+        for &key in touched.iter() {
             let members = self.groups[key]
                 .as_mut()
                 .and_then(|g| g.members.take())

@@ -53,6 +53,8 @@ pub(super) struct RateBook {
     runners: Vec<SlotRunner<'static>>,
     moved: MovedRates,
     marks: JobMarks,
+    /// The room of the list of a job's slots, whose entries into the cycle are charged a switch.
+    charged_slots: Vec<usize>,
 }
 
 /// A bit per job index, to sort and deduplicate long lists of jobs in one pass: when a new shortest
@@ -349,7 +351,7 @@ impl RateBook {
             && plan.slots.len() > 1
             && inputs.options.effects.switch_cost;
         // One list of slots for every job: thousands of them may be summed again on one event.
-        let mut slots = Vec::new();
+        let mut slots = std::mem::take(&mut self.charged_slots);
         out.clear();
         out.extend(touched.iter().map(|&i| {
             let pinned = !self.pinned.is_empty()
@@ -368,6 +370,8 @@ impl RateBook {
         }));
         touched.clear();
         self.dropped = touched;
+        slots.clear();
+        self.charged_slots = slots;
     }
 
     /// Job `i`'s figures over its slots (all of them if `pinned`), weighed; `None` if it runs in
