@@ -448,25 +448,29 @@ pub(crate) fn group_bases(
     let mut counted = std::mem::take(&mut scratch.counted);
     counted.clear();
     counted.extend(runners.iter().map(|r| r.threads as f64));
-    load_per_cpu(machine, runners, &counted, scratch);
+    // A runner alone in its group, or runners that all hold the same CPUs (uncontrolled Linux: every
+    // job on every CPU), load each CPU alike, and that one load does for every CPU.
+    let one_set = runners.iter().all(|r| r.cpus == runners[0].cpus);
+    let uniform = load_per_cpu(machine, runners, &counted, one_set, scratch);
     let mut phases = std::mem::take(&mut scratch.phases);
-    let find_phases = |phases: &mut Vec<Phases>, counted: &[f64], scratch: &Scratch| {
-        phases.clear();
-        phases.extend(
-            runners
-                .iter()
-                .zip(counted)
-                .map(|(r, &c)| runner_phases(r, c, scratch)),
-        );
-    };
-    find_phases(&mut phases, &counted, scratch);
+    let find_phases =
+        |phases: &mut Vec<Phases>, counted: &[f64], uniform: Option<f64>, scratch: &Scratch| {
+            phases.clear();
+            phases.extend(
+                runners
+                    .iter()
+                    .zip(counted)
+                    .map(|(r, &c)| runner_phases(r, c, uniform, scratch)),
+            );
+        };
+    find_phases(&mut phases, &counted, uniform, scratch);
     if effects.serial_phase && phases.iter().any(|p| p.serial_time > 0.0) {
         for ((c, r), p) in counted.iter_mut().zip(runners).zip(&phases) {
             let serial = p.serial_time;
             *c = r.threads as f64 * (1.0 - serial) + serial.min(r.threads as f64);
         }
-        load_per_cpu(machine, runners, &counted, scratch);
-        find_phases(&mut phases, &counted, scratch);
+        let uniform = load_per_cpu(machine, runners, &counted, one_set, scratch);
+        find_phases(&mut phases, &counted, uniform, scratch);
     }
     let mut shares = std::mem::take(&mut scratch.shares);
     shares.clear();
@@ -547,45 +551,77 @@ impl Phases {
     }
 }
 
-/// Runnable threads per CPU, each runner's `threads[i]` spread evenly over its CPUs.
+/// Runnable threads per CPU, each runner's `threads[i]` spread evenly over its CPUs. When the runners
+/// all hold the same CPUs (`one_set`), returns the load they all carry: the same sum, in the same
+/// order, as on each CPU.
 fn load_per_cpu(
     machine: &MachineModel,
     runners: &[Runner],
     threads: &[f64],
+    one_set: bool,
     scratch: &mut Scratch,
-) {
+) -> Option<f64> {
     scratch.load.clear();
     scratch.load.resize(machine.llc_of_cpu.len(), 0.0);
+    let per_cpu = |(r, t): (&Runner, &f64)| t / r.width.max(1) as f64;
+    if one_set {
+        let load = runners
+            .iter()
+            .zip(threads)
+            .map(per_cpu)
+            .fold(0.0, |sum, p| sum + p);
+        for cpu in runners.first()?.cpus.iter() {
+            scratch.load[cpu as usize] = load;
+        }
+        return Some(load);
+    }
     for (r, t) in runners.iter().zip(threads) {
-        let per_cpu = t / r.width.max(1) as f64;
+        let per_cpu = per_cpu((r, t));
         for cpu in r.cpus.iter() {
             scratch.load[cpu as usize] += per_cpu;
         }
     }
+    None
 }
 
-/// A runner's phases against the load in `scratch`, to which it contributed `counted` threads. Threads
-/// time-share a CPU fairly (OS fair sharing); a lone serial thread runs on the least loaded of its CPUs
-/// (the OS wakes it where it waits least), sharing it with the other jobs' threads there.
-fn runner_phases(r: &Runner, counted: f64, scratch: &Scratch) -> Phases {
+/// A runner's phases against the load in `scratch` (`uniform` on each of its CPUs, if given), to
+/// which it contributed `counted` threads. Threads time-share a CPU fairly (OS fair sharing); a lone
+/// serial thread runs on the least loaded of its CPUs (the OS wakes it where it waits least), sharing
+/// it with the other jobs' threads there.
+fn runner_phases(r: &Runner, counted: f64, uniform: Option<f64>, scratch: &Scratch) -> Phases {
     let n = r.width.max(1) as f64;
     let own = r.threads as f64 / n;
     let counted = counted / n;
     let mut parallel_share = 0.0;
     let mut least_other = f64::INFINITY;
-    // Neighbouring CPUs mostly carry the same load (a partition's jobs spread evenly over it): the
-    // share found on the last one is taken again rather than divided again, the same bits either way.
-    let mut last: Option<(u64, f64)> = None;
-    for cpu in r.cpus.iter() {
-        let load = scratch.load[cpu as usize];
-        let other = (load - counted).max(0.0);
-        let share = match last {
-            Some((bits, share)) if bits == load.to_bits() => share,
-            _ => own / (own + other).max(1.0),
-        };
-        last = Some((load.to_bits(), share));
-        parallel_share += share;
-        least_other = least_other.min(other);
+    match uniform {
+        // Added once per CPU, as the walk below would.
+        Some(load) if r.width > 0 => {
+            let other = (load - counted).max(0.0);
+            let share = own / (own + other).max(1.0);
+            for _ in 0..r.width {
+                parallel_share += share;
+            }
+            least_other = other;
+        }
+        Some(_) => {}
+        None => {
+            // Neighbouring CPUs mostly carry the same load (a partition's jobs spread evenly over
+            // it): the share found on the last one is taken again rather than divided again, the
+            // same bits either way.
+            let mut last: Option<(u64, f64)> = None;
+            for cpu in r.cpus.iter() {
+                let load = scratch.load[cpu as usize];
+                let other = (load - counted).max(0.0);
+                let share = match last {
+                    Some((bits, share)) if bits == load.to_bits() => share,
+                    _ => own / (own + other).max(1.0),
+                };
+                last = Some((load.to_bits(), share));
+                parallel_share += share;
+                least_other = least_other.min(other);
+            }
+        }
     }
     let serial_speed = if least_other.is_finite() {
         1.0 / (1.0 + least_other)
@@ -837,6 +873,40 @@ fn bandwidth_factors(
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn runners_on_one_set_of_cpus_get_what_a_walk_over_their_cpus_gives() {
+        let topology = cosched_core::topology::presets::preset("taco-opteron8435").unwrap();
+        let machine = MachineModel::new(&topology, &ModelParams::default());
+        let profiles = ["nas/cg.B", "nas/is.C", "amdahl(serial=0.1, runtime=60)"]
+            .map(|p| crate::profile::parse(p).unwrap());
+        let (cpus, home): (CpuSet, CpuSet) = ("3-17".parse().unwrap(), CpuSet::new());
+        let runners: Vec<Runner> = profiles
+            .iter()
+            .zip([7, 15, 40])
+            .map(|(profile, threads)| Runner::new(&cpus, threads, profile, &home))
+            .collect();
+        let counted = [7.0, 3.5, 40.0];
+        let (mut walked, mut once) = (Scratch::default(), Scratch::default());
+        assert_eq!(
+            load_per_cpu(&machine, &runners, &counted, false, &mut walked),
+            None
+        );
+        let uniform = load_per_cpu(&machine, &runners, &counted, true, &mut once);
+        assert!(uniform.is_some());
+        let bits = |loads: &[f64]| loads.iter().map(|l| l.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&walked.load), bits(&once.load));
+        for (r, &c) in runners.iter().zip(&counted) {
+            let (a, b) = (
+                runner_phases(r, c, None, &walked),
+                runner_phases(r, c, uniform, &once),
+            );
+            assert_eq!(
+                bits(&[a.parallel_share, a.serial_speed, a.serial_time]),
+                bits(&[b.parallel_share, b.serial_speed, b.serial_time])
+            );
+        }
+    }
 
     #[test]
     fn domains_by_word_find_the_domains_and_counts_that_the_cpus_give() {
