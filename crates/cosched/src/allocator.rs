@@ -74,3 +74,32 @@ pub fn return_freed_memory_at_once() {
     // SAFETY: setting an option only stores an integer; mimalloc reads it on each purge.
     unsafe { mi::mi_option_set(PURGE_DELAY, 0) };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_have_the_alignment_asked_for_and_keep_their_bytes_when_they_grow() {
+        for align in [1, 2, 4, 8, 16, 32, 64, 4096] {
+            for size in [1, 7, 8, 15, 16, 24, 40, 48, 100, 1000, 70_000] {
+                let layout = Layout::from_size_align(size, align).unwrap();
+                // SAFETY: the layouts have non-zero sizes; each block is written within its size,
+                // then freed once with the layout it has.
+                unsafe {
+                    let block = Mimalloc.alloc(layout);
+                    assert_eq!(block as usize % align, 0, "size {size}, align {align}");
+                    std::ptr::write_bytes(block, 0xa5, size);
+                    let grown = Mimalloc.realloc(block, layout, 3 * size);
+                    assert_eq!(grown as usize % align, 0, "grown {size}, align {align}");
+                    assert!((0..size).all(|i| *grown.add(i) == 0xa5));
+                    Mimalloc.dealloc(grown, Layout::from_size_align(3 * size, align).unwrap());
+                    let zeroed = Mimalloc.alloc_zeroed(layout);
+                    assert_eq!(zeroed as usize % align, 0, "zeroed {size}, align {align}");
+                    assert!((0..size).all(|i| *zeroed.add(i) == 0));
+                    Mimalloc.dealloc(zeroed, layout);
+                }
+            }
+        }
+    }
+}
