@@ -243,8 +243,9 @@ impl Calendar {
     }
 
     /// Drops the outdated entries (those for which `current` fails) once they outnumber `live`, the
-    /// entries that can still be current, three to one: a long run of rate changes would otherwise
-    /// grow the queue far past the cache, and every pop would pay for it.
+    /// entries that can still be current, three to one: a long run of replaced timers and thread
+    /// changes, or of jobs stopped before their finish, would otherwise grow the queues far past the
+    /// cache, and every pop would pay for it.
     pub fn compact(&mut self, live: usize, mut current: impl FnMut(f64, &Due) -> bool) {
         if self.heap.len() + self.finishes.len() > 4 * live + 256 {
             self.heap.retain(|entry| current(entry.t, &entry.due));
