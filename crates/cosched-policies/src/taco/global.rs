@@ -439,6 +439,8 @@ impl Global {
         let mut full = self.clone();
         let base = self.level.level;
         let jobs: Vec<&ActiveJob> = ctx.jobs.iter().collect();
+        // The decisions stay in place until the promotions are made: where the jobs were held is read
+        // from them, and they must list the jobs of `ctx`, the finished one gone.
         self.decided.as_mut()?.remove(gone);
         let decided = self.decided.as_ref()?;
         let mut targets = decided.unpromoted.clone();
