@@ -2,9 +2,9 @@
 //!
 //! The simulator allocates small, short-lived lists on every event (plans and their changes, the
 //! policies' working lists): glibc's allocator spent 15% of the bench's sweep on them, and with
-//! mimalloc's per-thread heaps the sweep runs about a fifth faster (`docs/simulation-model.md`,
-//! session 25). The daemon is the other way round: it serves each connection on a thread of its own,
-//! and mimalloc gives each thread pages of its own, faulted in and given back again with every
+//! mimalloc's per-thread heaps the sweep runs about a fifth faster (`docs/simulation-validation.md`).
+//! The daemon is the other way round: it serves each connection on a thread of its own, and
+//! mimalloc gives each thread pages of its own, faulted in and given back again with every
 //! connection; under mimalloc the daemon took a third fewer submissions a second at up to twice the
 //! p99 latency (`cosched bench daemon`). So the daemon turns to the C library's allocator as it
 //! starts; what was allocated before goes back to mimalloc when freed.

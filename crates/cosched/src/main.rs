@@ -11,7 +11,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "cosched",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("COSCHED_GIT_REVISION"), ")"),
     about = "Co-schedule parallel applications on multicore and NUMA machines",
     long_about = "cosched decides which CPUs each parallel job gets (partitions aligned to packages, \
 NUMA nodes, shared caches and cores), when it runs (coordinated time slices for all its threads) and how \

@@ -160,6 +160,38 @@ fn kth_sp2_replays_with_easy_ahead_of_fcfs() {
     );
 }
 
+/// The synthetic trace the README's replay example uses: it must stay a valid SWF file whose
+/// header gives the machine, and show what the README says of shared nodes.
+#[test]
+fn the_shipped_example_trace_replays_as_the_readme_shows() {
+    let trace = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/cluster-small.swf"
+    );
+    let rows = rows(&[
+        "replay",
+        trace,
+        "--node-policy",
+        "exclusive,gang,eq",
+        "--json",
+    ]);
+    assert_eq!(rows[0]["jobs"], 120, "{}", rows[0]);
+    let bsld = |m: &serde_json::Value| m["mean_bounded_slowdown"].as_f64().unwrap();
+    assert!(
+        bsld(&rows[1]) < bsld(&rows[0]),
+        "gang {} exclusive {}",
+        rows[1],
+        rows[0]
+    );
+    assert_eq!(
+        bsld(&rows[2]),
+        bsld(&rows[0]),
+        "eq {} exclusive {}",
+        rows[2],
+        rows[0]
+    );
+}
+
 #[test]
 fn topo_shows_a_cluster_as_its_size_and_one_node() {
     let out = cosched(&[
