@@ -121,10 +121,8 @@ pub fn as_slurm_task(mut a: Attachment, found: &Found) -> Attachment {
 /// tasks on this node join it instead of becoming jobs of their own.
 pub fn job_of_step(registry: &Registry, step: &SlurmStep, uid: u32) -> Option<u64> {
     registry
-        .jobs
-        .values()
-        .find(|j| {
-            let view = &j.view;
+        .jobs()
+        .find(|view| {
             !view.state.ended()
                 && view.attached
                 && view.uid == uid
@@ -132,7 +130,7 @@ pub fn job_of_step(registry: &Registry, step: &SlurmStep, uid: u32) -> Option<u6
                     .pids()
                     .any(|pid| SlurmStep::of_process(pid as i32).as_ref() == Some(step))
         })
-        .map(|j| j.view.id)
+        .map(|view| view.id)
 }
 
 /// Whether a job whose main process is `job_pid` already holds process `pid`: it is that process, one

@@ -3,13 +3,16 @@
 //! own thread until SIGTERM, SIGINT or SIGHUP. On the way out, as when it dies, its jobs keep running,
 //! thawed, for the next daemon to adopt (`docs/service.md`).
 
+use crate::error::ServiceError;
 use crate::journal::{Entry, Journal, Replayed};
 use crate::notify;
+use crate::processes::kill_unwatched;
 use crate::protocol::{now_unix, JobState};
-use crate::registry::{Registry, Shared, Tracked};
+use crate::registry::{Registry, Tracked};
 use crate::source::DaemonSource;
-use cosched_core::topology::sysfs;
-use cosched_linux::{Adopt, Members, OnDeath, ProcessTable, RunOptions, RunSetup};
+use crate::state::Shared;
+use cosched_core::topology::{sysfs, TopologyError};
+use cosched_linux::{Adopt, OnDeath, RunOptions, RunSetup};
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -39,8 +42,12 @@ pub enum DaemonError {
     AlreadyRunning(PathBuf),
     #[error(transparent)]
     Run(#[from] cosched_linux::Error),
-    #[error("{0}")]
-    Setup(String),
+    #[error("cannot read the machine's topology: {0}")]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Policy(#[from] cosched_policies::UnknownPolicy),
+    #[error(transparent)]
+    Journal(#[from] ServiceError),
 }
 
 fn io_error(what: String) -> impl FnOnce(io::Error) -> DaemonError {
@@ -61,7 +68,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     unsafe { libc::umask(0o077) };
     let _lock = take_lock(&options.state)?;
     notify::tell("STATUS=replaying the journal");
-    let topology = sysfs::discover().map_err(|e| DaemonError::Setup(e.to_string()))?;
+    let topology = sysfs::discover()?;
     let (journal, history) =
         Journal::open(&options.state.join("journal.jsonl")).map_err(io_error(format!(
             "cannot open the journal in {}",
@@ -72,22 +79,16 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         .clone()
         .or(history.policy.clone())
         .unwrap_or_else(|| cosched_policies::DEFAULT_POLICY.to_string());
-    let policy =
-        cosched_policies::create(&policy_name).map_err(|e| DaemonError::Setup(e.to_string()))?;
+    let policy = cosched_policies::create(&policy_name)?;
     if history.policy.as_ref() != Some(&policy_name) {
-        journal
-            .write(&Entry::Policy {
-                t: now_unix(),
-                name: policy_name.clone(),
-                // SAFETY: geteuid has no preconditions.
-                uid: unsafe { libc::geteuid() },
-            })
-            .map_err(io_error("cannot write the journal".into()))?;
+        journal.write(&Entry::Policy {
+            t: now_unix(),
+            name: policy_name.clone(),
+            // SAFETY: geteuid has no preconditions.
+            uid: unsafe { libc::geteuid() },
+        })?;
     }
-    let registry = Registry {
-        policy: policy_name.clone(),
-        ..Registry::default()
-    };
+    let registry = Registry::new(policy_name.clone());
     let shared = Arc::new(Shared::new(registry, journal, logs.clone()));
     recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
@@ -100,15 +101,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             .map_err(io_error("cannot start the server thread".into()))?
     };
     drop(server);
-    let (adopted, queued) = {
-        let registry = shared.lock();
-        let adopted = registry
-            .incoming
-            .iter()
-            .filter(|id| registry.jobs[id].adopt.is_some())
-            .count();
-        (adopted, registry.incoming.len() - adopted)
-    };
+    let (adopted, queued) = shared.lock().waiting();
     // Ready once clients can connect, every job of the journal is known again, and the executor's
     // loop runs (its signal handlers in place): its first progress report.
     let mut ready = Some(format!(
@@ -209,16 +202,9 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
     let mut registry = shared.lock();
     for job in replayed {
         let id = job.view.id;
-        registry.next_id = registry.next_id.max(id + 1);
-        let mut tracked = Tracked {
-            view: job.view,
-            gid: job.gid,
-            submission: None,
-            adopt: None,
-        };
         // The process a job runs as, if it still runs: an attached one, or one an earlier daemon
         // started; or, when that one ended, a further task of its Slurm step that still runs.
-        let main = match (tracked.view.pid, job.start_ticks) {
+        let main = match (job.view.pid, job.start_ticks) {
             (Some(pid), Some(start_ticks)) => Some(job.attached.unwrap_or(Adopt {
                 pid: pid as i32,
                 start_ticks,
@@ -230,62 +216,42 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
         let mut alive = main.into_iter().chain(job.joined).filter(|p| p.is_alive());
         let process = alive.next();
         let joined: Vec<Adopt> = alive.collect();
-        tracked.view.tasks = joined.iter().map(|t| t.pid as u32).collect();
-        match tracked.view.state {
-            JobState::Queued if job.attached.is_none() => {
-                tracked.submission = Some(job.submission);
-                registry.incoming.push_back(id);
+        let mut view = job.view;
+        view.tasks = joined.iter().map(|t| t.pid as u32).collect();
+        let state = view.state;
+        let unfinished = view.finished.is_none();
+        match (state, job.attached.is_some(), process) {
+            (JobState::Queued, false, _) => {
+                registry.restore(
+                    Tracked::new(view, job.gid, Some(job.submission), None),
+                    joined,
+                );
             }
-            JobState::Queued | JobState::Running | JobState::Cancelled
-                if tracked.view.finished.is_none() =>
+            (JobState::Queued | JobState::Running, _, Some(process)) if unfinished => {
+                let tracked = Tracked::new(view, job.gid, Some(job.submission), Some(process));
+                registry.restore(tracked, joined);
+            }
+            (JobState::Queued | JobState::Running | JobState::Cancelled, _, process)
+                if unfinished =>
             {
-                if let (Some(process), false) = (process, tracked.view.state == JobState::Cancelled)
-                {
-                    tracked.adopt = Some(process);
-                    tracked.submission = Some(job.submission);
-                    registry.incoming.push_back(id);
-                    registry
-                        .joins
-                        .extend(joined.into_iter().map(|task| (id, task)));
-                } else {
-                    // Cancelled while the daemon went down: finish the cancellation.
-                    for process in process.into_iter().chain(joined) {
-                        kill_unwatched(process);
-                    }
-                    let error =
-                        "ended while no cosched daemon watched it; exit status unknown".to_string();
-                    shared
-                        .journal(&Entry::Finished {
-                            id,
-                            t: None,
-                            ok: false,
-                            exit_code: None,
-                            error: Some(error.clone()),
-                        })
-                        .map_err(DaemonError::Setup)?;
-                    if tracked.view.state != JobState::Cancelled {
-                        tracked.view.state = JobState::Failed;
-                    }
-                    tracked.view.error = Some(error);
-                    tracked.view.finished = Some(now_unix());
+                // Gone, or cancelled while the daemon went down: finish the cancellation.
+                for process in process.into_iter().chain(joined) {
+                    kill_unwatched(process);
                 }
+                let error =
+                    "ended while no cosched daemon watched it; exit status unknown".to_string();
+                shared.journal.write(&Entry::Finished {
+                    id,
+                    t: None,
+                    ok: false,
+                    exit_code: None,
+                    error: Some(error.clone()),
+                })?;
+                registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
+                registry.finish(id, Some(now_unix()), false, None, Some(error));
             }
-            _ => {}
+            _ => registry.restore(Tracked::new(view, job.gid, None, None), Vec::new()),
         }
-        registry.jobs.insert(id, tracked);
     }
     Ok(())
-}
-
-/// Kills a job's processes, checked by pid and start time: a started job's process group, or an
-/// attached process and its descendants.
-pub(crate) fn kill_unwatched(process: Adopt) {
-    let targets = match process.attached {
-        false => vec![-process.pid],
-        true => ProcessTable::read().members(Members::Tree(process.pid)),
-    };
-    for target in targets {
-        // SAFETY: plain system call on the job's own processes.
-        unsafe { libc::kill(target, libc::SIGKILL) };
-    }
 }

@@ -7,6 +7,7 @@
 //! so while one writer syncs, those who appended meanwhile wait for it and need none of their own;
 //! concurrent submissions share fsyncs instead of queueing behind one each.
 
+use crate::error::ServiceError;
 use crate::protocol::{JobState, JobView, Submission};
 use cosched_linux::Adopt;
 use serde::{Deserialize, Serialize};
@@ -160,36 +161,40 @@ impl Journal {
 
     /// Appends `entry` after every entry appended before; it is durable once [`Journal::sync`] of
     /// the returned position has returned.
-    pub fn append(&self, entry: &Entry) -> io::Result<Appended> {
+    pub fn append(&self, entry: &Entry) -> Result<Appended, ServiceError> {
         let mut line = serde_json::to_vec(entry).expect("journal entries always serialise");
         line.push(b'\n');
         let mut appended = lock(&self.appended);
-        appended.0.write_all(&line)?;
+        appended.0.write_all(&line).map_err(|e| self.error(e))?;
         appended.1 += 1;
         Ok(Appended(appended.1))
     }
 
     /// Waits until the entry at `position`, and every one before it, is on disk.
-    pub fn sync(&self, position: Appended) -> io::Result<()> {
+    pub fn sync(&self, position: Appended) -> Result<(), ServiceError> {
         let mut synced = lock(&self.synced);
         if synced.1 >= position.0 {
             // Another writer's fsync covered it while this one waited for the lock.
             return Ok(());
         }
         let covered = lock(&self.appended).1;
-        synced.0.sync_data()?;
+        synced.0.sync_data().map_err(|e| self.error(e))?;
         synced.1 = covered;
         Ok(())
     }
 
     /// Appends `entry` and waits until it is on disk.
-    pub fn write(&self, entry: &Entry) -> io::Result<()> {
+    pub fn write(&self, entry: &Entry) -> Result<(), ServiceError> {
         let position = self.append(entry)?;
         self.sync(position)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// A journal that cannot be written is reported, not hidden.
+    fn error(&self, source: io::Error) -> ServiceError {
+        ServiceError::Journal {
+            path: self.path.clone(),
+            source,
+        }
     }
 }
 

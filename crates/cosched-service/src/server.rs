@@ -3,7 +3,8 @@
 //! executor's thread, which never reads from the socket itself.
 
 use crate::protocol::{Envelope, Reply, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
-use crate::registry::{Peer, Shared};
+use crate::registry::Peer;
+use crate::state::Shared;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -112,7 +113,7 @@ fn connection(stream: UnixStream, shared: &Shared, idle_timeout: Duration) -> io
                     envelope.version
                 ),
             },
-            Ok(envelope) => shared.handle(envelope.request, peer),
+            Ok(envelope) => crate::requests::handle(shared, envelope.request, peer),
         };
         respond(&mut writer, reply)?;
     }

@@ -2,10 +2,9 @@
 //! users, and hostile requests. Each test runs its own daemon on a socket and state directory of its
 //! own.
 
-use cosched_service::client::{request, ClientError};
+use cosched_service::harness::{submission, DaemonProcess, Launch};
 use cosched_service::journal::Entry;
 use cosched_service::protocol::{JobState, Reply, Request, Submission};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram, UnixStream};
@@ -17,11 +16,20 @@ use std::time::{Duration, Instant};
 /// The daemons raise the executor to SCHED_FIFO and load the CPUs: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    state: PathBuf,
-    _dir: Option<tempfile::TempDir>,
+/// A daemon of the test's own (`cosched_service::harness`), with the panicking helpers tests want.
+struct Daemon(DaemonProcess);
+
+impl std::ops::Deref for Daemon {
+    type Target = DaemonProcess;
+    fn deref(&self) -> &DaemonProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut DaemonProcess {
+        &mut self.0
+    }
 }
 
 impl Daemon {
@@ -32,111 +40,34 @@ impl Daemon {
     /// [`Daemon::start`], its command changed by `adjust` first.
     /// `policy` `None`: none given, so the journal's last one, else the default.
     fn start_with(dir: &Path, policy: Option<&str>, adjust: impl FnOnce(&mut Command)) -> Daemon {
-        let socket = dir.join("cosched.sock");
-        let state = dir.join("state");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cosched"));
-        command
-            .args(["daemon", "--idle-timeout", "1"])
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state")
-            .arg(&state);
+        let mut launch = Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
+            .args(["--idle-timeout", "1"]);
         if let Some(policy) = policy {
-            command.args(["--policy", policy]);
+            launch = launch.args(["--policy", policy]);
         }
-        adjust(&mut command);
-        let child = command.spawn().unwrap();
-        let started = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "daemon did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Daemon {
-            child,
-            socket,
-            state,
-            _dir: None,
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn ask(&self, r: Request) -> Result<Reply, ClientError> {
-        request(&self.socket, r)
+        adjust(launch.command());
+        Daemon(launch.start().unwrap())
     }
 
     fn submit(&self, command: &[&str]) -> u64 {
-        match self.ask(Request::Submit(submission(command))).unwrap() {
-            Reply::Submitted { id } => id,
-            other => panic!("{other:?}"),
-        }
+        self.0.submit(submission(command)).unwrap()
     }
 
     fn wait(&self, ids: Vec<u64>) -> Vec<cosched_service::protocol::JobView> {
-        match self.ask(Request::Wait { ids }).unwrap() {
-            Reply::Ended { jobs } => jobs,
-            other => panic!("{other:?}"),
-        }
+        self.0.wait(ids).unwrap()
     }
 
     /// Slot switches so far and the latest ones' lateness, seconds.
     fn switches(&self) -> (u64, Vec<f64>) {
-        match self.ask(Request::Switches {}).unwrap() {
-            Reply::Switches {
-                total,
-                recent_lateness,
-            } => (total, recent_lateness),
-            other => panic!("{other:?}"),
-        }
+        self.0.switches().unwrap()
     }
 
     fn journal(&self) -> Vec<Entry> {
-        std::fs::read_to_string(self.state.join("journal.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        self.0.journal().unwrap()
     }
 
     fn stop(&mut self) {
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "daemon ended with {status}");
-    }
-}
-
-impl Drop for Daemon {
-    /// A failed test must not leave its daemon behind.
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn submission(command: &[&str]) -> Submission {
-    Submission {
-        name: Path::new(command[0])
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into(),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        cwd: "/".into(),
-        env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
-        min_threads: Some(1),
-        max_threads: Some(1),
-        kind: Default::default(),
-        weight: 1.0,
-        coschedule: true,
-        hints: Default::default(),
-        labels: Default::default(),
+        self.0.stop().unwrap()
     }
 }
 

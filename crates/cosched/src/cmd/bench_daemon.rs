@@ -5,13 +5,12 @@ use super::bench_executor::quantile;
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
+use cosched_service::harness::{self, DaemonProcess, Launch};
 use cosched_service::protocol::{Reply, Request, Submission};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Daemon speed: submissions per second and their latency, idle CPU, slot switches under attack
@@ -131,7 +130,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         );
     }
     let dir = std::env::temp_dir().join(format!("cosched-bench-daemon-{}", std::process::id()));
-    let mut daemon = BenchDaemon::start(&dir.join("load"), &args.policy)?;
+    let mut daemon = start_daemon(&dir.join("load"), &args.policy)?;
     let (submissions_per_s, latencies) = submit_all(&daemon.socket, args.clients, args.jobs)?;
     let idle_cpu_percent = idle_cpu(&daemon, args.idle_jobs, args.idle_seconds)?;
     daemon.stop()?;
@@ -202,106 +201,19 @@ fn print_figures(f: &Figures) {
 
 /// A daemon of this executable on its own socket and state directory; its stderr goes to a file so
 /// that the figures stay readable.
-struct BenchDaemon {
-    child: Child,
-    socket: PathBuf,
+fn start_daemon(dir: &Path, policy: &str) -> anyhow::Result<DaemonProcess> {
+    std::fs::create_dir_all(dir)?;
+    let launch = Launch::new(&std::env::current_exe()?, dir, "state")
+        .args(["--policy", policy, "--idle-timeout", "2"])
+        .log_to(&dir.join("daemon.log"));
+    Ok(launch.start()?)
 }
 
-impl BenchDaemon {
-    fn start(dir: &Path, policy: &str) -> anyhow::Result<BenchDaemon> {
-        std::fs::create_dir_all(dir)?;
-        let socket = dir.join("cosched.sock");
-        let log = std::fs::File::create(dir.join("daemon.log"))?;
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["daemon", "--policy", policy, "--idle-timeout", "2"])
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state")
-            .arg(dir.join("state"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
-        let started = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            if let Some(status) = child.try_wait()? {
-                anyhow::bail!(
-                    "the daemon ended with {status}; see {}",
-                    dir.join("daemon.log").display()
-                );
-            }
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(30),
-                "the daemon did not listen within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(BenchDaemon { child, socket })
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn ask(&self, r: Request) -> anyhow::Result<Reply> {
-        Ok(request(&self.socket, r)?)
-    }
-
-    fn submit(&self, submission: Submission) -> anyhow::Result<u64> {
-        match self.ask(Request::Submit(submission))? {
-            Reply::Submitted { id } => Ok(id),
-            other => anyhow::bail!("the daemon answered {other:?} to a submission"),
-        }
-    }
-
-    /// Cancels `ids` and waits until they have ended, so that none outlives the bench.
-    fn cancel(&self, ids: &[u64]) -> anyhow::Result<()> {
-        self.ask(Request::Cancel { ids: ids.to_vec() })?;
-        self.ask(Request::Wait { ids: ids.to_vec() })?;
-        Ok(())
-    }
-
-    fn switches(&self) -> anyhow::Result<(u64, Vec<f64>)> {
-        match self.ask(Request::Switches {})? {
-            Reply::Switches {
-                total,
-                recent_lateness,
-            } => Ok((total, recent_lateness)),
-            other => anyhow::bail!("the daemon answered {other:?} to `switches`"),
-        }
-    }
-
-    fn stop(&mut self) -> anyhow::Result<()> {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let status = self.child.wait()?;
-        anyhow::ensure!(status.success(), "the daemon ended with {status}");
-        Ok(())
-    }
-}
-
-impl Drop for BenchDaemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: a signal to our own child.
-            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-            let _ = self.child.wait();
-        }
-    }
-}
-
+/// A bench job: `command` on one thread.
 fn submission(command: &[&str]) -> Submission {
     Submission {
         name: "bench".into(),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        cwd: "/".into(),
-        env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
-        min_threads: Some(1),
-        max_threads: Some(1),
-        kind: Default::default(),
-        weight: 1.0,
-        coschedule: true,
-        hints: Default::default(),
-        labels: Default::default(),
+        ..harness::submission(command)
     }
 }
 
@@ -353,10 +265,10 @@ fn cpu_seconds(pid: i32) -> anyhow::Result<f64> {
 }
 
 /// The daemon's CPU use, in % of one CPU, over `seconds` while `jobs` sleeping jobs wait.
-fn idle_cpu(daemon: &BenchDaemon, jobs: usize, seconds: f64) -> anyhow::Result<f64> {
+fn idle_cpu(daemon: &DaemonProcess, jobs: usize, seconds: f64) -> anyhow::Result<f64> {
     let ids = (0..jobs)
         .map(|_| daemon.submit(submission(&["sleep", "3600"])))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     // Let the launches, the first samples and the policy's first plans pass.
     std::thread::sleep(Duration::from_secs(2));
     let (before, started) = (cpu_seconds(daemon.pid())?, Instant::now());
@@ -369,7 +281,7 @@ fn idle_cpu(daemon: &BenchDaemon, jobs: usize, seconds: f64) -> anyhow::Result<f
 
 /// Slot-switch lateness of a gang daemon over `seconds` quiet, then over `seconds` under attack.
 fn attack(dir: &Path, seconds: f64) -> anyhow::Result<AttackFigures> {
-    let mut daemon = BenchDaemon::start(dir, "gang")?;
+    let mut daemon = start_daemon(dir, "gang")?;
     // Each as wide as the machine, so that gang gives each a slot of its own.
     let cpus = sysfs::discover()?.num_cpus() as u32;
     let wide = Submission {
@@ -380,7 +292,7 @@ fn attack(dir: &Path, seconds: f64) -> anyhow::Result<AttackFigures> {
     };
     let ids = (0..2)
         .map(|_| daemon.submit(wide.clone()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     std::thread::sleep(Duration::from_secs(1));
     let (start, _) = daemon.switches()?;
     std::thread::sleep(Duration::from_secs_f64(seconds));
