@@ -56,14 +56,15 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
         ));
     }
     let [real, effective, ..] = procfs::uids(pid).map_err(|_| gone())?;
+    // Who owns another user's process is not the client's to learn.
     if peer.uid != 0 && real != peer.uid {
         return Err(format!(
-            "process {pid} belongs to uid {real}; only its owner or root may attach it"
+            "process {pid} is not yours; only its owner or root may attach it"
         ));
     }
     if peer.uid != 0 && effective != real {
         return Err(format!(
-            "process {pid} runs set-uid as uid {effective}; only root may attach it"
+            "process {pid} runs set-uid; only root may attach it"
         ));
     }
     let read = |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default();

@@ -3,6 +3,7 @@
 //! own thread until SIGTERM, SIGINT or SIGHUP. On the way out, as when it dies, its jobs keep running,
 //! thawed, for the next daemon to adopt (`docs/service.md`).
 
+use crate::config::DaemonConfig;
 use crate::error::ServiceError;
 use crate::journal::{Entry, Journal, Replayed};
 use crate::notify;
@@ -27,8 +28,9 @@ pub struct DaemonOptions {
     pub state: PathBuf,
     /// `None`: the last policy the journal names, else `auto`.
     pub policy: Option<String>,
-    /// How long a connection may stay silent before the daemon closes it.
+    /// How long a client may take to send a whole request before the daemon closes its connection.
     pub idle_timeout: Duration,
+    pub config: DaemonConfig,
 }
 
 /// Most jobs running at once (the watchdog's table).
@@ -68,12 +70,12 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     unsafe { libc::umask(0o077) };
     let _lock = take_lock(&options.state)?;
     notify::tell("STATUS=replaying the journal");
+    let retention = options.config.history.retention();
     let topology = sysfs::discover()?;
     let (journal, history) =
-        Journal::open(&options.state.join("journal.jsonl")).map_err(io_error(format!(
-            "cannot open the journal in {}",
-            options.state.display()
-        )))?;
+        Journal::open(&options.state.join("journal.jsonl"), retention).map_err(io_error(
+            format!("cannot open the journal in {}", options.state.display()),
+        ))?;
     let policy_name = options
         .policy
         .clone()
@@ -88,8 +90,13 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             uid: unsafe { libc::geteuid() },
         })?;
     }
-    let registry = Registry::new(policy_name.clone());
-    let shared = Arc::new(Shared::new(registry, journal, logs.clone()));
+    let registry = Registry::new(policy_name.clone(), history.next_id);
+    let shared = Arc::new(Shared::new(
+        registry,
+        journal,
+        logs.clone(),
+        options.config.clone(),
+    ));
     recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
     let server = {
@@ -101,6 +108,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             .map_err(io_error("cannot start the server thread".into()))?
     };
     drop(server);
+    forget_ended_jobs(shared.clone(), retention)?;
     let (adopted, queued) = shared.lock().waiting();
     // Ready once clients can connect, every job of the journal is known again, and the executor's
     // loop runs (its signal handlers in place): its first progress report.
@@ -157,6 +165,21 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Forgets, from now on, the jobs that ended longer than `retention` ago (the journal forgets them
+/// at the next start).
+fn forget_ended_jobs(shared: Arc<Shared>, retention: Duration) -> Result<(), DaemonError> {
+    let period = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    std::thread::Builder::new()
+        .name("cosched-history".into())
+        .spawn(move || loop {
+            std::thread::sleep(period);
+            let cutoff = now_unix() - retention.as_secs_f64();
+            shared.lock().forget_ended_before(cutoff);
+        })
+        .map_err(io_error("cannot start the history thread".into()))?;
+    Ok(())
 }
 
 /// One daemon per state directory: an exclusive lock on `<state>/lock`, held while the daemon lives.

@@ -6,6 +6,7 @@
 //! - [`registry`]: the jobs as clients see them and what the executor has yet to take.
 //! - [`state`]: the registry under its lock, the journal and the wake-ups, shared by the threads.
 //! - [`error`]: why a request is refused.
+//! - [`config`]: the daemon's configuration file: per-user limits, privacy, history retention.
 //! - [`attach`]: which running processes a client may hand to the daemon (`cosched attach`).
 //! - [`journal`]: the fsynced append-only history, replayed at start.
 //! - [`notify`]: readiness and status for systemd (`Type=notify`).
@@ -21,6 +22,7 @@
 
 pub mod attach;
 pub mod client;
+pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod harness;

@@ -4,9 +4,10 @@
 
 use crate::error::ServiceError;
 use crate::protocol::{JobState, JobView, Submission};
+use crate::slowdown::ShortestRuns;
 use cosched_core::Policy;
 use cosched_linux::Adopt;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 
 /// Who sent a request, from the socket's SO_PEERCRED.
@@ -25,6 +26,8 @@ pub struct Tracked {
     submission: Option<Submission>,
     /// A job an earlier daemon started, still running: adopted instead of started.
     adopt: Option<Adopt>,
+    /// Handed to the executor and not ended: counted among its user's running jobs.
+    running: bool,
 }
 
 impl Tracked {
@@ -41,6 +44,7 @@ impl Tracked {
             gid,
             submission,
             adopt,
+            running: false,
         }
     }
 }
@@ -65,8 +69,21 @@ pub enum Cancelled {
     BeforeStart { processes: Vec<Adopt> },
 }
 
+/// A user's jobs not yet ended, as the per-user limits count them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UserLoad {
+    /// Not yet handed to the executor.
+    pub queued: usize,
+    /// Handed to the executor and not ended.
+    pub running: usize,
+}
+
 pub struct Registry {
     jobs: BTreeMap<u64, Tracked>,
+    users: HashMap<u32, UserLoad>,
+    /// Ended jobs in the order they ended, with when, to forget them after the retention.
+    ended: VecDeque<(f64, u64)>,
+    shortest: ShortestRuns,
     next_id: u64,
     /// Submitted, not yet handed to the executor, in order.
     incoming: VecDeque<u64>,
@@ -81,10 +98,14 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(policy: String) -> Registry {
+    /// An empty registry whose first job gets `next_id`.
+    pub fn new(policy: String, next_id: u64) -> Registry {
         Registry {
             jobs: BTreeMap::new(),
-            next_id: 0,
+            users: HashMap::new(),
+            ended: VecDeque::new(),
+            shortest: ShortestRuns::default(),
+            next_id,
             incoming: VecDeque::new(),
             cancelled: Vec::new(),
             joins: Vec::new(),
@@ -103,6 +124,7 @@ impl Registry {
         let id = job.view.id;
         debug_assert_eq!(id, self.next_id, "jobs are enqueued under the next id");
         self.next_id = id + 1;
+        self.users.entry(job.view.uid).or_default().queued += 1;
         self.jobs.insert(id, job);
         self.incoming.push_back(id);
     }
@@ -113,10 +135,47 @@ impl Registry {
         let id = job.view.id;
         self.next_id = self.next_id.max(id + 1);
         if job.submission.is_some() {
+            self.users.entry(job.view.uid).or_default().queued += 1;
             self.incoming.push_back(id);
             self.joins.extend(joined.into_iter().map(|task| (id, task)));
         }
+        if job.view.state.ended() {
+            let view = &job.view;
+            self.ended
+                .push_back((view.finished.unwrap_or(view.submitted), id));
+            self.shortest.record(view);
+        }
         self.jobs.insert(id, job);
+    }
+
+    /// Forgets the jobs that ended before `cutoff` (Unix seconds); how many.
+    pub fn forget_ended_before(&mut self, cutoff: f64) -> usize {
+        let mut forgotten = 0;
+        while let Some(&(t, id)) = self.ended.front() {
+            if t >= cutoff {
+                break;
+            }
+            self.ended.pop_front();
+            if self.jobs.get(&id).is_some_and(|j| j.view.state.ended()) {
+                self.jobs.remove(&id);
+                forgotten += 1;
+            }
+        }
+        // The shortest runs outlive the jobs they came from, but not by far more than there are
+        // jobs.
+        if self.shortest.commands() > 2 * self.jobs.len() + 1024 {
+            self.shortest = ShortestRuns::default();
+            for job in self.jobs.values() {
+                self.shortest.record(&job.view);
+            }
+        }
+        forgotten
+    }
+
+    /// `view` with its slowdown so far at `now` (`slowdown.rs`).
+    pub fn with_slowdown(&self, mut view: JobView, now: f64) -> JobView {
+        view.slowdown = self.shortest.slowdown(&view, now);
+        view
     }
 
     pub fn job(&self, id: u64) -> Option<&JobView> {
@@ -126,6 +185,11 @@ impl Registry {
     /// Every job, by id.
     pub fn jobs(&self) -> impl Iterator<Item = &JobView> {
         self.jobs.values().map(|j| &j.view)
+    }
+
+    /// The jobs from id `from` on, by id.
+    pub fn jobs_from(&self, from: u64) -> impl Iterator<Item = &JobView> {
+        self.jobs.range(from..).map(|(_, j)| &j.view)
     }
 
     /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
@@ -146,17 +210,32 @@ impl Registry {
         }
     }
 
-    /// Hands every queued job to the executor, in order.
-    pub fn take_incoming(&mut self) -> Vec<Incoming> {
+    /// The jobs of `uid` not yet ended.
+    pub fn load_of(&self, uid: u32) -> UserLoad {
+        self.users.get(&uid).copied().unwrap_or_default()
+    }
+
+    /// Hands the queued jobs to the executor, in order, but for jobs of users (root excepted) who
+    /// already run `running_per_user` jobs: those stay queued, in order, until one of theirs ends.
+    /// A running process to adopt is always taken: it runs whether or not cosched watches it.
+    pub fn take_incoming(&mut self, running_per_user: usize) -> Vec<Incoming> {
         let ids: Vec<u64> = self.incoming.drain(..).collect();
         let mut taken = Vec::with_capacity(ids.len());
         for id in ids {
             let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
+            let load = self.users.entry(job.view.uid).or_default();
+            if job.view.uid != 0 && job.adopt.is_none() && load.running >= running_per_user {
+                self.incoming.push_back(id);
+                continue;
+            }
             let Some(submission) = job.submission.take() else {
                 continue;
             };
+            load.queued -= 1;
+            load.running += 1;
+            job.running = true;
             taken.push(Incoming {
                 id,
                 uid: job.view.uid,
@@ -227,7 +306,7 @@ impl Registry {
     }
 
     /// Records the end of job `id` at `t` (`None`: unknown, it ended while no daemon watched it);
-    /// a cancelled job stays cancelled.
+    /// a cancelled job stays cancelled. Whether a job its user holds queued may start now.
     pub fn finish(
         &mut self,
         id: u64,
@@ -235,10 +314,16 @@ impl Registry {
         ok: bool,
         exit_code: Option<i32>,
         error: Option<String>,
-    ) {
+    ) -> bool {
         let Some(job) = self.jobs.get_mut(&id) else {
-            return;
+            return false;
         };
+        let mut may_start = false;
+        if std::mem::take(&mut job.running) {
+            let load = self.users.entry(job.view.uid).or_default();
+            load.running -= 1;
+            may_start = load.queued > 0;
+        }
         job.submission = None;
         let view = &mut job.view;
         if view.state != JobState::Cancelled {
@@ -248,6 +333,10 @@ impl Registry {
         view.exit_code = exit_code;
         view.error = error;
         view.cpus = None;
+        self.ended
+            .push_back((view.finished.unwrap_or(view.submitted), id));
+        self.shortest.record(view);
+        may_start
     }
 
     /// Whether `uid` may cancel every job of `ids`: they exist, are its own (or it is root), and
@@ -278,6 +367,7 @@ impl Registry {
             return Cancelled::Running;
         };
         self.incoming.remove(at);
+        self.users.entry(job.view.uid).or_default().queued -= 1;
         let mut processes: Vec<Adopt> = job.adopt.take().into_iter().collect();
         job.submission = None;
         self.joins.retain(|&(joined, task)| {

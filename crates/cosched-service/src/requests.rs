@@ -9,7 +9,6 @@ use crate::journal::Entry;
 use crate::processes::kill_unwatched;
 use crate::protocol::{now_unix, Attachment, JobView, Reply, Request, Submission};
 use crate::registry::{Cancelled, Peer, Registry, Tracked};
-use crate::slowdown;
 use crate::state::Shared;
 use cosched_linux::Adopt;
 use std::collections::BTreeMap;
@@ -20,10 +19,10 @@ use std::sync::MutexGuard;
 pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
     let result = match request {
         Request::Submit(submission) => submit(shared, submission, peer),
-        Request::Jobs { all } => Ok(jobs(shared, all)),
-        Request::Show { id } => show(shared, id),
+        Request::Jobs { all } => Ok(jobs(shared, all, peer)),
+        Request::Show { id } => show(shared, id, peer),
         Request::Cancel { ids } => cancel(shared, &ids, peer),
-        Request::Wait { ids } => wait(shared, &ids),
+        Request::Wait { ids } => wait(shared, &ids, peer),
         Request::Policy { set: None } => Ok(Reply::Policy {
             name: shared.lock().policy().to_string(),
         }),
@@ -53,32 +52,80 @@ fn check_served(shared: &Shared, peer: Peer) -> Result<(), ServiceError> {
     Ok(())
 }
 
-fn jobs(shared: &Shared, all: bool) -> Reply {
-    let registry = shared.lock();
-    let shortest = slowdown::shortest_runs(registry.jobs());
+/// What `peer` may see of `view`: all of its own jobs; of other users' jobs, where jobs are private
+/// (`privacy.private_jobs`), no command line. Root and the daemon's own user see everything.
+fn as_seen_by(shared: &Shared, peer: Peer, mut view: JobView) -> JobView {
+    if shared.config.privacy.private_jobs && view.uid != peer.uid && !shared.privileged(peer.uid) {
+        view.command = Vec::new();
+    }
+    view
+}
+
+/// Jobs copied per hold of the registry's lock: a long history is listed in turns with the executor.
+const LISTED_PER_LOCK: usize = 1024;
+
+fn jobs(shared: &Shared, all: bool, peer: Peer) -> Reply {
     let now = now_unix();
+    let mut jobs = Vec::new();
+    let mut from = 0;
+    loop {
+        let registry = shared.lock();
+        let mut scanned = 0;
+        for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
+            scanned += 1;
+            from = view.id + 1;
+            if all || !view.state.ended() {
+                jobs.push(registry.with_slowdown(view.clone(), now));
+            }
+        }
+        if scanned < LISTED_PER_LOCK {
+            break;
+        }
+    }
     Reply::Jobs {
-        jobs: registry
-            .jobs()
-            .filter(|j| all || !j.state.ended())
-            .map(|j| slowdown::with_slowdown(j.clone(), &shortest, now))
+        jobs: jobs
+            .into_iter()
+            .map(|view| as_seen_by(shared, peer, view))
             .collect(),
     }
 }
 
-fn show(shared: &Shared, id: u64) -> Result<Reply, ServiceError> {
+fn show(shared: &Shared, id: u64, peer: Peer) -> Result<Reply, ServiceError> {
     let registry = shared.lock();
-    let shortest = slowdown::shortest_runs(registry.jobs());
     let view = registry.job(id).ok_or(ServiceError::NoSuchJob(id))?;
+    let view = registry.with_slowdown(view.clone(), now_unix());
+    drop(registry);
     Ok(Reply::Job {
-        job: Box::new(slowdown::with_slowdown(view.clone(), &shortest, now_unix())),
+        job: Box::new(as_seen_by(shared, peer, view)),
     })
+}
+
+/// A weight above 1 puts a job ahead of every other user's: root and the daemon's own user only.
+fn check_weight(shared: &Shared, weight: f64, peer: Peer) -> Result<(), ServiceError> {
+    if weight > 1.0 && !shared.privileged(peer.uid) {
+        return Err(ServiceError::WeightAboveOne {
+            weight,
+            daemon: shared.daemon_uid,
+        });
+    }
+    Ok(())
+}
+
+/// Whether `uid` may queue one more job (`limits.queued_jobs_per_user`; root has no limit).
+fn check_queue(shared: &Shared, registry: &Registry, uid: u32) -> Result<(), ServiceError> {
+    let limit = shared.config.limits.queued_jobs_per_user;
+    if uid != 0 && registry.load_of(uid).queued >= limit {
+        return Err(ServiceError::QueueFull { uid, limit });
+    }
+    Ok(())
 }
 
 fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, ServiceError> {
     check_submission(&submission)?;
     check_served(shared, peer)?;
+    check_weight(shared, submission.weight, peer)?;
     let mut registry = shared.lock();
+    check_queue(shared, &registry, peer.uid)?;
     let id = registry.next_id();
     let t = now_unix();
     let stdout = shared.logs.join(format!("{id}.stdout"));
@@ -126,6 +173,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         labels: a.labels,
     };
     check_submission(&submission)?;
+    check_weight(shared, submission.weight, peer)?;
     let task = Adopt {
         pid: found.pid,
         start_ticks: found.start_ticks,
@@ -154,6 +202,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
     if let Some(id) = step_job {
         return join(shared, registry, id, task);
     }
+    check_queue(shared, &registry, found.uid)?;
     let id = registry.next_id();
     let t = now_unix();
     let position = shared.journal.append(&Entry::Attached {
@@ -207,7 +256,7 @@ fn join(
 /// Switches the running policy: it takes over every job at the executor's next pass, and the
 /// journal keeps it for the next daemon.
 fn switch_policy(shared: &Shared, name: String, peer: Peer) -> Result<Reply, ServiceError> {
-    if peer.uid != 0 && peer.uid != shared.daemon_uid {
+    if !shared.privileged(peer.uid) {
         return Err(ServiceError::NotPrivileged {
             daemon: shared.daemon_uid,
             action: "switch its policy",
@@ -262,10 +311,14 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
     Ok(Reply::Cancelled { ids: ids.to_vec() })
 }
 
-fn wait(shared: &Shared, ids: &[u64]) -> Result<Reply, ServiceError> {
+fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError> {
     let mut registry = shared.lock();
     loop {
         if let Some(jobs) = registry.ended(ids)? {
+            let jobs = jobs
+                .into_iter()
+                .map(|view| as_seen_by(shared, peer, view))
+                .collect();
             return Ok(Reply::Ended { jobs });
         }
         registry = shared.wait_for_an_end(registry);

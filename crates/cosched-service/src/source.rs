@@ -40,7 +40,8 @@ impl DaemonSource {
 impl JobSource for DaemonSource {
     fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob> {
         self.shared.clear_wake();
-        let taken = self.shared.lock().take_incoming();
+        let running_per_user = self.shared.config.limits.running_jobs_per_user;
+        let taken = self.shared.lock().take_incoming(running_per_user);
         taken
             .into_iter()
             .map(|job| {
@@ -99,10 +100,13 @@ impl JobSource for DaemonSource {
             exit_code: outcome.exit_code,
             error: outcome.error.clone(),
         });
-        registry.finish(id, Some(t), ok, outcome.exit_code, outcome.error);
+        let may_start = registry.finish(id, Some(t), ok, outcome.exit_code, outcome.error);
         drop(registry);
         self.sync(position);
         self.shared.notify_ended();
+        if may_start {
+            self.shared.wake_executor();
+        }
     }
 
     fn take_policy(&mut self) -> Option<Box<dyn Policy>> {

@@ -2,6 +2,7 @@
 //! journal, and the ways they tell each other of news (an eventfd for the executor, a condition
 //! variable for clients waiting on jobs).
 
+use crate::config::DaemonConfig;
 use crate::journal::Journal;
 use crate::registry::Registry;
 use crate::switches::SwitchLog;
@@ -20,10 +21,16 @@ pub struct Shared {
     /// The uid the daemon runs as; a user daemon serves that user only.
     pub daemon_uid: u32,
     pub switches: Mutex<SwitchLog>,
+    pub config: DaemonConfig,
 }
 
 impl Shared {
-    pub fn new(registry: Registry, journal: Journal, logs: PathBuf) -> Shared {
+    pub fn new(
+        registry: Registry,
+        journal: Journal,
+        logs: PathBuf,
+        config: DaemonConfig,
+    ) -> Shared {
         // SAFETY: plain system call; the descriptor is owned below.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
@@ -37,6 +44,7 @@ impl Shared {
             // SAFETY: geteuid has no preconditions.
             daemon_uid: unsafe { libc::geteuid() },
             switches: Mutex::default(),
+            config,
         }
     }
 
@@ -50,6 +58,11 @@ impl Shared {
         registry: MutexGuard<'a, Registry>,
     ) -> MutexGuard<'a, Registry> {
         self.ended.wait(registry).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `uid` is root or the daemon's own user, who may set what affects every user.
+    pub fn privileged(&self, uid: u32) -> bool {
+        uid == 0 || uid == self.daemon_uid
     }
 
     pub fn notify_ended(&self) {

@@ -388,6 +388,207 @@ fn users_see_all_jobs_but_touch_only_their_own() {
     daemon.stop();
 }
 
+/// `cosched ARGS…` as uid 65534, which must succeed: its standard output as JSON.
+fn json_as_nobody(daemon: &Daemon, args: &[&str]) -> serde_json::Value {
+    let out = as_nobody(daemon, args);
+    assert!(
+        out.status.success(),
+        "cosched {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Writes `text` as a daemon configuration file in `dir` and gives the arguments naming it.
+fn config(dir: &Path, text: &str) -> impl FnOnce(&mut Command) {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, text).unwrap();
+    move |command: &mut Command| {
+        command.arg("--config").arg(path);
+    }
+}
+
+#[test]
+fn other_users_jobs_are_listed_without_their_command_line_unless_configured_otherwise() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let roots = daemon.submit(&["sleep", "30", "--secret-token"]);
+    let theirs = json_as_nobody(&daemon, &["submit", "--", "sleep", "31"])
+        .as_u64()
+        .unwrap();
+    let listed = json_as_nobody(&daemon, &["jobs", "--all", "--json"]);
+    let command_of = |id: u64| {
+        let job = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .unwrap_or_else(|| panic!("job {id} not listed: {listed}"));
+        job["command"].clone()
+    };
+    assert_eq!(command_of(roots), serde_json::json!([]), "{listed}");
+    assert_eq!(command_of(theirs), serde_json::json!(["sleep", "31"]));
+    let shown = as_nobody(&daemon, &["show", &roots.to_string(), "--json"]);
+    assert!(shown.status.success());
+    assert!(
+        !String::from_utf8_lossy(&shown.stdout).contains("secret"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+    // Root sees everything.
+    assert_eq!(show(&daemon, theirs).command, ["sleep", "31"]);
+    daemon
+        .ask(Request::Cancel {
+            ids: vec![roots, theirs],
+        })
+        .unwrap();
+    daemon.wait(vec![roots, theirs]);
+    daemon.stop();
+
+    let open = config(dir.path(), "[privacy]\nprivate_jobs = false\n");
+    let mut daemon = Daemon::start_with(dir.path(), Some("eq"), open);
+    let shown = json_as_nobody(&daemon, &["show", &roots.to_string(), "--json"]);
+    assert_eq!(
+        shown["command"],
+        serde_json::json!(["sleep", "30", "--secret-token"])
+    );
+    daemon.stop();
+}
+
+/// `cosched ARGS…` as uid 65534, which must be refused: its error message.
+fn refused_as_nobody(daemon: &Daemon, args: &[&str]) -> String {
+    let out = as_nobody(daemon, args);
+    assert!(!out.status.success(), "cosched {args:?} was not refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn per_user_limits_refuse_naming_their_key_and_leave_root_a_way_in() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let limits = "[limits]\nqueued_jobs_per_user = 2\nrunning_jobs_per_user = 1\n\
+                  connections_per_user = 2\n";
+    let mut daemon = Daemon::start_with(dir.path(), Some("eq"), config(dir.path(), limits));
+    let heavy = refused_as_nobody(&daemon, &["submit", "--weight", "5", "--", "true"]);
+    assert!(heavy.contains("only root"), "{heavy}");
+    let root_heavy = Submission {
+        weight: 5.0,
+        ..submission(&["true"])
+    };
+    assert!(matches!(
+        daemon.ask(Request::Submit(root_heavy)),
+        Ok(Reply::Submitted { .. })
+    ));
+    let submit = |seconds: &str| {
+        json_as_nobody(&daemon, &["submit", "--", "sleep", seconds])
+            .as_u64()
+            .unwrap()
+    };
+    let first = submit("30");
+    assert!(poll(Duration::from_secs(10), || show(&daemon, first).state
+        == JobState::Running));
+    // One running job is the most: the next ones wait, queued, up to two of them.
+    let held = [submit("30"), submit("30")];
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(show(&daemon, held[0]).state, JobState::Queued);
+    let full = refused_as_nobody(&daemon, &["submit", "--", "sleep", "30"]);
+    assert!(full.contains("limits.queued_jobs_per_user"), "{full}");
+
+    // Two `cosched wait`s hold the user's two connections: a third is refused, root still gets in.
+    let socket = daemon.socket.to_str().unwrap().to_string();
+    let first_id = first.to_string();
+    let mut waits: Vec<Child> = (0..2)
+        .map(|_| {
+            Command::new("setpriv")
+                .args(NOBODY)
+                .arg(env!("CARGO_BIN_EXE_cosched"))
+                .args(["wait", "--socket", &socket, &first_id])
+                .current_dir("/")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut message = String::new();
+    assert!(
+        poll(Duration::from_secs(10), || {
+            let out = as_nobody(&daemon, &["jobs"]);
+            message = String::from_utf8_lossy(&out.stderr).into_owned();
+            !out.status.success()
+        }),
+        "a third connection of uid 65534 was served"
+    );
+    assert!(message.contains("limits.connections_per_user"), "{message}");
+    daemon.ask(Request::Cancel { ids: vec![first] }).unwrap();
+    for wait in &mut waits {
+        wait.wait().unwrap();
+    }
+    // The running job ended: the first held one starts.
+    assert!(poll(Duration::from_secs(10), || show(&daemon, held[0])
+        .state
+        == JobState::Running));
+    daemon.ask(Request::Cancel { ids: held.to_vec() }).unwrap();
+    daemon.wait(held.to_vec());
+    daemon.stop();
+}
+
+#[test]
+fn ended_jobs_are_forgotten_after_the_retention_a_torn_journal_is_cut_and_ids_never_come_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let ids: Vec<u64> = (0..3).map(|_| daemon.submit(&["true"])).collect();
+    daemon.wait(ids.clone());
+    daemon.stop();
+    let journal = dir.path().join("state/journal.jsonl");
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .unwrap();
+    file.write_all(b"\xff\xfe not an entry\n{\"event\":\"submitted\",\"id\":")
+        .unwrap();
+    drop(file);
+
+    let log = dir.path().join("daemon.log");
+    let stderr = std::fs::File::create(&log).unwrap();
+    let forget_at_once = config(dir.path(), "[history]\nretention_seconds = 0\n");
+    let mut daemon = Daemon::start_with(dir.path(), Some("eq"), |command| {
+        forget_at_once(command);
+        command.stderr(stderr);
+    });
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("skipped 1 unreadable"), "{said}");
+    assert!(said.contains("cut off"), "{said}");
+    for &id in &ids {
+        let message = daemon.ask(Request::Show { id }).unwrap_err().to_string();
+        assert!(message.contains("no job"), "{message}");
+    }
+    let next = daemon.submit(&["true"]);
+    assert!(next > *ids.iter().max().unwrap(), "id {next} given again");
+    daemon.wait(vec![next]);
+    // A job that ends while the daemon runs is forgotten too, once its retention has passed.
+    assert!(poll(Duration::from_secs(5), || daemon
+        .ask(Request::Show { id: next })
+        .is_err()));
+    daemon.stop();
+    let daemon = Daemon::start_with(dir.path(), Some("eq"), config(dir.path(), ""));
+    let again = daemon.submit(&["true"]);
+    assert!(again > next, "id {again} given again");
+    let journaled: Vec<u64> = daemon
+        .journal()
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Submitted { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(journaled, [next, again], "the journal was not compacted");
+}
+
 fn raw_exchange(socket: &Path, bytes: &[u8]) -> String {
     let mut stream = UnixStream::connect(socket).unwrap();
     stream
@@ -777,7 +978,8 @@ fn a_user_attaches_their_own_processes_only() {
     let refused = as_nobody(&["attach", &roots.pid().to_string()]);
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
-    assert!(message.contains("belongs to uid 0"), "{message}");
+    assert!(message.contains("is not yours"), "{message}");
+    assert!(!message.contains("uid"), "tells who owns it: {message}");
     let mut theirs = sleep_as_nobody(30);
     let out = as_nobody(&["attach", &theirs.id().to_string()]);
     assert!(

@@ -1,7 +1,8 @@
 //! `cosched daemon`: the node service users submit jobs to (`docs/service.md`).
 
+use cosched_service::config::{DaemonConfig, SYSTEM_CONFIG};
 use cosched_service::daemon::{self, DaemonOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Run cosched as a service: take jobs from `cosched submit` and schedule them until stopped
@@ -25,9 +26,13 @@ pub struct Args {
     /// Directory for the journal, job logs and traces [default: by mode]
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
-    /// Seconds a client may stay silent before its connection is closed
+    /// Seconds a client may take to send a whole request before its connection is closed
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     idle_timeout: f64,
+    /// Configuration file: per-user limits, privacy, history retention (`docs/service.md`)
+    /// [default: /etc/cosched/daemon.toml in system mode, if it exists; none in user mode]
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -38,12 +43,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.idle_timeout
         );
     }
+    let config = match &args.config {
+        Some(path) => DaemonConfig::load(path, true)?,
+        None if cosched_service::paths::is_root() => {
+            DaemonConfig::load(Path::new(SYSTEM_CONFIG), false)?
+        }
+        None => DaemonConfig::default(),
+    };
     crate::allocator::serve_from_the_system_allocator();
     daemon::run(&DaemonOptions {
         socket: args.socket.unwrap_or(socket),
         state: args.state.unwrap_or(state),
         policy: args.policy,
         idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+        config,
     })?;
     Ok(())
 }

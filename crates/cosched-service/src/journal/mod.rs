@@ -6,15 +6,27 @@
 //! then waits until an fsync covers its entry. One fsync makes every entry appended before it durable,
 //! so while one writer syncs, those who appended meanwhile wait for it and need none of their own;
 //! concurrent submissions share fsyncs instead of queueing behind one each.
+//!
+//! At each start the journal is replayed in one pass (`replay.rs`), the jobs that ended longer ago
+//! than the configured retention are forgotten, and the journal is rewritten to what is left when
+//! that pays (`compact.rs`).
+
+mod compact;
+mod replay;
+
+pub use replay::{History, Replayed};
 
 use crate::error::ServiceError;
-use crate::protocol::{JobState, JobView, Submission};
-use cosched_linux::Adopt;
+use crate::protocol::{now_unix, Submission};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Entries a journal may hold beyond four per job before it is compacted at the next start.
+const COMPACT_SLACK: usize = 4096;
 
 /// One state change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +98,11 @@ pub enum Entry {
         name: String,
         uid: u32,
     },
+    /// The first entry of a compacted journal (`compact.rs`): ids from `next_id` on are free.
+    Compacted {
+        t: f64,
+        next_id: u64,
+    },
 }
 
 pub struct Journal {
@@ -104,48 +121,38 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A job as the journal left it, with what is needed to run or adopt it again.
-#[derive(Debug, Clone)]
-pub struct Replayed {
-    pub view: JobView,
-    pub gid: u32,
-    pub submission: Submission,
-    pub start_ticks: Option<u64>,
-    /// The process of an attached job, to adopt again instead of starting anything.
-    pub attached: Option<Adopt>,
-    /// The further tasks that joined it.
-    pub joined: Vec<Adopt>,
-}
-
-/// What replaying a journal gives back.
-#[derive(Debug, Default)]
-pub struct History {
-    pub jobs: Vec<Replayed>,
-    /// The last policy it names.
-    pub policy: Option<String>,
-}
-
 impl Journal {
-    /// Opens (creating) the journal and replays it.
-    pub fn open(path: &Path) -> io::Result<(Journal, History)> {
-        let mut history = History::default();
-        if let Ok(file) = File::open(path) {
-            for (n, line) in BufReader::new(file).lines().enumerate() {
-                let line = line?;
-                // A crash can leave the last line half written; every earlier line is whole.
-                let Ok(entry) = serde_json::from_str::<Entry>(&line) else {
-                    eprintln!(
-                        "cosched: {}:{}: skipping an unreadable entry",
-                        path.display(),
-                        n + 1
-                    );
-                    continue;
-                };
-                match entry {
-                    Entry::Policy { name, .. } => history.policy = Some(name),
-                    entry => apply(&mut history.jobs, entry),
-                }
-            }
+    /// Opens (creating) the journal and replays it, forgetting the jobs that ended longer than
+    /// `retention` ago. The journal is compacted when that forgot any, when it had lines that did
+    /// not read or a torn last line, or when it holds far more entries than its jobs need.
+    pub fn open(path: &Path, retention: Duration) -> io::Result<(Journal, History)> {
+        let mut history = replay::read(path)?;
+        let cutoff = now_unix() - retention.as_secs_f64();
+        let forgotten = history.forget_ended_before(cutoff);
+        if history.torn_bytes > 0 {
+            eprintln!(
+                "cosched: {}: cut off a last entry left half written ({} bytes); it was never acknowledged",
+                path.display(),
+                history.torn_bytes
+            );
+        }
+        if history.unreadable > 0 {
+            eprintln!(
+                "cosched: {}: skipped {} unreadable entries",
+                path.display(),
+                history.unreadable
+            );
+        }
+        let bloated = history.entries > 4 * history.jobs.len() + COMPACT_SLACK;
+        if forgotten > 0 || history.unreadable > 0 || history.torn_bytes > 0 || bloated {
+            compact::rewrite(path, &history)?;
+            eprintln!(
+                "cosched: {}: compacted {} entries to {} jobs; {forgotten} jobs ended more than {} s ago forgotten",
+                path.display(),
+                history.entries,
+                history.jobs.len(),
+                retention.as_secs_f64()
+            );
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let syncing = file.try_clone()?;
@@ -198,132 +205,19 @@ impl Journal {
     }
 }
 
-fn apply(jobs: &mut Vec<Replayed>, entry: Entry) {
-    if let Entry::Submitted {
-        id,
-        t,
-        uid,
-        gid,
-        submission,
-        stdout,
-        stderr,
-    } = entry
-    {
-        jobs.push(Replayed {
-            view: JobView::queued(id, uid, t, &submission, stdout, stderr),
-            gid,
-            submission,
-            start_ticks: None,
-            attached: None,
-            joined: Vec::new(),
-        });
-        return;
-    }
-    if let Entry::Attached {
-        id,
-        t,
-        uid,
-        gid,
-        submission,
-        pid,
-        start_ticks,
-        in_place,
-    } = entry
-    {
-        let mut view = JobView::queued(id, uid, t, &submission, PathBuf::new(), PathBuf::new());
-        view.pid = Some(pid);
-        view.attached = true;
-        jobs.push(Replayed {
-            view,
-            gid,
-            submission,
-            start_ticks: Some(start_ticks),
-            attached: Some(Adopt {
-                pid: pid as i32,
-                start_ticks,
-                attached: true,
-                in_place,
-            }),
-            joined: Vec::new(),
-        });
-        return;
-    }
-    let id = match &entry {
-        Entry::Started { id, .. }
-        | Entry::Joined { id, .. }
-        | Entry::Placed { id, .. }
-        | Entry::Threads { id, .. }
-        | Entry::Finished { id, .. }
-        | Entry::Cancelled { id, .. } => *id,
-        Entry::Submitted { .. } | Entry::Attached { .. } | Entry::Policy { .. } => {
-            unreachable!("handled above")
-        }
-    };
-    let Some(job) = jobs.iter_mut().find(|j| j.view.id == id) else {
-        return;
-    };
-    let view = &mut job.view;
-    match entry {
-        Entry::Started {
-            t,
-            pid,
-            start_ticks,
-            threads,
-            adopted,
-            ..
-        } => {
-            view.state = JobState::Running;
-            view.started.get_or_insert(t);
-            view.pid = Some(pid);
-            view.threads = Some(threads);
-            view.adopted = adopted;
-            job.start_ticks = Some(start_ticks);
-        }
-        Entry::Joined {
-            pid, start_ticks, ..
-        } => {
-            if let Some(main) = job.attached {
-                view.tasks.push(pid);
-                job.joined.push(Adopt {
-                    pid: pid as i32,
-                    start_ticks,
-                    ..main
-                });
-            }
-        }
-        Entry::Placed { cpus, .. } => view.cpus = Some(cpus),
-        Entry::Threads { threads, .. } => view.threads = Some(threads),
-        Entry::Finished {
-            t,
-            ok,
-            exit_code,
-            error,
-            ..
-        } => {
-            if view.state != JobState::Cancelled {
-                view.state = if ok { JobState::Done } else { JobState::Failed };
-            }
-            view.finished = t;
-            view.exit_code = exit_code;
-            view.error = error;
-            view.cpus = None;
-        }
-        Entry::Cancelled { .. } => view.state = JobState::Cancelled,
-        Entry::Submitted { .. } | Entry::Attached { .. } | Entry::Policy { .. } => {
-            unreachable!("handled above")
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::JobState;
+
+    /// A retention that forgets nothing.
+    const FOREVER: Duration = Duration::MAX;
 
     #[test]
     fn concurrent_writers_each_get_a_whole_line_and_every_entry_replays() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        let (journal, _) = Journal::open(&path).unwrap();
+        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
         std::thread::scope(|scope| {
             for writer in 0..8u64 {
                 let journal = &journal;
@@ -370,7 +264,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, history) = Journal::open(&path).unwrap();
+            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
             assert!(history.jobs.is_empty() && history.policy.is_none());
             for name in ["gang", "auto"] {
                 journal
@@ -412,7 +306,7 @@ mod tests {
             .unwrap()
             .write_all(b"{\"event\":\"cancel")
             .unwrap();
-        let (_, history) = Journal::open(&path).unwrap();
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
         assert_eq!(history.policy.as_deref(), Some("auto"));
         let jobs = history.jobs;
         let states: Vec<_> = jobs.iter().map(|j| j.view.state).collect();
@@ -429,7 +323,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, _) = Journal::open(&path).unwrap();
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
             journal
                 .write(&Entry::Attached {
                     id: 1,
@@ -454,7 +348,7 @@ mod tests {
                     .unwrap();
             }
         }
-        let (_, history) = Journal::open(&path).unwrap();
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
         let attached = &history.jobs[0];
         assert_eq!(attached.view.tasks, [51]);
         let task = attached.joined[0];
@@ -463,5 +357,149 @@ mod tests {
         // A job cosched started itself has no tasks of a Slurm step to join it.
         let started = &history.jobs[1];
         assert!(started.joined.is_empty() && started.view.tasks.is_empty());
+    }
+
+    fn finished(id: u64, t: f64) -> Entry {
+        Entry::Finished {
+            id,
+            t: Some(t),
+            ok: true,
+            exit_code: Some(0),
+            error: None,
+        }
+    }
+
+    fn started(id: u64) -> Entry {
+        Entry::Started {
+            id,
+            t: now_unix(),
+            pid: 100 + id as u32,
+            start_ticks: 7,
+            threads: 2,
+            adopted: false,
+        }
+    }
+
+    fn append_raw(path: &Path, bytes: &[u8]) {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+    }
+
+    #[test]
+    fn corrupt_lines_and_a_torn_tail_are_cut_off_and_counted_and_what_follows_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal.write(&submitted(1)).unwrap();
+        }
+        append_raw(
+            &path,
+            b"\xff\xfe not UTF-8 \xc3\x28\n{\"event\":\"nonsense\"}\n",
+        );
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal.write(&submitted(2)).unwrap();
+        }
+        let torn = b"{\"event\":\"submitted\",\"id\":3,\"t\"";
+        append_raw(&path, torn);
+        let history = replay::read(&path).unwrap();
+        assert_eq!((history.unreadable, history.torn_bytes), (0, torn.len()));
+        // Opening cuts the torn tail off, so that the next entry is a line of its own.
+        {
+            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+            let ids: Vec<u64> = history.jobs.iter().map(|j| j.view.id).collect();
+            assert_eq!(ids, [1, 2]);
+            journal.write(&started(2)).unwrap();
+        }
+        let history = replay::read(&path).unwrap();
+        assert_eq!((history.unreadable, history.torn_bytes), (0, 0));
+        assert_eq!(history.jobs[1].view.state, JobState::Running);
+    }
+
+    #[test]
+    fn unreadable_lines_are_skipped_and_counted_not_a_refusal_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        Journal::open(&path, FOREVER)
+            .unwrap()
+            .0
+            .write(&submitted(1))
+            .unwrap();
+        append_raw(&path, b"\xff\xfe\n{\"event\":\"nonsense\"}\n");
+        let read = replay::read(&path).unwrap();
+        assert_eq!((read.unreadable, read.jobs.len()), (2, 1));
+        // Compacted away at the start that found them.
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        assert_eq!(history.jobs.len(), 1);
+        assert_eq!(replay::read(&path).unwrap().unreadable, 0);
+    }
+
+    #[test]
+    fn compaction_forgets_old_ended_jobs_keeps_every_other_as_it_was_and_ids_never_repeat() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let now = now_unix();
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal
+                .write(&Entry::Policy {
+                    t: 0.5,
+                    name: "gang".into(),
+                    uid: 0,
+                })
+                .unwrap();
+            for id in 0..6 {
+                journal.write(&submitted(id)).unwrap();
+            }
+            // 0 and 5 ended long ago, 1 ended just now, 2 runs (placed, threads changed), 3 waits,
+            // 4 was cancelled while running and has not ended yet.
+            for id in [0, 1, 2, 4, 5] {
+                journal.write(&started(id)).unwrap();
+            }
+            journal.write(&finished(0, 10.0)).unwrap();
+            journal.write(&finished(5, 10.0)).unwrap();
+            journal.write(&finished(1, now)).unwrap();
+            for n in 0..50 {
+                journal
+                    .write(&Entry::Placed {
+                        id: 2,
+                        t: now,
+                        cpus: format!("{n}"),
+                    })
+                    .unwrap();
+            }
+            journal
+                .write(&Entry::Threads {
+                    id: 2,
+                    t: now,
+                    threads: 5,
+                })
+                .unwrap();
+            journal.write(&Entry::Cancelled { id: 4, t: now }).unwrap();
+        }
+        let mut before = replay::read(&path).unwrap();
+        before.forget_ended_before(now - 3600.0);
+        let (journal, after) = Journal::open(&path, Duration::from_secs(3600)).unwrap();
+        let ids = |h: &History| h.jobs.iter().map(|j| j.view.id).collect::<Vec<_>>();
+        assert_eq!(ids(&after), [1, 2, 3, 4]);
+        assert_eq!(format!("{:?}", before.jobs), format!("{:?}", after.jobs));
+        assert_eq!(after.policy.as_deref(), Some("gang"));
+        assert_eq!(after.jobs[1].view.cpus.as_deref(), Some("49"));
+        assert_eq!(after.jobs[1].view.threads, Some(5));
+        assert_eq!(after.next_id, 6);
+        drop(journal);
+        // The compacted journal holds what is left, in few entries, and still knows the ids used.
+        let again = replay::read(&path).unwrap();
+        assert!(again.entries < 15, "{} entries", again.entries);
+        assert_eq!(ids(&again), [1, 2, 3, 4]);
+        assert_eq!(again.next_id, 6);
+        let (_, all_forgotten) = Journal::open(&path, Duration::ZERO).unwrap();
+        assert_eq!(ids(&all_forgotten), [2, 3, 4]);
+        assert_eq!(replay::read(&path).unwrap().next_id, 6);
     }
 }
