@@ -223,8 +223,21 @@ fn listen(socket: &Path, system: bool) -> Result<UnixListener, DaemonError> {
 /// pid and start time) are adopted, and running jobs that are gone are marked ended.
 fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> {
     let mut registry = shared.lock();
+    let mut last = None;
     for job in replayed {
         let id = job.view.id;
+        let settled = match job.view.state {
+            JobState::Done | JobState::Failed => true,
+            JobState::Cancelled => job.view.finished.is_some(),
+            JobState::Queued | JobState::Running => false,
+        };
+        if settled {
+            // Its processes have ended: none to look for (most of a long history).
+            let mut view = job.view;
+            view.tasks.clear();
+            registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
+            continue;
+        }
         // The process a job runs as, if it still runs: an attached one, or one an earlier daemon
         // started; or, when that one ended, a further task of its Slurm step that still runs.
         let main = match (job.view.pid, job.start_ticks) {
@@ -263,18 +276,22 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                 }
                 let error =
                     "ended while no cosched daemon watched it; exit status unknown".to_string();
-                shared.journal.write(&Entry::Finished {
+                last = Some(shared.journal.append(&Entry::Finished {
                     id,
                     t: None,
                     ok: false,
                     exit_code: None,
                     error: Some(error.clone()),
-                })?;
+                })?);
                 registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
                 registry.finish(id, Some(now_unix()), false, None, Some(error));
             }
             _ => registry.restore(Tracked::new(view, job.gid, None, None), Vec::new()),
         }
+    }
+    drop(registry);
+    if let Some(position) = last {
+        shared.journal.sync(position)?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! - [`error`]: why a request is refused.
 //! - [`config`]: the daemon's configuration file: per-user limits, privacy, history retention.
 //! - [`attach`]: which running processes a client may hand to the daemon (`cosched attach`).
-//! - [`journal`]: the fsynced append-only history, replayed at start.
+//! - [`journal`]: the fsynced append-only history, replayed at start and compacted to its retention.
 //! - [`notify`]: readiness and status for systemd (`Type=notify`).
 //! - [`slowdown`]: a job's slowdown so far, from the daemon's history.
 //! - [`source`]: the executor's job source fed by submissions.

@@ -22,8 +22,8 @@ pub struct Peer {
 pub struct Tracked {
     view: JobView,
     gid: u32,
-    /// Until the executor takes the job.
-    submission: Option<Submission>,
+    /// Until the executor takes the job (boxed: most jobs of a long history have none).
+    submission: Option<Box<Submission>>,
     /// A job an earlier daemon started, still running: adopted instead of started.
     adopt: Option<Adopt>,
     /// Handed to the executor and not ended: counted among its user's running jobs.
@@ -42,7 +42,7 @@ impl Tracked {
         Tracked {
             view,
             gid,
-            submission,
+            submission: submission.map(Box::new),
             adopt,
             running: false,
         }
@@ -79,7 +79,9 @@ pub struct UserLoad {
 }
 
 pub struct Registry {
-    jobs: BTreeMap<u64, Tracked>,
+    /// Boxed: a B-tree's nodes are half empty after inserts in order, and a long history is
+    /// mostly ended jobs' views.
+    jobs: BTreeMap<u64, Box<Tracked>>,
     users: HashMap<u32, UserLoad>,
     /// Ended jobs in the order they ended, with when, to forget them after the retention.
     ended: VecDeque<(f64, u64)>,
@@ -125,7 +127,7 @@ impl Registry {
         debug_assert_eq!(id, self.next_id, "jobs are enqueued under the next id");
         self.next_id = id + 1;
         self.users.entry(job.view.uid).or_default().queued += 1;
-        self.jobs.insert(id, job);
+        self.jobs.insert(id, Box::new(job));
         self.incoming.push_back(id);
     }
 
@@ -145,7 +147,7 @@ impl Registry {
                 .push_back((view.finished.unwrap_or(view.submitted), id));
             self.shortest.record(view);
         }
-        self.jobs.insert(id, job);
+        self.jobs.insert(id, Box::new(job));
     }
 
     /// Forgets the jobs that ended before `cutoff` (Unix seconds); how many.
@@ -240,7 +242,7 @@ impl Registry {
                 id,
                 uid: job.view.uid,
                 gid: job.gid,
-                submission,
+                submission: *submission,
                 stdout: job.view.stdout.clone(),
                 stderr: job.view.stderr.clone(),
                 adopt: job.adopt,

@@ -282,6 +282,8 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
     let mut registry = shared.lock();
     registry.check_cancel(ids, peer.uid)?;
     let mut last = None;
+    // Killed once the lock is released: finding an attached job's tree reads all of /proc.
+    let mut to_kill = Vec::new();
     for &id in ids {
         let t = now_unix();
         last = Some(shared.journal.append(&Entry::Cancelled { id, t })?);
@@ -291,7 +293,7 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
                 false => "cancelled before this daemon took it over",
             }
             .to_string();
-            processes.into_iter().for_each(kill_unwatched);
+            to_kill.extend(processes);
             last = Some(shared.journal.append(&Entry::Finished {
                 id,
                 t: Some(t),
@@ -303,6 +305,7 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
         }
     }
     drop(registry);
+    to_kill.into_iter().for_each(kill_unwatched);
     if let Some(position) = last {
         shared.journal.sync(position)?;
     }

@@ -415,7 +415,7 @@ fn other_users_jobs_are_listed_without_their_command_line_unless_configured_othe
         return;
     };
     let mut daemon = Daemon::start(dir.path(), "eq");
-    let roots = daemon.submit(&["sleep", "30", "--secret-token"]);
+    let roots = daemon.submit(&["sh", "-c", "sleep 30", "secret-token"]);
     let theirs = json_as_nobody(&daemon, &["submit", "--", "sleep", "31"])
         .as_u64()
         .unwrap();
@@ -453,7 +453,7 @@ fn other_users_jobs_are_listed_without_their_command_line_unless_configured_othe
     let shown = json_as_nobody(&daemon, &["show", &roots.to_string(), "--json"]);
     assert_eq!(
         shown["command"],
-        serde_json::json!(["sleep", "30", "--secret-token"])
+        serde_json::json!(["sh", "-c", "sleep 30", "secret-token"])
     );
     daemon.stop();
 }
@@ -680,6 +680,36 @@ fn hostile_requests_get_errors_or_timeouts_and_the_daemon_keeps_serving() {
 }
 
 #[test]
+fn a_request_trickled_a_byte_at_a_time_is_cut_off_at_its_deadline() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let stream = UnixStream::connect(&daemon.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let started = Instant::now();
+    // A byte every 200 ms: every read comes well within the 1 s timeout, the request never does.
+    let trickle = std::thread::spawn(move || {
+        for byte in br#"{"version":1,"request":{"jobs":{"all":true}}}"# {
+            if writer.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = writer.write_all(b"\n");
+    });
+    let mut answer = String::new();
+    BufReader::new(&stream).read_line(&mut answer).unwrap();
+    let took = started.elapsed();
+    assert!(answer.contains("no complete request within"), "{answer}");
+    assert!(took < Duration::from_secs(3), "cut off after {took:?}");
+    trickle.join().unwrap();
+    daemon.stop();
+}
+
+#[test]
 fn systemd_hears_ready_once_the_socket_listens_and_stopping_at_the_end() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
@@ -717,7 +747,14 @@ fn bench_daemon_prints_every_figure() {
     let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
         .args(["bench", "daemon", "--clients", "2", "--jobs", "20"])
         .args(["--idle-jobs", "3", "--idle-seconds", "1"])
-        .args(["--attack", "--attack-seconds", "1", "--json"])
+        .args([
+            "--attack",
+            "--attack-seconds",
+            "1",
+            "--history",
+            "500",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -740,6 +777,14 @@ fn bench_daemon_prints_every_figure() {
         );
     }
     assert!(attack["hostile_requests"].as_u64().unwrap() > 0);
+    let history = &figures["history"];
+    assert_eq!(history["jobs"], 500);
+    for figure in ["restart_s", "rss_mib", "empty_restart_s", "list_all_s"] {
+        assert!(
+            history[figure].as_f64().unwrap() > 0.0,
+            "{figure}: {history}"
+        );
+    }
     assert_eq!(figures["targets"]["submissions_per_s"], 500.0);
 }
 
