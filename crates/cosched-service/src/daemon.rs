@@ -5,7 +5,7 @@
 
 use crate::config::DaemonConfig;
 use crate::error::ServiceError;
-use crate::journal::{Entry, Journal, Replayed};
+use crate::journal::{Entry, Journal, Replayed, COMPACT_SLACK};
 use crate::notify;
 use crate::processes::kill_unwatched;
 use crate::protocol::{now_unix, JobState};
@@ -167,8 +167,8 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     }
 }
 
-/// Forgets, from now on, the jobs that ended longer than `retention` ago (the journal forgets them
-/// at the next start).
+/// Forgets, from now on, the jobs that ended longer than `retention` ago, and compacts the journal
+/// whenever it has grown past four entries per job kept (plus some slack) since it last was.
 fn forget_ended_jobs(shared: Arc<Shared>, retention: Duration) -> Result<(), DaemonError> {
     let period = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
     std::thread::Builder::new()
@@ -176,7 +176,21 @@ fn forget_ended_jobs(shared: Arc<Shared>, retention: Duration) -> Result<(), Dae
         .spawn(move || loop {
             std::thread::sleep(period);
             let cutoff = now_unix() - retention.as_secs_f64();
-            shared.lock().forget_ended_before(cutoff);
+            let jobs = {
+                let mut registry = shared.lock();
+                registry.forget_ended_before(cutoff);
+                registry.job_count()
+            };
+            let grown = shared.journal.appended_since_compaction() as usize;
+            if grown > 4 * jobs + COMPACT_SLACK {
+                match shared.journal.compact(retention) {
+                    Ok(c) => eprintln!(
+                        "cosched daemon: compacted the journal: {} entries to {} jobs, {} forgotten",
+                        c.entries, c.jobs, c.forgotten
+                    ),
+                    Err(e) => eprintln!("cosched daemon: cannot compact the journal: {e}"),
+                }
+            }
         })
         .map_err(io_error("cannot start the history thread".into()))?;
     Ok(())

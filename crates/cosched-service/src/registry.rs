@@ -189,6 +189,11 @@ impl Registry {
         self.jobs.values().map(|j| &j.view)
     }
 
+    /// Jobs held, ended ones included.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
     /// The jobs from id `from` on, by id.
     pub fn jobs_from(&self, from: u64) -> impl Iterator<Item = &JobView> {
         self.jobs.range(from..).map(|(_, j)| &j.view)

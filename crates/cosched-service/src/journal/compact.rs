@@ -9,18 +9,16 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// Rewrites the journal at `path` as `history`: a `compacted` entry with the next id (so that ids
-/// never repeat, forgotten jobs' included), the policy, then each job in as few entries as replay
-/// needs. The new file is written beside the journal, fsynced and renamed over it, so that a crash
-/// leaves either journal whole.
-pub fn rewrite(path: &Path, history: &History) -> io::Result<()> {
-    let fresh = path.with_extension("compacting");
+/// Writes `history` to a new file `fresh`: a `compacted` entry with the next id (so that ids never
+/// repeat, forgotten jobs' included), the policy, then each job in as few entries as replay needs.
+/// Returns the file, synced, open for more to be appended.
+pub fn write(fresh: &Path, history: &History) -> io::Result<File> {
     let file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&fresh)?;
+        .open(fresh)?;
     let mut out = BufWriter::with_capacity(1 << 16, file);
     let t = now_unix();
     let mut write = |entry: &Entry| -> io::Result<()> {
@@ -45,8 +43,12 @@ pub fn rewrite(path: &Path, history: &History) -> io::Result<()> {
     }
     let file = out.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
-    drop(file);
-    fs::rename(&fresh, path)?;
+    Ok(file)
+}
+
+/// Renames `fresh` over the journal `path`, durably: a crash leaves either file whole in its place.
+pub fn install(fresh: &Path, path: &Path) -> io::Result<()> {
+    fs::rename(fresh, path)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         File::open(dir)?.sync_all()?;
     }

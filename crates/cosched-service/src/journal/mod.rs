@@ -9,7 +9,7 @@
 //!
 //! At each start the journal is replayed in one pass (`replay.rs`), the jobs that ended longer ago
 //! than the configured retention are forgotten, and the journal is rewritten to what is left when
-//! that pays (`compact.rs`).
+//! that pays (`compact.rs`); a running daemon compacts it too once it has grown far past its jobs.
 
 mod compact;
 mod replay;
@@ -20,13 +20,14 @@ use crate::error::ServiceError;
 use crate::protocol::{now_unix, Submission};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Entries a journal may hold beyond four per job before it is compacted at the next start.
-const COMPACT_SLACK: usize = 4096;
+/// Entries a journal may hold beyond four per job before it is compacted.
+pub const COMPACT_SLACK: usize = 4096;
 
 /// One state change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,7 +111,20 @@ pub struct Journal {
     appended: Mutex<(File, u64)>,
     /// A second handle on the file, and how many entries are known to be on disk.
     synced: Mutex<(File, u64)>,
+    /// How many entries had been appended when it was last compacted.
+    compacted_at: AtomicU64,
     path: PathBuf,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// Entries before.
+    pub entries: usize,
+    /// Jobs kept.
+    pub jobs: usize,
+    /// Jobs forgotten, ended longer than the retention ago.
+    pub forgotten: usize,
 }
 
 /// The position of an entry in the journal, to wait for with [`Journal::sync`].
@@ -145,7 +159,9 @@ impl Journal {
         }
         let bloated = history.entries > 4 * history.jobs.len() + COMPACT_SLACK;
         if forgotten > 0 || history.unreadable > 0 || history.torn_bytes > 0 || bloated {
-            compact::rewrite(path, &history)?;
+            let fresh = path.with_extension("compacting");
+            compact::write(&fresh, &history)?;
+            compact::install(&fresh, path)?;
             eprintln!(
                 "cosched: {}: compacted {} entries to {} jobs; {forgotten} jobs ended more than {} s ago forgotten",
                 path.display(),
@@ -160,10 +176,50 @@ impl Journal {
             Journal {
                 appended: Mutex::new((file, 0)),
                 synced: Mutex::new((syncing, 0)),
+                compacted_at: AtomicU64::new(0),
                 path: path.to_path_buf(),
             },
             history,
         ))
+    }
+
+    /// Entries appended since the journal was opened or last compacted.
+    pub fn appended_since_compaction(&self) -> u64 {
+        lock(&self.appended).1 - self.compacted_at.load(Ordering::Relaxed)
+    }
+
+    /// Compacts the journal while it is in use, forgetting the jobs that ended longer than
+    /// `retention` ago: what was appended until now is replayed and written anew (without holding
+    /// the journal), then, holding it, what was appended meanwhile is copied after it and the new
+    /// file takes the old one's place. Appends and syncs wait only for that last step.
+    pub fn compact(&self, retention: Duration) -> io::Result<Compaction> {
+        let (bytes, count) = {
+            let appended = lock(&self.appended);
+            (appended.0.metadata()?.len(), appended.1)
+        };
+        let mut history = replay::read_prefix(&self.path, bytes)?;
+        let forgotten = history.forget_ended_before(now_unix() - retention.as_secs_f64());
+        let fresh = self.path.with_extension("compacting");
+        let mut file = compact::write(&fresh, &history)?;
+        // In the order `sync` takes them.
+        let mut synced = lock(&self.synced);
+        let mut appended = lock(&self.appended);
+        let mut tail = File::open(&self.path)?;
+        tail.seek(SeekFrom::Start(bytes))?;
+        io::copy(&mut tail, &mut file)?;
+        file.sync_data()?;
+        compact::install(&fresh, &self.path)?;
+        let reopened = OpenOptions::new().append(true).open(&self.path)?;
+        synced.0 = reopened.try_clone()?;
+        appended.0 = reopened;
+        // The tail copied is synced with the rest.
+        synced.1 = appended.1;
+        self.compacted_at.store(appended.1, Ordering::Relaxed);
+        Ok(Compaction {
+            entries: history.entries + (appended.1 - count) as usize,
+            jobs: history.jobs.len(),
+            forgotten,
+        })
     }
 
     /// Appends `entry` after every entry appended before; it is durable once [`Journal::sync`] of
@@ -501,5 +557,60 @@ mod tests {
         let (_, all_forgotten) = Journal::open(&path, Duration::ZERO).unwrap();
         assert_eq!(ids(&all_forgotten), [2, 3, 4]);
         assert_eq!(replay::read(&path).unwrap().next_id, 6);
+    }
+
+    #[test]
+    fn compaction_while_writers_append_loses_nothing_and_appends_go_on_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+        let now = now_unix();
+        let mut last = None;
+        for id in 0..100 {
+            journal.append(&submitted(id)).unwrap();
+            journal.append(&started(id)).unwrap();
+            for n in 0..20 {
+                let cpus = format!("{n}");
+                journal.append(&Entry::Placed { id, t: now, cpus }).unwrap();
+            }
+            last = Some(journal.append(&finished(id, now)).unwrap());
+        }
+        journal.sync(last.unwrap()).unwrap();
+        let compactions = std::thread::scope(|scope| {
+            for writer in 0..4u64 {
+                let journal = &journal;
+                scope.spawn(move || {
+                    for n in 0..100 {
+                        let id = 1000 + writer * 100 + n;
+                        journal.write(&submitted(id)).unwrap();
+                        journal.write(&Entry::Cancelled { id, t: now }).unwrap();
+                    }
+                });
+            }
+            (0..3)
+                .map(|_| journal.compact(FOREVER).unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert!(compactions[0].entries >= 2300, "{compactions:?}");
+        journal.write(&submitted(5000)).unwrap();
+        drop(journal);
+        let history = replay::read(&path).unwrap();
+        assert_eq!((history.unreadable, history.torn_bytes), (0, 0));
+        assert!(history.entries < 1500, "{} entries", history.entries);
+        let state = |id: u64| {
+            history
+                .jobs
+                .iter()
+                .find(|j| j.view.id == id)
+                .map(|j| j.view.state)
+        };
+        for id in 0..100 {
+            assert_eq!(state(id), Some(JobState::Done), "job {id}");
+        }
+        for id in 1000..1400 {
+            assert_eq!(state(id), Some(JobState::Cancelled), "job {id}");
+        }
+        assert_eq!(state(5000), Some(JobState::Queued));
+        assert_eq!(history.next_id, 5001);
     }
 }

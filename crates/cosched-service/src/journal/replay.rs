@@ -8,7 +8,7 @@ use crate::protocol::{JobState, JobView, Submission};
 use cosched_linux::Adopt;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// Unreadable lines reported one by one; the rest are only counted.
@@ -63,12 +63,21 @@ impl History {
 
 /// Replays the journal at `path`; a missing file is an empty history.
 pub fn read(path: &Path) -> io::Result<History> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(History::default()),
-        Err(e) => return Err(e),
-    };
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    match File::open(path) {
+        Ok(file) => read_from(BufReader::with_capacity(1 << 16, file), path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(History::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replays the first `bytes` of the journal at `path` (whole lines: what was appended until then).
+pub fn read_prefix(path: &Path, bytes: u64) -> io::Result<History> {
+    let file = File::open(path)?.take(bytes);
+    read_from(BufReader::with_capacity(1 << 16, file), path)
+}
+
+/// Replays the journal `reader` reads; `path` names it in messages.
+fn read_from(mut reader: impl BufRead, path: &Path) -> io::Result<History> {
     let mut replay = Replay::default();
     let mut line = Vec::new();
     for number in 1.. {
