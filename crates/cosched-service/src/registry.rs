@@ -415,3 +415,79 @@ impl Registry {
         self.policy_switch.take()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(registry: &Registry, uid: u32) -> Tracked {
+        let id = registry.next_id();
+        let submission = Submission::of("/bin/true");
+        let view = JobView::queued(id, uid, 1.0, &submission, "o".into(), "e".into());
+        Tracked::new(view, uid, Some(submission), None)
+    }
+
+    fn taken(registry: &mut Registry, limit: usize) -> Vec<u64> {
+        registry
+            .take_incoming(limit)
+            .into_iter()
+            .map(|j| j.id)
+            .collect()
+    }
+
+    #[test]
+    fn a_users_jobs_past_the_running_limit_wait_in_order_and_start_as_others_end() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for uid in [1000, 1000, 1000, 1001, 0, 0] {
+            let tracked = job(&registry, uid);
+            registry.enqueue(tracked);
+        }
+        // One running job per user, root excepted: 0 and 3 start, 1 and 2 wait, root's both start.
+        assert_eq!(taken(&mut registry, 1), [0, 3, 4, 5]);
+        assert_eq!(
+            registry.load_of(1000),
+            UserLoad {
+                queued: 2,
+                running: 1
+            }
+        );
+        assert!(taken(&mut registry, 1).is_empty());
+        assert!(
+            registry.finish(0, Some(2.0), true, Some(0), None),
+            "1 may start"
+        );
+        assert_eq!(taken(&mut registry, 1), [1]);
+        // A job cancelled while it waits leaves the queue and its count.
+        assert!(matches!(registry.cancel(2), Cancelled::BeforeStart { .. }));
+        assert_eq!(
+            registry.load_of(1000),
+            UserLoad {
+                queued: 0,
+                running: 1
+            }
+        );
+        assert!(
+            !registry.finish(1, Some(3.0), true, Some(0), None),
+            "none waits"
+        );
+        assert_eq!(registry.load_of(1000), UserLoad::default());
+    }
+
+    #[test]
+    fn ended_jobs_are_forgotten_after_the_retention_and_their_ids_stay_used() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for _ in 0..3 {
+            let tracked = job(&registry, 1000);
+            registry.enqueue(tracked);
+        }
+        taken(&mut registry, 10);
+        registry.finish(0, Some(10.0), true, Some(0), None);
+        registry.finish(1, Some(20.0), true, Some(0), None);
+        assert_eq!(registry.forget_ended_before(15.0), 1);
+        let ids: Vec<u64> = registry.jobs().map(|j| j.id).collect();
+        assert_eq!(ids, [1, 2]);
+        assert_eq!(registry.forget_ended_before(100.0), 1);
+        assert!(registry.job(2).is_some(), "job 2 has not ended");
+        assert_eq!(registry.next_id(), 3);
+    }
+}
