@@ -39,13 +39,41 @@ pub enum ServiceError {
     BadLabelValue(String),
     #[error("process {pid} is already part of job {job} ({name})")]
     AlreadyAttached { pid: i32, job: u64, name: String },
-    /// `cosched attach` refused the process; the text says why (`attach.rs`).
-    #[error("{0}")]
-    NotAttachable(String),
+    #[error(transparent)]
+    NotAttachable(#[from] NotAttachable),
+    #[error("the daemon serves {open} connections, its most (limits.connections); try again")]
+    TooManyConnections { open: usize },
+    #[error("the daemon serves {open} connections; the last {reserved} are root's (limits.connections_reserved_for_root); try again")]
+    RootsConnections { open: usize, reserved: usize },
+    #[error("uid {uid} has {open} connections open, the most one user may (limits.connections_per_user); each `cosched wait` holds one: end some and try again")]
+    UsersConnections { uid: u32, open: usize },
     #[error(transparent)]
     Policy(#[from] cosched_policies::UnknownPolicy),
     #[error("cannot write the journal {path}: {source}")]
     Journal { path: PathBuf, source: io::Error },
     #[error("job {id} is queued, but {source}")]
     QueuedNotDurable { id: u64, source: Box<ServiceError> },
+}
+
+/// Why `cosched attach` refuses a process (`attach.rs`). None says whose another user's process is.
+#[derive(Debug, thiserror::Error)]
+pub enum NotAttachable {
+    #[error("{0} is not a process id")]
+    NotAPid(u32),
+    #[error("no process {0} runs here (pids are those of the daemon's pid namespace)")]
+    NoProcess(i32),
+    #[error("process {0} has already ended")]
+    Ended(i32),
+    #[error("process {0} is init or a kernel thread; only user processes can be attached")]
+    System(i32),
+    #[error(
+        "process {0} is the cosched daemon or one of its ancestors; it cannot schedule itself"
+    )]
+    Daemon(i32),
+    #[error("process {0} belongs to a job cosched started (or is its watchdog); `cosched jobs` lists it")]
+    CoschedJob(i32),
+    #[error("process {0} is not yours; only its owner or root may attach it")]
+    NotYours(i32),
+    #[error("process {0} runs set-uid; only root may attach it")]
+    SetUid(i32),
 }

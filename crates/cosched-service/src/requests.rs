@@ -157,7 +157,7 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
 
 fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceError> {
     check_served(shared, peer)?;
-    let found = crate::attach::inspect(a.pid, peer).map_err(ServiceError::NotAttachable)?;
+    let found = crate::attach::inspect(a.pid, peer)?;
     let a = crate::attach::as_slurm_task(a, &found);
     let submission = Submission {
         name: a.name.unwrap_or_else(|| found.comm.clone()),

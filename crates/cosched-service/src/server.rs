@@ -5,6 +5,7 @@
 //! (`config.rs`).
 
 use crate::config::Limits;
+use crate::error::ServiceError;
 use crate::protocol::{Envelope, Reply, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 use crate::registry::Peer;
 use crate::state::Shared;
@@ -23,8 +24,9 @@ pub fn serve(listener: UnixListener, shared: Arc<Shared>, idle_timeout: Duration
         let Ok(peer) = peer_of(&stream) else { continue };
         let admitted = match Connections::admit(&open, peer.uid, &shared.config.limits) {
             Ok(admitted) => admitted,
-            Err(message) => {
+            Err(refused) => {
                 let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                let message = refused.to_string();
                 let _ = respond(&mut stream, Reply::Error { message });
                 continue;
             }
@@ -62,29 +64,21 @@ impl Connections {
         table: &Arc<Mutex<Connections>>,
         uid: u32,
         limits: &Limits,
-    ) -> Result<Admitted, String> {
+    ) -> Result<Admitted, ServiceError> {
         let mut open = table.lock().unwrap_or_else(|p| p.into_inner());
         if open.total >= limits.connections {
-            return Err(format!(
-                "the daemon serves {} connections, its most (limits.connections); try again",
-                open.total
-            ));
+            return Err(ServiceError::TooManyConnections { open: open.total });
         }
         if uid != 0 {
             if open.total >= limits.connections - limits.connections_reserved_for_root {
-                return Err(format!(
-                    "the daemon serves {} connections; the last {} are root's \
-                     (limits.connections_reserved_for_root); try again",
-                    open.total, limits.connections_reserved_for_root
-                ));
+                return Err(ServiceError::RootsConnections {
+                    open: open.total,
+                    reserved: limits.connections_reserved_for_root,
+                });
             }
             let own = open.by_user.get(&uid).copied().unwrap_or(0);
             if own >= limits.connections_per_user {
-                return Err(format!(
-                    "uid {uid} has {own} connections open, the most one user may \
-                     (limits.connections_per_user); each `cosched wait` holds one: \
-                     end some and try again"
-                ));
+                return Err(ServiceError::UsersConnections { uid, open: own });
             }
         }
         open.total += 1;

@@ -502,17 +502,20 @@ fn per_user_limits_refuse_naming_their_key_and_leave_root_a_way_in() {
     // Two `cosched wait`s hold the user's two connections: a third is refused, root still gets in.
     let socket = daemon.socket.to_str().unwrap().to_string();
     let first_id = first.to_string();
-    let mut waits: Vec<Child> = (0..2)
-        .map(|_| {
-            Command::new("setpriv")
-                .args(NOBODY)
-                .arg(env!("CARGO_BIN_EXE_cosched"))
-                .args(["wait", "--socket", &socket, &first_id])
-                .current_dir("/")
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let mut waits: Vec<Child> = Vec::new();
+    for _ in 0..2 {
+        let mut wait = Command::new("setpriv")
+            .args(NOBODY)
+            .arg(env!("CARGO_BIN_EXE_cosched"))
+            .args(["wait", "--socket", &socket, &first_id])
+            .current_dir("/")
+            .spawn()
+            .unwrap();
+        // Refused, it would end at once; served, it waits for the job.
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(wait.try_wait().unwrap().is_none(), "`cosched wait` ended");
+        waits.push(wait);
+    }
     let mut message = String::new();
     assert!(
         poll(Duration::from_secs(10), || {
