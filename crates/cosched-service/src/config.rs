@@ -86,15 +86,16 @@ impl History {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the daemon configuration {path}: {source}")]
+    // `reason`, not `source`: the message includes it, and a chain printed whole would repeat it.
+    #[error("cannot read the daemon configuration {path}: {reason}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
-    #[error("daemon configuration {path}: {source}")]
+    #[error("daemon configuration {path}: {reason}")]
     Parse {
         path: PathBuf,
-        source: toml::de::Error,
+        reason: toml::de::Error,
     },
     #[error("daemon configuration {path}: {key} = {value}: {rule}")]
     Invalid {
@@ -113,16 +114,16 @@ impl DaemonConfig {
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(DaemonConfig::default())
             }
-            Err(source) => {
+            Err(reason) => {
                 return Err(ConfigError::Read {
                     path: path.to_path_buf(),
-                    source,
+                    reason,
                 })
             }
         };
-        let config: DaemonConfig = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let config: DaemonConfig = toml::from_str(&text).map_err(|reason| ConfigError::Parse {
             path: path.to_path_buf(),
-            source,
+            reason,
         })?;
         config.check(path)?;
         Ok(config)
