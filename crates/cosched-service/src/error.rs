@@ -49,10 +49,11 @@ pub enum ServiceError {
     UsersConnections { uid: u32, open: usize },
     #[error(transparent)]
     Policy(#[from] cosched_policies::UnknownPolicy),
-    #[error("cannot write the journal {path}: {source}")]
-    Journal { path: PathBuf, source: io::Error },
-    #[error("job {id} is queued, but {source}")]
-    QueuedNotDurable { id: u64, source: Box<ServiceError> },
+    // `reason`, not `source`: the message includes it, and a chain printed whole would repeat it.
+    #[error("cannot write the journal {path}: {reason}")]
+    Journal { path: PathBuf, reason: io::Error },
+    #[error("job {id} is queued, but {reason}")]
+    QueuedNotDurable { id: u64, reason: Box<ServiceError> },
 }
 
 /// Why `cosched attach` refuses a process (`attach.rs`). None says whose another user's process is.

@@ -149,7 +149,7 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
         .sync(position)
         .map_err(|e| ServiceError::QueuedNotDurable {
             id,
-            source: Box::new(e),
+            reason: Box::new(e),
         })?;
     shared.wake_executor();
     Ok(Reply::Submitted { id })

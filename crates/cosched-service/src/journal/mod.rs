@@ -253,10 +253,10 @@ impl Journal {
     }
 
     /// A journal that cannot be written is reported, not hidden.
-    fn error(&self, source: io::Error) -> ServiceError {
+    fn error(&self, reason: io::Error) -> ServiceError {
         ServiceError::Journal {
             path: self.path.clone(),
-            source,
+            reason,
         }
     }
 }
