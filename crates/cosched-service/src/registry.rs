@@ -89,6 +89,9 @@ pub struct Registry {
     next_id: u64,
     /// Submitted, not yet handed to the executor, in order.
     incoming: VecDeque<u64>,
+    /// Whether a job of `incoming` may be taken that was not at the last take: the executor asks
+    /// on every pass, and the jobs held back by a running limit may be many.
+    takeable: bool,
     /// Running jobs to kill.
     cancelled: Vec<u64>,
     /// Processes that joined a job (further tasks of its Slurm step), not yet handed to the executor.
@@ -109,6 +112,7 @@ impl Registry {
             shortest: ShortestRuns::default(),
             next_id,
             incoming: VecDeque::new(),
+            takeable: false,
             cancelled: Vec::new(),
             joins: Vec::new(),
             policy,
@@ -129,6 +133,7 @@ impl Registry {
         self.users.entry(job.view.uid).or_default().queued += 1;
         self.jobs.insert(id, Box::new(job));
         self.incoming.push_back(id);
+        self.takeable = true;
     }
 
     /// Adds a job the journal gave back; one with a submission queues for the executor again, with
@@ -139,6 +144,7 @@ impl Registry {
         if job.submission.is_some() {
             self.users.entry(job.view.uid).or_default().queued += 1;
             self.incoming.push_back(id);
+            self.takeable = true;
             self.joins.extend(joined.into_iter().map(|task| (id, task)));
         }
         if job.view.state.ended() {
@@ -226,6 +232,9 @@ impl Registry {
     /// already run `running_per_user` jobs: those stay queued, in order, until one of theirs ends.
     /// A running process to adopt is always taken: it runs whether or not cosched watches it.
     pub fn take_incoming(&mut self, running_per_user: usize) -> Vec<Incoming> {
+        if !std::mem::take(&mut self.takeable) {
+            return Vec::new();
+        }
         let ids: Vec<u64> = self.incoming.drain(..).collect();
         let mut taken = Vec::with_capacity(ids.len());
         for id in ids {
@@ -330,6 +339,7 @@ impl Registry {
             let load = self.users.entry(job.view.uid).or_default();
             load.running -= 1;
             may_start = load.queued > 0;
+            self.takeable |= may_start;
         }
         job.submission = None;
         let view = &mut job.view;
