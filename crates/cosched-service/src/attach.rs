@@ -3,6 +3,7 @@
 //! cosched itself, and belong to the client (root may attach anyone's). What it is is read from /proc
 //! and never from the request.
 
+use crate::error::NotAttachable;
 use crate::protocol::Attachment;
 use crate::registry::{Peer, Registry};
 use cosched_linux::procfs;
@@ -27,44 +28,34 @@ pub struct Found {
 /// Checks that `peer` may attach process `pid`: it runs, it is not init, a kernel thread, the daemon,
 /// one of the daemon's ancestors or descendants (its watchdog, the jobs it started), and its real and
 /// effective uids are the client's unless the client is root.
-pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
+pub fn inspect(pid: u32, peer: Peer) -> Result<Found, NotAttachable> {
     let pid = i32::try_from(pid)
         .ok()
         .filter(|&p| p > 0)
-        .ok_or_else(|| format!("{pid} is not a process id"))?;
-    let gone =
-        || format!("no process {pid} runs here (pids are those of the daemon's pid namespace)");
+        .ok_or(NotAttachable::NotAPid(pid))?;
+    let gone = || NotAttachable::NoProcess(pid);
     let stat = procfs::stat(pid).map_err(|_| gone())?;
     if stat.state == 'Z' {
-        return Err(format!("process {pid} has already ended"));
+        return Err(NotAttachable::Ended(pid));
     }
     let daemon = std::process::id() as i32;
     let ancestors = procfs::ancestors(pid);
     if pid == 1 || pid == 2 || ancestors.contains(&2) {
-        return Err(format!(
-            "process {pid} is init or a kernel thread; only user processes can be attached"
-        ));
+        return Err(NotAttachable::System(pid));
     }
     if pid == daemon || procfs::ancestors(daemon).contains(&pid) {
-        return Err(format!(
-            "process {pid} is the cosched daemon or one of its ancestors; it cannot schedule itself"
-        ));
+        return Err(NotAttachable::Daemon(pid));
     }
     if ancestors.contains(&daemon) {
-        return Err(format!(
-            "process {pid} belongs to a job cosched started (or is its watchdog); `cosched jobs` lists it"
-        ));
+        return Err(NotAttachable::CoschedJob(pid));
     }
     let [real, effective, ..] = procfs::uids(pid).map_err(|_| gone())?;
+    // Who owns another user's process is not the client's to learn.
     if peer.uid != 0 && real != peer.uid {
-        return Err(format!(
-            "process {pid} belongs to uid {real}; only its owner or root may attach it"
-        ));
+        return Err(NotAttachable::NotYours(pid));
     }
     if peer.uid != 0 && effective != real {
-        return Err(format!(
-            "process {pid} runs set-uid as uid {effective}; only root may attach it"
-        ));
+        return Err(NotAttachable::SetUid(pid));
     }
     let read = |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default();
     let comm = String::from_utf8_lossy(&read("comm"))
@@ -121,10 +112,8 @@ pub fn as_slurm_task(mut a: Attachment, found: &Found) -> Attachment {
 /// tasks on this node join it instead of becoming jobs of their own.
 pub fn job_of_step(registry: &Registry, step: &SlurmStep, uid: u32) -> Option<u64> {
     registry
-        .jobs
-        .values()
-        .find(|j| {
-            let view = &j.view;
+        .jobs()
+        .find(|view| {
             !view.state.ended()
                 && view.attached
                 && view.uid == uid
@@ -132,7 +121,7 @@ pub fn job_of_step(registry: &Registry, step: &SlurmStep, uid: u32) -> Option<u6
                     .pids()
                     .any(|pid| SlurmStep::of_process(pid as i32).as_ref() == Some(step))
         })
-        .map(|j| j.view.id)
+        .map(|view| view.id)
 }
 
 /// Whether a job whose main process is `job_pid` already holds process `pid`: it is that process, one
@@ -155,7 +144,7 @@ mod tests {
 
     #[test]
     fn init_the_daemon_and_missing_processes_are_refused_with_the_reason() {
-        let refused = |pid: u32| inspect(pid, me()).unwrap_err();
+        let refused = |pid: u32| inspect(pid, me()).unwrap_err().to_string();
         assert!(refused(1).contains("init"), "{}", refused(1));
         assert!(refused(0).contains("not a process id"));
         assert!(refused(i32::MAX as u32).contains("no process"));
@@ -187,7 +176,7 @@ mod tests {
         let as_stranger = inspect(pid, stranger);
         let as_owner = inspect(pid, me());
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        let message = as_stranger.unwrap_err();
+        let message = as_stranger.unwrap_err().to_string();
         assert!(message.contains("only its owner or root"), "{message}");
         let found = as_owner.unwrap();
         assert_eq!((found.pid, found.comm.as_str()), (pid as i32, "sleep"));

@@ -41,9 +41,15 @@ pub fn request(socket: &Path, request: Request) -> Result<Reply, ClientError> {
     })
     .expect("requests always serialise");
     line.push(b'\n');
-    stream.write_all(&line).map_err(io)?;
+    // A daemon that refuses the connection (too many) answers and closes before reading: its answer
+    // is still there to read when the write fails.
+    let sent = stream.write_all(&line);
     let mut answer = String::new();
-    BufReader::new(&stream).read_line(&mut answer).map_err(io)?;
+    let read = BufReader::new(&stream).read_line(&mut answer);
+    if answer.is_empty() {
+        sent.map_err(io)?;
+        read.map_err(io)?;
+    }
     let response: Response = serde_json::from_str(&answer).map_err(|e| ClientError::Protocol {
         socket: name.clone(),
         detail: e.to_string(),

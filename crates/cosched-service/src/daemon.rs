@@ -3,13 +3,17 @@
 //! own thread until SIGTERM, SIGINT or SIGHUP. On the way out, as when it dies, its jobs keep running,
 //! thawed, for the next daemon to adopt (`docs/service.md`).
 
-use crate::journal::{Entry, Journal, Replayed};
+use crate::config::DaemonConfig;
+use crate::error::ServiceError;
+use crate::journal::{Entry, Journal, Replayed, COMPACT_SLACK};
 use crate::notify;
+use crate::processes::kill_unwatched;
 use crate::protocol::{now_unix, JobState};
-use crate::registry::{Registry, Shared, Tracked};
+use crate::registry::{Registry, Tracked};
 use crate::source::DaemonSource;
-use cosched_core::topology::sysfs;
-use cosched_linux::{Adopt, Members, OnDeath, ProcessTable, RunOptions, RunSetup};
+use crate::state::Shared;
+use cosched_core::topology::{sysfs, TopologyError};
+use cosched_linux::{Adopt, OnDeath, RunOptions, RunSetup};
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -24,8 +28,9 @@ pub struct DaemonOptions {
     pub state: PathBuf,
     /// `None`: the last policy the journal names, else `auto`.
     pub policy: Option<String>,
-    /// How long a connection may stay silent before the daemon closes it.
+    /// How long a client may take to send a whole request before the daemon closes its connection.
     pub idle_timeout: Duration,
+    pub config: DaemonConfig,
 }
 
 /// Most jobs running at once (the watchdog's table).
@@ -39,8 +44,12 @@ pub enum DaemonError {
     AlreadyRunning(PathBuf),
     #[error(transparent)]
     Run(#[from] cosched_linux::Error),
-    #[error("{0}")]
-    Setup(String),
+    #[error("cannot read the machine's topology: {0}")]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Policy(#[from] cosched_policies::UnknownPolicy),
+    #[error(transparent)]
+    Journal(#[from] ServiceError),
 }
 
 fn io_error(what: String) -> impl FnOnce(io::Error) -> DaemonError {
@@ -61,34 +70,33 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     unsafe { libc::umask(0o077) };
     let _lock = take_lock(&options.state)?;
     notify::tell("STATUS=replaying the journal");
-    let topology = sysfs::discover().map_err(|e| DaemonError::Setup(e.to_string()))?;
+    let retention = options.config.history.retention();
+    let topology = sysfs::discover()?;
     let (journal, history) =
-        Journal::open(&options.state.join("journal.jsonl")).map_err(io_error(format!(
-            "cannot open the journal in {}",
-            options.state.display()
-        )))?;
+        Journal::open(&options.state.join("journal.jsonl"), retention).map_err(io_error(
+            format!("cannot open the journal in {}", options.state.display()),
+        ))?;
     let policy_name = options
         .policy
         .clone()
         .or(history.policy.clone())
         .unwrap_or_else(|| cosched_policies::DEFAULT_POLICY.to_string());
-    let policy =
-        cosched_policies::create(&policy_name).map_err(|e| DaemonError::Setup(e.to_string()))?;
+    let policy = cosched_policies::create(&policy_name)?;
     if history.policy.as_ref() != Some(&policy_name) {
-        journal
-            .write(&Entry::Policy {
-                t: now_unix(),
-                name: policy_name.clone(),
-                // SAFETY: geteuid has no preconditions.
-                uid: unsafe { libc::geteuid() },
-            })
-            .map_err(io_error("cannot write the journal".into()))?;
+        journal.write(&Entry::Policy {
+            t: now_unix(),
+            name: policy_name.clone(),
+            // SAFETY: geteuid has no preconditions.
+            uid: unsafe { libc::geteuid() },
+        })?;
     }
-    let registry = Registry {
-        policy: policy_name.clone(),
-        ..Registry::default()
-    };
-    let shared = Arc::new(Shared::new(registry, journal, logs.clone()));
+    let registry = Registry::new(policy_name.clone(), history.next_id);
+    let shared = Arc::new(Shared::new(
+        registry,
+        journal,
+        logs.clone(),
+        options.config.clone(),
+    ));
     recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
     let server = {
@@ -100,15 +108,8 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             .map_err(io_error("cannot start the server thread".into()))?
     };
     drop(server);
-    let (adopted, queued) = {
-        let registry = shared.lock();
-        let adopted = registry
-            .incoming
-            .iter()
-            .filter(|id| registry.jobs[id].adopt.is_some())
-            .count();
-        (adopted, registry.incoming.len() - adopted)
-    };
+    forget_ended_jobs(shared.clone(), retention)?;
+    let (adopted, queued) = shared.lock().waiting();
     // Ready once clients can connect, every job of the journal is known again, and the executor's
     // loop runs (its signal handlers in place): its first progress report.
     let mut ready = Some(format!(
@@ -166,6 +167,35 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     }
 }
 
+/// Forgets, from now on, the jobs that ended longer than `retention` ago, and compacts the journal
+/// whenever it has grown past four entries per job kept (plus some slack) since it last was.
+fn forget_ended_jobs(shared: Arc<Shared>, retention: Duration) -> Result<(), DaemonError> {
+    let period = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    std::thread::Builder::new()
+        .name("cosched-history".into())
+        .spawn(move || loop {
+            std::thread::sleep(period);
+            let cutoff = now_unix() - retention.as_secs_f64();
+            let jobs = {
+                let mut registry = shared.lock();
+                registry.forget_ended_before(cutoff);
+                registry.job_count()
+            };
+            let grown = shared.journal.appended_since_compaction() as usize;
+            if grown > 4 * jobs + COMPACT_SLACK {
+                match shared.journal.compact(retention) {
+                    Ok(c) => eprintln!(
+                        "cosched daemon: compacted the journal: {} entries to {} jobs, {} forgotten",
+                        c.entries, c.jobs, c.forgotten
+                    ),
+                    Err(e) => eprintln!("cosched daemon: cannot compact the journal: {e}"),
+                }
+            }
+        })
+        .map_err(io_error("cannot start the history thread".into()))?;
+    Ok(())
+}
+
 /// One daemon per state directory: an exclusive lock on `<state>/lock`, held while the daemon lives.
 fn take_lock(state: &Path) -> Result<fs::File, DaemonError> {
     let path = state.join("lock");
@@ -207,18 +237,24 @@ fn listen(socket: &Path, system: bool) -> Result<UnixListener, DaemonError> {
 /// pid and start time) are adopted, and running jobs that are gone are marked ended.
 fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> {
     let mut registry = shared.lock();
+    let mut last = None;
     for job in replayed {
         let id = job.view.id;
-        registry.next_id = registry.next_id.max(id + 1);
-        let mut tracked = Tracked {
-            view: job.view,
-            gid: job.gid,
-            submission: None,
-            adopt: None,
+        let settled = match job.view.state {
+            JobState::Done | JobState::Failed => true,
+            JobState::Cancelled => job.view.finished.is_some(),
+            JobState::Queued | JobState::Running => false,
         };
+        if settled {
+            // Its processes have ended: none to look for (most of a long history).
+            let mut view = job.view;
+            view.tasks.clear();
+            registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
+            continue;
+        }
         // The process a job runs as, if it still runs: an attached one, or one an earlier daemon
         // started; or, when that one ended, a further task of its Slurm step that still runs.
-        let main = match (tracked.view.pid, job.start_ticks) {
+        let main = match (job.view.pid, job.start_ticks) {
             (Some(pid), Some(start_ticks)) => Some(job.attached.unwrap_or(Adopt {
                 pid: pid as i32,
                 start_ticks,
@@ -230,62 +266,46 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
         let mut alive = main.into_iter().chain(job.joined).filter(|p| p.is_alive());
         let process = alive.next();
         let joined: Vec<Adopt> = alive.collect();
-        tracked.view.tasks = joined.iter().map(|t| t.pid as u32).collect();
-        match tracked.view.state {
-            JobState::Queued if job.attached.is_none() => {
-                tracked.submission = Some(job.submission);
-                registry.incoming.push_back(id);
+        let mut view = job.view;
+        view.tasks = joined.iter().map(|t| t.pid as u32).collect();
+        let state = view.state;
+        let unfinished = view.finished.is_none();
+        match (state, job.attached.is_some(), process) {
+            (JobState::Queued, false, _) => {
+                registry.restore(
+                    Tracked::new(view, job.gid, Some(job.submission), None),
+                    joined,
+                );
             }
-            JobState::Queued | JobState::Running | JobState::Cancelled
-                if tracked.view.finished.is_none() =>
+            (JobState::Queued | JobState::Running, _, Some(process)) if unfinished => {
+                let tracked = Tracked::new(view, job.gid, Some(job.submission), Some(process));
+                registry.restore(tracked, joined);
+            }
+            (JobState::Queued | JobState::Running | JobState::Cancelled, _, process)
+                if unfinished =>
             {
-                if let (Some(process), false) = (process, tracked.view.state == JobState::Cancelled)
-                {
-                    tracked.adopt = Some(process);
-                    tracked.submission = Some(job.submission);
-                    registry.incoming.push_back(id);
-                    registry
-                        .joins
-                        .extend(joined.into_iter().map(|task| (id, task)));
-                } else {
-                    // Cancelled while the daemon went down: finish the cancellation.
-                    for process in process.into_iter().chain(joined) {
-                        kill_unwatched(process);
-                    }
-                    let error =
-                        "ended while no cosched daemon watched it; exit status unknown".to_string();
-                    shared
-                        .journal(&Entry::Finished {
-                            id,
-                            t: None,
-                            ok: false,
-                            exit_code: None,
-                            error: Some(error.clone()),
-                        })
-                        .map_err(DaemonError::Setup)?;
-                    if tracked.view.state != JobState::Cancelled {
-                        tracked.view.state = JobState::Failed;
-                    }
-                    tracked.view.error = Some(error);
-                    tracked.view.finished = Some(now_unix());
+                // Gone, or cancelled while the daemon went down: finish the cancellation.
+                for process in process.into_iter().chain(joined) {
+                    kill_unwatched(process);
                 }
+                let error =
+                    "ended while no cosched daemon watched it; exit status unknown".to_string();
+                last = Some(shared.journal.append(&Entry::Finished {
+                    id,
+                    t: None,
+                    ok: false,
+                    exit_code: None,
+                    error: Some(error.clone()),
+                })?);
+                registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
+                registry.finish(id, Some(now_unix()), false, None, Some(error));
             }
-            _ => {}
+            _ => registry.restore(Tracked::new(view, job.gid, None, None), Vec::new()),
         }
-        registry.jobs.insert(id, tracked);
+    }
+    drop(registry);
+    if let Some(position) = last {
+        shared.journal.sync(position)?;
     }
     Ok(())
-}
-
-/// Kills a job's processes, checked by pid and start time: a started job's process group, or an
-/// attached process and its descendants.
-pub(crate) fn kill_unwatched(process: Adopt) {
-    let targets = match process.attached {
-        false => vec![-process.pid],
-        true => ProcessTable::read().members(Members::Tree(process.pid)),
-    };
-    for target in targets {
-        // SAFETY: plain system call on the job's own processes.
-        unsafe { libc::kill(target, libc::SIGKILL) };
-    }
 }

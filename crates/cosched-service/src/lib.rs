@@ -2,27 +2,39 @@
 //!
 //! - [`protocol`]: the versioned line-delimited JSON requests and responses.
 //! - [`server`]: the socket, SO_PEERCRED, one thread, a timeout and a size cap per connection.
-//! - [`registry`]: the jobs as clients see them; who may do what.
+//! - [`requests`]: each request answered: who may do what, the change journaled.
+//! - [`registry`]: the jobs as clients see them and what the executor has yet to take.
+//! - [`state`]: the registry under its lock, the journal and the wake-ups, shared by the threads.
+//! - [`error`]: why a request is refused.
+//! - [`config`]: the daemon's configuration file: per-user limits, privacy, history retention.
 //! - [`attach`]: which running processes a client may hand to the daemon (`cosched attach`).
-//! - [`journal`]: the fsynced append-only history, replayed at start.
+//! - [`journal`]: the fsynced append-only history, replayed at start and compacted to its retention.
 //! - [`notify`]: readiness and status for systemd (`Type=notify`).
 //! - [`slowdown`]: a job's slowdown so far, from the daemon's history.
 //! - [`source`]: the executor's job source fed by submissions.
 //! - [`switches`]: how late slot switches came, for `cosched bench daemon`.
 //! - [`daemon`]: start-up, recovery and adoption after a restart, the executor run.
+//! - [`processes`]: killing the processes of a job no executor watches.
+//! - [`harness`]: a daemon started and driven from outside, for tests and `cosched bench daemon`.
 //! - [`client`], [`paths`]: what the `cosched submit|jobs|…` commands use.
 //!
 //! `docs/service.md` documents the protocol, the journal, the restart rules and the security model.
 
 pub mod attach;
 pub mod client;
+pub mod config;
 pub mod daemon;
+pub mod error;
+pub mod harness;
 pub mod journal;
 pub mod notify;
 pub mod paths;
+pub mod processes;
 pub mod protocol;
 pub mod registry;
+pub mod requests;
 pub mod server;
 pub mod slowdown;
 pub mod source;
+pub mod state;
 pub mod switches;

@@ -1,18 +1,14 @@
-//! The daemon's jobs as clients see them, shared between the connection threads and the executor's
-//! thread. Every change is journaled (under the registry's lock, so the journal's order is the
-//! registry's) before it is acknowledged or acted upon.
+//! The daemon's jobs as clients see them, and what the executor has yet to take: submissions,
+//! processes that joined a job, cancellations, a policy switch. A plain data structure: the caller
+//! holds the lock (`state.rs`) and journals each change (`requests.rs`, `source.rs`).
 
-use crate::daemon::kill_unwatched;
-use crate::journal::{Appended, Entry, Journal};
-use crate::protocol::{now_unix, Attachment, JobState, JobView, Reply, Request, Submission};
-use crate::slowdown;
-use crate::switches::SwitchLog;
+use crate::error::ServiceError;
+use crate::protocol::{JobState, JobView, Submission};
+use crate::slowdown::ShortestRuns;
 use cosched_core::Policy;
 use cosched_linux::Adopt;
-use std::collections::{BTreeMap, VecDeque};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// Who sent a request, from the socket's SO_PEERCRED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,474 +20,484 @@ pub struct Peer {
 
 /// A job of the registry, with what the executor needs until it has taken it.
 pub struct Tracked {
-    pub view: JobView,
-    pub gid: u32,
-    /// Until the executor takes the job.
-    pub submission: Option<Submission>,
+    view: JobView,
+    gid: u32,
+    /// Until the executor takes the job (boxed: most jobs of a long history have none).
+    submission: Option<Box<Submission>>,
     /// A job an earlier daemon started, still running: adopted instead of started.
+    adopt: Option<Adopt>,
+    /// Handed to the executor and not ended: counted among its user's running jobs.
+    running: bool,
+}
+
+impl Tracked {
+    /// `submission`: what the executor is to run (or, with `adopt`, take over); `None` for a job
+    /// the executor already has or that has ended.
+    pub fn new(
+        view: JobView,
+        gid: u32,
+        submission: Option<Submission>,
+        adopt: Option<Adopt>,
+    ) -> Tracked {
+        Tracked {
+            view,
+            gid,
+            submission: submission.map(Box::new),
+            adopt,
+            running: false,
+        }
+    }
+}
+
+/// A job handed to the executor.
+pub struct Incoming {
+    pub id: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub submission: Submission,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
     pub adopt: Option<Adopt>,
 }
 
-#[derive(Default)]
+/// What cancelling a job did.
+pub enum Cancelled {
+    /// The executor has it: it is to kill it.
+    Running,
+    /// The executor never saw it: it has ended here, and these processes it would have adopted (a job
+    /// an earlier daemon started, an attached process, its step's tasks) are to be killed.
+    BeforeStart { processes: Vec<Adopt> },
+}
+
+/// A user's jobs not yet ended, as the per-user limits count them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct UserLoad {
+    /// Not yet handed to the executor.
+    pub queued: usize,
+    /// Handed to the executor and not ended.
+    pub running: usize,
+}
+
 pub struct Registry {
-    pub jobs: BTreeMap<u64, Tracked>,
-    pub next_id: u64,
+    /// Boxed: a B-tree's nodes are half empty after inserts in order, and a long history is
+    /// mostly ended jobs' views.
+    jobs: BTreeMap<u64, Box<Tracked>>,
+    users: HashMap<u32, UserLoad>,
+    /// Ended jobs in the order they ended, with when, to forget them after the retention.
+    ended: VecDeque<(f64, u64)>,
+    shortest: ShortestRuns,
+    next_id: u64,
     /// Submitted, not yet handed to the executor, in order.
-    pub incoming: VecDeque<u64>,
+    incoming: VecDeque<u64>,
+    /// Whether a job of `incoming` may be taken that was not at the last take: the executor asks
+    /// on every pass, and the jobs held back by a running limit may be many.
+    takeable: bool,
     /// Running jobs to kill.
-    pub cancelled: Vec<u64>,
+    cancelled: Vec<u64>,
     /// Processes that joined a job (further tasks of its Slurm step), not yet handed to the executor.
-    pub joins: Vec<(u64, Adopt)>,
+    joins: Vec<(u64, Adopt)>,
     /// The policy's name, as the last `--policy` or `cosched policy P` gave it.
-    pub policy: String,
+    policy: String,
     /// A policy to take over, not yet handed to the executor.
-    pub policy_switch: Option<Box<dyn Policy>>,
+    policy_switch: Option<Box<dyn Policy>>,
 }
 
-pub struct Shared {
-    registry: Mutex<Registry>,
-    /// Signalled whenever a job ends.
-    ended: Condvar,
-    pub journal: Journal,
-    /// Readable when the executor has news to take (an eventfd).
-    wake: OwnedFd,
-    pub logs: PathBuf,
-    /// The uid the daemon runs as; a user daemon serves that user only.
-    pub daemon_uid: u32,
-    pub switches: Mutex<SwitchLog>,
-}
-
-impl Shared {
-    pub fn new(registry: Registry, journal: Journal, logs: PathBuf) -> Shared {
-        // SAFETY: plain system call; the descriptor is owned below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
-        Shared {
-            registry: Mutex::new(registry),
-            ended: Condvar::new(),
-            journal,
-            wake: unsafe { OwnedFd::from_raw_fd(fd) },
-            logs,
-            // SAFETY: geteuid has no preconditions.
-            daemon_uid: unsafe { libc::geteuid() },
-            switches: Mutex::default(),
+impl Registry {
+    /// An empty registry whose first job gets `next_id`.
+    pub fn new(policy: String, next_id: u64) -> Registry {
+        Registry {
+            jobs: BTreeMap::new(),
+            users: HashMap::new(),
+            ended: VecDeque::new(),
+            shortest: ShortestRuns::default(),
+            next_id,
+            incoming: VecDeque::new(),
+            takeable: false,
+            cancelled: Vec::new(),
+            joins: Vec::new(),
+            policy,
+            policy_switch: None,
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    /// The id the next job gets.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
     }
 
-    /// Appends to the journal and waits until the entry is on disk; a journal that cannot be written
-    /// is reported, not hidden.
-    pub fn journal(&self, entry: &Entry) -> Result<(), String> {
-        self.sync(self.append(entry)?)
+    /// Adds a new job under [`Registry::next_id`] and queues it for the executor.
+    pub fn enqueue(&mut self, job: Tracked) {
+        let id = job.view.id;
+        debug_assert_eq!(id, self.next_id, "jobs are enqueued under the next id");
+        self.next_id = id + 1;
+        self.users.entry(job.view.uid).or_default().queued += 1;
+        self.jobs.insert(id, Box::new(job));
+        self.incoming.push_back(id);
+        self.takeable = true;
     }
 
-    /// Appends to the journal, in the order of the calls: called under the registry's lock, the
-    /// journal's order is the registry's. The entry is durable once [`Shared::sync`] returns.
-    pub fn append(&self, entry: &Entry) -> Result<Appended, String> {
-        self.journal
-            .append(entry)
-            .map_err(|e| self.journal_error(e))
+    /// Adds a job the journal gave back; one with a submission queues for the executor again, with
+    /// `joined`, the further tasks of its step that still run.
+    pub fn restore(&mut self, job: Tracked, joined: Vec<Adopt>) {
+        let id = job.view.id;
+        self.next_id = self.next_id.max(id + 1);
+        if job.submission.is_some() {
+            self.users.entry(job.view.uid).or_default().queued += 1;
+            self.incoming.push_back(id);
+            self.takeable = true;
+            self.joins.extend(joined.into_iter().map(|task| (id, task)));
+        }
+        if job.view.state.ended() {
+            let view = &job.view;
+            self.ended
+                .push_back((view.finished.unwrap_or(view.submitted), id));
+            self.shortest.record(view);
+        }
+        self.jobs.insert(id, Box::new(job));
     }
 
-    /// Waits until the entry at `position` and all before it are on disk; called without the
-    /// registry's lock, so that other requests go on while the disk works.
-    pub fn sync(&self, position: Appended) -> Result<(), String> {
-        self.journal
-            .sync(position)
-            .map_err(|e| self.journal_error(e))
-    }
-
-    fn journal_error(&self, e: std::io::Error) -> String {
-        format!(
-            "cannot write the journal {}: {e}",
-            self.journal.path().display()
-        )
-    }
-
-    pub fn wake_fd(&self) -> RawFd {
-        self.wake.as_raw_fd()
-    }
-
-    pub fn wake_executor(&self) {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes to our eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    pub fn clear_wake(&self) {
-        let mut count = 0u64;
-        // SAFETY: reading 8 bytes from our non-blocking eventfd.
-        unsafe { libc::read(self.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-    }
-
-    pub fn notify_ended(&self) {
-        self.ended.notify_all();
-    }
-
-    /// Answers one request from `peer`.
-    pub fn handle(&self, request: Request, peer: Peer) -> Reply {
-        let result = match request {
-            Request::Submit(submission) => self.submit(submission, peer),
-            Request::Jobs { all } => {
-                let registry = self.lock();
-                let shortest = slowdown::shortest_runs(registry.jobs.values().map(|j| &j.view));
-                let now = now_unix();
-                Ok(Reply::Jobs {
-                    jobs: registry
-                        .jobs
-                        .values()
-                        .filter(|j| all || !j.view.state.ended())
-                        .map(|j| slowdown::with_slowdown(j.view.clone(), &shortest, now))
-                        .collect(),
-                })
+    /// Forgets the jobs that ended before `cutoff` (Unix seconds); how many.
+    pub fn forget_ended_before(&mut self, cutoff: f64) -> usize {
+        let mut forgotten = 0;
+        while let Some(&(t, id)) = self.ended.front() {
+            if t >= cutoff {
+                break;
             }
-            Request::Show { id } => {
-                let registry = self.lock();
-                let shortest = slowdown::shortest_runs(registry.jobs.values().map(|j| &j.view));
-                registry
-                    .jobs
-                    .get(&id)
-                    .map(|j| Reply::Job {
-                        job: Box::new(slowdown::with_slowdown(
-                            j.view.clone(),
-                            &shortest,
-                            now_unix(),
-                        )),
-                    })
-                    .ok_or_else(|| no_such_job(id))
+            self.ended.pop_front();
+            if self.jobs.get(&id).is_some_and(|j| j.view.state.ended()) {
+                self.jobs.remove(&id);
+                forgotten += 1;
             }
-            Request::Cancel { ids } => self.cancel(&ids, peer),
-            Request::Wait { ids } => self.wait(&ids),
-            Request::Policy { set: None } => Ok(Reply::Policy {
-                name: self.lock().policy.clone(),
-            }),
-            Request::Switches {} => {
-                let log = self.switches.lock().unwrap_or_else(|p| p.into_inner());
-                Ok(Reply::Switches {
-                    total: log.total(),
-                    recent_lateness: log.recent(),
-                })
+        }
+        // The shortest runs outlive the jobs they came from, but not by far more than there are
+        // jobs.
+        if self.shortest.commands() > 2 * self.jobs.len() + 1024 {
+            self.shortest = ShortestRuns::default();
+            for job in self.jobs.values() {
+                self.shortest.record(&job.view);
             }
-            Request::Policy { set: Some(name) } => self.switch_policy(name, peer),
-            Request::Attach(attachment) => self.attach(attachment, peer),
+        }
+        forgotten
+    }
+
+    /// `view` with its slowdown so far at `now` (`slowdown.rs`).
+    pub fn with_slowdown(&self, mut view: JobView, now: f64) -> JobView {
+        view.slowdown = self.shortest.slowdown(&view, now);
+        view
+    }
+
+    pub fn job(&self, id: u64) -> Option<&JobView> {
+        self.jobs.get(&id).map(|j| &j.view)
+    }
+
+    /// Every job, by id.
+    pub fn jobs(&self) -> impl Iterator<Item = &JobView> {
+        self.jobs.values().map(|j| &j.view)
+    }
+
+    /// Jobs held, ended ones included.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// The jobs from id `from` on, by id.
+    pub fn jobs_from(&self, from: u64) -> impl Iterator<Item = &JobView> {
+        self.jobs.range(from..).map(|(_, j)| &j.view)
+    }
+
+    /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
+    pub fn waiting(&self) -> (usize, usize) {
+        let adopted = self
+            .incoming
+            .iter()
+            .filter(|id| self.jobs[id].adopt.is_some())
+            .count();
+        (adopted, self.incoming.len() - adopted)
+    }
+
+    /// Makes `task` part of job `id`, as another task of its Slurm step.
+    pub fn join(&mut self, id: u64, task: Adopt) {
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.view.tasks.push(task.pid as u32);
+            self.joins.push((id, task));
+        }
+    }
+
+    /// The jobs of `uid` not yet ended.
+    pub fn load_of(&self, uid: u32) -> UserLoad {
+        self.users.get(&uid).copied().unwrap_or_default()
+    }
+
+    /// Hands the queued jobs to the executor, in order, but for jobs of users (root excepted) who
+    /// already run `running_per_user` jobs: those stay queued, in order, until one of theirs ends.
+    /// A running process to adopt is always taken: it runs whether or not cosched watches it.
+    pub fn take_incoming(&mut self, running_per_user: usize) -> Vec<Incoming> {
+        if !std::mem::take(&mut self.takeable) {
+            return Vec::new();
+        }
+        let ids: Vec<u64> = self.incoming.drain(..).collect();
+        let mut taken = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let load = self.users.entry(job.view.uid).or_default();
+            if job.view.uid != 0 && job.adopt.is_none() && load.running >= running_per_user {
+                self.incoming.push_back(id);
+                continue;
+            }
+            let Some(submission) = job.submission.take() else {
+                continue;
+            };
+            load.queued -= 1;
+            load.running += 1;
+            job.running = true;
+            taken.push(Incoming {
+                id,
+                uid: job.view.uid,
+                gid: job.gid,
+                submission: *submission,
+                stdout: job.view.stdout.clone(),
+                stderr: job.view.stderr.clone(),
+                adopt: job.adopt,
+            });
+        }
+        taken
+    }
+
+    /// Jobs not yet handed to the executor.
+    pub fn incoming_len(&self) -> usize {
+        self.incoming.len()
+    }
+
+    /// The tasks that joined jobs the executor has. A task may join a job the executor has not taken
+    /// yet (both came since its last pass): the task waits for its job, or the executor would take it
+    /// for a job that has ended.
+    pub fn take_joins(&mut self) -> Vec<(u64, Adopt)> {
+        let joins = std::mem::take(&mut self.joins);
+        let (waiting, ready): (Vec<_>, Vec<_>) = joins
+            .into_iter()
+            .partition(|(id, _)| self.incoming.contains(id));
+        self.joins = waiting;
+        ready
+    }
+
+    /// Running jobs cancelled since the last call, for the executor to kill.
+    pub fn take_cancelled(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.cancelled)
+    }
+
+    /// Records that the executor started (or adopted) job `id`; whether it was adopted, or `None`
+    /// for a job the registry does not hold.
+    pub fn mark_started(&mut self, id: u64, pid: u32, threads: u32, t: f64) -> Option<bool> {
+        let job = self.jobs.get_mut(&id)?;
+        // An attached process is adopted when a later daemon takes it over again.
+        let adopted = job.adopt.is_some() && (!job.view.attached || job.view.started.is_some());
+        let view = &mut job.view;
+        if view.state != JobState::Cancelled {
+            view.state = JobState::Running;
+        }
+        view.pid = Some(pid);
+        view.threads = Some(threads);
+        view.started.get_or_insert(t);
+        view.adopted = adopted;
+        Some(adopted)
+    }
+
+    /// Records the CPUs job `id` has in the plan; whether they changed.
+    pub fn mark_placed(&mut self, id: u64, cpus: &str) -> bool {
+        match self.jobs.get_mut(&id) {
+            Some(job) if job.view.cpus.as_deref() != Some(cpus) => {
+                job.view.cpus = Some(cpus.to_string());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn set_threads(&mut self, id: u64, threads: u32) {
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.view.threads = Some(threads);
+        }
+    }
+
+    /// Records the end of job `id` at `t` (`None`: unknown, it ended while no daemon watched it);
+    /// a cancelled job stays cancelled. Whether a job its user holds queued may start now.
+    pub fn finish(
+        &mut self,
+        id: u64,
+        t: Option<f64>,
+        ok: bool,
+        exit_code: Option<i32>,
+        error: Option<String>,
+    ) -> bool {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return false;
         };
-        result.unwrap_or_else(|message| Reply::Error { message })
+        let mut may_start = false;
+        if std::mem::take(&mut job.running) {
+            let load = self.users.entry(job.view.uid).or_default();
+            load.running -= 1;
+            may_start = load.queued > 0;
+            self.takeable |= may_start;
+        }
+        job.submission = None;
+        let view = &mut job.view;
+        if view.state != JobState::Cancelled {
+            view.state = if ok { JobState::Done } else { JobState::Failed };
+        }
+        view.finished = t;
+        view.exit_code = exit_code;
+        view.error = error;
+        view.cpus = None;
+        self.ended
+            .push_back((view.finished.unwrap_or(view.submitted), id));
+        self.shortest.record(view);
+        may_start
     }
 
-    /// A user daemon serves its own user only.
-    fn check_served(&self, peer: Peer) -> Result<(), String> {
-        if self.daemon_uid != 0 && peer.uid != self.daemon_uid {
-            return Err(format!(
-                "this is the personal daemon of uid {}; uid {} may not use it",
-                self.daemon_uid, peer.uid
-            ));
+    /// Whether `uid` may cancel every job of `ids`: they exist, are its own (or it is root), and
+    /// have not ended.
+    pub fn check_cancel(&self, ids: &[u64], uid: u32) -> Result<(), ServiceError> {
+        for &id in ids {
+            let job = self.job(id).ok_or(ServiceError::NoSuchJob(id))?;
+            if uid != 0 && job.uid != uid {
+                return Err(ServiceError::NotOwner { id, owner: job.uid });
+            }
+            if job.state.ended() {
+                return Err(ServiceError::AlreadyEnded {
+                    id,
+                    state: job.state,
+                });
+            }
         }
         Ok(())
     }
 
-    fn submit(&self, submission: Submission, peer: Peer) -> Result<Reply, String> {
-        check_submission(&submission)?;
-        self.check_served(peer)?;
-        let mut registry = self.lock();
-        let id = registry.next_id;
-        let t = now_unix();
-        let stdout = self.logs.join(format!("{id}.stdout"));
-        let stderr = self.logs.join(format!("{id}.stderr"));
-        let position = self.append(&Entry::Submitted {
-            id,
-            t,
-            uid: peer.uid,
-            gid: peer.gid,
-            submission: submission.clone(),
-            stdout: stdout.clone(),
-            stderr: stderr.clone(),
-        })?;
-        registry.next_id += 1;
-        registry.jobs.insert(
-            id,
-            Tracked {
-                view: JobView::queued(id, peer.uid, t, &submission, stdout, stderr),
-                gid: peer.gid,
-                submission: Some(submission),
-                adopt: None,
-            },
-        );
-        registry.incoming.push_back(id);
-        drop(registry);
-        // Acknowledged only once durable. The executor may take the job before this returns, but its
-        // `started` entry, synced in the same file, cannot reach the disk before this one.
-        self.sync(position)
-            .map_err(|e| format!("job {id} is queued, but {e}"))?;
-        self.wake_executor();
-        Ok(Reply::Submitted { id })
-    }
-
-    fn attach(&self, a: Attachment, peer: Peer) -> Result<Reply, String> {
-        self.check_served(peer)?;
-        let found = crate::attach::inspect(a.pid, peer)?;
-        let a = crate::attach::as_slurm_task(a, &found);
-        let submission = Submission {
-            name: a.name.unwrap_or_else(|| found.comm.clone()),
-            command: found.command.clone(),
-            cwd: found.cwd.clone(),
-            env: Default::default(),
-            min_threads: a.min_threads,
-            max_threads: a.max_threads,
-            kind: a.kind,
-            weight: a.weight,
-            coschedule: a.coschedule,
-            hints: a.hints,
-            labels: a.labels,
+    /// Cancels job `id`, checked with [`Registry::check_cancel`].
+    pub fn cancel(&mut self, id: u64) -> Cancelled {
+        let queued = self.incoming.iter().position(|&q| q == id);
+        let job = self.jobs.get_mut(&id).expect("checked by check_cancel");
+        job.view.state = JobState::Cancelled;
+        let Some(at) = queued else {
+            self.cancelled.push(id);
+            return Cancelled::Running;
         };
-        check_submission(&submission)?;
-        let mut registry = self.lock();
-        // Under the lock: two requests for one process cannot both pass.
-        let ancestors = cosched_linux::procfs::ancestors(found.pid);
-        let owner = registry.jobs.values().find(|j| {
-            !j.view.state.ended()
-                && j.view
-                    .pids()
-                    .any(|p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
+        self.incoming.remove(at);
+        self.users.entry(job.view.uid).or_default().queued -= 1;
+        let mut processes: Vec<Adopt> = job.adopt.take().into_iter().collect();
+        job.submission = None;
+        self.joins.retain(|&(joined, task)| {
+            let ours = joined == id;
+            if ours {
+                processes.push(task);
+            }
+            !ours
         });
-        if let Some(owner) = owner {
-            return Err(format!(
-                "process {} is already part of job {} ({})",
-                found.pid, owner.view.id, owner.view.name
-            ));
-        }
-        let step_job = found
-            .slurm
-            .as_ref()
-            .and_then(|step| crate::attach::job_of_step(&registry, step, found.uid));
-        if let Some(id) = step_job {
-            let task = Adopt {
-                pid: found.pid,
-                start_ticks: found.start_ticks,
-                attached: true,
-                in_place: a.in_place,
-            };
-            return self.join(registry, id, task);
-        }
-        let id = registry.next_id;
-        let t = now_unix();
-        self.journal(&Entry::Attached {
-            id,
-            t,
-            uid: found.uid,
-            gid: peer.gid,
-            submission: submission.clone(),
-            pid: found.pid as u32,
-            start_ticks: found.start_ticks,
-            in_place: a.in_place,
-        })?;
-        registry.next_id += 1;
-        let mut view = JobView::queued(
-            id,
-            found.uid,
-            t,
-            &submission,
-            PathBuf::new(),
-            PathBuf::new(),
-        );
-        view.pid = Some(found.pid as u32);
-        view.attached = true;
-        registry.jobs.insert(
-            id,
-            Tracked {
-                view,
-                gid: peer.gid,
-                submission: Some(submission),
-                adopt: Some(Adopt {
-                    pid: found.pid,
-                    start_ticks: found.start_ticks,
-                    attached: true,
-                    in_place: a.in_place,
-                }),
-            },
-        );
-        registry.incoming.push_back(id);
-        drop(registry);
-        self.wake_executor();
-        Ok(Reply::Attached { id })
+        Cancelled::BeforeStart { processes }
     }
 
-    /// Makes `task` part of attached job `id`, as another task of its Slurm step: one gang, one
-    /// partition, ended when its last task ends.
-    fn join(
-        &self,
-        mut registry: MutexGuard<'_, Registry>,
-        id: u64,
-        task: Adopt,
-    ) -> Result<Reply, String> {
-        self.journal(&Entry::Joined {
-            id,
-            t: now_unix(),
-            pid: task.pid as u32,
-            start_ticks: task.start_ticks,
-        })?;
-        let job = registry.jobs.get_mut(&id).expect("found under this lock");
-        job.view.tasks.push(task.pid as u32);
-        registry.joins.push((id, task));
-        drop(registry);
-        self.wake_executor();
-        Ok(Reply::Attached { id })
-    }
-
-    /// Switches the running policy: it takes over every job at the executor's next pass, and the
-    /// journal keeps it for the next daemon.
-    fn switch_policy(&self, name: String, peer: Peer) -> Result<Reply, String> {
-        if peer.uid != 0 && peer.uid != self.daemon_uid {
-            return Err(format!(
-                "only root or the daemon's own user (uid {}) may switch its policy",
-                self.daemon_uid
-            ));
-        }
-        let policy = cosched_policies::create(&name).map_err(|e| e.to_string())?;
-        let mut registry = self.lock();
-        self.journal(&Entry::Policy {
-            t: now_unix(),
-            name: name.clone(),
-            uid: peer.uid,
-        })?;
-        registry.policy = name.clone();
-        registry.policy_switch = Some(policy);
-        drop(registry);
-        self.wake_executor();
-        Ok(Reply::Policy { name })
-    }
-
-    fn cancel(&self, ids: &[u64], peer: Peer) -> Result<Reply, String> {
-        let mut registry = self.lock();
-        for id in ids {
-            let job = registry.jobs.get(id).ok_or_else(|| no_such_job(*id))?;
-            if peer.uid != 0 && job.view.uid != peer.uid {
-                return Err(format!(
-                    "job {id} belongs to uid {}; only its owner or root may cancel it",
-                    job.view.uid
-                ));
-            }
-            if job.view.state.ended() {
-                return Err(format!("job {id} has already ended ({:?})", job.view.state));
-            }
-        }
+    /// The views of jobs `ids` once every one has ended, `None` while one has not.
+    pub fn ended(&self, ids: &[u64]) -> Result<Option<Vec<JobView>>, ServiceError> {
+        let mut views = Vec::with_capacity(ids.len());
         for &id in ids {
-            let t = now_unix();
-            self.journal(&Entry::Cancelled { id, t })?;
-            let queued = registry.incoming.iter().position(|&q| q == id);
-            if let Some(at) = queued {
-                // The executor never saw it: it ends here, and so do the processes it would have
-                // adopted (a job an earlier daemon started, an attached process, its step's tasks).
-                registry.incoming.remove(at);
-                let job = registry.jobs.get_mut(&id).expect("checked above");
-                let mut processes: Vec<Adopt> = job.adopt.take().into_iter().collect();
-                registry.joins.retain(|&(joined, task)| {
-                    let ours = joined == id;
-                    if ours {
-                        processes.push(task);
-                    }
-                    !ours
-                });
-                let error = match processes.is_empty() {
-                    true => "cancelled before it started",
-                    false => "cancelled before this daemon took it over",
-                }
-                .to_string();
-                processes.into_iter().for_each(kill_unwatched);
-                self.journal(&Entry::Finished {
-                    id,
-                    t: Some(t),
-                    ok: false,
-                    exit_code: None,
-                    error: Some(error.clone()),
-                })?;
-                let job = registry.jobs.get_mut(&id).expect("checked above");
-                job.submission = None;
-                job.view.finished = Some(t);
-                job.view.error = Some(error);
-            } else {
-                registry.cancelled.push(id);
+            let job = self.job(id).ok_or(ServiceError::NoSuchJob(id))?;
+            // A cancelled job has ended once the executor reports its end.
+            if !job.state.ended() || job.finished.is_none() {
+                return Ok(None);
             }
-            registry
-                .jobs
-                .get_mut(&id)
-                .expect("checked above")
-                .view
-                .state = JobState::Cancelled;
+            views.push(job.clone());
         }
-        drop(registry);
-        self.wake_executor();
-        self.notify_ended();
-        Ok(Reply::Cancelled { ids: ids.to_vec() })
+        Ok(Some(views))
     }
 
-    fn wait(&self, ids: &[u64]) -> Result<Reply, String> {
-        let mut registry = self.lock();
-        loop {
-            let mut views = Vec::new();
-            for id in ids {
-                let job = registry.jobs.get(id).ok_or_else(|| no_such_job(*id))?;
-                // A cancelled job has ended once the executor reports its end.
-                if !job.view.state.ended() || job.view.finished.is_none() {
-                    break;
-                }
-                views.push(job.view.clone());
-            }
-            if views.len() == ids.len() {
-                return Ok(Reply::Ended { jobs: views });
-            }
-            registry = self.ended.wait(registry).unwrap_or_else(|p| p.into_inner());
-        }
+    pub fn policy(&self) -> &str {
+        &self.policy
+    }
+
+    /// Switches to `policy`, called `name`, at the executor's next pass.
+    pub fn switch_policy(&mut self, name: String, policy: Box<dyn Policy>) {
+        self.policy = name;
+        self.policy_switch = Some(policy);
+    }
+
+    pub fn take_policy_switch(&mut self) -> Option<Box<dyn Policy>> {
+        self.policy_switch.take()
     }
 }
 
-fn no_such_job(id: u64) -> String {
-    format!("no job {id}; `cosched jobs --all` lists them")
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn check_submission(s: &Submission) -> Result<(), String> {
-    if s.command.first().is_none_or(|p| p.is_empty()) {
-        return Err("the job has no command; give one after `--`".into());
+    fn job(registry: &Registry, uid: u32) -> Tracked {
+        let id = registry.next_id();
+        let submission = Submission::of("/bin/true");
+        let view = JobView::queued(id, uid, 1.0, &submission, "o".into(), "e".into());
+        Tracked::new(view, uid, Some(submission), None)
     }
-    if s.name.is_empty() || s.name.len() > 200 || s.name.chars().any(char::is_control) {
-        return Err("job names must be 1 to 200 printable characters".into());
-    }
-    if !s.cwd.is_absolute() {
-        return Err(format!("working directory {:?} is not absolute", s.cwd));
-    }
-    if let (Some(min), Some(max)) = (s.min_threads, s.max_threads) {
-        if min == 0 || min > max {
-            return Err(format!("threads {min}:{max}: need 1 ≤ MIN ≤ MAX"));
-        }
-    }
-    if !(s.weight.is_finite() && s.weight > 0.0) {
-        return Err(format!("weight {} must be a positive number", s.weight));
-    }
-    check_labels(&s.labels)
-}
 
-/// Labels are shown to every user and written to the journal: short, printable, a bounded number.
-fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), String> {
-    if labels.len() > 32 {
-        return Err(format!("{} labels; at most 32 are kept", labels.len()));
+    fn taken(registry: &mut Registry, limit: usize) -> Vec<u64> {
+        registry
+            .take_incoming(limit)
+            .into_iter()
+            .map(|j| j.id)
+            .collect()
     }
-    for (key, value) in labels {
-        let key_ok = (1..=64).contains(&key.len())
-            && key
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !key_ok {
-            return Err(format!(
-                "label key {key:?}: use 1 to 64 letters, digits, '_', '-' or '.'"
-            ));
+
+    #[test]
+    fn a_users_jobs_past_the_running_limit_wait_in_order_and_start_as_others_end() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for uid in [1000, 1000, 1000, 1001, 0, 0] {
+            let tracked = job(&registry, uid);
+            registry.enqueue(tracked);
         }
-        if value.len() > 256 || value.chars().any(char::is_control) {
-            return Err(format!(
-                "label {key}: values are at most 256 printable characters"
-            ));
-        }
+        // One running job per user, root excepted: 0 and 3 start, 1 and 2 wait, root's both start.
+        assert_eq!(taken(&mut registry, 1), [0, 3, 4, 5]);
+        assert_eq!(
+            registry.load_of(1000),
+            UserLoad {
+                queued: 2,
+                running: 1
+            }
+        );
+        assert!(taken(&mut registry, 1).is_empty());
+        assert!(
+            registry.finish(0, Some(2.0), true, Some(0), None),
+            "1 may start"
+        );
+        assert_eq!(taken(&mut registry, 1), [1]);
+        // A job cancelled while it waits leaves the queue and its count.
+        assert!(matches!(registry.cancel(2), Cancelled::BeforeStart { .. }));
+        assert_eq!(
+            registry.load_of(1000),
+            UserLoad {
+                queued: 0,
+                running: 1
+            }
+        );
+        assert!(
+            !registry.finish(1, Some(3.0), true, Some(0), None),
+            "none waits"
+        );
+        assert_eq!(registry.load_of(1000), UserLoad::default());
     }
-    Ok(())
+
+    #[test]
+    fn ended_jobs_are_forgotten_after_the_retention_and_their_ids_stay_used() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for _ in 0..3 {
+            let tracked = job(&registry, 1000);
+            registry.enqueue(tracked);
+        }
+        taken(&mut registry, 10);
+        registry.finish(0, Some(10.0), true, Some(0), None);
+        registry.finish(1, Some(20.0), true, Some(0), None);
+        assert_eq!(registry.forget_ended_before(15.0), 1);
+        let ids: Vec<u64> = registry.jobs().map(|j| j.id).collect();
+        assert_eq!(ids, [1, 2]);
+        assert_eq!(registry.forget_ended_before(100.0), 1);
+        assert!(registry.job(2).is_some(), "job 2 has not ended");
+        assert_eq!(registry.next_id(), 3);
+    }
 }

@@ -1,47 +1,122 @@
-//! The daemon's socket: every connection gets its own thread, a read timeout and a cap on the length
-//! of a request line, so that no client — silent, malformed, huge or one of hundreds — can hold up the
-//! executor's thread, which never reads from the socket itself.
+//! The daemon's socket: every connection gets its own thread, a deadline for each whole request and a
+//! cap on the length of a request line, so that no client — silent, slow, malformed, huge or one of
+//! hundreds — can hold up the executor's thread, which never reads from the socket itself. The
+//! connections open at once are limited in all and per user, with the last few kept for root
+//! (`config.rs`).
 
+use crate::config::Limits;
+use crate::error::ServiceError;
 use crate::protocol::{Envelope, Reply, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
-use crate::registry::{Peer, Shared};
+use crate::registry::Peer;
+use crate::state::Shared;
+use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
-/// Connections served at once; more are refused with an error.
-pub const MAX_CONNECTIONS: usize = 512;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Accepts connections until the listener fails.
 pub fn serve(listener: UnixListener, shared: Arc<Shared>, idle_timeout: Duration) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(Mutex::new(Connections::default()));
     for stream in listener.incoming() {
         let Ok(mut stream) = stream else { continue };
-        if open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = respond(
-                &mut stream,
-                Reply::Error {
-                    message: format!("too many connections ({MAX_CONNECTIONS}); try again"),
-                },
-            );
-            continue;
-        }
-        open.fetch_add(1, Ordering::SeqCst);
+        let Ok(peer) = peer_of(&stream) else { continue };
+        let admitted = match Connections::admit(&open, peer.uid, &shared.config.limits) {
+            Ok(admitted) => admitted,
+            Err(refused) => {
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                let message = refused.to_string();
+                let _ = respond(&mut stream, Reply::Error { message });
+                continue;
+            }
+        };
         let shared = shared.clone();
-        let still_open = open.clone();
-        let spawned = std::thread::Builder::new()
+        // A thread that cannot be started drops `admitted` with the closure, which gives its place
+        // back.
+        let _ = std::thread::Builder::new()
             .name("cosched-client".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let _ = connection(stream, &shared, idle_timeout);
-                still_open.fetch_sub(1, Ordering::SeqCst);
+                let _ = connection(stream, peer, &shared, idle_timeout);
+                drop(admitted);
             });
-        if spawned.is_err() {
-            open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The connections open, in all and per user.
+#[derive(Default)]
+struct Connections {
+    total: usize,
+    by_user: HashMap<u32, usize>,
+}
+
+/// A connection counted in [`Connections`] until dropped.
+struct Admitted {
+    table: Arc<Mutex<Connections>>,
+    uid: u32,
+}
+
+impl Connections {
+    /// Counts a new connection of `uid`, or says which limit refuses it: one user's connections
+    /// (each `cosched wait` holds one) cannot take the last ones, which are root's.
+    fn admit(
+        table: &Arc<Mutex<Connections>>,
+        uid: u32,
+        limits: &Limits,
+    ) -> Result<Admitted, ServiceError> {
+        let mut open = table.lock().unwrap_or_else(|p| p.into_inner());
+        if open.total >= limits.connections {
+            return Err(ServiceError::TooManyConnections { open: open.total });
         }
+        if uid != 0 {
+            if open.total >= limits.connections - limits.connections_reserved_for_root {
+                return Err(ServiceError::RootsConnections {
+                    open: open.total,
+                    reserved: limits.connections_reserved_for_root,
+                });
+            }
+            let own = open.by_user.get(&uid).copied().unwrap_or(0);
+            if own >= limits.connections_per_user {
+                return Err(ServiceError::UsersConnections { uid, open: own });
+            }
+        }
+        open.total += 1;
+        *open.by_user.entry(uid).or_default() += 1;
+        Ok(Admitted {
+            table: table.clone(),
+            uid,
+        })
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut open = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        open.total -= 1;
+        if let Some(own) = open.by_user.get_mut(&self.uid) {
+            *own -= 1;
+            if *own == 0 {
+                open.by_user.remove(&self.uid);
+            }
+        }
+    }
+}
+
+/// A socket read against one deadline for a whole request, however the client spreads its bytes.
+struct DeadlineReader {
+    stream: UnixStream,
+    deadline: Instant,
+}
+
+impl Read for DeadlineReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
     }
 }
 
@@ -69,13 +144,20 @@ pub fn peer_of(stream: &UnixStream) -> io::Result<Peer> {
     })
 }
 
-fn connection(stream: UnixStream, shared: &Shared, idle_timeout: Duration) -> io::Result<()> {
-    let peer = peer_of(&stream)?;
-    stream.set_read_timeout(Some(idle_timeout))?;
+fn connection(
+    stream: UnixStream,
+    peer: Peer,
+    shared: &Shared,
+    idle_timeout: Duration,
+) -> io::Result<()> {
     stream.set_write_timeout(Some(idle_timeout))?;
     let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
+    let mut reader = BufReader::new(DeadlineReader {
+        stream,
+        deadline: Instant::now(),
+    });
     loop {
+        reader.get_mut().deadline = Instant::now() + idle_timeout;
         let mut line = Vec::new();
         let read = (&mut reader)
             .take(MAX_REQUEST_BYTES as u64 + 1)
@@ -112,7 +194,7 @@ fn connection(stream: UnixStream, shared: &Shared, idle_timeout: Duration) -> io
                     envelope.version
                 ),
             },
-            Ok(envelope) => shared.handle(envelope.request, peer),
+            Ok(envelope) => crate::requests::handle(shared, envelope.request, peer),
         };
         respond(&mut writer, reply)?;
     }

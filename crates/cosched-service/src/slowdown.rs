@@ -5,31 +5,40 @@
 use crate::protocol::{JobState, JobView};
 use std::collections::HashMap;
 
-/// The shortest successful run time of each command line among `views`. Attached processes are left
-/// out: their time counts from the attach, not from their start.
-pub fn shortest_runs<'a>(views: impl Iterator<Item = &'a JobView>) -> HashMap<&'a [String], f64> {
-    let mut shortest: HashMap<&[String], f64> = HashMap::new();
-    for view in views.filter(|v| v.state == JobState::Done && !v.attached) {
+/// The shortest successful run time of each command line seen, kept up to date as jobs end so that
+/// no request has to go through the history.
+#[derive(Debug, Default)]
+pub struct ShortestRuns(HashMap<Vec<String>, f64>);
+
+impl ShortestRuns {
+    /// Counts `view` if it is a run that ended well. Attached processes are left out: their time
+    /// counts from the attach, not from their start.
+    pub fn record(&mut self, view: &JobView) {
+        if view.state != JobState::Done || view.attached {
+            return;
+        }
         if let (Some(start), Some(end)) = (view.started, view.finished) {
             let run = end - start;
             if run > 0.0 {
-                shortest
-                    .entry(view.command.as_slice())
+                self.0
+                    .entry(view.command.clone())
                     .and_modify(|s| *s = s.min(run))
                     .or_insert(run);
             }
         }
     }
-    shortest
-}
 
-/// `view` with its slowdown so far at `now`, where `shortest` knows its command.
-pub fn with_slowdown(mut view: JobView, shortest: &HashMap<&[String], f64>, now: f64) -> JobView {
-    view.slowdown = view.started.and_then(|start| {
-        let run = shortest.get(view.command.as_slice())?;
+    /// `view`'s slowdown so far at `now`, where its command was seen to end well.
+    pub fn slowdown(&self, view: &JobView, now: f64) -> Option<f64> {
+        let start = view.started?;
+        let run = self.0.get(&view.command)?;
         Some((view.finished.unwrap_or(now) - start) / run)
-    });
-    view
+    }
+
+    /// Command lines known.
+    pub fn commands(&self) -> usize {
+        self.0.len()
+    }
 }
 
 #[cfg(test)]
@@ -57,8 +66,9 @@ mod tests {
             view(5, "b", JobState::Running, Some((100.0, None))),
             view(6, "a", JobState::Queued, None),
         ];
-        let shortest = shortest_runs(history.iter());
-        let at = |id: usize| with_slowdown(history[id].clone(), &shortest, 115.0).slowdown;
+        let mut shortest = ShortestRuns::default();
+        history.iter().for_each(|view| shortest.record(view));
+        let at = |id: usize| shortest.slowdown(&history[id], 115.0);
         assert_eq!(at(3), Some(1.5));
         assert_eq!(at(0), Some(1.2));
         assert_eq!(at(4), None, "b never finished");

@@ -2,8 +2,8 @@
 //! and what the executor reports (starts, placements, thread changes, ends) journaled and shown.
 
 use crate::journal::{Appended, Entry};
-use crate::protocol::{now_unix, JobState};
-use crate::registry::Shared;
+use crate::protocol::now_unix;
+use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
 use cosched_core::{JobId, JobSpec, Policy};
 use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource};
@@ -22,6 +22,7 @@ impl DaemonSource {
     /// Appends `entry` to the journal under the registry's lock, which the caller holds.
     fn append(&self, entry: Entry) -> Option<Appended> {
         self.shared
+            .journal
             .append(&entry)
             .map_err(|e| eprintln!("cosched daemon: {e}"))
             .ok()
@@ -30,7 +31,7 @@ impl DaemonSource {
     /// Waits, after the registry's lock is released, until what [`DaemonSource::append`] wrote is on
     /// disk.
     fn sync(&self, position: Option<Appended>) {
-        if let Some(Err(e)) = position.map(|p| self.shared.sync(p)) {
+        if let Some(Err(e)) = position.map(|p| self.shared.journal.sync(p)) {
             eprintln!("cosched daemon: {e}");
         }
     }
@@ -39,44 +40,40 @@ impl DaemonSource {
 impl JobSource for DaemonSource {
     fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob> {
         self.shared.clear_wake();
-        let mut registry = self.shared.lock();
-        let ids: Vec<u64> = registry.incoming.drain(..).collect();
-        let mut arrived = Vec::new();
-        for id in ids {
-            let Some(job) = registry.jobs.get_mut(&id) else {
-                continue;
-            };
-            let Some(s) = job.submission.take() else {
-                continue;
-            };
-            let max = s.max_threads.unwrap_or(self.cpus as u32).max(1);
-            arrived.push(ArrivingJob {
-                spec: JobSpec {
-                    id: JobId(id as u32),
-                    name: s.name,
-                    arrival: now,
-                    kind: s.kind,
-                    min_threads: s.min_threads.unwrap_or(1).min(max),
-                    max_threads: max,
-                    coschedule: s.coschedule,
-                    weight: s.weight,
-                    hints: s.hints,
-                },
-                command: s.command,
-                env: s.env,
-                workload_dir: s.cwd.clone(),
-                stdout: job.view.stdout.clone(),
-                stderr: job.view.stderr.clone(),
-                isolated: None,
-                cwd: Some(s.cwd),
-                user: self
-                    .as_submitter
-                    .then(|| InvokingUser::with_groups(job.view.uid, job.gid)),
-                clear_env: true,
-                adopt: job.adopt,
-            });
-        }
-        arrived
+        let running_per_user = self.shared.config.limits.running_jobs_per_user;
+        let taken = self.shared.lock().take_incoming(running_per_user);
+        taken
+            .into_iter()
+            .map(|job| {
+                let s = job.submission;
+                let max = s.max_threads.unwrap_or(self.cpus as u32).max(1);
+                ArrivingJob {
+                    spec: JobSpec {
+                        id: JobId(job.id as u32),
+                        name: s.name,
+                        arrival: now,
+                        kind: s.kind,
+                        min_threads: s.min_threads.unwrap_or(1).min(max),
+                        max_threads: max,
+                        coschedule: s.coschedule,
+                        weight: s.weight,
+                        hints: s.hints,
+                    },
+                    command: s.command,
+                    env: s.env,
+                    workload_dir: s.cwd.clone(),
+                    stdout: job.stdout,
+                    stderr: job.stderr,
+                    isolated: None,
+                    cwd: Some(s.cwd),
+                    user: self
+                        .as_submitter
+                        .then(|| InvokingUser::with_groups(job.uid, job.gid)),
+                    clear_env: true,
+                    adopt: job.adopt,
+                }
+            })
+            .collect()
     }
 
     fn next_arrival(&self) -> Option<f64> {
@@ -84,7 +81,7 @@ impl JobSource for DaemonSource {
     }
 
     fn not_arrived(&self) -> usize {
-        self.shared.lock().incoming.len()
+        self.shared.lock().incoming_len()
     }
 
     fn exhausted(&self) -> bool {
@@ -103,23 +100,17 @@ impl JobSource for DaemonSource {
             exit_code: outcome.exit_code,
             error: outcome.error.clone(),
         });
-        if let Some(job) = registry.jobs.get_mut(&id) {
-            let view = &mut job.view;
-            if view.state != JobState::Cancelled {
-                view.state = if ok { JobState::Done } else { JobState::Failed };
-            }
-            view.finished = Some(t);
-            view.exit_code = outcome.exit_code;
-            view.error = outcome.error;
-            view.cpus = None;
-        }
+        let may_start = registry.finish(id, Some(t), ok, outcome.exit_code, outcome.error);
         drop(registry);
         self.sync(position);
         self.shared.notify_ended();
+        if may_start {
+            self.shared.wake_executor();
+        }
     }
 
     fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
-        self.shared.lock().policy_switch.take()
+        self.shared.lock().take_policy_switch()
     }
 
     fn wake_fd(&self) -> Option<RawFd> {
@@ -127,14 +118,7 @@ impl JobSource for DaemonSource {
     }
 
     fn take_joined(&mut self) -> Vec<(JobId, Adopt)> {
-        let mut registry = self.shared.lock();
-        // A task may join a job the executor has not taken yet (both came since its last pass): the
-        // task waits for its job, or the executor would take it for a job that has ended.
-        let joins = std::mem::take(&mut registry.joins);
-        let (waiting, ready): (Vec<_>, Vec<_>) = joins
-            .into_iter()
-            .partition(|(id, _)| registry.incoming.contains(id));
-        registry.joins = waiting;
+        let ready = self.shared.lock().take_joins();
         ready
             .into_iter()
             .map(|(id, task)| (JobId(id as u32), task))
@@ -142,12 +126,8 @@ impl JobSource for DaemonSource {
     }
 
     fn take_cancelled(&mut self) -> Vec<JobId> {
-        let mut registry = self.shared.lock();
-        registry
-            .cancelled
-            .drain(..)
-            .map(|id| JobId(id as u32))
-            .collect()
+        let cancelled = self.shared.lock().take_cancelled();
+        cancelled.into_iter().map(|id| JobId(id as u32)).collect()
     }
 
     fn slot_switched(&mut self, lateness: f64) {
@@ -169,21 +149,9 @@ impl JobSource for DaemonSource {
                     .unwrap_or(0);
                 let t = now_unix();
                 let mut registry = self.shared.lock();
-                let Some(job) = registry.jobs.get_mut(&id) else {
+                let Some(adopted) = registry.mark_started(id, pid, *threads, t) else {
                     return;
                 };
-                // An attached process is adopted when a later daemon takes it over again.
-                let adopted =
-                    job.adopt.is_some() && (!job.view.attached || job.view.started.is_some());
-                job.view.state = if job.view.state == JobState::Cancelled {
-                    JobState::Cancelled
-                } else {
-                    JobState::Running
-                };
-                job.view.pid = Some(pid);
-                job.view.threads = Some(*threads);
-                job.view.started.get_or_insert(t);
-                job.view.adopted = adopted;
                 let position = self.append(Entry::Started {
                     id,
                     t,
@@ -208,11 +176,7 @@ impl JobSource for DaemonSource {
                 let mut registry = self.shared.lock();
                 let mut last = None;
                 for (id, cpus) in placed {
-                    let Some(job) = registry.jobs.get_mut(&id) else {
-                        continue;
-                    };
-                    if job.view.cpus.as_deref() != Some(cpus.as_str()) {
-                        job.view.cpus = Some(cpus.clone());
+                    if registry.mark_placed(id, &cpus) {
                         last = self.append(Entry::Placed { id, t, cpus }).or(last);
                     }
                 }
@@ -222,9 +186,7 @@ impl JobSource for DaemonSource {
             Record::Threads { job, threads } => {
                 let id = u64::from(job.0);
                 let mut registry = self.shared.lock();
-                if let Some(job) = registry.jobs.get_mut(&id) {
-                    job.view.threads = Some(*threads);
-                }
+                registry.set_threads(id, *threads);
                 let position = self.append(Entry::Threads {
                     id,
                     t: now_unix(),

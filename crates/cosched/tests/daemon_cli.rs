@@ -2,10 +2,9 @@
 //! users, and hostile requests. Each test runs its own daemon on a socket and state directory of its
 //! own.
 
-use cosched_service::client::{request, ClientError};
+use cosched_service::harness::{submission, DaemonProcess, Launch};
 use cosched_service::journal::Entry;
 use cosched_service::protocol::{JobState, Reply, Request, Submission};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram, UnixStream};
@@ -17,11 +16,20 @@ use std::time::{Duration, Instant};
 /// The daemons raise the executor to SCHED_FIFO and load the CPUs: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    state: PathBuf,
-    _dir: Option<tempfile::TempDir>,
+/// A daemon of the test's own (`cosched_service::harness`), with the panicking helpers tests want.
+struct Daemon(DaemonProcess);
+
+impl std::ops::Deref for Daemon {
+    type Target = DaemonProcess;
+    fn deref(&self) -> &DaemonProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut DaemonProcess {
+        &mut self.0
+    }
 }
 
 impl Daemon {
@@ -32,111 +40,34 @@ impl Daemon {
     /// [`Daemon::start`], its command changed by `adjust` first.
     /// `policy` `None`: none given, so the journal's last one, else the default.
     fn start_with(dir: &Path, policy: Option<&str>, adjust: impl FnOnce(&mut Command)) -> Daemon {
-        let socket = dir.join("cosched.sock");
-        let state = dir.join("state");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cosched"));
-        command
-            .args(["daemon", "--idle-timeout", "1"])
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state")
-            .arg(&state);
+        let mut launch = Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
+            .args(["--idle-timeout", "1"]);
         if let Some(policy) = policy {
-            command.args(["--policy", policy]);
+            launch = launch.args(["--policy", policy]);
         }
-        adjust(&mut command);
-        let child = command.spawn().unwrap();
-        let started = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "daemon did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Daemon {
-            child,
-            socket,
-            state,
-            _dir: None,
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn ask(&self, r: Request) -> Result<Reply, ClientError> {
-        request(&self.socket, r)
+        adjust(launch.command());
+        Daemon(launch.start().unwrap())
     }
 
     fn submit(&self, command: &[&str]) -> u64 {
-        match self.ask(Request::Submit(submission(command))).unwrap() {
-            Reply::Submitted { id } => id,
-            other => panic!("{other:?}"),
-        }
+        self.0.submit(submission(command)).unwrap()
     }
 
     fn wait(&self, ids: Vec<u64>) -> Vec<cosched_service::protocol::JobView> {
-        match self.ask(Request::Wait { ids }).unwrap() {
-            Reply::Ended { jobs } => jobs,
-            other => panic!("{other:?}"),
-        }
+        self.0.wait(ids).unwrap()
     }
 
     /// Slot switches so far and the latest ones' lateness, seconds.
     fn switches(&self) -> (u64, Vec<f64>) {
-        match self.ask(Request::Switches {}).unwrap() {
-            Reply::Switches {
-                total,
-                recent_lateness,
-            } => (total, recent_lateness),
-            other => panic!("{other:?}"),
-        }
+        self.0.switches().unwrap()
     }
 
     fn journal(&self) -> Vec<Entry> {
-        std::fs::read_to_string(self.state.join("journal.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        self.0.journal().unwrap()
     }
 
     fn stop(&mut self) {
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "daemon ended with {status}");
-    }
-}
-
-impl Drop for Daemon {
-    /// A failed test must not leave its daemon behind.
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn submission(command: &[&str]) -> Submission {
-    Submission {
-        name: Path::new(command[0])
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into(),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        cwd: "/".into(),
-        env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
-        min_threads: Some(1),
-        max_threads: Some(1),
-        kind: Default::default(),
-        weight: 1.0,
-        coschedule: true,
-        hints: Default::default(),
-        labels: Default::default(),
+        self.0.stop().unwrap()
     }
 }
 
@@ -457,6 +388,210 @@ fn users_see_all_jobs_but_touch_only_their_own() {
     daemon.stop();
 }
 
+/// `cosched ARGS…` as uid 65534, which must succeed: its standard output as JSON.
+fn json_as_nobody(daemon: &Daemon, args: &[&str]) -> serde_json::Value {
+    let out = as_nobody(daemon, args);
+    assert!(
+        out.status.success(),
+        "cosched {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Writes `text` as a daemon configuration file in `dir` and gives the arguments naming it.
+fn config(dir: &Path, text: &str) -> impl FnOnce(&mut Command) {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, text).unwrap();
+    move |command: &mut Command| {
+        command.arg("--config").arg(path);
+    }
+}
+
+#[test]
+fn other_users_jobs_are_listed_without_their_command_line_unless_configured_otherwise() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let roots = daemon.submit(&["sh", "-c", "sleep 30", "secret-token"]);
+    let theirs = json_as_nobody(&daemon, &["submit", "--", "sleep", "31"])
+        .as_u64()
+        .unwrap();
+    let listed = json_as_nobody(&daemon, &["jobs", "--all", "--json"]);
+    let command_of = |id: u64| {
+        let job = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == id)
+            .unwrap_or_else(|| panic!("job {id} not listed: {listed}"));
+        job["command"].clone()
+    };
+    assert_eq!(command_of(roots), serde_json::json!([]), "{listed}");
+    assert_eq!(command_of(theirs), serde_json::json!(["sleep", "31"]));
+    let shown = as_nobody(&daemon, &["show", &roots.to_string(), "--json"]);
+    assert!(shown.status.success());
+    assert!(
+        !String::from_utf8_lossy(&shown.stdout).contains("secret"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+    // Root sees everything.
+    assert_eq!(show(&daemon, theirs).command, ["sleep", "31"]);
+    daemon
+        .ask(Request::Cancel {
+            ids: vec![roots, theirs],
+        })
+        .unwrap();
+    daemon.wait(vec![roots, theirs]);
+    daemon.stop();
+
+    let open = config(dir.path(), "[privacy]\nprivate_jobs = false\n");
+    let mut daemon = Daemon::start_with(dir.path(), Some("eq"), open);
+    let shown = json_as_nobody(&daemon, &["show", &roots.to_string(), "--json"]);
+    assert_eq!(
+        shown["command"],
+        serde_json::json!(["sh", "-c", "sleep 30", "secret-token"])
+    );
+    daemon.stop();
+}
+
+/// `cosched ARGS…` as uid 65534, which must be refused: its error message.
+fn refused_as_nobody(daemon: &Daemon, args: &[&str]) -> String {
+    let out = as_nobody(daemon, args);
+    assert!(!out.status.success(), "cosched {args:?} was not refused");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn per_user_limits_refuse_naming_their_key_and_leave_root_a_way_in() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let limits = "[limits]\nqueued_jobs_per_user = 2\nrunning_jobs_per_user = 1\n\
+                  connections_per_user = 2\n";
+    let mut daemon = Daemon::start_with(dir.path(), Some("eq"), config(dir.path(), limits));
+    let heavy = refused_as_nobody(&daemon, &["submit", "--weight", "5", "--", "true"]);
+    assert!(heavy.contains("only root"), "{heavy}");
+    let root_heavy = Submission {
+        weight: 5.0,
+        ..submission(&["true"])
+    };
+    assert!(matches!(
+        daemon.ask(Request::Submit(root_heavy)),
+        Ok(Reply::Submitted { .. })
+    ));
+    let submit = |seconds: &str| {
+        json_as_nobody(&daemon, &["submit", "--", "sleep", seconds])
+            .as_u64()
+            .unwrap()
+    };
+    let first = submit("30");
+    assert!(poll(Duration::from_secs(10), || show(&daemon, first).state
+        == JobState::Running));
+    // One running job is the most: the next ones wait, queued, up to two of them.
+    let held = [submit("30"), submit("30")];
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(show(&daemon, held[0]).state, JobState::Queued);
+    let full = refused_as_nobody(&daemon, &["submit", "--", "sleep", "30"]);
+    assert!(full.contains("limits.queued_jobs_per_user"), "{full}");
+
+    // Two `cosched wait`s hold the user's two connections: a third is refused, root still gets in.
+    let socket = daemon.socket.to_str().unwrap().to_string();
+    let first_id = first.to_string();
+    let mut waits: Vec<Child> = Vec::new();
+    for _ in 0..2 {
+        let mut wait = Command::new("setpriv")
+            .args(NOBODY)
+            .arg(env!("CARGO_BIN_EXE_cosched"))
+            .args(["wait", "--socket", &socket, &first_id])
+            .current_dir("/")
+            .spawn()
+            .unwrap();
+        // Refused, it would end at once; served, it waits for the job.
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(wait.try_wait().unwrap().is_none(), "`cosched wait` ended");
+        waits.push(wait);
+    }
+    let mut message = String::new();
+    assert!(
+        poll(Duration::from_secs(10), || {
+            let out = as_nobody(&daemon, &["jobs"]);
+            message = String::from_utf8_lossy(&out.stderr).into_owned();
+            !out.status.success()
+        }),
+        "a third connection of uid 65534 was served"
+    );
+    assert!(message.contains("limits.connections_per_user"), "{message}");
+    daemon.ask(Request::Cancel { ids: vec![first] }).unwrap();
+    for wait in &mut waits {
+        wait.wait().unwrap();
+    }
+    // The running job ended: the first held one starts.
+    assert!(poll(Duration::from_secs(10), || show(&daemon, held[0])
+        .state
+        == JobState::Running));
+    daemon.ask(Request::Cancel { ids: held.to_vec() }).unwrap();
+    daemon.wait(held.to_vec());
+    daemon.stop();
+}
+
+#[test]
+fn ended_jobs_are_forgotten_after_the_retention_a_torn_journal_is_cut_and_ids_never_come_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let ids: Vec<u64> = (0..3).map(|_| daemon.submit(&["true"])).collect();
+    daemon.wait(ids.clone());
+    daemon.stop();
+    let journal = dir.path().join("state/journal.jsonl");
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .unwrap();
+    file.write_all(b"\xff\xfe not an entry\n{\"event\":\"submitted\",\"id\":")
+        .unwrap();
+    drop(file);
+
+    let log = dir.path().join("daemon.log");
+    let stderr = std::fs::File::create(&log).unwrap();
+    let forget_at_once = config(dir.path(), "[history]\nretention_seconds = 0\n");
+    let mut daemon = Daemon::start_with(dir.path(), Some("eq"), |command| {
+        forget_at_once(command);
+        command.stderr(stderr);
+    });
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("skipped 1 unreadable"), "{said}");
+    assert!(said.contains("cut off"), "{said}");
+    for &id in &ids {
+        let message = daemon.ask(Request::Show { id }).unwrap_err().to_string();
+        assert!(message.contains("no job"), "{message}");
+    }
+    let next = daemon.submit(&["true"]);
+    assert!(next > *ids.iter().max().unwrap(), "id {next} given again");
+    daemon.wait(vec![next]);
+    // A job that ends while the daemon runs is forgotten too, once its retention has passed.
+    assert!(poll(Duration::from_secs(5), || daemon
+        .ask(Request::Show { id: next })
+        .is_err()));
+    daemon.stop();
+    let daemon = Daemon::start_with(dir.path(), Some("eq"), config(dir.path(), ""));
+    let again = daemon.submit(&["true"]);
+    assert!(again > next, "id {again} given again");
+    let journaled: Vec<u64> = daemon
+        .journal()
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Submitted { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(journaled, [next, again], "the journal was not compacted");
+}
+
 fn raw_exchange(socket: &Path, bytes: &[u8]) -> String {
     let mut stream = UnixStream::connect(socket).unwrap();
     stream
@@ -548,6 +683,36 @@ fn hostile_requests_get_errors_or_timeouts_and_the_daemon_keeps_serving() {
 }
 
 #[test]
+fn a_request_trickled_a_byte_at_a_time_is_cut_off_at_its_deadline() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let stream = UnixStream::connect(&daemon.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let started = Instant::now();
+    // A byte every 200 ms: every read comes well within the 1 s timeout, the request never does.
+    let trickle = std::thread::spawn(move || {
+        for byte in br#"{"version":1,"request":{"jobs":{"all":true}}}"# {
+            if writer.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let _ = writer.write_all(b"\n");
+    });
+    let mut answer = String::new();
+    BufReader::new(&stream).read_line(&mut answer).unwrap();
+    let took = started.elapsed();
+    assert!(answer.contains("no complete request within"), "{answer}");
+    assert!(took < Duration::from_secs(3), "cut off after {took:?}");
+    trickle.join().unwrap();
+    daemon.stop();
+}
+
+#[test]
 fn systemd_hears_ready_once_the_socket_listens_and_stopping_at_the_end() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
@@ -585,7 +750,14 @@ fn bench_daemon_prints_every_figure() {
     let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
         .args(["bench", "daemon", "--clients", "2", "--jobs", "20"])
         .args(["--idle-jobs", "3", "--idle-seconds", "1"])
-        .args(["--attack", "--attack-seconds", "1", "--json"])
+        .args([
+            "--attack",
+            "--attack-seconds",
+            "1",
+            "--history",
+            "500",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -608,6 +780,14 @@ fn bench_daemon_prints_every_figure() {
         );
     }
     assert!(attack["hostile_requests"].as_u64().unwrap() > 0);
+    let history = &figures["history"];
+    assert_eq!(history["jobs"], 500);
+    for figure in ["restart_s", "rss_mib", "empty_restart_s", "list_all_s"] {
+        assert!(
+            history[figure].as_f64().unwrap() > 0.0,
+            "{figure}: {history}"
+        );
+    }
     assert_eq!(figures["targets"]["submissions_per_s"], 500.0);
 }
 
@@ -846,7 +1026,8 @@ fn a_user_attaches_their_own_processes_only() {
     let refused = as_nobody(&["attach", &roots.pid().to_string()]);
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
-    assert!(message.contains("belongs to uid 0"), "{message}");
+    assert!(message.contains("is not yours"), "{message}");
+    assert!(!message.contains("uid"), "tells who owns it: {message}");
     let mut theirs = sleep_as_nobody(30);
     let out = as_nobody(&["attach", &theirs.id().to_string()]);
     assert!(
@@ -1040,9 +1221,11 @@ fn the_policy_switches_live_over_running_jobs_and_a_restart_keeps_it() {
         submit_machine_wide_spinner(&daemon, cpus),
         submit_machine_wide_spinner(&daemon, cpus),
     ];
-    assert!(poll(Duration::from_secs(10), || ids
-        .iter()
-        .all(|&id| show(&daemon, id).cpus.is_some())));
+    // Placed and started: a plan can place a job before its process is started.
+    assert!(poll(Duration::from_secs(10), || ids.iter().all(|&id| {
+        let job = show(&daemon, id);
+        job.cpus.is_some() && job.pid.is_some()
+    })));
     let pids: Vec<i32> = ids
         .iter()
         .map(|&id| show(&daemon, id).pid.unwrap() as i32)

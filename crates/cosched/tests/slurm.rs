@@ -5,9 +5,9 @@
 //! not run as root, or where the cluster does not come up.
 
 use cosched_linux::slurm::SlurmStep;
+use cosched_service::harness::{DaemonProcess, Launch};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -476,43 +476,28 @@ impl Drop for Cluster {
 }
 
 /// A cosched daemon of the test's own, which the TaskProlog reaches through `COSCHED_SOCKET`.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
+struct Daemon(DaemonProcess);
+
+impl std::ops::Deref for Daemon {
+    type Target = DaemonProcess;
+    fn deref(&self) -> &DaemonProcess {
+        &self.0
+    }
 }
 
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
-        let socket = dir.join("cosched.sock");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("cosched-daemon.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_cosched"))
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state")
-            .arg(dir.join("cosched-state"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the cosched daemon did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Daemon { child, socket }
+        let launch = Launch::new(
+            Path::new(env!("CARGO_BIN_EXE_cosched")),
+            dir,
+            "cosched-state",
+        )
+        .log_to(&dir.join("cosched-daemon.log"));
+        Daemon(launch.start().unwrap())
     }
 
     fn kill(&mut self) {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
-        let _ = self.child.wait();
+        self.0.kill()
     }
 
     /// `cosched ARGS` against this daemon, which must succeed; its standard output.
@@ -538,15 +523,6 @@ impl Daemon {
         match value {
             serde_json::Value::Array(jobs) => jobs,
             other => other["jobs"].as_array().cloned().unwrap_or_default(),
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let _ = self.child.wait();
         }
     }
 }

@@ -5,16 +5,17 @@ use super::bench_executor::quantile;
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
+use cosched_service::harness::{self, DaemonProcess, Launch};
+use cosched_service::journal::Entry;
 use cosched_service::protocol::{Reply, Request, Submission};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Daemon speed: submissions per second and their latency, idle CPU, slot switches under attack
+/// Daemon speed: submissions per second and their latency, idle CPU, slot switches under attack,
+/// restart with a long history
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Starts `cosched daemon` (this executable) on a socket and state directory of its \
@@ -29,9 +30,14 @@ over IDLE-SECONDS, as a share of one CPU (target < 0.5%).\n\
 3. With --attack: a second daemon under gang time-slices two sleeping jobs as wide as the machine; how late its slot switches \
 come against their deadlines (p50/p99/max) over ATTACK-SECONDS quiet, then over ATTACK-SECONDS while \
 200 idle connections, silent clients, malformed JSON, unknown fields and 1 MB request lines hit the \
-socket.\nBuild with --release and measure on an idle machine (median of 3 runs).\n\n\
+socket.\n4. With --history N: a journal of N ended jobs (each submitted, started, placed and \
+finished, within the retention) is written and a daemon started on it: the time until it listens \
+(target < 2 s) and its resident memory then (target < 100 MiB), against a daemon started on an \
+empty journal in the same run; then the time `cosched jobs --all` takes to list them.\n\
+Build with --release and measure on an idle machine (median of 3 runs).\n\n\
 Examples:\n  cargo run --release -p cosched -- bench daemon --attack\n  \
-cosched bench daemon --clients 16 --jobs 5000 --json"
+cosched bench daemon --clients 16 --jobs 5000 --json\n  \
+cosched bench daemon --history 100000"
 )]
 pub struct DaemonArgs {
     /// Concurrent submitting clients
@@ -55,6 +61,9 @@ pub struct DaemonArgs {
     /// Length of each half (quiet, attacked) of the attack measurement, seconds
     #[arg(long, default_value_t = 5.0)]
     attack_seconds: f64,
+    /// Also measure a restart over a journal of this many ended jobs
+    #[arg(long, value_name = "JOBS")]
+    history: Option<usize>,
     /// Print the figures as one JSON object
     #[arg(long)]
     json: bool,
@@ -63,6 +72,8 @@ pub struct DaemonArgs {
 const THROUGHPUT_TARGET: f64 = 500.0;
 const P99_TARGET_MS: f64 = 10.0;
 const IDLE_TARGET_PERCENT: f64 = 0.5;
+const RESTART_TARGET_S: f64 = 2.0;
+const RESTART_RSS_TARGET_MIB: f64 = 100.0;
 /// Idle connections held open during the attack, as in the issue's hostile-requests test.
 const IDLE_CONNECTIONS: usize = 200;
 
@@ -76,7 +87,22 @@ struct Figures {
     idle_seconds: f64,
     idle_cpu_percent: f64,
     attack: Option<AttackFigures>,
+    history: Option<HistoryFigures>,
     targets: Targets,
+}
+
+#[derive(Serialize)]
+struct HistoryFigures {
+    jobs: usize,
+    journal_mib: f64,
+    /// From the start of the process until it listens.
+    restart_s: f64,
+    rss_mib: f64,
+    /// The same over an empty journal: the baseline.
+    empty_restart_s: f64,
+    empty_rss_mib: f64,
+    /// `jobs --all` over the whole history.
+    list_all_s: f64,
 }
 
 #[derive(Serialize)]
@@ -114,6 +140,8 @@ struct Targets {
     submissions_per_s: f64,
     latency_p99_ms: f64,
     idle_cpu_percent: f64,
+    restart_s: f64,
+    restart_rss_mib: f64,
 }
 
 pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
@@ -131,7 +159,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         );
     }
     let dir = std::env::temp_dir().join(format!("cosched-bench-daemon-{}", std::process::id()));
-    let mut daemon = BenchDaemon::start(&dir.join("load"), &args.policy)?;
+    let mut daemon = start_daemon(&dir.join("load"), &args.policy)?;
     let (submissions_per_s, latencies) = submit_all(&daemon.socket, args.clients, args.jobs)?;
     let idle_cpu_percent = idle_cpu(&daemon, args.idle_jobs, args.idle_seconds)?;
     daemon.stop()?;
@@ -139,6 +167,10 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         Some(attack(&dir.join("attack"), args.attack_seconds)?)
     } else {
         None
+    };
+    let history = match args.history {
+        Some(jobs) => Some(restart(&dir.join("history"), jobs)?),
+        None => None,
     };
     let _ = std::fs::remove_dir_all(&dir);
     let figures = Figures {
@@ -150,10 +182,13 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         idle_seconds: args.idle_seconds,
         idle_cpu_percent,
         attack,
+        history,
         targets: Targets {
             submissions_per_s: THROUGHPUT_TARGET,
             latency_p99_ms: P99_TARGET_MS,
             idle_cpu_percent: IDLE_TARGET_PERCENT,
+            restart_s: RESTART_TARGET_S,
+            restart_rss_mib: RESTART_RSS_TARGET_MIB,
         },
     };
     if args.json {
@@ -198,110 +233,37 @@ fn print_figures(f: &Figures) {
             a.hostile_requests
         );
     }
+    if let Some(h) = &f.history {
+        println!(
+            "restart over {} ended jobs ({:.1} MiB of journal): listening after {:.3} s (target < {RESTART_TARGET_S} s: {:.2}x of target; empty journal {:.3} s), RSS {:.1} MiB (target < {RESTART_RSS_TARGET_MIB} MiB: {:.2}x of target; empty journal {:.1} MiB)",
+            h.jobs,
+            h.journal_mib,
+            h.restart_s,
+            h.restart_s / RESTART_TARGET_S,
+            h.empty_restart_s,
+            h.rss_mib,
+            h.rss_mib / RESTART_RSS_TARGET_MIB,
+            h.empty_rss_mib
+        );
+        println!("  `jobs --all` over them: {:.3} s", h.list_all_s);
+    }
 }
 
 /// A daemon of this executable on its own socket and state directory; its stderr goes to a file so
 /// that the figures stay readable.
-struct BenchDaemon {
-    child: Child,
-    socket: PathBuf,
+fn start_daemon(dir: &Path, policy: &str) -> anyhow::Result<DaemonProcess> {
+    std::fs::create_dir_all(dir)?;
+    let launch = Launch::new(&std::env::current_exe()?, dir, "state")
+        .args(["--policy", policy, "--idle-timeout", "2"])
+        .log_to(&dir.join("daemon.log"));
+    Ok(launch.start()?)
 }
 
-impl BenchDaemon {
-    fn start(dir: &Path, policy: &str) -> anyhow::Result<BenchDaemon> {
-        std::fs::create_dir_all(dir)?;
-        let socket = dir.join("cosched.sock");
-        let log = std::fs::File::create(dir.join("daemon.log"))?;
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["daemon", "--policy", policy, "--idle-timeout", "2"])
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state")
-            .arg(dir.join("state"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
-        let started = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            if let Some(status) = child.try_wait()? {
-                anyhow::bail!(
-                    "the daemon ended with {status}; see {}",
-                    dir.join("daemon.log").display()
-                );
-            }
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(30),
-                "the daemon did not listen within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(BenchDaemon { child, socket })
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn ask(&self, r: Request) -> anyhow::Result<Reply> {
-        Ok(request(&self.socket, r)?)
-    }
-
-    fn submit(&self, submission: Submission) -> anyhow::Result<u64> {
-        match self.ask(Request::Submit(submission))? {
-            Reply::Submitted { id } => Ok(id),
-            other => anyhow::bail!("the daemon answered {other:?} to a submission"),
-        }
-    }
-
-    /// Cancels `ids` and waits until they have ended, so that none outlives the bench.
-    fn cancel(&self, ids: &[u64]) -> anyhow::Result<()> {
-        self.ask(Request::Cancel { ids: ids.to_vec() })?;
-        self.ask(Request::Wait { ids: ids.to_vec() })?;
-        Ok(())
-    }
-
-    fn switches(&self) -> anyhow::Result<(u64, Vec<f64>)> {
-        match self.ask(Request::Switches {})? {
-            Reply::Switches {
-                total,
-                recent_lateness,
-            } => Ok((total, recent_lateness)),
-            other => anyhow::bail!("the daemon answered {other:?} to `switches`"),
-        }
-    }
-
-    fn stop(&mut self) -> anyhow::Result<()> {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-        let status = self.child.wait()?;
-        anyhow::ensure!(status.success(), "the daemon ended with {status}");
-        Ok(())
-    }
-}
-
-impl Drop for BenchDaemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: a signal to our own child.
-            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
-            let _ = self.child.wait();
-        }
-    }
-}
-
+/// A bench job: `command` on one thread.
 fn submission(command: &[&str]) -> Submission {
     Submission {
         name: "bench".into(),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        cwd: "/".into(),
-        env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
-        min_threads: Some(1),
-        max_threads: Some(1),
-        kind: Default::default(),
-        weight: 1.0,
-        coschedule: true,
-        hints: Default::default(),
-        labels: Default::default(),
+        ..harness::submission(command)
     }
 }
 
@@ -353,10 +315,10 @@ fn cpu_seconds(pid: i32) -> anyhow::Result<f64> {
 }
 
 /// The daemon's CPU use, in % of one CPU, over `seconds` while `jobs` sleeping jobs wait.
-fn idle_cpu(daemon: &BenchDaemon, jobs: usize, seconds: f64) -> anyhow::Result<f64> {
+fn idle_cpu(daemon: &DaemonProcess, jobs: usize, seconds: f64) -> anyhow::Result<f64> {
     let ids = (0..jobs)
         .map(|_| daemon.submit(submission(&["sleep", "3600"])))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     // Let the launches, the first samples and the policy's first plans pass.
     std::thread::sleep(Duration::from_secs(2));
     let (before, started) = (cpu_seconds(daemon.pid())?, Instant::now());
@@ -369,7 +331,7 @@ fn idle_cpu(daemon: &BenchDaemon, jobs: usize, seconds: f64) -> anyhow::Result<f
 
 /// Slot-switch lateness of a gang daemon over `seconds` quiet, then over `seconds` under attack.
 fn attack(dir: &Path, seconds: f64) -> anyhow::Result<AttackFigures> {
-    let mut daemon = BenchDaemon::start(dir, "gang")?;
+    let mut daemon = start_daemon(dir, "gang")?;
     // Each as wide as the machine, so that gang gives each a slot of its own.
     let cpus = sysfs::discover()?.num_cpus() as u32;
     let wide = Submission {
@@ -380,7 +342,7 @@ fn attack(dir: &Path, seconds: f64) -> anyhow::Result<AttackFigures> {
     };
     let ids = (0..2)
         .map(|_| daemon.submit(wide.clone()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     std::thread::sleep(Duration::from_secs(1));
     let (start, _) = daemon.switches()?;
     std::thread::sleep(Duration::from_secs_f64(seconds));
@@ -439,4 +401,101 @@ fn hostile_clients(socket: &Path, length: Duration) -> anyhow::Result<usize> {
     drop(idle);
     drop(silent);
     Ok(sent)
+}
+
+/// Writes a journal of `jobs` ended jobs, each as a daemon journals it, ended within the retention.
+fn write_history(state: &Path, jobs: usize) -> anyhow::Result<u64> {
+    std::fs::create_dir_all(state)?;
+    let path = state.join("journal.jsonl");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let t = cosched_service::protocol::now_unix() - 60.0;
+    let logs = state.join("logs");
+    for id in 0..jobs as u64 {
+        let entries = [
+            Entry::Submitted {
+                id,
+                t,
+                uid: 0,
+                gid: 0,
+                submission: submission(&["/bin/true"]),
+                stdout: logs.join(format!("{id}.stdout")),
+                stderr: logs.join(format!("{id}.stderr")),
+            },
+            Entry::Started {
+                id,
+                t,
+                pid: 1000 + id as u32,
+                start_ticks: 1,
+                threads: 1,
+                adopted: false,
+            },
+            Entry::Placed {
+                id,
+                t,
+                cpus: "0".into(),
+            },
+            Entry::Finished {
+                id,
+                t: Some(t + 0.01),
+                ok: true,
+                exit_code: Some(0),
+                error: None,
+            },
+        ];
+        for entry in entries {
+            serde_json::to_writer(&mut out, &entry)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(std::fs::metadata(&path)?.len())
+}
+
+/// Resident memory of process `pid`, MiB.
+fn rss_mib(pid: i32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/{pid}/status"))?;
+    Ok(kib / 1024.0)
+}
+
+/// Starts a daemon over `dir`'s journal: seconds until it listens, and its RSS then.
+fn timed_start(dir: &Path) -> anyhow::Result<(DaemonProcess, f64, f64)> {
+    let started = Instant::now();
+    let daemon = start_daemon(dir, "eq")?;
+    let seconds = started.elapsed().as_secs_f64();
+    let rss = rss_mib(daemon.pid())?;
+    Ok((daemon, seconds, rss))
+}
+
+/// A daemon started over an empty journal, then over one of `jobs` ended jobs.
+fn restart(dir: &Path, jobs: usize) -> anyhow::Result<HistoryFigures> {
+    let (mut empty, empty_restart_s, empty_rss_mib) = timed_start(&dir.join("empty"))?;
+    empty.stop()?;
+    let full = dir.join("full");
+    let journal_bytes = write_history(&full.join("state"), jobs)?;
+    let (mut daemon, restart_s, rss_mib) = timed_start(&full)?;
+    let listed = Instant::now();
+    let count = match daemon.ask(Request::Jobs { all: true })? {
+        Reply::Jobs { jobs } => jobs.len(),
+        other => anyhow::bail!("the daemon answered {other:?} to `jobs`"),
+    };
+    let list_all_s = listed.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        count == jobs,
+        "the daemon knows {count} of the {jobs} jobs of its journal"
+    );
+    daemon.stop()?;
+    Ok(HistoryFigures {
+        jobs,
+        journal_mib: journal_bytes as f64 / (1 << 20) as f64,
+        restart_s,
+        rss_mib,
+        empty_restart_s,
+        empty_rss_mib,
+        list_all_s,
+    })
 }

@@ -1,7 +1,8 @@
 //! `cosched daemon`: the node service users submit jobs to (`docs/service.md`).
 
+use cosched_service::config::{DaemonConfig, SYSTEM_CONFIG};
 use cosched_service::daemon::{self, DaemonOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Run cosched as a service: take jobs from `cosched submit` and schedule them until stopped
@@ -11,7 +12,10 @@ use std::time::Duration;
 /var/lib/cosched, cgroups and the freezer; jobs run as the users who submit them. Otherwise (user \
 mode): socket $XDG_RUNTIME_DIR/cosched.sock, state in ~/.local/state/cosched, affinity and signals.\n\n\
 Stopping or killing the daemon leaves its jobs running (thawed); the next daemon adopts them.\n\n\
+Per-user limits, privacy and how long ended jobs are kept: /etc/cosched/daemon.toml in system mode, \
+or the file --config names (docs/service.md lists the keys).\n\n\
 Examples:\n  cosched daemon\n  cosched daemon --policy gang\n  \
+cosched daemon --config /etc/cosched/daemon.toml\n  \
 sudo systemctl enable --now cosched"
 )]
 pub struct Args {
@@ -25,9 +29,13 @@ pub struct Args {
     /// Directory for the journal, job logs and traces [default: by mode]
     #[arg(long, value_name = "DIR")]
     state: Option<PathBuf>,
-    /// Seconds a client may stay silent before its connection is closed
+    /// Seconds a client may take to send a whole request before its connection is closed
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     idle_timeout: f64,
+    /// Configuration file: per-user limits, privacy, history retention (`docs/service.md`)
+    /// [default: /etc/cosched/daemon.toml in system mode, if it exists; none in user mode]
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -38,12 +46,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.idle_timeout
         );
     }
+    let config = match &args.config {
+        Some(path) => DaemonConfig::load(path, true)?,
+        None if cosched_service::paths::is_root() => {
+            DaemonConfig::load(Path::new(SYSTEM_CONFIG), false)?
+        }
+        None => DaemonConfig::default(),
+    };
     crate::allocator::serve_from_the_system_allocator();
     daemon::run(&DaemonOptions {
         socket: args.socket.unwrap_or(socket),
         state: args.state.unwrap_or(state),
         policy: args.policy,
         idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+        config,
     })?;
     Ok(())
 }

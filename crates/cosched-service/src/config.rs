@@ -1,0 +1,218 @@
+//! The daemon's configuration file (`/etc/cosched/daemon.toml` for a system daemon, or the file
+//! `--config` names): per-user limits, what users see of each other's jobs, and how long finished
+//! jobs are kept. Every key is optional; an unknown key is an error, so that a typo is not silently
+//! ignored. `docs/service.md` lists the keys and their defaults.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where a system daemon reads its configuration when `--config` names none.
+pub const SYSTEM_CONFIG: &str = "/etc/cosched/daemon.toml";
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    pub limits: Limits,
+    pub privacy: Privacy,
+    pub history: History,
+}
+
+/// What one user may hold of the daemon at once. Root is held to none of them, and has connections
+/// of its own beyond every other user's.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Jobs submitted and not yet started, per user.
+    pub queued_jobs_per_user: usize,
+    /// Jobs running at once, per user; further ones wait, queued, until one ends.
+    pub running_jobs_per_user: usize,
+    /// Connections open at once, per user (each `cosched wait` holds one).
+    pub connections_per_user: usize,
+    /// Connections open at once, all users together.
+    pub connections: usize,
+    /// Of `connections`, how many only root may use, so that root can always reach the daemon.
+    pub connections_reserved_for_root: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            queued_jobs_per_user: 10_000,
+            running_jobs_per_user: 1024,
+            connections_per_user: 64,
+            connections: 512,
+            connections_reserved_for_root: 8,
+        }
+    }
+}
+
+/// What a user sees of other users' jobs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Privacy {
+    /// Hide the command line of other users' jobs (as Slurm's `PrivateData=jobs` hides jobs): they
+    /// are listed with their id, owner, name, state and times only. Root sees everything.
+    pub private_jobs: bool,
+}
+
+impl Default for Privacy {
+    fn default() -> Privacy {
+        Privacy { private_jobs: true }
+    }
+}
+
+/// How long the daemon remembers jobs that have ended.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct History {
+    /// Seconds a finished job stays in `cosched jobs --all`, `show` and `wait`, and in the journal.
+    pub retention_seconds: f64,
+}
+
+impl Default for History {
+    fn default() -> History {
+        History {
+            retention_seconds: 7.0 * 86400.0,
+        }
+    }
+}
+
+impl History {
+    pub fn retention(&self) -> Duration {
+        Duration::from_secs_f64(self.retention_seconds)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    // `reason`, not `source`: the message includes it, and a chain printed whole would repeat it.
+    #[error("cannot read the daemon configuration {path}: {reason}")]
+    Read {
+        path: PathBuf,
+        reason: std::io::Error,
+    },
+    #[error("daemon configuration {path}: {reason}")]
+    Parse {
+        path: PathBuf,
+        reason: toml::de::Error,
+    },
+    #[error("daemon configuration {path}: {key} = {value}: {rule}")]
+    Invalid {
+        path: PathBuf,
+        key: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+}
+
+impl DaemonConfig {
+    /// Reads `path`; `required`: a missing file is an error, else it means every default.
+    pub fn load(path: &Path, required: bool) -> Result<DaemonConfig, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(DaemonConfig::default())
+            }
+            Err(reason) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    reason,
+                })
+            }
+        };
+        let config: DaemonConfig = toml::from_str(&text).map_err(|reason| ConfigError::Parse {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        config.check(path)?;
+        Ok(config)
+    }
+
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |key, value: String, rule| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            value,
+            rule,
+        };
+        let limits = &self.limits;
+        for (key, value) in [
+            ("limits.queued_jobs_per_user", limits.queued_jobs_per_user),
+            ("limits.running_jobs_per_user", limits.running_jobs_per_user),
+            ("limits.connections_per_user", limits.connections_per_user),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "0".into(), "must be at least 1"));
+            }
+        }
+        if limits.connections <= limits.connections_reserved_for_root {
+            return Err(invalid(
+                "limits.connections",
+                limits.connections.to_string(),
+                "must exceed limits.connections_reserved_for_root, or no other user could connect",
+            ));
+        }
+        let retention = self.history.retention_seconds;
+        if !(retention.is_finite() && (0.0..=1e10).contains(&retention)) {
+            return Err(invalid(
+                "history.retention_seconds",
+                retention.to_string(),
+                "must be a number of seconds from 0 to 1e10",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<DaemonConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.toml");
+        std::fs::write(&path, text).unwrap();
+        DaemonConfig::load(&path, true)
+    }
+
+    #[test]
+    fn every_key_is_optional_and_a_missing_default_file_means_the_defaults() {
+        assert_eq!(load("").unwrap(), DaemonConfig::default());
+        let missing = Path::new("/nonexistent/cosched/daemon.toml");
+        assert_eq!(
+            DaemonConfig::load(missing, false).unwrap(),
+            DaemonConfig::default()
+        );
+        let message = DaemonConfig::load(missing, true).unwrap_err().to_string();
+        assert!(message.contains("cannot read"), "{message}");
+        let some =
+            load("[limits]\nqueued_jobs_per_user = 5\n[privacy]\nprivate_jobs = false\n").unwrap();
+        assert_eq!(some.limits.queued_jobs_per_user, 5);
+        assert_eq!(some.limits.connections_per_user, 64);
+        assert!(!some.privacy.private_jobs);
+    }
+
+    #[test]
+    fn unknown_keys_and_impossible_values_are_refused_naming_the_key() {
+        let typo = load("[limits]\nqueued_job_per_user = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(typo.contains("queued_job_per_user"), "{typo}");
+        let section = load("[limit]\n").unwrap_err().to_string();
+        assert!(section.contains("limit"), "{section}");
+        let zero = load("[limits]\nrunning_jobs_per_user = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(zero.contains("limits.running_jobs_per_user"), "{zero}");
+        let root_only = load("[limits]\nconnections = 8\n").unwrap_err().to_string();
+        assert!(
+            root_only.contains("connections_reserved_for_root"),
+            "{root_only}"
+        );
+        let negative = load("[history]\nretention_seconds = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(negative.contains("history.retention_seconds"), "{negative}");
+    }
+}

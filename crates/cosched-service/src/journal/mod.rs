@@ -1,0 +1,616 @@
+//! The daemon's durable history: an append-only JSON Lines file, each entry written and fsynced before
+//! the state change it records is acknowledged or acted upon. Replaying it gives back every job and
+//! its state after a crash or a restart. Why a log and not SQLite: `docs/service.md`.
+//!
+//! Commits are grouped: entries are appended in order under a lock (cheap, page cache), and a writer
+//! then waits until an fsync covers its entry. One fsync makes every entry appended before it durable,
+//! so while one writer syncs, those who appended meanwhile wait for it and need none of their own;
+//! concurrent submissions share fsyncs instead of queueing behind one each.
+//!
+//! At each start the journal is replayed in one pass (`replay.rs`), the jobs that ended longer ago
+//! than the configured retention are forgotten, and the journal is rewritten to what is left when
+//! that pays (`compact.rs`); a running daemon compacts it too once it has grown far past its jobs.
+
+mod compact;
+mod replay;
+
+pub use replay::{History, Replayed};
+
+use crate::error::ServiceError;
+use crate::protocol::{now_unix, Submission};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Entries a journal may hold beyond four per job before it is compacted.
+pub const COMPACT_SLACK: usize = 4096;
+
+/// One state change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Entry {
+    Submitted {
+        id: u64,
+        t: f64,
+        uid: u32,
+        gid: u32,
+        submission: Submission,
+        stdout: PathBuf,
+        stderr: PathBuf,
+    },
+    /// A running process adopted as job `id` (`cosched attach`); `submission` describes it, it is
+    /// never started from it.
+    Attached {
+        id: u64,
+        t: f64,
+        /// The process's real uid.
+        uid: u32,
+        gid: u32,
+        submission: Submission,
+        pid: u32,
+        start_ticks: u64,
+        in_place: bool,
+    },
+    /// A further task of attached job `id`, run as part of it: another task of its Slurm step.
+    Joined {
+        id: u64,
+        t: f64,
+        pid: u32,
+        start_ticks: u64,
+    },
+    Started {
+        id: u64,
+        t: f64,
+        pid: u32,
+        /// With the pid, names the process across a daemon restart.
+        start_ticks: u64,
+        threads: u32,
+        adopted: bool,
+    },
+    Placed {
+        id: u64,
+        t: f64,
+        cpus: String,
+    },
+    Threads {
+        id: u64,
+        t: f64,
+        threads: u32,
+    },
+    Finished {
+        id: u64,
+        /// `None`: it ended while no daemon watched it.
+        t: Option<f64>,
+        ok: bool,
+        exit_code: Option<i32>,
+        error: Option<String>,
+    },
+    Cancelled {
+        id: u64,
+        t: f64,
+    },
+    /// The daemon's policy from now on (`--policy` at start, or `cosched policy P` by `uid`).
+    Policy {
+        t: f64,
+        name: String,
+        uid: u32,
+    },
+    /// The first entry of a compacted journal (`compact.rs`): ids from `next_id` on are free.
+    Compacted {
+        t: f64,
+        next_id: u64,
+    },
+}
+
+pub struct Journal {
+    /// The file and how many entries were appended to it.
+    appended: Mutex<(File, u64)>,
+    /// A second handle on the file, and how many entries are known to be on disk.
+    synced: Mutex<(File, u64)>,
+    /// How many entries had been appended when it was last compacted.
+    compacted_at: AtomicU64,
+    path: PathBuf,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// Entries before.
+    pub entries: usize,
+    /// Jobs kept.
+    pub jobs: usize,
+    /// Jobs forgotten, ended longer than the retention ago.
+    pub forgotten: usize,
+}
+
+/// The position of an entry in the journal, to wait for with [`Journal::sync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Appended(u64);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Journal {
+    /// Opens (creating) the journal and replays it, forgetting the jobs that ended longer than
+    /// `retention` ago. The journal is compacted when that forgot any, when it had lines that did
+    /// not read or a torn last line, or when it holds far more entries than its jobs need.
+    pub fn open(path: &Path, retention: Duration) -> io::Result<(Journal, History)> {
+        let mut history = replay::read(path)?;
+        let cutoff = now_unix() - retention.as_secs_f64();
+        let forgotten = history.forget_ended_before(cutoff);
+        if history.torn_bytes > 0 {
+            eprintln!(
+                "cosched: {}: cut off a last entry left half written ({} bytes); it was never acknowledged",
+                path.display(),
+                history.torn_bytes
+            );
+        }
+        if history.unreadable > 0 {
+            eprintln!(
+                "cosched: {}: skipped {} unreadable entries",
+                path.display(),
+                history.unreadable
+            );
+        }
+        let bloated = history.entries > 4 * history.jobs.len() + COMPACT_SLACK;
+        if forgotten > 0 || history.unreadable > 0 || history.torn_bytes > 0 || bloated {
+            let fresh = path.with_extension("compacting");
+            compact::write(&fresh, &history)?;
+            compact::install(&fresh, path)?;
+            eprintln!(
+                "cosched: {}: compacted {} entries to {} jobs; {forgotten} jobs ended more than {} s ago forgotten",
+                path.display(),
+                history.entries,
+                history.jobs.len(),
+                retention.as_secs_f64()
+            );
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let syncing = file.try_clone()?;
+        Ok((
+            Journal {
+                appended: Mutex::new((file, 0)),
+                synced: Mutex::new((syncing, 0)),
+                compacted_at: AtomicU64::new(0),
+                path: path.to_path_buf(),
+            },
+            history,
+        ))
+    }
+
+    /// Entries appended since the journal was opened or last compacted.
+    pub fn appended_since_compaction(&self) -> u64 {
+        lock(&self.appended).1 - self.compacted_at.load(Ordering::Relaxed)
+    }
+
+    /// Compacts the journal while it is in use, forgetting the jobs that ended longer than
+    /// `retention` ago: what was appended until now is replayed and written anew (without holding
+    /// the journal), then, holding it, what was appended meanwhile is copied after it and the new
+    /// file takes the old one's place. Appends and syncs wait only for that last step.
+    pub fn compact(&self, retention: Duration) -> io::Result<Compaction> {
+        let (bytes, count) = {
+            let appended = lock(&self.appended);
+            (appended.0.metadata()?.len(), appended.1)
+        };
+        let mut history = replay::read_prefix(&self.path, bytes)?;
+        let forgotten = history.forget_ended_before(now_unix() - retention.as_secs_f64());
+        let fresh = self.path.with_extension("compacting");
+        let mut file = compact::write(&fresh, &history)?;
+        // In the order `sync` takes them.
+        let mut synced = lock(&self.synced);
+        let mut appended = lock(&self.appended);
+        let mut tail = File::open(&self.path)?;
+        tail.seek(SeekFrom::Start(bytes))?;
+        io::copy(&mut tail, &mut file)?;
+        file.sync_data()?;
+        compact::install(&fresh, &self.path)?;
+        let reopened = OpenOptions::new().append(true).open(&self.path)?;
+        synced.0 = reopened.try_clone()?;
+        appended.0 = reopened;
+        // The tail copied is synced with the rest.
+        synced.1 = appended.1;
+        self.compacted_at.store(appended.1, Ordering::Relaxed);
+        Ok(Compaction {
+            entries: history.entries + (appended.1 - count) as usize,
+            jobs: history.jobs.len(),
+            forgotten,
+        })
+    }
+
+    /// Appends `entry` after every entry appended before; it is durable once [`Journal::sync`] of
+    /// the returned position has returned.
+    pub fn append(&self, entry: &Entry) -> Result<Appended, ServiceError> {
+        let mut line = serde_json::to_vec(entry).expect("journal entries always serialise");
+        line.push(b'\n');
+        let mut appended = lock(&self.appended);
+        appended.0.write_all(&line).map_err(|e| self.error(e))?;
+        appended.1 += 1;
+        Ok(Appended(appended.1))
+    }
+
+    /// Waits until the entry at `position`, and every one before it, is on disk.
+    pub fn sync(&self, position: Appended) -> Result<(), ServiceError> {
+        let mut synced = lock(&self.synced);
+        if synced.1 >= position.0 {
+            // Another writer's fsync covered it while this one waited for the lock.
+            return Ok(());
+        }
+        let covered = lock(&self.appended).1;
+        synced.0.sync_data().map_err(|e| self.error(e))?;
+        synced.1 = covered;
+        Ok(())
+    }
+
+    /// Appends `entry` and waits until it is on disk.
+    pub fn write(&self, entry: &Entry) -> Result<(), ServiceError> {
+        let position = self.append(entry)?;
+        self.sync(position)
+    }
+
+    /// A journal that cannot be written is reported, not hidden.
+    fn error(&self, reason: io::Error) -> ServiceError {
+        ServiceError::Journal {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::JobState;
+
+    /// A retention that forgets nothing.
+    const FOREVER: Duration = Duration::MAX;
+
+    #[test]
+    fn concurrent_writers_each_get_a_whole_line_and_every_entry_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+        std::thread::scope(|scope| {
+            for writer in 0..8u64 {
+                let journal = &journal;
+                scope.spawn(move || {
+                    for n in 0..50 {
+                        let entry = Entry::Cancelled {
+                            id: writer * 1000 + n,
+                            t: 1.0,
+                        };
+                        journal.write(&entry).unwrap();
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut ids: Vec<u64> = text
+            .lines()
+            .map(|l| match serde_json::from_str(l).unwrap() {
+                Entry::Cancelled { id, .. } => id,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        ids.sort();
+        let expected: Vec<u64> = (0..8)
+            .flat_map(|w| (0..50).map(move |n| w * 1000 + n))
+            .collect();
+        assert_eq!(ids, expected);
+    }
+
+    fn submitted(id: u64) -> Entry {
+        Entry::Submitted {
+            id,
+            t: 1.0,
+            uid: 1000,
+            gid: 1000,
+            submission: Submission::of("/bin/true"),
+            stdout: "o".into(),
+            stderr: "e".into(),
+        }
+    }
+
+    #[test]
+    fn replay_gives_back_each_jobs_last_state_and_skips_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        {
+            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+            assert!(history.jobs.is_empty() && history.policy.is_none());
+            for name in ["gang", "auto"] {
+                journal
+                    .write(&Entry::Policy {
+                        t: 0.5,
+                        name: name.into(),
+                        uid: 0,
+                    })
+                    .unwrap();
+            }
+            for id in 1..=3 {
+                journal.write(&submitted(id)).unwrap();
+            }
+            for id in [1, 2] {
+                journal
+                    .write(&Entry::Started {
+                        id,
+                        t: 2.0,
+                        pid: 40 + id as u32,
+                        start_ticks: 7,
+                        threads: 2,
+                        adopted: false,
+                    })
+                    .unwrap();
+            }
+            journal
+                .write(&Entry::Finished {
+                    id: 1,
+                    t: Some(3.0),
+                    ok: false,
+                    exit_code: Some(3),
+                    error: None,
+                })
+                .unwrap();
+        }
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"event\":\"cancel")
+            .unwrap();
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        assert_eq!(history.policy.as_deref(), Some("auto"));
+        let jobs = history.jobs;
+        let states: Vec<_> = jobs.iter().map(|j| j.view.state).collect();
+        assert_eq!(
+            states,
+            [JobState::Failed, JobState::Running, JobState::Queued]
+        );
+        assert_eq!(jobs[0].view.exit_code, Some(3));
+        assert_eq!((jobs[1].view.pid, jobs[1].start_ticks), (Some(42), Some(7)));
+    }
+
+    #[test]
+    fn a_task_that_joined_an_attached_job_is_adopted_again_with_it_and_only_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal
+                .write(&Entry::Attached {
+                    id: 1,
+                    t: 1.0,
+                    uid: 1000,
+                    gid: 1000,
+                    submission: Submission::of("stencil"),
+                    pid: 50,
+                    start_ticks: 9,
+                    in_place: true,
+                })
+                .unwrap();
+            journal.write(&submitted(2)).unwrap();
+            for id in [1, 2] {
+                journal
+                    .write(&Entry::Joined {
+                        id,
+                        t: 2.0,
+                        pid: 51,
+                        start_ticks: 10,
+                    })
+                    .unwrap();
+            }
+        }
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let attached = &history.jobs[0];
+        assert_eq!(attached.view.tasks, [51]);
+        let task = attached.joined[0];
+        assert_eq!((task.pid, task.start_ticks), (51, 10));
+        assert!(task.attached && task.in_place, "{task:?}");
+        // A job cosched started itself has no tasks of a Slurm step to join it.
+        let started = &history.jobs[1];
+        assert!(started.joined.is_empty() && started.view.tasks.is_empty());
+    }
+
+    fn finished(id: u64, t: f64) -> Entry {
+        Entry::Finished {
+            id,
+            t: Some(t),
+            ok: true,
+            exit_code: Some(0),
+            error: None,
+        }
+    }
+
+    fn started(id: u64) -> Entry {
+        Entry::Started {
+            id,
+            t: now_unix(),
+            pid: 100 + id as u32,
+            start_ticks: 7,
+            threads: 2,
+            adopted: false,
+        }
+    }
+
+    fn append_raw(path: &Path, bytes: &[u8]) {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+    }
+
+    #[test]
+    fn corrupt_lines_and_a_torn_tail_are_cut_off_and_counted_and_what_follows_survives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal.write(&submitted(1)).unwrap();
+        }
+        append_raw(
+            &path,
+            b"\xff\xfe not UTF-8 \xc3\x28\n{\"event\":\"nonsense\"}\n",
+        );
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal.write(&submitted(2)).unwrap();
+        }
+        let torn = b"{\"event\":\"submitted\",\"id\":3,\"t\"";
+        append_raw(&path, torn);
+        let history = replay::read(&path).unwrap();
+        assert_eq!((history.unreadable, history.torn_bytes), (0, torn.len()));
+        // Opening cuts the torn tail off, so that the next entry is a line of its own.
+        {
+            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+            let ids: Vec<u64> = history.jobs.iter().map(|j| j.view.id).collect();
+            assert_eq!(ids, [1, 2]);
+            journal.write(&started(2)).unwrap();
+        }
+        let history = replay::read(&path).unwrap();
+        assert_eq!((history.unreadable, history.torn_bytes), (0, 0));
+        assert_eq!(history.jobs[1].view.state, JobState::Running);
+    }
+
+    #[test]
+    fn unreadable_lines_are_skipped_and_counted_not_a_refusal_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        Journal::open(&path, FOREVER)
+            .unwrap()
+            .0
+            .write(&submitted(1))
+            .unwrap();
+        append_raw(&path, b"\xff\xfe\n{\"event\":\"nonsense\"}\n");
+        let read = replay::read(&path).unwrap();
+        assert_eq!((read.unreadable, read.jobs.len()), (2, 1));
+        // Compacted away at the start that found them.
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        assert_eq!(history.jobs.len(), 1);
+        assert_eq!(replay::read(&path).unwrap().unreadable, 0);
+    }
+
+    #[test]
+    fn compaction_forgets_old_ended_jobs_keeps_every_other_as_it_was_and_ids_never_repeat() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let now = now_unix();
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal
+                .write(&Entry::Policy {
+                    t: 0.5,
+                    name: "gang".into(),
+                    uid: 0,
+                })
+                .unwrap();
+            for id in 0..6 {
+                journal.write(&submitted(id)).unwrap();
+            }
+            // 0 and 5 ended long ago, 1 ended just now, 2 runs (placed, threads changed), 3 waits,
+            // 4 was cancelled while running and has not ended yet.
+            for id in [0, 1, 2, 4, 5] {
+                journal.write(&started(id)).unwrap();
+            }
+            journal.write(&finished(0, 10.0)).unwrap();
+            journal.write(&finished(5, 10.0)).unwrap();
+            journal.write(&finished(1, now)).unwrap();
+            for n in 0..50 {
+                journal
+                    .write(&Entry::Placed {
+                        id: 2,
+                        t: now,
+                        cpus: format!("{n}"),
+                    })
+                    .unwrap();
+            }
+            journal
+                .write(&Entry::Threads {
+                    id: 2,
+                    t: now,
+                    threads: 5,
+                })
+                .unwrap();
+            journal.write(&Entry::Cancelled { id: 4, t: now }).unwrap();
+        }
+        let mut before = replay::read(&path).unwrap();
+        before.forget_ended_before(now - 3600.0);
+        let (journal, after) = Journal::open(&path, Duration::from_secs(3600)).unwrap();
+        let ids = |h: &History| h.jobs.iter().map(|j| j.view.id).collect::<Vec<_>>();
+        assert_eq!(ids(&after), [1, 2, 3, 4]);
+        assert_eq!(format!("{:?}", before.jobs), format!("{:?}", after.jobs));
+        assert_eq!(after.policy.as_deref(), Some("gang"));
+        assert_eq!(after.jobs[1].view.cpus.as_deref(), Some("49"));
+        assert_eq!(after.jobs[1].view.threads, Some(5));
+        assert_eq!(after.next_id, 6);
+        drop(journal);
+        // The compacted journal holds what is left, in few entries, and still knows the ids used.
+        let again = replay::read(&path).unwrap();
+        assert!(again.entries < 15, "{} entries", again.entries);
+        assert_eq!(ids(&again), [1, 2, 3, 4]);
+        assert_eq!(again.next_id, 6);
+        let (_, all_forgotten) = Journal::open(&path, Duration::ZERO).unwrap();
+        assert_eq!(ids(&all_forgotten), [2, 3, 4]);
+        assert_eq!(replay::read(&path).unwrap().next_id, 6);
+    }
+
+    #[test]
+    fn compaction_while_writers_append_loses_nothing_and_appends_go_on_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+        let now = now_unix();
+        let mut last = None;
+        for id in 0..100 {
+            journal.append(&submitted(id)).unwrap();
+            journal.append(&started(id)).unwrap();
+            for n in 0..20 {
+                let cpus = format!("{n}");
+                journal.append(&Entry::Placed { id, t: now, cpus }).unwrap();
+            }
+            last = Some(journal.append(&finished(id, now)).unwrap());
+        }
+        journal.sync(last.unwrap()).unwrap();
+        let compactions = std::thread::scope(|scope| {
+            for writer in 0..4u64 {
+                let journal = &journal;
+                scope.spawn(move || {
+                    for n in 0..100 {
+                        let id = 1000 + writer * 100 + n;
+                        journal.write(&submitted(id)).unwrap();
+                        journal.write(&Entry::Cancelled { id, t: now }).unwrap();
+                    }
+                });
+            }
+            (0..3)
+                .map(|_| journal.compact(FOREVER).unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert!(compactions[0].entries >= 2300, "{compactions:?}");
+        journal.write(&submitted(5000)).unwrap();
+        drop(journal);
+        let history = replay::read(&path).unwrap();
+        assert_eq!((history.unreadable, history.torn_bytes), (0, 0));
+        assert!(history.entries < 1500, "{} entries", history.entries);
+        let state = |id: u64| {
+            history
+                .jobs
+                .iter()
+                .find(|j| j.view.id == id)
+                .map(|j| j.view.state)
+        };
+        for id in 0..100 {
+            assert_eq!(state(id), Some(JobState::Done), "job {id}");
+        }
+        for id in 1000..1400 {
+            assert_eq!(state(id), Some(JobState::Cancelled), "job {id}");
+        }
+        assert_eq!(state(5000), Some(JobState::Queued));
+        assert_eq!(history.next_id, 5001);
+    }
+}

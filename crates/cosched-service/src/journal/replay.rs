@@ -1,0 +1,322 @@
+//! Reading the journal back: every job's last state, in one pass with an index by id, so that a
+//! restart takes time linear in the journal's length. A line that does not read (corrupt, not UTF-8)
+//! is skipped, and a last line a crash left half written is cut off; both are counted and reported,
+//! never a reason to refuse to start.
+
+use super::Entry;
+use crate::protocol::{JobState, JobView, Submission};
+use cosched_linux::Adopt;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// Unreadable lines reported one by one; the rest are only counted.
+const REPORTED: usize = 10;
+
+/// A job as the journal left it, with what is needed to run or adopt it again.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub view: JobView,
+    pub gid: u32,
+    /// Without its environment once the job has ended: it never runs again.
+    pub submission: Submission,
+    pub start_ticks: Option<u64>,
+    /// The process of an attached job, to adopt again instead of starting anything.
+    pub attached: Option<Adopt>,
+    /// The further tasks that joined it.
+    pub joined: Vec<Adopt>,
+    /// Its end is journaled (a cancelled job's end may not be yet).
+    pub ended: bool,
+}
+
+/// What replaying a journal gives back.
+#[derive(Debug, Default)]
+pub struct History {
+    /// By id.
+    pub jobs: Vec<Replayed>,
+    /// The last policy it names, and who set it.
+    pub policy: Option<String>,
+    pub policy_uid: u32,
+    /// The id the next job gets: past every id the journal gave, forgotten jobs' included.
+    pub next_id: u64,
+    /// Entries read.
+    pub entries: usize,
+    /// Lines skipped because they did not read.
+    pub unreadable: usize,
+    /// Bytes of a last line left half written, cut off.
+    pub torn_bytes: usize,
+}
+
+impl History {
+    /// Forgets the jobs whose end was journaled before `cutoff` (Unix seconds; a job that ended
+    /// while no daemon watched counts from its submission); how many.
+    pub fn forget_ended_before(&mut self, cutoff: f64) -> usize {
+        let before = self.jobs.len();
+        self.jobs.retain(|job| {
+            let view = &job.view;
+            !(job.ended && view.finished.unwrap_or(view.submitted) < cutoff)
+        });
+        before - self.jobs.len()
+    }
+}
+
+/// Replays the journal at `path`; a missing file is an empty history.
+pub fn read(path: &Path) -> io::Result<History> {
+    match File::open(path) {
+        Ok(file) => read_from(BufReader::with_capacity(1 << 16, file), path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(History::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replays the first `bytes` of the journal at `path` (whole lines: what was appended until then).
+pub fn read_prefix(path: &Path, bytes: u64) -> io::Result<History> {
+    let file = File::open(path)?.take(bytes);
+    read_from(BufReader::with_capacity(1 << 16, file), path)
+}
+
+/// Replays the journal `reader` reads; `path` names it in messages.
+fn read_from(mut reader: impl BufRead, path: &Path) -> io::Result<History> {
+    let mut replay = Replay::default();
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line)?;
+        if read == 0 {
+            break;
+        }
+        // Every entry is written with its newline in one write and fsynced before it counts: a last
+        // line without one was never acknowledged.
+        if line.last() != Some(&b'\n') {
+            replay.history.torn_bytes = read;
+            break;
+        }
+        match serde_json::from_slice::<Entry>(&line) {
+            Ok(entry) => {
+                replay.history.entries += 1;
+                replay.apply(entry);
+            }
+            Err(e) => {
+                replay.history.unreadable += 1;
+                if replay.history.unreadable <= REPORTED {
+                    eprintln!(
+                        "cosched: {}:{number}: skipping an unreadable entry ({e})",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+    Ok(replay.history)
+}
+
+#[derive(Default)]
+struct Replay {
+    history: History,
+    /// Where each id is in `history.jobs`.
+    index: HashMap<u64, usize>,
+}
+
+impl Replay {
+    fn apply(&mut self, entry: Entry) {
+        let id = match entry {
+            Entry::Policy { name, uid, .. } => {
+                self.history.policy = Some(name);
+                self.history.policy_uid = uid;
+                return;
+            }
+            Entry::Compacted { next_id, .. } => {
+                self.history.next_id = self.history.next_id.max(next_id);
+                return;
+            }
+            Entry::Submitted {
+                id,
+                t,
+                uid,
+                gid,
+                submission,
+                stdout,
+                stderr,
+            } => {
+                let view = JobView::queued(id, uid, t, &submission, stdout, stderr);
+                return self.add(view, gid, submission, None);
+            }
+            Entry::Attached {
+                id,
+                t,
+                uid,
+                gid,
+                submission,
+                pid,
+                start_ticks,
+                in_place,
+            } => {
+                let no_logs = PathBuf::new;
+                let mut view = JobView::queued(id, uid, t, &submission, no_logs(), no_logs());
+                view.pid = Some(pid);
+                view.attached = true;
+                let process = Adopt {
+                    pid: pid as i32,
+                    start_ticks,
+                    attached: true,
+                    in_place,
+                };
+                return self.add(view, gid, submission, Some(process));
+            }
+            Entry::Started { id, .. }
+            | Entry::Joined { id, .. }
+            | Entry::Placed { id, .. }
+            | Entry::Threads { id, .. }
+            | Entry::Finished { id, .. }
+            | Entry::Cancelled { id, .. } => id,
+        };
+        if let Some(&at) = self.index.get(&id) {
+            update(&mut self.history.jobs[at], entry);
+        }
+    }
+
+    fn add(&mut self, view: JobView, gid: u32, submission: Submission, attached: Option<Adopt>) {
+        let id = view.id;
+        self.history.next_id = self.history.next_id.max(id + 1);
+        if self.index.contains_key(&id) {
+            return;
+        }
+        self.index.insert(id, self.history.jobs.len());
+        self.history.jobs.push(Replayed {
+            view,
+            gid,
+            submission,
+            start_ticks: attached.map(|a| a.start_ticks),
+            attached,
+            joined: Vec::new(),
+            ended: false,
+        });
+    }
+}
+
+/// Applies an entry about an existing job.
+fn update(job: &mut Replayed, entry: Entry) {
+    let view = &mut job.view;
+    match entry {
+        Entry::Started {
+            t,
+            pid,
+            start_ticks,
+            threads,
+            adopted,
+            ..
+        } => {
+            view.state = JobState::Running;
+            view.started.get_or_insert(t);
+            view.pid = Some(pid);
+            view.threads = Some(threads);
+            view.adopted = adopted;
+            job.start_ticks = Some(start_ticks);
+        }
+        Entry::Joined {
+            pid, start_ticks, ..
+        } => {
+            if let Some(main) = job.attached {
+                view.tasks.push(pid);
+                job.joined.push(Adopt {
+                    pid: pid as i32,
+                    start_ticks,
+                    ..main
+                });
+            }
+        }
+        Entry::Placed { cpus, .. } => view.cpus = Some(cpus),
+        Entry::Threads { threads, .. } => view.threads = Some(threads),
+        Entry::Finished {
+            t,
+            ok,
+            exit_code,
+            error,
+            ..
+        } => {
+            if view.state != JobState::Cancelled {
+                view.state = if ok { JobState::Done } else { JobState::Failed };
+            }
+            view.finished = t;
+            view.exit_code = exit_code;
+            view.error = error;
+            view.cpus = None;
+            job.ended = true;
+            job.submission.env = BTreeMap::new();
+        }
+        Entry::Cancelled { .. } => view.state = JobState::Cancelled,
+        Entry::Submitted { .. }
+        | Entry::Attached { .. }
+        | Entry::Policy { .. }
+        | Entry::Compacted { .. } => unreachable!("not about an existing job"),
+    }
+}
+
+impl Replayed {
+    /// The fewest entries whose replay gives back this job as it is.
+    pub fn entries(&self) -> Vec<Entry> {
+        let view = &self.view;
+        let id = view.id;
+        let mut entries = vec![match self.attached {
+            Some(process) => Entry::Attached {
+                id,
+                t: view.submitted,
+                uid: view.uid,
+                gid: self.gid,
+                submission: self.submission.clone(),
+                pid: process.pid as u32,
+                start_ticks: process.start_ticks,
+                in_place: process.in_place,
+            },
+            None => Entry::Submitted {
+                id,
+                t: view.submitted,
+                uid: view.uid,
+                gid: self.gid,
+                submission: self.submission.clone(),
+                stdout: view.stdout.clone(),
+                stderr: view.stderr.clone(),
+            },
+        }];
+        if let (Some(t), Some(pid)) = (view.started, view.pid) {
+            entries.push(Entry::Started {
+                id,
+                t,
+                pid,
+                start_ticks: self.start_ticks.unwrap_or(0),
+                threads: view.threads.unwrap_or(1),
+                adopted: view.adopted,
+            });
+        }
+        entries.extend(self.joined.iter().map(|task| Entry::Joined {
+            id,
+            t: view.submitted,
+            pid: task.pid as u32,
+            start_ticks: task.start_ticks,
+        }));
+        if let Some(cpus) = &view.cpus {
+            entries.push(Entry::Placed {
+                id,
+                t: view.submitted,
+                cpus: cpus.clone(),
+            });
+        }
+        if view.state == JobState::Cancelled {
+            entries.push(Entry::Cancelled {
+                id,
+                t: view.submitted,
+            });
+        }
+        if self.ended {
+            entries.push(Entry::Finished {
+                id,
+                t: view.finished,
+                ok: view.state == JobState::Done,
+                exit_code: view.exit_code,
+                error: view.error.clone(),
+            });
+        }
+        entries
+    }
+}

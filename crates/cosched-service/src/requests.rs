@@ -1,0 +1,370 @@
+//! Answering clients' requests: who may do what, the change made to the registry and journaled.
+//!
+//! Each change is appended to the journal under the registry's lock, so the journal's order is the
+//! registry's, and made durable (fsync) after the lock is released, so that no request holds the
+//! registry while it waits on the disk; the client hears of it only once it is durable.
+
+use crate::error::ServiceError;
+use crate::journal::Entry;
+use crate::processes::kill_unwatched;
+use crate::protocol::{now_unix, Attachment, JobView, Reply, Request, Submission};
+use crate::registry::{Cancelled, Peer, Registry, Tracked};
+use crate::state::Shared;
+use cosched_linux::Adopt;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::MutexGuard;
+
+/// Answers one request from `peer`.
+pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
+    let result = match request {
+        Request::Submit(submission) => submit(shared, submission, peer),
+        Request::Jobs { all } => Ok(jobs(shared, all, peer)),
+        Request::Show { id } => show(shared, id, peer),
+        Request::Cancel { ids } => cancel(shared, &ids, peer),
+        Request::Wait { ids } => wait(shared, &ids, peer),
+        Request::Policy { set: None } => Ok(Reply::Policy {
+            name: shared.lock().policy().to_string(),
+        }),
+        Request::Policy { set: Some(name) } => switch_policy(shared, name, peer),
+        Request::Switches {} => {
+            let log = shared.switches.lock().unwrap_or_else(|p| p.into_inner());
+            Ok(Reply::Switches {
+                total: log.total(),
+                recent_lateness: log.recent(),
+            })
+        }
+        Request::Attach(attachment) => attach(shared, attachment, peer),
+    };
+    result.unwrap_or_else(|e| Reply::Error {
+        message: e.to_string(),
+    })
+}
+
+/// A user daemon serves its own user only.
+fn check_served(shared: &Shared, peer: Peer) -> Result<(), ServiceError> {
+    if shared.daemon_uid != 0 && peer.uid != shared.daemon_uid {
+        return Err(ServiceError::NotServed {
+            daemon: shared.daemon_uid,
+            peer: peer.uid,
+        });
+    }
+    Ok(())
+}
+
+/// What `peer` may see of `view`: all of its own jobs; of other users' jobs, where jobs are private
+/// (`privacy.private_jobs`), no command line. Root and the daemon's own user see everything.
+fn as_seen_by(shared: &Shared, peer: Peer, mut view: JobView) -> JobView {
+    if shared.config.privacy.private_jobs && view.uid != peer.uid && !shared.privileged(peer.uid) {
+        view.command = Vec::new();
+    }
+    view
+}
+
+/// Jobs copied per hold of the registry's lock: a long history is listed in turns with the executor.
+const LISTED_PER_LOCK: usize = 1024;
+
+fn jobs(shared: &Shared, all: bool, peer: Peer) -> Reply {
+    let now = now_unix();
+    let mut jobs = Vec::new();
+    let mut from = 0;
+    loop {
+        let registry = shared.lock();
+        let mut scanned = 0;
+        for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
+            scanned += 1;
+            from = view.id + 1;
+            if all || !view.state.ended() {
+                jobs.push(registry.with_slowdown(view.clone(), now));
+            }
+        }
+        if scanned < LISTED_PER_LOCK {
+            break;
+        }
+    }
+    Reply::Jobs {
+        jobs: jobs
+            .into_iter()
+            .map(|view| as_seen_by(shared, peer, view))
+            .collect(),
+    }
+}
+
+fn show(shared: &Shared, id: u64, peer: Peer) -> Result<Reply, ServiceError> {
+    let registry = shared.lock();
+    let view = registry.job(id).ok_or(ServiceError::NoSuchJob(id))?;
+    let view = registry.with_slowdown(view.clone(), now_unix());
+    drop(registry);
+    Ok(Reply::Job {
+        job: Box::new(as_seen_by(shared, peer, view)),
+    })
+}
+
+/// A weight above 1 puts a job ahead of every other user's: root and the daemon's own user only.
+fn check_weight(shared: &Shared, weight: f64, peer: Peer) -> Result<(), ServiceError> {
+    if weight > 1.0 && !shared.privileged(peer.uid) {
+        return Err(ServiceError::WeightAboveOne {
+            weight,
+            daemon: shared.daemon_uid,
+        });
+    }
+    Ok(())
+}
+
+/// Whether `uid` may queue one more job (`limits.queued_jobs_per_user`; root has no limit).
+fn check_queue(shared: &Shared, registry: &Registry, uid: u32) -> Result<(), ServiceError> {
+    let limit = shared.config.limits.queued_jobs_per_user;
+    if uid != 0 && registry.load_of(uid).queued >= limit {
+        return Err(ServiceError::QueueFull { uid, limit });
+    }
+    Ok(())
+}
+
+fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, ServiceError> {
+    check_submission(&submission)?;
+    check_served(shared, peer)?;
+    check_weight(shared, submission.weight, peer)?;
+    let mut registry = shared.lock();
+    check_queue(shared, &registry, peer.uid)?;
+    let id = registry.next_id();
+    let t = now_unix();
+    let stdout = shared.logs.join(format!("{id}.stdout"));
+    let stderr = shared.logs.join(format!("{id}.stderr"));
+    let position = shared.journal.append(&Entry::Submitted {
+        id,
+        t,
+        uid: peer.uid,
+        gid: peer.gid,
+        submission: submission.clone(),
+        stdout: stdout.clone(),
+        stderr: stderr.clone(),
+    })?;
+    let view = JobView::queued(id, peer.uid, t, &submission, stdout, stderr);
+    registry.enqueue(Tracked::new(view, peer.gid, Some(submission), None));
+    drop(registry);
+    // Acknowledged only once durable. The executor may take the job before this returns, but its
+    // `started` entry, synced in the same file, cannot reach the disk before this one.
+    shared
+        .journal
+        .sync(position)
+        .map_err(|e| ServiceError::QueuedNotDurable {
+            id,
+            reason: Box::new(e),
+        })?;
+    shared.wake_executor();
+    Ok(Reply::Submitted { id })
+}
+
+fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceError> {
+    check_served(shared, peer)?;
+    let found = crate::attach::inspect(a.pid, peer)?;
+    let a = crate::attach::as_slurm_task(a, &found);
+    let submission = Submission {
+        name: a.name.unwrap_or_else(|| found.comm.clone()),
+        command: found.command.clone(),
+        cwd: found.cwd.clone(),
+        env: Default::default(),
+        min_threads: a.min_threads,
+        max_threads: a.max_threads,
+        kind: a.kind,
+        weight: a.weight,
+        coschedule: a.coschedule,
+        hints: a.hints,
+        labels: a.labels,
+    };
+    check_submission(&submission)?;
+    check_weight(shared, submission.weight, peer)?;
+    let task = Adopt {
+        pid: found.pid,
+        start_ticks: found.start_ticks,
+        attached: true,
+        in_place: a.in_place,
+    };
+    let mut registry = shared.lock();
+    // Under the lock: two requests for one process cannot both pass.
+    let ancestors = cosched_linux::procfs::ancestors(found.pid);
+    let holder = registry.jobs().find(|j| {
+        !j.state.ended()
+            && j.pids()
+                .any(|p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
+    });
+    if let Some(holder) = holder {
+        return Err(ServiceError::AlreadyAttached {
+            pid: found.pid,
+            job: holder.id,
+            name: holder.name.clone(),
+        });
+    }
+    let step_job = found
+        .slurm
+        .as_ref()
+        .and_then(|step| crate::attach::job_of_step(&registry, step, found.uid));
+    if let Some(id) = step_job {
+        return join(shared, registry, id, task);
+    }
+    check_queue(shared, &registry, found.uid)?;
+    let id = registry.next_id();
+    let t = now_unix();
+    let position = shared.journal.append(&Entry::Attached {
+        id,
+        t,
+        uid: found.uid,
+        gid: peer.gid,
+        submission: submission.clone(),
+        pid: found.pid as u32,
+        start_ticks: found.start_ticks,
+        in_place: a.in_place,
+    })?;
+    let mut view = JobView::queued(
+        id,
+        found.uid,
+        t,
+        &submission,
+        PathBuf::new(),
+        PathBuf::new(),
+    );
+    view.pid = Some(found.pid as u32);
+    view.attached = true;
+    registry.enqueue(Tracked::new(view, peer.gid, Some(submission), Some(task)));
+    drop(registry);
+    shared.journal.sync(position)?;
+    shared.wake_executor();
+    Ok(Reply::Attached { id })
+}
+
+/// Makes `task` part of attached job `id`, as another task of its Slurm step: one gang, one
+/// partition, ended when its last task ends.
+fn join(
+    shared: &Shared,
+    mut registry: MutexGuard<'_, Registry>,
+    id: u64,
+    task: Adopt,
+) -> Result<Reply, ServiceError> {
+    let position = shared.journal.append(&Entry::Joined {
+        id,
+        t: now_unix(),
+        pid: task.pid as u32,
+        start_ticks: task.start_ticks,
+    })?;
+    registry.join(id, task);
+    drop(registry);
+    shared.journal.sync(position)?;
+    shared.wake_executor();
+    Ok(Reply::Attached { id })
+}
+
+/// Switches the running policy: it takes over every job at the executor's next pass, and the
+/// journal keeps it for the next daemon.
+fn switch_policy(shared: &Shared, name: String, peer: Peer) -> Result<Reply, ServiceError> {
+    if !shared.privileged(peer.uid) {
+        return Err(ServiceError::NotPrivileged {
+            daemon: shared.daemon_uid,
+            action: "switch its policy",
+        });
+    }
+    let policy = cosched_policies::create(&name)?;
+    let mut registry = shared.lock();
+    let position = shared.journal.append(&Entry::Policy {
+        t: now_unix(),
+        name: name.clone(),
+        uid: peer.uid,
+    })?;
+    registry.switch_policy(name.clone(), policy);
+    drop(registry);
+    shared.journal.sync(position)?;
+    shared.wake_executor();
+    Ok(Reply::Policy { name })
+}
+
+/// Cancels every job of `ids` or none: all are checked before any is cancelled, and one fsync after
+/// the registry's lock is released makes every cancellation durable.
+fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError> {
+    let mut registry = shared.lock();
+    registry.check_cancel(ids, peer.uid)?;
+    let mut last = None;
+    // Killed once the lock is released: finding an attached job's tree reads all of /proc.
+    let mut to_kill = Vec::new();
+    for &id in ids {
+        let t = now_unix();
+        last = Some(shared.journal.append(&Entry::Cancelled { id, t })?);
+        if let Cancelled::BeforeStart { processes } = registry.cancel(id) {
+            let error = match processes.is_empty() {
+                true => "cancelled before it started",
+                false => "cancelled before this daemon took it over",
+            }
+            .to_string();
+            to_kill.extend(processes);
+            last = Some(shared.journal.append(&Entry::Finished {
+                id,
+                t: Some(t),
+                ok: false,
+                exit_code: None,
+                error: Some(error.clone()),
+            })?);
+            registry.finish(id, Some(t), false, None, Some(error));
+        }
+    }
+    drop(registry);
+    to_kill.into_iter().for_each(kill_unwatched);
+    if let Some(position) = last {
+        shared.journal.sync(position)?;
+    }
+    shared.wake_executor();
+    shared.notify_ended();
+    Ok(Reply::Cancelled { ids: ids.to_vec() })
+}
+
+fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError> {
+    let mut registry = shared.lock();
+    loop {
+        if let Some(jobs) = registry.ended(ids)? {
+            let jobs = jobs
+                .into_iter()
+                .map(|view| as_seen_by(shared, peer, view))
+                .collect();
+            return Ok(Reply::Ended { jobs });
+        }
+        registry = shared.wait_for_an_end(registry);
+    }
+}
+
+fn check_submission(s: &Submission) -> Result<(), ServiceError> {
+    if s.command.first().is_none_or(|p| p.is_empty()) {
+        return Err(ServiceError::NoCommand);
+    }
+    if s.name.is_empty() || s.name.len() > 200 || s.name.chars().any(char::is_control) {
+        return Err(ServiceError::BadName);
+    }
+    if !s.cwd.is_absolute() {
+        return Err(ServiceError::RelativeCwd(s.cwd.clone()));
+    }
+    if let (Some(min), Some(max)) = (s.min_threads, s.max_threads) {
+        if min == 0 || min > max {
+            return Err(ServiceError::BadThreads { min, max });
+        }
+    }
+    if !(s.weight.is_finite() && s.weight > 0.0) {
+        return Err(ServiceError::BadWeight(s.weight));
+    }
+    check_labels(&s.labels)
+}
+
+/// Labels are shown to every user and written to the journal: short, printable, a bounded number.
+fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), ServiceError> {
+    if labels.len() > 32 {
+        return Err(ServiceError::TooManyLabels(labels.len()));
+    }
+    for (key, value) in labels {
+        let key_ok = (1..=64).contains(&key.len())
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !key_ok {
+            return Err(ServiceError::BadLabelKey(key.clone()));
+        }
+        if value.len() > 256 || value.chars().any(char::is_control) {
+            return Err(ServiceError::BadLabelValue(key.clone()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! What the connection threads and the executor's thread share: the registry under its lock, the
+//! journal, and the ways they tell each other of news (an eventfd for the executor, a condition
+//! variable for clients waiting on jobs).
+
+use crate::config::DaemonConfig;
+use crate::journal::Journal;
+use crate::registry::Registry;
+use crate::switches::SwitchLog;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+pub struct Shared {
+    registry: Mutex<Registry>,
+    /// Signalled whenever a job ends.
+    ended: Condvar,
+    pub journal: Journal,
+    /// Readable when the executor has news to take (an eventfd).
+    wake: OwnedFd,
+    pub logs: PathBuf,
+    /// The uid the daemon runs as; a user daemon serves that user only.
+    pub daemon_uid: u32,
+    pub switches: Mutex<SwitchLog>,
+    pub config: DaemonConfig,
+}
+
+impl Shared {
+    pub fn new(
+        registry: Registry,
+        journal: Journal,
+        logs: PathBuf,
+        config: DaemonConfig,
+    ) -> Shared {
+        // SAFETY: plain system call; the descriptor is owned below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        Shared {
+            registry: Mutex::new(registry),
+            ended: Condvar::new(),
+            journal,
+            // SAFETY: `fd` is a new descriptor nothing else owns.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            logs,
+            // SAFETY: geteuid has no preconditions.
+            daemon_uid: unsafe { libc::geteuid() },
+            switches: Mutex::default(),
+            config,
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Releases the registry until a job ends, then takes it again.
+    pub fn wait_for_an_end<'a>(
+        &self,
+        registry: MutexGuard<'a, Registry>,
+    ) -> MutexGuard<'a, Registry> {
+        self.ended.wait(registry).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `uid` is root or the daemon's own user, who may set what affects every user.
+    pub fn privileged(&self, uid: u32) -> bool {
+        uid == 0 || uid == self.daemon_uid
+    }
+
+    pub fn notify_ended(&self) {
+        self.ended.notify_all();
+    }
+
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.as_raw_fd()
+    }
+
+    pub fn wake_executor(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    pub fn clear_wake(&self) {
+        let mut count = 0u64;
+        // SAFETY: reading 8 bytes from our non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+}
