@@ -38,7 +38,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.idle_timeout
         );
     }
-    crate::allocator::serve_from_the_system_allocator();
     daemon::run(&DaemonOptions {
         socket: args.socket.unwrap_or(socket),
         state: args.state.unwrap_or(state),
