@@ -6,6 +6,8 @@ use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
 use cosched_service::protocol::{Reply, Request, Submission};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -242,6 +244,11 @@ impl BenchDaemon {
         self.child.id() as i32
     }
 
+    /// Asks the daemon to stop as an administrator would; it is our child, not yet reaped.
+    fn terminate(&self) {
+        let _ = kill(Pid::from_raw(self.pid()), Signal::SIGTERM);
+    }
+
     fn ask(&self, r: Request) -> anyhow::Result<Reply> {
         Ok(request(&self.socket, r)?)
     }
@@ -271,8 +278,7 @@ impl BenchDaemon {
     }
 
     fn stop(&mut self) -> anyhow::Result<()> {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        self.terminate();
         let status = self.child.wait()?;
         anyhow::ensure!(status.success(), "the daemon ended with {status}");
         Ok(())
@@ -282,8 +288,7 @@ impl BenchDaemon {
 impl Drop for BenchDaemon {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            // SAFETY: a signal to our own child.
-            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+            self.terminate();
             let _ = self.child.wait();
         }
     }
