@@ -145,13 +145,20 @@ impl Watchdog {
     pub fn start(jobs: usize, on_death: OnDeath) -> io::Result<Watchdog> {
         let table = SharedTable::new(jobs.max(1))?;
         let (read_end, write_end) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-        // SAFETY: the child only runs `watch`, which makes async-signal-safe system calls on memory
-        // prepared before the fork, and then leaves with _exit, running no destructor or atexit
+        // nix 0.29 has neither close_range nor _exit.
+        // SAFETY: the child closes every descriptor but its read end (no Rust value of the parent's
+        // uses them again in the child), runs `watch`, which makes async-signal-safe system calls on
+        // memory prepared before the fork, and leaves with _exit, running no destructor or atexit
         // handler of the parent's state.
         let pid = unsafe {
             match nix::unistd::fork()? {
                 ForkResult::Child => {
-                    drop(write_end);
+                    // Other descriptors (other runs' pipes, terminals) must not be kept open by us.
+                    let read_fd = read_end.as_raw_fd() as u32;
+                    if read_fd > 0 {
+                        libc::syscall(libc::SYS_close_range, 0u32, read_fd - 1, 0u32);
+                    }
+                    libc::syscall(libc::SYS_close_range, read_fd + 1, u32::MAX, 0u32);
                     watch(&read_end, &table, on_death);
                     libc::_exit(0)
                 }
@@ -276,17 +283,6 @@ fn watch(read_end: &OwnedFd, table: &SharedTable, on_death: OnDeath) {
         blocked.add(signal);
     }
     let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&blocked), None);
-    // Other descriptors (other runs' pipes, terminals) must not be kept open by us.
-    let read_fd = read_end.as_raw_fd() as u32;
-    // nix has no close_range.
-    // SAFETY: closes descriptors of this process only; none is used again, as nothing of the
-    // parent's state runs in the child, which ends with _exit.
-    unsafe {
-        if read_fd > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, read_fd - 1, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, read_fd + 1, u32::MAX, 0u32);
-    }
     let _ = nix::sys::prctl::set_name(c"cosched-watch");
     let mut byte = [0u8];
     loop {
