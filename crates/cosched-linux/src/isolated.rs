@@ -65,11 +65,9 @@ impl IsolatedTimes {
     /// Reads a file written by [`IsolatedTimes::save`]; a missing file is an empty set.
     pub fn load(path: &Path) -> Result<IsolatedTimes, Error> {
         match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                Error::Calibration(format!(
-                    "{}: {e}; delete it and run `cosched calibrate` again",
-                    path.display()
-                ))
+            Ok(text) => serde_json::from_str(&text).map_err(|source| Error::IsolatedTimes {
+                path: path.to_path_buf(),
+                source,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(IsolatedTimes::default()),
             Err(source) => Err(Error::Io {

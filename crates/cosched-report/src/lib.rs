@@ -26,6 +26,7 @@ mod window;
 
 pub use bars::JobMetric;
 pub use export::results_json;
+pub use run::Experiment;
 pub use run::{disambiguate_labels, label_experiments, Run};
 pub use table::{comparison, text_table, ComparisonRow, BASELINE_POLICY};
 pub use window::window;
@@ -46,8 +47,12 @@ pub enum ReportError {
     EmptyTrace(PathBuf),
     #[error("no runs to report; give at least one trace file")]
     NoRuns,
-    #[error("the traces come from different experiments ({0}), so their figures do not compare; report them separately, or add --mixed to label every row with its workload and machine")]
-    MixedExperiments(String),
+    #[error(
+        "the traces come from different experiments ({}), so their figures do not compare; report \
+         them separately, or add --mixed to label every row with its workload and machine",
+        experiments.iter().map(Experiment::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    MixedExperiments { experiments: Vec<Experiment> },
 }
 
 impl ReportError {

@@ -1,7 +1,6 @@
 //! `cosched`: run parallel jobs under a co-scheduling policy, really or in simulation, and compare
 //! policies. Each subcommand lives in `cmd/`.
 
-mod allocator;
 mod cmd;
 mod exit;
 

@@ -158,10 +158,9 @@ pub fn run_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<RunReport, Error> {
     if let Some(job) = workload.jobs.iter().find(|j| j.command.is_empty()) {
-        return Err(Error::Workload(format!(
-            "job {:?} has no `command`, so it can only be simulated; add a command or use --sim",
-            job.name
-        )));
+        return Err(Error::NoCommand {
+            job: job.name.clone(),
+        });
     }
     let mut replay =
         WorkloadReplay::new(workload, topology, &options.isolated, &options.output_dir);

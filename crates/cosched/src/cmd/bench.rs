@@ -237,9 +237,15 @@ fn run_child_sim(
         .stderr(notes)
         .spawn()?;
     let mut status = 0;
-    // SAFETY: wait4 only writes into the status and usage we pass; the child is ours and not yet reaped.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    // The child's own peak memory is only in wait4's usage (RUSAGE_CHILDREN is the peak of all
+    // children so far), and neither std nor nix wraps wait4.
+    // SAFETY: rusage is plain integers, valid zeroed; wait4 writes only into `status` and `usage`,
+    // which outlive the call, and the child is ours and not yet reaped.
+    let (pid, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        (pid, usage)
+    };
     let wall = started.elapsed().as_secs_f64();
     if pid < 0 {
         anyhow::bail!(

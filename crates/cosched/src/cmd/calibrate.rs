@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let workload = Workload::load(workload_path)?;
     let topology = sysfs::discover()?;
-    cosched_native::locate().map_err(anyhow::Error::msg)?;
+    cosched_native::locate()?;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!("calibrate-{}", workload.info.name))
     });

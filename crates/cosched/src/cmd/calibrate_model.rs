@@ -26,7 +26,7 @@ pub fn run(out: Option<&Path>, repeat: u32) -> anyhow::Result<()> {
         cpus >= 2,
         "a machine model needs at least 2 CPUs (this one has {cpus}): a spinning team must be able to run on CPUs of its own"
     );
-    let bench = cosched_native::locate().map_err(anyhow::Error::msg)?;
+    let bench = cosched_native::locate()?;
     let team = cpus.min(u32::MAX as usize) as u32;
     let mut m = Measurements {
         team_threads: team,

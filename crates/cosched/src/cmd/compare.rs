@@ -208,7 +208,7 @@ fn compare_real(
     out: &Path,
 ) -> anyhow::Result<(Vec<Run>, Option<cosched_linux::Error>)> {
     warn_if_busy();
-    cosched_native::locate().map_err(anyhow::Error::msg)?;
+    cosched_native::locate()?;
     let isolated = isolated_times(isolated_path, workload, topology, mechanism, out)?;
     eprintln!(
         "comparing {} ({} jobs) on {} ({} CPUs), real runs: {}",

@@ -53,7 +53,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => DaemonConfig::default(),
     };
-    crate::allocator::serve_from_the_system_allocator();
     daemon::run(&DaemonOptions {
         socket: args.socket.unwrap_or(socket),
         state: args.state.unwrap_or(state),

@@ -142,31 +142,13 @@ fn when(text: &str, now: f64) -> anyhow::Result<f64> {
 
 /// `YYYY-MM-DD[ T]HH:MM[:SS]` in the local time zone, as Unix seconds.
 fn local_time(text: &str) -> Option<f64> {
-    let (date, time) = text.split_once([' ', 'T'])?;
-    let mut date = date.splitn(3, '-').map(|p| p.parse::<i32>().ok());
-    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
-    let mut time = time.splitn(3, ':').map(|p| p.parse::<i32>().ok());
-    let (hour, minute) = (time.next()??, time.next()??);
-    let second = time.next().unwrap_or(Some(0))?;
-    let valid = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
-        && (0..24).contains(&hour)
-        && (0..60).contains(&minute)
-        && (0..=60).contains(&second);
-    if !valid {
+    // A date alone would parse as its midnight; a window edge names its time of day.
+    if !text.contains([' ', 'T']) {
         return None;
     }
-    // SAFETY: tm is plain data; mktime reads it and normalises it in place.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    tm.tm_year = year - 1900;
-    tm.tm_mon = month - 1;
-    tm.tm_mday = day;
-    tm.tm_hour = hour;
-    tm.tm_min = minute;
-    tm.tm_sec = second;
-    tm.tm_isdst = -1;
-    let seconds = unsafe { libc::mktime(&mut tm) };
-    (seconds != -1).then_some(seconds as f64)
+    let civil: jiff::civil::DateTime = text.replacen(' ', "T", 1).parse().ok()?;
+    let instant = jiff::tz::TimeZone::system().to_timestamp(civil).ok()?;
+    Some(instant.as_second() as f64)
 }
 
 #[cfg(test)]
@@ -189,6 +171,7 @@ mod tests {
             "yesterday",
             "2026-13-01 10:00",
             "2026-11-23",
+            "2026-02-30 10:00",
         ] {
             assert!(when(bad, 0.0).is_err(), "{bad}");
         }

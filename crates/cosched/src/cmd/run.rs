@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--sample-interval must be a positive number of seconds"
     );
     let topology = sysfs::discover()?;
-    cosched_native::locate().map_err(anyhow::Error::msg)?;
+    cosched_native::locate()?;
     let out = (args.out.clone())
         .unwrap_or_else(|| default_results_dir(&[&workload.info.name, &args.policy]));
     prepare_results_dir(&out, args.force)?;
@@ -168,19 +168,15 @@ pub fn show(bar: &ProgressBar, p: &Progress) {
 pub struct MechanismArgs {
     /// How jobs are kept on their CPUs: cgroup-v2, cgroup-v1 (cpuset) or affinity
     /// (sched_setaffinity, no privileges needed) [default: the first that works here, in that order]
-    #[arg(long, value_name = "M", value_parser = parse::<Placement>)]
+    #[arg(long, value_name = "M")]
     pub mechanism: Option<Placement>,
     /// How jobs are stopped outside their time slots: cgroup-v2 (cgroup.freeze), cgroup-v1 (freezer)
     /// or signal (SIGSTOP/SIGCONT) [default: the placement's cgroup version, else the first that works]
-    #[arg(long, value_name = "F", value_parser = parse::<Freezer>)]
+    #[arg(long, value_name = "F")]
     pub freezer: Option<Freezer>,
     /// Isolated times file [default: WORKLOAD with the extension .isolated.json]
     #[arg(long, value_name = "FILE")]
     pub isolated: Option<PathBuf>,
-}
-
-fn parse<T: std::str::FromStr<Err = String>>(text: &str) -> Result<T, String> {
-    text.parse()
 }
 
 impl MechanismArgs {

@@ -69,7 +69,7 @@ impl JobArgs {
         hints(&self.hint)
     }
 
-    pub fn labels(&self) -> anyhow::Result<BTreeMap<String, String>> {
+    pub fn labels(&self) -> anyhow::Result<Labels> {
         let mut labels = BTreeMap::new();
         for pair in self.label.iter().flat_map(|l| l.split(',')) {
             let (key, value) = pair
@@ -80,6 +80,9 @@ impl JobArgs {
         Ok(labels)
     }
 }
+
+/// A job's labels, KEY to VALUE (`--label KEY=VALUE`).
+type Labels = BTreeMap<String, String>;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
@@ -136,7 +139,7 @@ fn from_workload(
     file: &str,
     cwd: &std::path::Path,
     env: &BTreeMap<String, String>,
-    labels: &BTreeMap<String, String>,
+    labels: &Labels,
 ) -> anyhow::Result<Vec<Submission>> {
     let workload = Workload::load(file.as_ref())?;
     let dir = std::path::absolute(workload.dir.join(".")).unwrap_or_else(|_| cwd.to_path_buf());
