@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 simulates them with --sim) and prints one line per policy: makespan (and as % of BP's), mean and max \
 slowdown, ANTT, STP, Jain fairness, reconfigurations, failed jobs and executor overhead. Writes the \
 traces (<policy>.jsonl), each job's output (<policy>/), report.html with figures, jobs.csv, \
-policies.csv and results.json to the output directory; a job that fails is shown as failed, the \
+policies.csv, timeline.csv, results.json and metadata.json to the output directory (see `cosched \
+report --help`); a job that fails is shown as failed, the \
 others go on.\n\n\
 Real runs need each job's isolated time (alone on the whole machine) for slowdowns: those missing \
 from WORKLOAD.isolated.json are measured first and stored there (see `cosched calibrate`).\n\n\
@@ -135,6 +136,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let policies = super::policies::chosen(&args.policy, &specs)?;
     let out = (args.out.clone()).unwrap_or_else(|| default_results_dir(&[&workload.info.name]));
     prepare_results_dir(&out, args.force)?;
+    let metadata = super::provenance::collect(&workload);
+    super::provenance::write(&out, &metadata)?;
     let (mut runs, incomplete) = match simulated_jobs {
         Some(jobs) => (
             compare_simulated(
@@ -157,10 +160,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )?,
     };
     disambiguate_labels(&mut runs);
-    let written = write_report(&runs, &out)?;
+    let written = write_report(&runs, &out, Some(&metadata))?;
     let rows = comparison(&runs);
     if args.json {
-        print!("{}", results_json(&runs, &rows));
+        print!("{}", results_json(&runs, &rows, Some(&metadata), &out));
     } else {
         print!("{}", text_table(&rows));
         println!("report: {}", written.html.display());

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 #[command(
     after_help = "Launches each job at its arrival time once the policy places it, keeps it on \
 the CPUs of its partition (cgroup cpuset or sched_setaffinity), freezes and thaws it for time slots, \
-and writes the trace (trace.jsonl), each job's stdout/stderr and a summary into the output directory. \
+and writes the trace (trace.jsonl), each job's stdout/stderr, the run's metadata (metadata.json: \
+version, host, kernel, command line, …) and a summary into the output directory. \
 Whatever ends cosched (Ctrl-C, SIGTERM, a crash, SIGKILL), no job stays frozen and no cgroup is left; \
 see docs/executor.md. Under sudo the jobs run as the invoking user. Exits with 1 when a job failed \
 (README, \"Exit status\").\n\n\
@@ -62,6 +63,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let out = (args.out.clone())
         .unwrap_or_else(|| default_results_dir(&[&workload.info.name, &args.policy]));
     prepare_results_dir(&out, args.force)?;
+    let metadata = super::provenance::collect(&workload);
+    super::provenance::write(&out, &metadata)?;
     let isolated_path = args
         .mechanism
         .isolated
@@ -109,7 +112,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|j| j.status == ExitStatus::Failed)
         .collect();
     if args.json {
-        print!("{}", results_json(&runs, &comparison(&runs)));
+        let rows = comparison(&runs);
+        print!("{}", results_json(&runs, &rows, Some(&metadata), &out));
         return JobsFailed::check(failed.len(), report.jobs.len());
     }
     print!("{}", text_table(&comparison(&runs)));
