@@ -3,6 +3,8 @@
 
 use cosched_core::Policy;
 
+pub use settings::{settings, Setting};
+
 mod advice_check;
 mod auto;
 mod bp;
@@ -12,6 +14,7 @@ mod eq;
 mod gang;
 mod partitions;
 pub mod scalpel;
+mod settings;
 mod ta;
 pub mod taco;
 mod taskbag;

@@ -3,7 +3,8 @@
 
 use super::machine_model::{self, ModelArgs};
 use super::output::{default_results_dir, prepare_results_dir};
-use super::run::{progress_bar, show, MechanismArgs};
+use super::policy_list::PolicyName;
+use super::run::{progress_bar, show, IsolatedArgs, MechanismArgs};
 use crate::exit::JobsFailed;
 use anyhow::Context as _;
 use cosched_core::names::file_name_part;
@@ -41,9 +42,16 @@ pub struct Args {
     /// Workload file (TOML) [default: the bundled examples/default.toml, sized to this machine]
     #[arg(value_name = "WORKLOAD")]
     workload: Option<PathBuf>,
-    /// Policies to compare, comma-separated, in the order to run them [default: ue,bp,eq,ta,taco,gang,auto;
-    /// with only single-threaded jobs, the task-bag policies too (as `cosched sim`)]
-    #[arg(long, value_delimiter = ',', value_name = "P1,P2,...")]
+    /// Policies to compare, comma-separated, in the order to run them (`cosched policies` lists them)
+    /// [default: ue,bp,eq,ta,taco,gang,auto; with only single-threaded jobs, the task-bag policies too
+    /// (as `cosched sim`)]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "POLICY,...",
+        value_parser = PolicyName,
+        hide_possible_values = true
+    )]
     policy: Vec<String>,
     /// Simulate instead of running real processes
     #[arg(long)]
@@ -65,9 +73,12 @@ pub struct Args {
     /// Print the comparison and every run's summary as JSON (results.json) instead of a table
     #[arg(long)]
     json: bool,
-    /// Real runs only: how plans are enforced, and where isolated times live
+    /// Real runs only: how plans are enforced
     #[command(flatten)]
     mechanism: MechanismArgs,
+    /// Real runs only: where isolated times live
+    #[command(flatten)]
+    isolated: IsolatedArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -366,7 +377,7 @@ fn bundled_workload() -> Workload {
 /// `--isolated`, else next to the workload file; the bundled workload's in the user's cache
 /// directory, since an installed cosched has no writable place of its own.
 fn isolated_path(args: &Args) -> PathBuf {
-    if let Some(path) = &args.mechanism.isolated {
+    if let Some(path) = &args.isolated.file {
         return path.clone();
     }
     if let Some(path) = &args.workload {
