@@ -30,6 +30,10 @@ Jain fairness)",
         "a set of CPUs in the kernel's list syntax (0-3,8), as taskset and /sys write it",
     ),
     ("_id", "an identifier (job id, random seed)"),
+    (
+        "_ids",
+        "identifiers separated by spaces (the nodes of a job)",
+    ),
     ("_code", "a process exit code"),
 ];
 

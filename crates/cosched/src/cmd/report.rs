@@ -20,7 +20,7 @@ line per run, with the metadata.json found beside the first trace: version, host
 cgroup version, privileges, date, command line), timeline.csv (every job's state, CPUs and threads \
 whenever one changes) and results.json (trace paths relative to DIR). Every numeric CSV column ends \
 in its unit: _s seconds, _ms, _mib, _pct percent, _ratio a ratio of times (slowdown, NTT) or an \
-index of them (STP, fairness), _count, _threads, _cpus a CPU list (0-3,8), _id, _code an exit code. \
+index of them (STP, fairness), _count, _threads, _cpus a CPU list (0-3,8), _id, _ids, _code an exit code. \
 An existing report.html is kept unless --force is given. Traces of different workloads or machines \
 are refused unless --mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl --force\n  \
 cosched report ue.jsonl taco.jsonl -o figures/\n  cosched report --since 1h        # the daemon's jobs of the last hour, into daemon-report/\n  \
