@@ -147,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let policies = super::policies::chosen(&args.policy, &specs)?;
     let out = (args.out.clone()).unwrap_or_else(|| default_results_dir(&[&workload.info.name]));
     prepare_results_dir(&out, args.force)?;
-    let metadata = super::provenance::collect(&workload);
+    let metadata = super::provenance::collect(&workload.jobs);
     super::provenance::write(&out, &metadata)?;
     let (mut runs, incomplete) = match simulated_jobs {
         Some(jobs) => (

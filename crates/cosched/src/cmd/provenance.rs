@@ -1,14 +1,14 @@
 //! The metadata record of a command that runs jobs (build, host, kernel, cgroups, privileges, date,
 //! command line and every job's command), written beside its traces for `cosched report`.
 
-use cosched_core::workload::Workload;
+use cosched_core::workload::JobEntry;
 use cosched_report::{RunMetadata, METADATA_FILE};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The record of this invocation, running `workload`.
-pub fn collect(workload: &Workload) -> RunMetadata {
+/// The record of this invocation, running `jobs` (whose commands it keeps).
+pub fn collect(jobs: &[JobEntry]) -> RunMetadata {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -25,8 +25,7 @@ pub fn collect(workload: &Workload) -> RunMetadata {
         privileges: privileges(),
         date: super::output::rfc3339_utc(now),
         command_line: shell_words(std::env::args()),
-        job_commands: workload
-            .jobs
+        job_commands: jobs
             .iter()
             .filter(|j| !j.command.is_empty())
             .map(|j| (j.name.clone(), shell_words(j.command.iter().cloned())))

@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let out = (args.out.clone())
         .unwrap_or_else(|| default_results_dir(&[&workload.info.name, &args.policy]));
     prepare_results_dir(&out, args.force)?;
-    let metadata = super::provenance::collect(&workload);
+    let metadata = super::provenance::collect(&workload.jobs);
     super::provenance::write(&out, &metadata)?;
     let isolated_path = args
         .isolated

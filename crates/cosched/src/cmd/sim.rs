@@ -97,6 +97,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut policies = super::policies::chosen(&named, &[])?;
     if let Some(dir) = &args.out {
         prepare_results_dir(dir, args.force)?;
+        // Simulated jobs run no command; the record says which build and command line made them.
+        super::provenance::write(dir, &super::provenance::collect(&[]))?;
     }
     let mut model = scenario
         .as_ref()
