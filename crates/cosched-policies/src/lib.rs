@@ -3,24 +3,24 @@
 
 use cosched_core::Policy;
 
-pub use settings::{settings, Setting};
-
 mod advice_check;
 mod auto;
 mod bp;
 mod casas;
+mod catalog;
 mod di;
 mod eq;
 mod gang;
 mod partitions;
 pub mod scalpel;
-mod settings;
 mod ta;
 pub mod taco;
 mod taskbag;
 #[cfg(test)]
 mod test_jobs;
 mod ue;
+
+pub use catalog::{settings, Setting};
 
 /// (name, one-line description, constructor). The order is the order `--help` and `compare` list them.
 type Entry = (&'static str, &'static str, fn() -> Box<dyn Policy>);

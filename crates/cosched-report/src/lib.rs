@@ -29,11 +29,13 @@ mod timeline;
 mod window;
 
 pub use bars::JobMetric;
-pub use export::{results_json, UNIT_SUFFIXES};
-pub use metadata::{RunMetadata, METADATA_FILE};
+pub use export::results_json;
 pub use run::{disambiguate_labels, label_experiments, Run};
 pub use table::{comparison, text_table, ComparisonRow, BASELINE_POLICY};
 pub use window::window;
+
+pub use export::UNIT_SUFFIXES;
+pub use metadata::{RunMetadata, METADATA_FILE};
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
-//! The settings a policy takes after its name (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.05`), as
-//! `cosched policies` lists them; the parsers are [`crate::taco::TacoOptions::apply`] and
-//! `Gang::with_settings`.
+//! What `cosched policies` lists of each policy beyond its description: the settings it takes after
+//! its name (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.05`). The parsers are
+//! [`crate::taco::TacoOptions::apply`] and `Gang::with_settings`; a test holds this list to them.
 
 use crate::gang;
 use crate::taco::TacoOptions;
