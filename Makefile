@@ -72,7 +72,7 @@ uninstall:
 # A Debian package from a staged install under /usr, built with dpkg-deb alone.
 debroot := target/deb/root
 deb:
-	rm -rf $(debroot)
+	rm -rf target/deb
 	$(MAKE) install PREFIX=/usr DESTDIR=$(CURDIR)/$(debroot)
 	$(MAKE) deb-control DEBROOT=$(debroot)
 	dpkg-deb --root-owner-group -Zxz --build $(debroot) \
