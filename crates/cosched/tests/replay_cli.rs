@@ -94,6 +94,19 @@ fn out_directory_holds_the_schedule() {
         "{csv}"
     );
     assert!(out.join("metrics.json").exists());
+    // Every column of numbers says its unit, by the report's rule.
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for (i, name) in header.iter().enumerate() {
+        let numeric = csv.lines().skip(1).any(|l| {
+            l.split(',')
+                .nth(i)
+                .is_some_and(|v| v.parse::<f64>().is_ok())
+        });
+        let has_unit = cosched_report::UNIT_SUFFIXES
+            .iter()
+            .any(|(suffix, _)| name.ends_with(suffix));
+        assert!(!numeric || has_unit, "schedule.csv: {name} has no unit");
+    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ its parent, output and environment. Only its owner or root may attach it. As roo
 moves it into cosched's cgroups unless --in-place keeps it where it is (a batch system's cgroup), \
 placed by CPU affinity and paused by signals (docs/service.md).\n\n\
 Examples:\n  cosched attach 4242\n  \
-cosched attach --name solver --threads 1:16 --kind malleable 4242\n  \
+cosched attach --name solver --threads 1:16 --kind rigid 4242\n  \
 cosched attach --in-place --label slurm_job=$SLURM_JOB_ID,slurm_step=$SLURM_STEP_ID $PID"
 )]
 pub struct Args {

@@ -225,7 +225,8 @@ fn write_schedule(
     schedules: &[Vec<Placement>],
 ) -> anyhow::Result<()> {
     let mut csv = String::from(
-        "job,submit,procs,run,estimate,start,end,wait,bounded_slowdown,node_policy,nodes\n",
+        "job_id,submit_s,procs_count,run_s,estimate_s,start_s,end_s,wait_s,bounded_slowdown_ratio,\
+node_policy,node_ids\n",
     );
     for (row, placements) in rows.iter().zip(schedules) {
         let policy = file_name_part(&row.node_policy);

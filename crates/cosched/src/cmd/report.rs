@@ -4,7 +4,8 @@ use anyhow::Context as _;
 use cosched_core::trace::read_trace;
 use cosched_report::window;
 use cosched_report::{
-    comparison, disambiguate_labels, label_experiments, text_table, write_report, Run,
+    comparison, disambiguate_labels, label_experiments, results_json, text_table, write_report,
+    Run, RunMetadata,
 };
 use std::fs::File;
 use std::io::BufReader;
@@ -15,11 +16,17 @@ use std::path::PathBuf;
 #[command(
     after_help = "Writes into DIR: report.html (one file, figures inlined), running-jobs.svg, \
 slowdown.svg, ntt.svg, partitions-<run>.svg, jobs.csv (one line per job and run), policies.csv (one \
-line per run) and results.json. Traces of different workloads or machines are refused unless \
---mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl\n  \
+line per run, with the metadata.json found beside the first trace: version, host, CPU model, kernel, \
+cgroup version, privileges, date, command line), timeline.csv (every job's state, CPUs and threads \
+whenever one changes) and results.json (trace paths relative to DIR). Every numeric CSV column ends \
+in its unit: _s seconds, _ms, _mib, _pct percent, _ratio a ratio of times (slowdown, NTT) or an \
+index of them (STP, fairness), _count, _threads, _cpus a CPU list (0-3,8), _id, _ids, _code an exit code. \
+An existing report.html is kept unless --force is given. Traces of different workloads or machines \
+are refused unless --mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl --force\n  \
 cosched report ue.jsonl taco.jsonl -o figures/\n  cosched report --since 1h        # the daemon's jobs of the last hour, into daemon-report/\n  \
-cosched report --since '2026-11-23 08:00' --until '2026-11-23 12:00' --state /var/lib/cosched\n  python3 -c \"import pandas; \
-print(pandas.read_csv('figures/jobs.csv'))\""
+cosched report --since '2026-11-23 08:00' --until '2026-11-23 12:00' --state /var/lib/cosched\n  \
+python3 -c \"import pandas; print(pandas.read_csv('figures/jobs.csv'))\"\n  \
+python3 examples/analysis.py figures/       # the main figures as PNG, with pandas and matplotlib"
 )]
 pub struct Args {
     /// Trace files (JSON Lines) written by `cosched run`, `cosched sim` or `cosched compare`
@@ -42,6 +49,12 @@ pub struct Args {
     /// Accept traces of different workloads or machines, each row labelled with its own
     #[arg(long)]
     mixed: bool,
+    /// Replace an earlier report in DIR
+    #[arg(long)]
+    force: bool,
+    /// Print the comparison and every run's summary as JSON (results.json) instead of a table
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -60,10 +73,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     label_experiments(&mut runs, args.mixed)?;
     disambiguate_labels(&mut runs);
+    let metadata = match &args.since {
+        Some(_) => None,
+        None => RunMetadata::load_from(&default_dir),
+    };
     let dir = args.out.unwrap_or(default_dir);
-    let written = write_report(&runs, &dir)?;
-    print!("{}", text_table(&comparison(&runs)));
-    println!("report: {}", written.html.display());
+    let earlier = dir.join("report.html");
+    anyhow::ensure!(
+        args.force || !earlier.exists(),
+        "{} already exists; choose another -o/--out, or add --force to replace it",
+        earlier.display()
+    );
+    let written = write_report(&runs, &dir, metadata.as_ref())?;
+    let rows = comparison(&runs);
+    if args.json {
+        print!("{}", results_json(&runs, &rows, metadata.as_ref(), &dir));
+    } else {
+        print!("{}", text_table(&rows));
+        println!("report: {}", written.html.display());
+    }
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
     after_help = "The job runs as you, in the current directory, with your environment, \
 without a shell (write `sh -c '…'` yourself if you want one).\n\n\
 Examples:\n  cosched submit -- ./solver --size 4096\n  \
-cosched submit --name lu --threads 2:16 --kind malleable -- ./lu\n  \
+cosched submit --name lu --threads 2:16 --kind moldable -- ./lu\n  \
 cosched submit --wait -- make -j8\n  cosched submit examples/default.toml"
 )]
 pub struct Args {
@@ -39,8 +39,10 @@ pub struct JobArgs {
     /// Thread bounds, MIN:MAX (or N for both)
     #[arg(long, value_name = "MIN:MAX")]
     threads: Option<String>,
-    /// rigid, moldable or malleable
-    #[arg(long, default_value = "moldable")]
+    /// rigid, moldable or malleable. Malleable, the default here as in workload files and `cosched
+    /// gen`, follows the advised thread count at its next parallel region, as the preload library
+    /// makes OpenMP programs do; a job that does not follow advice is held to the threads it runs
+    #[arg(long, value_name = "KIND", default_value = "malleable")]
     kind: String,
     /// Share of CPU time relative to other jobs
     #[arg(long, default_value_t = 1.0)]
@@ -52,7 +54,7 @@ pub struct JobArgs {
     #[arg(long, value_name = "KEY=VALUE")]
     hint: Vec<String>,
     /// Labels shown with the job, KEY=VALUE[,KEY=VALUE…] (e.g. slurm_job=42,slurm_step=0)
-    #[arg(long, value_name = "KEY=VALUE,…")]
+    #[arg(long, value_name = "KEY=VALUE,...")]
     label: Vec<String>,
 }
 
