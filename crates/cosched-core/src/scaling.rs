@@ -21,6 +21,7 @@
 use crate::event::{RateSource, Sample};
 use crate::job::JobId;
 use crate::plan::Plan;
+use crate::plan_change::PlanReplay;
 use crate::trace::{ExitStatus, Record, TraceLine};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -30,7 +31,8 @@ use std::collections::BTreeMap;
 pub struct Spell {
     /// CPUs it held, none shared with another job.
     pub width: u32,
-    /// Threads it ran (its team size); at most `width`.
+    /// Threads it ran (its team size). More threads than CPUs (a team not yet shrunk to advice)
+    /// share them: the job progresses about as on `width` CPUs.
     pub threads: u32,
     /// Elapsed seconds.
     pub seconds: f64,
@@ -64,7 +66,7 @@ impl ScalingRun {
         ScalingRun {
             spells: vec![Spell {
                 width,
-                threads: threads.min(width),
+                threads,
                 seconds,
                 cpu_seconds: None,
                 rate: None,
@@ -92,7 +94,17 @@ pub struct ScalingFit {
     pub samples: usize,
 }
 
+/// A fit whose observations stray further than this (root mean squared log error, about a relative
+/// error) from its curve is not trusted: the program does not scale as Amdahl's law has it, or the
+/// machine was busy while it ran.
+pub const TRUSTED_RESIDUAL: f64 = 0.2;
+
 impl ScalingFit {
+    /// Whether its observations lie close enough to its curve to act on it.
+    pub fn trusted(&self) -> bool {
+        self.residual <= TRUSTED_RESIDUAL
+    }
+
     /// Speedup on `k` CPUs over one CPU.
     pub fn speedup(&self, k: u32) -> f64 {
         speedup(self.serial, k)
@@ -187,25 +199,31 @@ fn squared_deviation(values: &[f64]) -> f64 {
     values.iter().map(|v| (v - mean).powi(2)).sum()
 }
 
-/// What each job of a run (a trace, in order, with whole plans) showed about its scaling: its spells
+/// What each job of a run (a trace, in order) showed about its scaling: its spells
 /// alone on its CPUs, and whether they cover it from start to successful finish.
 pub fn runs_from_trace(lines: &[TraceLine]) -> BTreeMap<JobId, ScalingRun> {
     let mut jobs: BTreeMap<JobId, Tracked> = BTreeMap::new();
     let mut finished = BTreeMap::new();
-    let mut plan = Plan::default();
+    let mut plans = PlanReplay::default();
     for line in lines {
         let now = line.t;
         match &line.record {
             Record::Plan { plan: next } => {
-                plan = next.clone();
+                plans.replace(next);
                 for (&id, job) in &mut jobs {
-                    job.moved(now, own_cpus(&plan, id), None);
+                    job.moved(now, own_cpus(plans.current(), id), None);
+                }
+            }
+            Record::PlanChange(change) => {
+                let plan = plans.apply(change);
+                for (&id, job) in &mut jobs {
+                    job.moved(now, own_cpus(plan, id), None);
                 }
             }
             Record::Start { job, threads, .. } => {
                 let tracked = jobs.entry(*job).or_insert_with(|| Tracked::new(now));
                 tracked.threads = *threads;
-                tracked.moved(now, own_cpus(&plan, *job), None);
+                tracked.moved(now, own_cpus(plans.current(), *job), None);
             }
             Record::Threads { job, threads } => {
                 if let Some(tracked) = jobs.get_mut(job) {
@@ -266,7 +284,7 @@ struct Tracked {
     /// CPUs of its own in the current segment, if it has them.
     width: Option<u32>,
     threads: u32,
-    /// Some moment was not on CPUs of its own with no more threads than CPUs.
+    /// Some moment was not on CPUs of its own.
     gaps: bool,
     spells: BTreeMap<(u32, u32), Accumulated>,
 }
@@ -293,8 +311,7 @@ impl Tracked {
     }
 
     fn current(&self) -> Option<(u32, u32)> {
-        let width = self.width?;
-        (self.threads <= width).then_some((width, self.threads))
+        Some((self.width?, self.threads))
     }
 
     /// Accounts the time up to `now` and goes on on `width` CPUs of its own (with `threads` threads,

@@ -57,11 +57,6 @@ pub struct ProgramScaling {
 /// Runs kept per program: the newest show the program as it is now.
 const KEPT_RUNS: usize = 8;
 
-/// A fit whose observations stray further than this (root mean squared log error, about a relative
-/// error) from its curve is not trusted: the program does not scale as Amdahl's law has it, or the
-/// machine was busy.
-const TRUSTED_RESIDUAL: f64 = 0.2;
-
 /// What runs of one command line on one machine showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObservedProgram {
@@ -242,7 +237,7 @@ impl IsolatedTimes {
         let program = self.scaling.iter().find(|p| {
             p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
         })?;
-        fit(&program.runs).filter(|f| f.residual <= TRUSTED_RESIDUAL)
+        fit(&program.runs).filter(ScalingFit::trusted)
     }
 
     /// The job's time alone on one CPU with one thread: measured, else from its fitted scaling and
