@@ -95,9 +95,10 @@ pub struct ScalingFit {
 }
 
 /// A fit whose observations stray further than this (root mean squared log error, about a relative
-/// error) from its curve is not trusted: the program does not scale as Amdahl's law has it, or the
-/// machine was busy while it ran.
-pub const TRUSTED_RESIDUAL: f64 = 0.2;
+/// error) from its curve is not trusted: the program does not scale as Amdahl's law has it (a
+/// speedup that jumps where a job spans another package), or the machine was busy while it ran. A
+/// tenth is the spread at which `cosched calibrate` stops trusting repeated runs.
+pub const TRUSTED_RESIDUAL: f64 = 0.1;
 
 impl ScalingFit {
     /// Whether its observations lie close enough to its curve to act on it.
