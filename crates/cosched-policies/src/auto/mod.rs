@@ -14,15 +14,16 @@
 //!    left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they take turns in rows
 //!    of their own instead of waiting (time sharing, as `gang` and `taco`).
 //! 3. **Known remaining work.** When every job has an estimated run time (`hints.runtime`, declared or
-//!    from the run history), the jobs with the least remaining work run first (shortest remaining
-//!    processing time, which minimises mean response time), side by side on equal shares while
-//!    enough wait (work per CPU never rises with width), except jobs that cannot shed threads and
-//!    synchronise, which wait for their full width. No job gets more CPUs than it uses well (each
-//!    added CPU gains half a CPU, by its measured or calibrated scaling), and the job whose remaining
-//!    time on those CPUs exceeds all remaining work packed on the machine starts at once rather than
-//!    last and alone (`bounding_job`). Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
-//!    has not, oldest first. So a job waits behind shorter newcomers for at most 3 × its estimate;
-//!    after that only the urgent jobs older than itself run before it, and its slowdown is at most
+//!    from the run history), widths come from each job's scaling (`widths.rs`): those that minimise
+//!    the makespan bound max(total CPU work / CPUs, longest job), then wider ones for jobs known to
+//!    scale while the bound stays within 1%. At those widths the jobs with the least remaining work
+//!    run first (shortest remaining processing time, which minimises mean response time), except
+//!    that a job that would end after the bound in that order starts first, longest first, where a
+//!    list schedule shows that ends the set sooner. No job gets more CPUs than it uses well (each
+//!    added CPU gains half a CPU, by its measured, calibrated or learnt scaling). Aging: a job that
+//!    has waited `AGING_FACTOR` (3) × its estimate goes before every job that has not, oldest first.
+//!    So a job waits behind shorter newcomers for at most 3 × its estimate; after that only the
+//!    urgent jobs older than itself run before it, and its slowdown is at most
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
 //!    estimate by half again (`OVERRUN_TOLERANCE`) is assumed to need as long again as it has run, so
 //!    a wrong estimate costs a doubling search, not starvation.
