@@ -212,24 +212,24 @@ pub fn runs_from_trace(lines: &[TraceLine]) -> BTreeMap<JobId, ScalingRun> {
             Record::Plan { plan: next } => {
                 plans.replace(next);
                 for (&id, job) in &mut jobs {
-                    job.moved(now, own_cpus(plans.current(), id), None);
+                    job.moved(now, placed(plans.current(), id), None);
                 }
             }
             Record::PlanChange(change) => {
                 let plan = plans.apply(change);
                 for (&id, job) in &mut jobs {
-                    job.moved(now, own_cpus(plan, id), None);
+                    job.moved(now, placed(plan, id), None);
                 }
             }
             Record::Start { job, threads, .. } => {
                 let tracked = jobs.entry(*job).or_insert_with(|| Tracked::new(now));
                 tracked.threads = *threads;
-                tracked.moved(now, own_cpus(plans.current(), *job), None);
+                tracked.moved(now, placed(plans.current(), *job), None);
             }
             Record::Threads { job, threads } => {
                 if let Some(tracked) = jobs.get_mut(job) {
-                    let width = tracked.width;
-                    tracked.moved(now, width, Some(*threads));
+                    let place = tracked.place;
+                    tracked.moved(now, place, Some(*threads));
                 }
             }
             Record::Sample(sample) => {
@@ -239,7 +239,7 @@ pub fn runs_from_trace(lines: &[TraceLine]) -> BTreeMap<JobId, ScalingRun> {
             }
             Record::Finish { job, status, .. } => {
                 if let Some(mut tracked) = jobs.remove(job) {
-                    tracked.moved(now, None, None);
+                    tracked.moved(now, Placed::Frozen, None);
                     let ok = *status == ExitStatus::Ok;
                     finished.insert(*job, tracked.into_run(ok));
                 }
@@ -250,30 +250,45 @@ pub fn runs_from_trace(lines: &[TraceLine]) -> BTreeMap<JobId, ScalingRun> {
     // Jobs still running when the trace ends (an interrupted run) taught only their rates.
     for (id, mut tracked) in jobs {
         let end = lines.last().map_or(0.0, |l| l.t);
-        tracked.moved(end, None, None);
+        tracked.moved(end, Placed::Frozen, None);
         finished.insert(id, tracked.into_run(false));
     }
     finished.retain(|_, run| !run.spells.is_empty());
     finished
 }
 
-/// The number of CPUs a job holds on its own under `plan`: in every moment of the cycle (one slot, or
-/// pinned), sharing none with another job.
-fn own_cpus(plan: &Plan, job: JobId) -> Option<u32> {
+/// Where a job is under a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placed {
+    /// In no slot: frozen, it does no work.
+    Frozen,
+    /// On this many CPUs of its own in every moment of the cycle (one slot, or pinned).
+    Alone(u32),
+    /// Time-shared, or beside another job on some of its CPUs.
+    Shared,
+}
+
+fn placed(plan: &Plan, job: JobId) -> Placed {
     let pinned = plan.pinned.iter().any(|a| a.job == job);
-    if !pinned && plan.slots.len() != 1 {
-        return None;
+    let slotted = (plan.slots.iter()).any(|s| s.assignments.iter().any(|a| a.job == job));
+    if !pinned && !slotted {
+        return Placed::Frozen;
     }
-    let cpus = plan.cpus_in_slot(0, job)?;
+    if !pinned && plan.slots.len() != 1 {
+        return Placed::Shared;
+    }
+    let Some(cpus) = plan.cpus_in_slot(0, job) else {
+        return Placed::Shared;
+    };
     let others = (plan.pinned.iter())
         .chain(plan.slots.iter().flat_map(|s| &s.assignments))
         .filter(|a| a.job != job);
     for other in others {
         if !other.cpus.is_disjoint(cpus) {
-            return None;
+            return Placed::Shared;
         }
     }
-    Some(cpus.len() as u32)
+    Placed::Alone(cpus.len() as u32)
 }
 
 /// One job's spells so far, and the segment it is in.
@@ -282,8 +297,8 @@ struct Tracked {
     since: f64,
     /// Up to when its time is counted.
     accounted: f64,
-    /// CPUs of its own in the current segment, if it has them.
-    width: Option<u32>,
+    /// Where it is in the current segment.
+    place: Placed,
     threads: u32,
     /// Some moment was not on CPUs of its own.
     gaps: bool,
@@ -304,7 +319,7 @@ impl Tracked {
         Tracked {
             since: now,
             accounted: now,
-            width: None,
+            place: Placed::Frozen,
             threads: 1,
             gaps: false,
             spells: BTreeMap::new(),
@@ -312,24 +327,28 @@ impl Tracked {
     }
 
     fn current(&self) -> Option<(u32, u32)> {
-        Some((self.width?, self.threads))
+        match self.place {
+            Placed::Alone(width) => Some((width, self.threads)),
+            Placed::Frozen | Placed::Shared => None,
+        }
     }
 
-    /// Accounts the time up to `now` and goes on on `width` CPUs of its own (with `threads` threads,
-    /// where they changed).
-    fn moved(&mut self, now: f64, width: Option<u32>, threads: Option<u32>) {
+    /// Accounts the time up to `now` and goes on `place`d (with `threads` threads, where they
+    /// changed). Frozen time did no work, so it leaves a whole run whole.
+    fn moved(&mut self, now: f64, place: Placed, threads: Option<u32>) {
         let seconds = now - self.accounted;
         if seconds > 0.0 {
-            match self.current() {
-                Some(key) => self.spells.entry(key).or_default().seconds += seconds,
-                None => self.gaps = true,
+            match (self.current(), self.place) {
+                (Some(key), _) => self.spells.entry(key).or_default().seconds += seconds,
+                (None, Placed::Shared) => self.gaps = true,
+                (None, _) => {}
             }
             self.accounted = now;
         }
         let threads = threads.unwrap_or(self.threads);
-        if (width, threads) != (self.width, self.threads) {
+        if (place, threads) != (self.place, self.threads) {
             self.since = now;
-            self.width = width;
+            self.place = place;
             self.threads = threads;
         }
     }
@@ -338,8 +357,8 @@ impl Tracked {
         if let Some(team) = sample.team_size.filter(|&t| t > 0) {
             // The team changed at some point of the interval: counted from its start.
             let at = (now - sample.interval).max(self.since);
-            let width = self.width;
-            self.moved(at, width, Some(team));
+            let place = self.place;
+            self.moved(at, place, Some(team));
         }
         let Some(key) = self.current() else { return };
         let inside = self.since <= now - sample.interval + 1e-9;

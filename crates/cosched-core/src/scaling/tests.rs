@@ -203,3 +203,46 @@ fn cpu_time_samples_give_no_rate() {
     assert_eq!(run.spells[0].cpu_seconds, Some(2.0));
     assert_eq!(run.spells[0].seconds, 2.0);
 }
+
+#[test]
+fn time_frozen_while_shorter_jobs_run_leaves_a_run_whole() {
+    let finish = |job| Record::Finish {
+        job: JobId(job),
+        status: ExitStatus::Ok,
+        exit_code: Some(0),
+        error: None,
+    };
+    let trace = vec![
+        line(
+            0.0,
+            Record::Plan {
+                plan: Plan::space_sharing(vec![alone(0, "0")]),
+            },
+        ),
+        line(
+            0.0,
+            Record::Start {
+                job: JobId(0),
+                threads: 1,
+                pid: None,
+            },
+        ),
+        line(
+            4.0,
+            Record::Plan {
+                plan: Plan::space_sharing(vec![alone(1, "0-1")]),
+            },
+        ),
+        line(
+            6.0,
+            Record::Plan {
+                plan: Plan::space_sharing(vec![alone(0, "0")]),
+            },
+        ),
+        line(14.0, finish(0)),
+    ];
+    let run = &runs_from_trace(&trace)[&JobId(0)];
+    assert!(run.whole, "frozen, it did no work: {run:?}");
+    assert_eq!(run.spells.len(), 1);
+    assert_eq!(run.spells[0].seconds, 12.0);
+}

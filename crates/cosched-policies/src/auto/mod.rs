@@ -208,11 +208,13 @@ impl Auto {
             .collect();
         let mut free = machine;
         let mut wanted: Vec<(&ActiveJob, usize)> = Vec::new();
-        // A started job that can run on one CPU keeps at least one: it is never stopped for others.
-        let keeps = |r: &Ranked| r.job.started.is_some() && !needs_its_width(r.job);
-        let mut kept = order.iter().filter(|r| keeps(r)).count();
+        // A started job that can run on one CPU keeps at least one: it is never stopped for others
+        // (one that waits for its width is frozen while shorter jobs run, as least remaining first
+        // has it).
+        let keeps = |r: &Ranked| usize::from(r.job.started.is_some() && !needs_its_width(r.job));
+        let mut kept: usize = order.iter().map(keeps).sum();
         for ranked @ &Ranked { job, width, .. } in &order {
-            kept -= usize::from(keeps(ranked));
+            kept -= keeps(ranked);
             let spare = free.saturating_sub(kept);
             let take = if needs_its_width(job) {
                 if width > spare {
@@ -220,7 +222,7 @@ impl Auto {
                 }
                 width
             } else {
-                width.min(spare).max(usize::from(keeps(ranked) && free > 0))
+                width.min(spare).max(keeps(ranked).min(free))
             };
             if take > 0 {
                 wanted.push((job, take));
