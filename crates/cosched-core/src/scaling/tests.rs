@@ -26,7 +26,11 @@ fn a_spinning_job_scales_as_its_elapsed_times_show_not_as_its_cpu_time() {
         spells: vec![spinning(2, amdahl(20.0, 0.3, 2))],
         whole: true,
     };
-    assert_eq!(fit(&[on_two.clone()]), None, "one width cannot tell");
+    assert_eq!(
+        fit(std::slice::from_ref(&on_two)),
+        None,
+        "one width cannot tell"
+    );
     // 4 s on one CPU did a fifth of its work; the rest took 0.8 × T(2) on two.
     let mixed = ScalingRun {
         spells: vec![spinning(1, 4.0), spinning(2, 0.8 * amdahl(20.0, 0.3, 2))],
@@ -159,7 +163,7 @@ fn a_trace_gives_each_job_its_spells_alone_and_whether_they_cover_its_whole_run(
         .map(|s| (s.width, s.seconds, s.rate))
         .collect();
     assert_eq!(widths, vec![(1, 2.0, Some(10.0)), (2, 2.0, Some(18.0))]);
-    let fitted = fit(&[first.clone()]).unwrap();
+    let fitted = fit(std::slice::from_ref(first)).unwrap();
     assert!((fitted.speedup(2) - 1.8).abs() < 0.01, "{fitted:?}");
     let second = &runs[&JobId(1)];
     assert!(!second.whole);
