@@ -275,3 +275,18 @@ fn an_npb_mix_with_history_is_within_the_targets_of_the_best_policy() {
     let (_, second) = first_and_second(&topology, &jobs, &options, "NPB");
     check_with_history(&second);
 }
+
+#[test]
+fn the_default_example_with_history_is_within_the_targets_of_the_best_policy() {
+    let topology = synthetic::parse("package:1 core:2").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/default.toml");
+    let (_, jobs) = cosched_sim::jobs::load(&path, topology.num_cpus()).unwrap();
+    let (first, second) = first_and_second(
+        &topology,
+        &jobs,
+        &SimOptions::default(),
+        "examples/default.toml",
+    );
+    check_first_run(&first);
+    check_with_history(&second);
+}
