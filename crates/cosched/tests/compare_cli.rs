@@ -141,6 +141,15 @@ command = ["sh", "-c", "exit 3"]
         isolated.contains("\"busy\"") && !isolated.contains("\"broken\""),
         "{isolated}"
     );
+    // The calibration and each policy's run are kept as scaling history of `busy`'s command line.
+    let store: serde_json::Value = serde_json::from_str(&isolated).unwrap();
+    let scaling = store["scaling"].as_array().unwrap();
+    assert_eq!(scaling.len(), 1, "{isolated}");
+    let runs = scaling[0]["runs"].as_array().unwrap();
+    assert!(runs.len() >= 2, "{isolated}");
+    assert!(runs
+        .iter()
+        .all(|r| r["spells"][0]["seconds"].as_f64().unwrap() > 0.0));
     for policy in ["ue", "taco"] {
         let row = stdout
             .lines()

@@ -37,7 +37,8 @@ pub struct Args {
         conflicts_with = "model"
     )]
     workload: Option<PathBuf>,
-    /// Also run each job alone on one CPU, to measure how it scales here (for the simulator)
+    /// Also run each job alone on one CPU, to measure how it scales here (for `auto` and the
+    /// simulator; real runs add to what is known of it)
     #[arg(long, conflicts_with = "model")]
     scaling: bool,
     /// Fit the simulator's machine model on this machine instead of timing a workload's jobs
