@@ -1343,3 +1343,60 @@ fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_can
     );
     daemon.stop();
 }
+
+/// `cosched ARGS…` run as uid 65534 in directory `cwd`, entered while still root: as from a shell
+/// left in a directory its user may not enter.
+fn as_nobody_in(daemon: &Daemon, cwd: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args(NOBODY)
+        .arg(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(&args[1..])
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_job_enters_its_working_directory_as_its_user_and_reads_no_secret_through_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    // A readable directory inside root's private one: uid 65534 may not pass through to it.
+    let private = dir.path().join("root-home");
+    let public = private.join("public");
+    std::fs::create_dir_all(&public).unwrap();
+    set_mode(&private, 0o700);
+    set_mode(&public, 0o755);
+    std::fs::write(public.join("s.txt"), "TOPSECRET\n").unwrap();
+    set_mode(&public.join("s.txt"), 0o644);
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let out = as_nobody_in(&daemon, &public, &["submit", "--", "cat", "s.txt"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let job = daemon.wait(vec![id]).remove(0);
+    let logs = as_nobody(&daemon, &["logs", &id.to_string()]);
+    let shown = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        !shown.contains("TOPSECRET"),
+        "uid 65534 read a file only root may reach: {shown}"
+    );
+    assert_eq!(job.state, JobState::Failed, "{job:?}");
+    let error = job.error.unwrap_or_default();
+    assert!(
+        error.contains("working directory") && error.contains(&public.display().to_string()),
+        "the error does not say which directory could not be entered: {error}"
+    );
+    daemon.stop();
+}
