@@ -53,7 +53,7 @@ pub use measure::instruction_counter_status;
 pub use mechanism::{Freezer, Mechanisms, Placement};
 pub use watchdog::OnDeath;
 
-use cosched_core::{JobId, PlanError};
+use cosched_core::PlanError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -66,8 +66,6 @@ pub enum Error {
         what: String,
         source: std::io::Error,
     },
-    #[error("cannot enforce the plan on job {job}: {source}")]
-    Enforce { job: JobId, source: std::io::Error },
     #[error("policy {policy:?} {source}")]
     Plan { policy: String, source: PlanError },
     #[error("run interrupted by {0}; every job was stopped and its cgroups removed")]

@@ -1400,3 +1400,75 @@ fn a_job_enters_its_working_directory_as_its_user_and_reads_no_secret_through_ro
     );
     daemon.stop();
 }
+
+#[test]
+fn a_job_cosched_cannot_place_fails_alone_and_the_daemon_keeps_serving() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    if unsafe { libc::geteuid() } != 0 || cpus < 2 {
+        eprintln!("SKIPPED: needs root (for SCHED_DEADLINE) and 2 CPUs");
+        return;
+    }
+    if Command::new("chrt").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: chrt (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    // A SCHED_DEADLINE task refuses a CPU mask narrower than its root domain (EBUSY): started alone
+    // on every CPU, it cannot be narrowed when a second job comes.
+    let width = format!("1:{cpus}");
+    let deadline = [
+        "submit",
+        "--threads",
+        &width,
+        "--",
+        "chrt",
+        "-d",
+        "--sched-runtime",
+        "1000000",
+        "--sched-deadline",
+        "10000000",
+        "--sched-period",
+        "10000000",
+        "0",
+        "sleep",
+        "60",
+    ];
+    let out = cosched(&daemon, &deadline);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stubborn: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let is_deadline = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/sched")).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("policy") && l.ends_with(" 6"))
+        })
+    };
+    let became_deadline = poll(Duration::from_secs(10), || {
+        let job = show(&daemon, stubborn);
+        job.state.ended() || job.pid.is_some_and(is_deadline)
+    });
+    if !became_deadline || show(&daemon, stubborn).state.ended() {
+        eprintln!(
+            "SKIPPED: the job could not become SCHED_DEADLINE here: {:?}",
+            show(&daemon, stubborn)
+        );
+        return;
+    }
+    let other = daemon.submit(&["sleep", "60"]);
+    let ended = daemon.wait(vec![stubborn]).remove(0);
+    assert_eq!(ended.state, JobState::Failed, "{ended:?}");
+    let error = ended.error.clone().unwrap_or_default();
+    assert!(error.contains("plan"), "the reason is not said: {error}");
+    // The daemon goes on: the other job runs, a new one runs to its end.
+    let quick = daemon.submit(&["/bin/true"]);
+    assert_eq!(daemon.wait(vec![quick])[0].state, JobState::Done);
+    assert_eq!(show(&daemon, other).state, JobState::Running);
+    daemon.ask(Request::Cancel { ids: vec![other] }).unwrap();
+    daemon.wait(vec![other]);
+    daemon.stop();
+}
