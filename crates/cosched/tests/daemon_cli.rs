@@ -1472,3 +1472,75 @@ fn a_job_cosched_cannot_place_fails_alone_and_the_daemon_keeps_serving() {
     daemon.wait(vec![other]);
     daemon.stop();
 }
+
+/// A root-owned file a hostile user points links at, with what it holds.
+fn victim(dir: &Path) -> (PathBuf, &'static str) {
+    let path = dir.join("victim");
+    std::fs::write(&path, "precious\n").unwrap();
+    set_mode(&path, 0o644);
+    (path, "precious\n")
+}
+
+fn assert_untouched(victim: &Path, content: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(victim).unwrap();
+    let now = std::fs::read(victim).unwrap();
+    assert!(
+        now == content.as_bytes(),
+        "{} was overwritten: it holds {} bytes, {:?}…",
+        victim.display(),
+        now.len(),
+        String::from_utf8_lossy(&now[..now.len().min(16)])
+    );
+    assert_eq!(meta.uid(), 0, "{} was given away", victim.display());
+}
+
+#[test]
+fn a_link_planted_where_a_control_page_would_go_is_not_followed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let (victim, content) = victim(dir.path());
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    // Where pages used to go: /dev/shm/cosched-<daemon pid>-<run>-<job id>, ids from 0.
+    let planted: Vec<PathBuf> = (0..4)
+        .map(|id| PathBuf::from(format!("/dev/shm/cosched-{}-0-{id}", daemon.pid())))
+        .collect();
+    for link in &planted {
+        let status = Command::new("setpriv")
+            .args(NOBODY)
+            .arg("ln")
+            .arg("-s")
+            .arg(&victim)
+            .arg(link)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "uid 65534 could not plant {}",
+            link.display()
+        );
+    }
+    let report = "echo \"$COSCHED_CONTROL\"; stat -c '%u %a' \"$COSCHED_CONTROL\"";
+    let out = as_nobody(&daemon, &["submit", "--", "sh", "-c", report]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let job = daemon.wait(vec![id]).remove(0);
+    for link in &planted {
+        let _ = std::fs::remove_file(link);
+    }
+    assert_untouched(&victim, content);
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    // The job's page is its user's own, under a name nobody could plant.
+    let said = std::fs::read_to_string(&job.stdout).unwrap();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert!(!planted.iter().any(|p| p.as_os_str() == lines[0]), "{said}");
+    assert_eq!(lines[1], "65534 600", "the page: {said}");
+    daemon.stop();
+}
