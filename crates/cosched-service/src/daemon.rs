@@ -13,7 +13,7 @@ use cosched_linux::{Adopt, Members, OnDeath, ProcessTable, RunOptions, RunSetup}
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,8 +52,15 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     let system = crate::paths::is_root();
     let logs = options.state.join("logs");
     let traces = options.state.join("traces");
+    let uid = nix::unistd::geteuid().as_raw();
     for dir in [&options.state, &logs, &traces] {
-        fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
+        // Never writable by group or others, whatever the umask.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(io_error(format!("cannot create {}", dir.display())))?;
+        crate::paths::check_own_dir(dir, uid).map_err(DaemonError::Setup)?;
     }
     // Everyone may list the log directory's ids; each log belongs to its job's user alone (umask).
     let _ = fs::set_permissions(&logs, fs::Permissions::from_mode(0o755));
@@ -184,8 +191,10 @@ fn take_lock(state: &Path) -> Result<fs::File, DaemonError> {
 }
 
 fn listen(socket: &Path, system: bool) -> Result<UnixListener, DaemonError> {
-    if let Some(dir) = socket.parent() {
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
+        let uid = nix::unistd::geteuid().as_raw();
+        crate::paths::check_own_dir(dir, uid).map_err(DaemonError::Setup)?;
         if system {
             let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
         }

@@ -1,13 +1,14 @@
 //! Where a daemon keeps its socket and its state: system-wide as root, per user otherwise.
 
-use std::path::PathBuf;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
 pub const SYSTEM_SOCKET: &str = "/run/cosched/cosched.sock";
 pub const SYSTEM_STATE: &str = "/var/lib/cosched";
 
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
 /// The socket a daemon of this user listens on: `$XDG_RUNTIME_DIR/cosched.sock`, or one under /tmp
@@ -16,8 +17,7 @@ pub fn user_socket() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("cosched.sock"),
         _ => {
-            // SAFETY: getuid has no preconditions.
-            let uid = unsafe { libc::getuid() };
+            let uid = nix::unistd::getuid();
             PathBuf::from(format!("/tmp/cosched-{uid}/cosched.sock"))
         }
     }
@@ -52,4 +52,148 @@ pub fn client_socket() -> PathBuf {
         return user;
     }
     SYSTEM_SOCKET.into()
+}
+
+/// Checks that `dir`, a directory a daemon keeps its socket or state in, belongs to `uid` (the
+/// daemon's) and that no one else may write to it: whoever could would control the daemon's
+/// journal, logs or socket.
+pub fn check_own_dir(dir: &Path, uid: u32) -> Result<(), String> {
+    let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    if meta.uid() != uid {
+        return Err(format!(
+            "{} belongs to uid {}, not to uid {uid} that this daemon runs as; a daemon keeps its \
+socket and state only in directories of its own user that no one else may write to (choose \
+another with --socket or --state)",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    check_not_writable_by_others(dir, meta.mode())
+}
+
+fn check_not_writable_by_others(dir: &Path, mode: u32) -> Result<(), String> {
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "{} may be written by other users (mode {:o}); `chmod go-w {}`, or choose another \
+directory",
+            dir.display(),
+            mode & 0o7777,
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Checks, before a client sends anything, that the socket at `socket` is one that the caller
+/// (`uid`) or root set up: its directory belongs to one of them and no one else may write to it,
+/// and the socket belongs to one of them. Another user could otherwise listen there and be sent the
+/// request, a submission's whole environment included. A socket or directory that does not exist is
+/// left for the connection to report.
+pub fn check_client_socket(socket: &Path, uid: u32) -> Result<(), String> {
+    let trusted = |owner: u32| owner == uid || owner == 0;
+    let dir = match socket.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let refuse = |why: String| {
+        format!(
+            "refusing to talk to {}: {why}; start your own daemon (`cosched daemon`) or name a \
+socket you trust with --socket",
+            socket.display()
+        )
+    };
+    let dir_meta = match std::fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        meta => meta.map_err(|e| refuse(format!("cannot read {}: {e}", dir.display())))?,
+    };
+    if !trusted(dir_meta.uid()) {
+        return Err(refuse(format!(
+            "its directory {} belongs to uid {}, neither to you (uid {uid}) nor to root",
+            dir.display(),
+            dir_meta.uid()
+        )));
+    }
+    check_not_writable_by_others(dir, dir_meta.mode()).map_err(refuse)?;
+    let meta = match std::fs::symlink_metadata(socket) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        meta => meta.map_err(|e| refuse(e.to_string()))?,
+    };
+    if !meta.file_type().is_socket() || !trusted(meta.uid()) {
+        return Err(refuse(format!(
+            "it is not a socket of yours (uid {uid}) or of root's (it belongs to uid {})",
+            meta.uid()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn a_client_refuses_a_socket_in_a_directory_others_may_write_to() {
+        let uid = nix::unistd::geteuid().as_raw();
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("cosched.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        mode(dir.path(), 0o755);
+        assert_eq!(check_client_socket(&socket, uid), Ok(()));
+        mode(dir.path(), 0o777);
+        let refused = check_client_socket(&socket, uid).unwrap_err();
+        assert!(
+            refused.contains("may be written by other users"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains(&dir.path().display().to_string()),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_client_refuses_a_socket_another_user_owns() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: needs root to give a directory to another user");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("cosched.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        mode(dir.path(), 0o755);
+        std::os::unix::fs::chown(dir.path(), Some(4242), None).unwrap();
+        // Root trusts only what root owns; uid 4242 its own directory.
+        let refused = check_client_socket(&socket, 0).unwrap_err();
+        assert!(refused.contains("belongs to uid 4242"), "{refused}");
+        let theirs = check_client_socket(&socket, 4242);
+        assert_eq!(
+            theirs,
+            Ok(()),
+            "a root-owned socket in the user's own directory"
+        );
+        std::os::unix::fs::lchown(&socket, Some(4343), None).unwrap();
+        let refused = check_client_socket(&socket, 4242).unwrap_err();
+        assert!(refused.contains("belongs to uid 4343"), "{refused}");
+    }
+
+    #[test]
+    fn a_daemon_refuses_a_directory_it_does_not_own() {
+        let uid = nix::unistd::geteuid().as_raw();
+        let dir = tempfile::tempdir().unwrap();
+        mode(dir.path(), 0o755);
+        assert_eq!(check_own_dir(dir.path(), uid), Ok(()));
+        let refused = check_own_dir(dir.path(), uid + 1).unwrap_err();
+        assert!(
+            refused.contains(&format!("belongs to uid {uid}")),
+            "{refused}"
+        );
+        mode(dir.path(), 0o775);
+        let refused = check_own_dir(dir.path(), uid).unwrap_err();
+        assert!(refused.contains("chmod go-w"), "{refused}");
+    }
 }

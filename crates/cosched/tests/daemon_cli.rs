@@ -1544,3 +1544,113 @@ fn a_link_planted_where_a_control_page_would_go_is_not_followed() {
     assert_eq!(lines[1], "65534 600", "the page: {said}");
     daemon.stop();
 }
+
+#[test]
+fn a_daemon_refuses_a_state_directory_another_user_controls() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let (victim, content) = victim(dir.path());
+    // The other user made the state directory, and put a link where job 0's output goes.
+    let state = dir.path().join("state");
+    let logs = state.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for path in [&state, &logs] {
+        std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
+    }
+    let link = logs.join("0.stdout");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let socket = dir.path().join("cosched.sock");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["daemon", "--policy", "eq", "--socket"])
+        .arg(&socket)
+        .arg("--state")
+        .arg(&state)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let listening = poll(Duration::from_secs(20), || {
+        UnixStream::connect(&socket).is_ok() || !matches!(daemon.try_wait(), Ok(None))
+    }) && matches!(daemon.try_wait(), Ok(None));
+    if listening {
+        // It serves: what a job of root's writes goes where the other user pointed.
+        let served = request(&socket, Request::Submit(submission(&["echo", "hi"])));
+        if let Ok(Reply::Submitted { id }) = served {
+            let _ = request(&socket, Request::Wait { ids: vec![id] });
+        }
+        unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+        let _ = daemon.wait();
+        assert_untouched(&victim, content);
+        panic!("the daemon served from a state directory uid 65534 owns");
+    }
+    let out = daemon.wait_with_output().unwrap();
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        message.contains(&state.display().to_string()) && message.contains("uid 65534"),
+        "{message}"
+    );
+    assert_untouched(&victim, content);
+}
+
+#[test]
+fn a_client_sends_nothing_to_a_socket_its_user_or_root_does_not_control() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    // A directory anyone may write to, and one of a third user's.
+    for (name, mode, owner) in [("open", 0o777, 0), ("theirs", 0o755, 4242)] {
+        let planted = dir.path().join(name);
+        std::fs::create_dir(&planted).unwrap();
+        set_mode(&planted, mode);
+        std::os::unix::fs::chown(&planted, Some(owner), Some(owner)).unwrap();
+        let socket = planted.join("cosched.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        set_mode(&socket, 0o666);
+        listener.set_nonblocking(true).unwrap();
+        let mut client = Command::new("setpriv")
+            .args(NOBODY)
+            .arg(env!("CARGO_BIN_EXE_cosched"))
+            .args(["submit", "--socket"])
+            .arg(&socket)
+            .args(["--", "true"])
+            .env("SECRET_TOKEN", "hunter2")
+            .current_dir("/")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut heard = Vec::new();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) && matches!(client.try_wait(), Ok(None)) {
+            if let Ok((mut stream, _)) = listener.accept() {
+                stream.set_nonblocking(false).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut chunk = [0u8; 65536];
+                if let Ok(n) = stream.read(&mut chunk) {
+                    heard.extend_from_slice(&chunk[..n]);
+                }
+                drop(stream);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = client.kill();
+        let out = client.wait_with_output().unwrap();
+        let message = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            heard.is_empty(),
+            "the client sent its request to a socket in {} (mode {mode:o}, uid {owner}): {}",
+            planted.display(),
+            String::from_utf8_lossy(&heard)
+        );
+        assert!(!out.status.success());
+        assert!(
+            message.contains(&planted.display().to_string()),
+            "the refusal does not name the directory: {message}"
+        );
+    }
+}
