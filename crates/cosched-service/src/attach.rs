@@ -1,7 +1,8 @@
 //! `cosched attach`: which running processes a client may hand to the daemon. The request names a pid,
 //! which is hostile input like the rest: the process must exist, be no part of the system or of
 //! cosched itself, and belong to the client (root may attach anyone's). What it is is read from /proc
-//! and never from the request.
+//! and never from the request. A process that is not the client's gets the same answer as one that
+//! does not run, so that no one learns who owns a pid.
 
 use crate::protocol::Attachment;
 use crate::registry::{Peer, Registry};
@@ -32,11 +33,15 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
         .ok()
         .filter(|&p| p > 0)
         .ok_or_else(|| format!("{pid} is not a process id"))?;
-    let gone =
-        || format!("no process {pid} runs here (pids are those of the daemon's pid namespace)");
+    let gone = || {
+        format!(
+            "process {pid} is not yours or not running (pids are those of the daemon's pid \
+namespace)"
+        )
+    };
     let stat = procfs::stat(pid).map_err(|_| gone())?;
     if stat.state == 'Z' {
-        return Err(format!("process {pid} has already ended"));
+        return Err(gone());
     }
     let daemon = std::process::id() as i32;
     let ancestors = procfs::ancestors(pid);
@@ -45,6 +50,12 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
             "process {pid} is init or a kernel thread; only user processes can be attached"
         ));
     }
+    // Every uid of the process is the client's: a set-uid program it started is not.
+    let uids = procfs::uids(pid).map_err(|_| gone())?;
+    if peer.uid != 0 && uids != [peer.uid; 4] {
+        return Err(gone());
+    }
+    let real = uids[0];
     if pid == daemon || procfs::ancestors(daemon).contains(&pid) {
         return Err(format!(
             "process {pid} is the cosched daemon or one of its ancestors; it cannot schedule itself"
@@ -53,17 +64,6 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
     if ancestors.contains(&daemon) {
         return Err(format!(
             "process {pid} belongs to a job cosched started (or is its watchdog); `cosched jobs` lists it"
-        ));
-    }
-    let [real, effective, ..] = procfs::uids(pid).map_err(|_| gone())?;
-    if peer.uid != 0 && real != peer.uid {
-        return Err(format!(
-            "process {pid} belongs to uid {real}; only its owner or root may attach it"
-        ));
-    }
-    if peer.uid != 0 && effective != real {
-        return Err(format!(
-            "process {pid} runs set-uid as uid {effective}; only root may attach it"
         ));
     }
     let read = |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default();
@@ -96,6 +96,16 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, String> {
         cwd,
         slurm: SlurmStep::of_process(pid),
     })
+}
+
+/// A process that another cgroup manager limits (a systemd `MemoryMax`, a container's or a batch
+/// system's cpuset) stays in its cgroups, placed by affinity and paused by signals, unless the
+/// request asks to move it (`--move`): moved into cosched's cgroups, it would escape those limits.
+pub fn in_place_under_limits(mut a: Attachment, found: &Found) -> Attachment {
+    if !a.in_place && !a.move_out && cosched_linux::cgroup::limit_of(found.pid).is_some() {
+        a.in_place = true;
+    }
+    a
 }
 
 /// A task of a Slurm job step (`docs/slurm.md`) stays in Slurm's cgroups, where Slurm's process
@@ -158,7 +168,7 @@ mod tests {
         let refused = |pid: u32| inspect(pid, me()).unwrap_err();
         assert!(refused(1).contains("init"), "{}", refused(1));
         assert!(refused(0).contains("not a process id"));
-        assert!(refused(i32::MAX as u32).contains("no process"));
+        assert!(refused(i32::MAX as u32).contains("not running"));
         // The test process plays the daemon here.
         let own = refused(std::process::id());
         assert!(own.contains("cosched daemon"), "{own}");
@@ -188,7 +198,13 @@ mod tests {
         let as_owner = inspect(pid, me());
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         let message = as_stranger.unwrap_err();
-        assert!(message.contains("only its owner or root"), "{message}");
+        assert!(message.contains("not yours or not running"), "{message}");
+        let missing = inspect(i32::MAX as u32, stranger).unwrap_err();
+        assert_eq!(
+            message.replace(&pid.to_string(), "P"),
+            missing.replace(&i32::MAX.to_string(), "P"),
+            "a stranger's process and a missing one are told apart"
+        );
         let found = as_owner.unwrap();
         assert_eq!((found.pid, found.comm.as_str()), (pid as i32, "sleep"));
         assert_eq!(found.command, ["sleep", "30"]);

@@ -10,6 +10,7 @@ use crate::registry::{Registry, Shared, Tracked};
 use crate::source::DaemonSource;
 use cosched_core::topology::sysfs;
 use cosched_linux::{Adopt, Members, OnDeath, ProcessTable, RunOptions, RunSetup};
+use nix::sys::signal::Signal;
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -259,7 +260,7 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                 } else {
                     // Cancelled while the daemon went down: finish the cancellation.
                     for process in process.into_iter().chain(joined) {
-                        kill_unwatched(process);
+                        kill_unwatched(process, tracked.view.uid);
                     }
                     let error =
                         "ended while no cosched daemon watched it; exit status unknown".to_string();
@@ -287,14 +288,19 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
 }
 
 /// Kills a job's processes, checked by pid and start time: a started job's process group, or an
-/// attached process and its descendants.
-pub(crate) fn kill_unwatched(process: Adopt) {
+/// attached process and those of its descendants still wholly of `uid`, the job's owner.
+pub(crate) fn kill_unwatched(process: Adopt, uid: u32) {
     let targets = match process.attached {
         false => vec![-process.pid],
-        true => ProcessTable::read().members(Members::Tree(process.pid)),
+        true => {
+            let table = ProcessTable::read();
+            let tree = table.members(Members::Tree(process.pid, uid));
+            tree.into_iter()
+                .filter(|&pid| table.still_theirs(pid, uid))
+                .collect()
+        }
     };
     for target in targets {
-        // SAFETY: plain system call on the job's own processes.
-        unsafe { libc::kill(target, libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(target), Signal::SIGKILL);
     }
 }

@@ -233,6 +233,7 @@ impl Shared {
         self.check_served(peer)?;
         let found = crate::attach::inspect(a.pid, peer)?;
         let a = crate::attach::as_slurm_task(a, &found);
+        let a = crate::attach::in_place_under_limits(a, &found);
         let submission = Submission {
             name: a.name.unwrap_or_else(|| found.comm.clone()),
             command: found.command.clone(),
@@ -386,6 +387,7 @@ impl Shared {
                 // adopted (a job an earlier daemon started, an attached process, its step's tasks).
                 registry.incoming.remove(at);
                 let job = registry.jobs.get_mut(&id).expect("checked above");
+                let owner = job.view.uid;
                 let mut processes: Vec<Adopt> = job.adopt.take().into_iter().collect();
                 registry.joins.retain(|&(joined, task)| {
                     let ours = joined == id;
@@ -399,7 +401,7 @@ impl Shared {
                     false => "cancelled before this daemon took it over",
                 }
                 .to_string();
-                processes.into_iter().for_each(kill_unwatched);
+                processes.into_iter().for_each(|p| kill_unwatched(p, owner));
                 self.journal(&Entry::Finished {
                     id,
                     t: Some(t),

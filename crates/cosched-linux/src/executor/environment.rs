@@ -46,7 +46,11 @@ impl LaunchEnvironment {
         page.set_advice(threads);
         if let Some(adopt) = job.adopt {
             let members = match adopt.attached {
-                true => Members::Tree(adopt.pid),
+                // Its processes are touched only while they are wholly its owner's.
+                true => Members::Tree(
+                    adopt.pid,
+                    user.map_or(nix::unistd::geteuid().as_raw(), |u| u.uid),
+                ),
                 false => Members::Group(adopt.pid),
             };
             let mut prepared = enforcer

@@ -76,7 +76,9 @@ impl Executor<'_> {
         }
         let next = job.joined.remove(0);
         r.control.joined.retain(|&pid| pid != next.pid);
-        r.control.members = crate::enforce::Members::Tree(next.pid);
+        if let crate::enforce::Members::Tree(_, uid) = r.control.members {
+            r.control.members = crate::enforce::Members::Tree(next.pid, uid);
+        }
         r.pid = next.pid;
         r.adopted = Some(next);
         false
