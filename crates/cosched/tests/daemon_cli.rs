@@ -1044,9 +1044,11 @@ fn the_policy_switches_live_over_running_jobs_and_a_restart_keeps_it() {
         submit_machine_wide_spinner(&daemon, cpus),
         submit_machine_wide_spinner(&daemon, cpus),
     ];
-    assert!(poll(Duration::from_secs(10), || ids
-        .iter()
-        .all(|&id| show(&daemon, id).cpus.is_some())));
+    // Placed first, then started: the plan is journaled before the jobs it places are launched.
+    assert!(poll(Duration::from_secs(10), || ids.iter().all(|&id| {
+        let job = show(&daemon, id);
+        job.cpus.is_some() && job.pid.is_some()
+    })));
     let pids: Vec<i32> = ids
         .iter()
         .map(|&id| show(&daemon, id).pid.unwrap() as i32)
