@@ -9,6 +9,7 @@ use crate::cgroup::{numa_nodes_of, Cgroup};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::watchdog::{OnDeath, Watchdog};
 use cosched_core::CpuSet;
+use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::HashMap;
@@ -434,7 +435,7 @@ impl Enforcer {
     }
 
     /// Sends `signal` to every process of the job: its process group, or each process of its tree.
-    pub fn signal(&self, job: &JobControl, signal: libc::c_int) -> io::Result<()> {
+    pub fn signal(&self, job: &JobControl, signal: Signal) -> io::Result<()> {
         let targets = match job.members {
             Members::Group(pgid) => vec![-pgid],
             Members::Tree(..) => {
@@ -444,13 +445,10 @@ impl Enforcer {
         };
         let mut result = Ok(());
         for target in targets {
-            // SAFETY: plain system call on the job's own processes.
-            if unsafe { libc::kill(target, signal) } != 0 {
-                let e = io::Error::last_os_error();
+            match kill(Pid::from_raw(target), signal) {
                 // Processes that exit meanwhile are no error.
-                if e.raw_os_error() != Some(libc::ESRCH) {
-                    result = Err(e);
-                }
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => result = Err(e.into()),
             }
         }
         result
@@ -499,9 +497,14 @@ impl Enforcer {
             (Some(cgroup), _) => cgroup.set_frozen(frozen)?,
             (None, Members::Tree(..)) if frozen => self.stop_tree(job),
             (None, Members::Tree(..)) => self.continue_stopped(job),
-            (None, Members::Group(_)) => {
-                self.signal(job, if frozen { libc::SIGSTOP } else { libc::SIGCONT })?
-            }
+            (None, Members::Group(_)) => self.signal(
+                job,
+                if frozen {
+                    Signal::SIGSTOP
+                } else {
+                    Signal::SIGCONT
+                },
+            )?,
         }
         job.frozen = frozen;
         Ok(())
@@ -548,11 +551,8 @@ impl Enforcer {
             let _ = cgroup.set_frozen(false);
         }
         if let Members::Group(pgid) = job.members {
-            // SAFETY: signals to the job's own process group.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-                libc::kill(-pgid, libc::SIGCONT);
-            }
+            let _ = kill(Pid::from_raw(-pgid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(-pgid), Signal::SIGCONT);
         }
         self.watchdog.clear_process_group(job.entry);
         self.watchdog.clear_control_page(job.entry);
@@ -565,9 +565,9 @@ impl Enforcer {
     /// frees the job's watchdog entry once none is left.
     fn remove_cgroups(&mut self, entry: usize, cgroups: Vec<Cgroup>) {
         for cgroup in cgroups {
+            // Only processes inside the job's own cgroup are signalled.
             for pid in cgroup.pids() {
-                // SAFETY: only processes inside the job's own cgroup are signalled.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
             match cgroup.remove() {
                 Ok(()) => self.watchdog.remove_cgroup(entry, &cgroup),

@@ -45,8 +45,7 @@ pub struct InvokingUser {
 impl InvokingUser {
     /// `SUDO_UID`/`SUDO_GID` when running as root under sudo, else `None` (jobs run as cosched does).
     pub fn from_sudo() -> Option<InvokingUser> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !nix::unistd::geteuid().is_root() {
             return None;
         }
         let uid: libc::uid_t = std::env::var("SUDO_UID").ok()?.parse().ok()?;

@@ -42,6 +42,7 @@ use cosched_core::{
 };
 use cosched_native::control::ControlPage;
 use environment::LaunchEnvironment;
+use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, VecDeque};
@@ -723,7 +724,7 @@ impl<'a> Executor<'a> {
         };
         // A frozen process does not die of SIGKILL until it is thawed.
         let _ = self.enforcer.set_frozen(&mut r.control, false);
-        let _ = self.enforcer.signal(&r.control, libc::SIGKILL);
+        let _ = self.enforcer.signal(&r.control, Signal::SIGKILL);
         match r.adopted {
             None => {
                 // Our child; the wait lasts only the instant the kill takes.
