@@ -597,6 +597,64 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tree_leaves_out_the_processes_of_another_user() {
+        let have_setpriv = std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok();
+        if !nix::unistd::geteuid().is_root() || !have_setpriv {
+            eprintln!("SKIPPED: needs root and setpriv to make a process of another user");
+            return;
+        }
+        // Root's shell, with a child of its own and one that became uid 65534 (with a child).
+        let mut shell = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sleep 30 & setpriv --reuid 65534 --regid 65534 --clear-groups sh -c 'sleep 30 & wait' & wait",
+            ])
+            .spawn()
+            .unwrap();
+        let sh = shell.id() as i32;
+        let everything = || ProcessTable::read().members(Members::Tree(sh, u32::MAX));
+        let all_of = |uid| ProcessTable::read().members(Members::Tree(sh, uid));
+        let descendants = |table: &ProcessTable| {
+            let mut tree = vec![sh];
+            let mut i = 0;
+            while let Some(&parent) = tree.get(i) {
+                tree.extend(table.children.get(&parent).into_iter().flatten());
+                i += 1;
+            }
+            tree
+        };
+        let mut whole = Vec::new();
+        for _ in 0..300 {
+            whole = descendants(&ProcessTable::read());
+            let nobody = whole
+                .iter()
+                .filter(|&&p| crate::procfs::uids(p).is_ok_and(|ids| ids == [65534; 4]))
+                .count();
+            if whole.len() == 4 && nobody == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let roots = all_of(0);
+        let table = ProcessTable::read();
+        let still: Vec<bool> = roots.iter().map(|&p| table.still_theirs(p, 0)).collect();
+        let as_nobody = table.still_theirs(whole[whole.len() - 1], 0);
+        assert!(everything().is_empty(), "a tree of a uid none of it has");
+        for pid in &whole {
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        let _ = shell.wait();
+        assert_eq!(whole.len(), 4, "{whole:?}");
+        // The shell and its own sleep; neither the set-uid shell nor its sleep.
+        assert_eq!(roots.len(), 2, "{roots:?} of {whole:?}");
+        assert!(still.iter().all(|&s| s), "{roots:?}");
+        assert!(!as_nobody, "a process of uid 65534 counted as root's");
+    }
+
+    #[test]
     fn a_tree_holds_a_process_and_its_descendants_not_its_group() {
         // `sh` stays in our process group; its `sleep` child is its only descendant.
         let mut shell = std::process::Command::new("sh")
