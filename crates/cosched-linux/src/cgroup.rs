@@ -318,6 +318,39 @@ pub fn cpuset_of(pid: i32) -> Option<CpuSet> {
         .find_map(|d| read_list(&d.join(file)).ok().filter(|c| !c.is_empty()))
 }
 
+/// The first limit that another cgroup manager (systemd, a container, a batch system) holds process
+/// `pid` to, in a hierarchy cosched would move it out of, said for a user: a cpuset narrower than
+/// the online CPUs, or, in cgroup v2, a `memory.max`, `memory.high`, `pids.max` or `cpu.max` set on
+/// its cgroup or an ancestor. `None` when nothing limits it.
+pub fn limit_of(pid: i32) -> Option<String> {
+    let online = read_list(Path::new("/sys/devices/system/cpu/online")).ok();
+    if let (Some(cpus), Some(online)) = (cpuset_of(pid), online) {
+        if cpus != online {
+            return Some(format!("its cpuset allows CPUs {cpus} only"));
+        }
+    }
+    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+    let theirs = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let mount = mount_point(&mounts, |fstype, _| fstype == "cgroup2")?;
+    let relative = own_path(&theirs, |id, _| id == "0")?;
+    let dir = mount.join(relative.trim_start_matches('/'));
+    let cgroups = dir
+        .ancestors()
+        .take_while(|d| d.starts_with(&mount) && *d != mount);
+    for cgroup in cgroups {
+        for file in ["memory.max", "memory.high", "pids.max", "cpu.max"] {
+            let Ok(value) = fs::read_to_string(cgroup.join(file)) else {
+                continue;
+            };
+            let value = value.trim();
+            if value != "max" && !value.starts_with("max ") {
+                return Some(format!("{file} is {value} in {}", cgroup.display()));
+            }
+        }
+    }
+    None
+}
+
 /// NUMA nodes holding any of `cpus`, from sysfs (empty when the machine exposes no nodes).
 pub fn numa_nodes_of(cpus: &CpuSet) -> CpuSet {
     let Ok(entries) = fs::read_dir("/sys/devices/system/node") else {

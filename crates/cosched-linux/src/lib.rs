@@ -53,7 +53,7 @@ pub use measure::instruction_counter_status;
 pub use mechanism::{Freezer, Mechanisms, Placement, Unavailable, UnknownMechanism};
 pub use watchdog::OnDeath;
 
-use cosched_core::{JobId, PlanError};
+use cosched_core::PlanError;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
@@ -70,8 +70,6 @@ pub enum Error {
         what: String,
         source: std::io::Error,
     },
-    #[error("cannot enforce the plan on job {job}: {source}")]
-    Enforce { job: JobId, source: std::io::Error },
     #[error("policy {policy:?} {source}")]
     Plan { policy: String, source: PlanError },
     #[error("run interrupted by {0}; every job was stopped and its cgroups removed")]
