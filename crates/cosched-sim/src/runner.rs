@@ -310,9 +310,9 @@ pub fn run_sweep(
         .map(|(row, column)| {
             sweep
                 .instance(row, column.as_deref(), topology.num_cpus())
-                .map_err(|message| ScenarioError::Invalid {
+                .map_err(|source| ScenarioError::Sweep {
                     path: "[sweep]".into(),
-                    message,
+                    source: Box::new(source),
                 })
         })
         .collect::<Result<Vec<Instance>, ScenarioError>>()?;

@@ -6,7 +6,7 @@ use crate::engine::SimError;
 use crate::generate::{GenerateError, Poisson};
 use crate::jobs::JobsError;
 use crate::model::{Effects, Mode, ModelParams};
-use crate::sweep::Sweep;
+use crate::sweep::{Sweep, SweepError};
 use cosched_core::topology::presets;
 use cosched_core::Topology;
 use serde::{Deserialize, Serialize};
@@ -106,6 +106,11 @@ pub enum ScenarioError {
     },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
+    #[error("{path}: {source}")]
+    Sweep {
+        path: String,
+        source: Box<SweepError>,
+    },
     #[error(transparent)]
     Jobs(#[from] JobsError),
     #[error("{0}")]
@@ -175,7 +180,10 @@ impl ScenarioFile {
                 .num_cpus();
             sweep
                 .validate(&file.scenario.policies, cpus)
-                .map_err(invalid)?;
+                .map_err(|source| ScenarioError::Sweep {
+                    path: path.display().to_string(),
+                    source: Box::new(source),
+                })?;
         }
         Ok(file)
     }

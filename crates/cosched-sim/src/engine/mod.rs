@@ -507,7 +507,7 @@ impl<'a> Engine<'a> {
             return Ok(());
         };
         match closed.finished(i, self.now, &self.jobs) {
-            Next::Stop(reason) => self.stop_all(&reason),
+            Next::Stop(done) => self.stop_all(&done.to_string()),
             Next::Again(job) => {
                 let j = self.jobs.len();
                 self.index.insert(job.spec.id, j);
