@@ -17,6 +17,7 @@
 //! it wait too, first come first served.
 
 use crate::partitions::Partitions;
+use crate::settings::{self, SettingError};
 use cosched_core::{
     ActiveJob, Assignment, Context, Event, JobId, JobKind, Plan, Policy, Slot, Topology,
 };
@@ -56,21 +57,13 @@ impl Gang {
 
     /// `slice=SECONDS`, `sequential=packed|shared` and `mpl=ROWS` settings after `gang:`; `name` is the
     /// full policy string.
-    pub fn with_settings(name: &str, settings: &str) -> Result<Gang, String> {
+    pub fn with_settings(name: &str, settings: &str) -> Result<Gang, SettingError> {
         let mut slice = DEFAULT_SLICE;
         let mut shared_sequential_slot = false;
         let mut mpl = DEFAULT_MPL;
         for setting in settings.split(':').filter(|s| !s.is_empty()) {
             match setting.split_once('=') {
-                Some(("slice", value)) => {
-                    slice = value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|s| s.is_finite() && *s > 0.0)
-                        .ok_or_else(|| {
-                            format!("slice={value}: give a positive number of seconds")
-                        })?
-                }
+                Some(("slice", value)) => slice = settings::seconds("slice", value)?,
                 Some(("sequential", "packed")) => shared_sequential_slot = false,
                 Some(("sequential", "shared")) => shared_sequential_slot = true,
                 Some(("mpl", value)) => {
@@ -78,13 +71,9 @@ impl Gang {
                         .parse::<usize>()
                         .ok()
                         .filter(|&rows| rows > 0)
-                        .ok_or_else(|| format!("mpl={value}: give a whole number of rows ≥ 1"))?
+                        .ok_or_else(|| SettingError::Rows(value.to_string()))?
                 }
-                _ => {
-                    return Err(format!(
-                        "unknown gang option {setting:?}; valid: slice=SECONDS, sequential=packed|shared, mpl=ROWS"
-                    ))
-                }
+                _ => return Err(SettingError::UnknownGang(setting.to_string())),
             }
         }
         Ok(Gang {
@@ -346,12 +335,15 @@ mod tests {
         );
         assert!(Gang::with_settings("gang:slice=x", "slice=x")
             .unwrap_err()
+            .to_string()
             .contains("positive"));
         assert!(Gang::with_settings("gang:rows=2", "rows=2")
             .unwrap_err()
+            .to_string()
             .contains("valid"));
         assert!(Gang::with_settings("gang:sequential=x", "sequential=x")
             .unwrap_err()
+            .to_string()
             .contains("sequential=packed|shared"));
     }
 }
