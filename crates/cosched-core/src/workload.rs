@@ -4,6 +4,7 @@
 //! (`profile`); a file may have either or both. Errors name the file, the line and the field.
 
 use crate::job::{JobHints, JobId, JobKind, JobSpec};
+use crate::names::NameError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -168,8 +169,55 @@ pub enum WorkloadError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    #[error("{path}: {problem}")]
+    Invalid {
+        path: String,
+        problem: WorkloadProblem,
+    },
+}
+
+/// What is wrong in a workload file, and where.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WorkloadProblem {
+    #[error("{}{}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default(), key.as_ref().map(|k| format!("field `{k}`: ")).unwrap_or_default())]
+    Toml {
+        line: Option<usize>,
+        key: Option<String>,
+        message: String,
+    },
+    #[error("no jobs; add at least one [[job]] table with a name and a command or profile")]
+    NoJobs,
+    #[error("[workload] field `name`: {0}")]
+    WorkloadName(NameError),
+    #[error("line {line}: job {name:?}: {problem}")]
+    Job {
+        line: usize,
+        name: String,
+        problem: JobProblem,
+    },
+    #[error("line {line}: field `name`: job name {name:?} is already used on line {first}; names must be unique because they name the job's output files")]
+    DuplicateName {
+        line: usize,
+        name: String,
+        first: usize,
+    },
+}
+
+/// What is wrong with one job of a workload file; each message names the field and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobProblem {
+    #[error("field `name`: {0}")]
+    Name(NameError),
+    #[error("field `arrival`: {0} is not a time in seconds ≥ 0")]
+    Arrival(f64),
+    #[error("field `min_threads`: must be at least 1")]
+    NoMinThreads,
+    #[error("field `max_threads`: {max} is below min_threads ({min}); raise max_threads or lower min_threads")]
+    MaxBelowMin { max: u32, min: u32 },
+    #[error("field `weight`: {0} must be a positive number")]
+    Weight(f64),
+    #[error("needs `command` (to run it for real) or `profile` (to simulate it), or both")]
+    NothingToRun,
 }
 
 impl Workload {
@@ -188,42 +236,41 @@ impl Workload {
 
     /// Parses TOML text; `source_name` is used in error messages.
     pub fn parse(text: &str, source_name: &str) -> Result<Workload, WorkloadError> {
-        let invalid = |message: String| WorkloadError::Invalid {
+        let invalid = |problem: WorkloadProblem| WorkloadError::Invalid {
             path: source_name.to_string(),
-            message,
+            problem,
         };
         let file = parse_file(text).map_err(|e| {
-            let message = e.message().trim().to_string();
-            invalid(match e.span() {
-                Some(span) => {
-                    let line = line_of(text, span.start);
-                    match key_on_line(text, line) {
-                        Some(key) => format!("line {line}: field `{key}`: {message}"),
-                        None => format!("line {line}: {message}"),
-                    }
-                }
-                None => message,
+            let line = e.span().map(|span| line_of(text, span.start));
+            invalid(WorkloadProblem::Toml {
+                line,
+                key: line.and_then(|line| key_on_line(text, line)),
+                message: e.message().trim().to_string(),
             })
         })?;
         if file.job.is_empty() {
-            return Err(invalid(
-                "no jobs; add at least one [[job]] table with a name and a command or profile"
-                    .into(),
-            ));
+            return Err(invalid(WorkloadProblem::NoJobs));
         }
         crate::names::check_name(&file.workload.name)
-            .map_err(|m| invalid(format!("[workload] field `name`: {m}")))?;
+            .map_err(|e| invalid(WorkloadProblem::WorkloadName(e)))?;
         let mut seen = BTreeMap::new();
         let mut lines = LineCounter::new(text);
         for spanned in &file.job {
             let line = lines.line_at(spanned.span().start);
             let job = spanned.get_ref();
-            check_job(job).map_err(|m| invalid(format!("line {line}: job {:?}: {m}", job.name)))?;
+            check_job(job).map_err(|problem| {
+                invalid(WorkloadProblem::Job {
+                    line,
+                    name: job.name.clone(),
+                    problem,
+                })
+            })?;
             if let Some(first) = seen.insert(job.name.clone(), line) {
-                return Err(invalid(format!(
-                    "line {line}: field `name`: job name {:?} is already used on line {first}; names must be unique because they name the job's output files",
-                    job.name
-                )));
+                return Err(invalid(WorkloadProblem::DuplicateName {
+                    line,
+                    name: job.name.clone(),
+                    first,
+                }));
             }
         }
         Ok(Workload {
@@ -280,35 +327,27 @@ impl JobEntry {
     }
 }
 
-fn check_job(job: &JobEntry) -> Result<(), String> {
-    crate::names::check_name(&job.name).map_err(|m| format!("field `name`: {m}"))?;
+fn check_job(job: &JobEntry) -> Result<(), JobProblem> {
+    crate::names::check_name(&job.name).map_err(JobProblem::Name)?;
     if !(job.arrival.is_finite() && job.arrival >= 0.0) {
-        return Err(format!(
-            "field `arrival`: {} is not a time in seconds ≥ 0",
-            job.arrival
-        ));
+        return Err(JobProblem::Arrival(job.arrival));
     }
     if job.min_threads == 0 {
-        return Err("field `min_threads`: must be at least 1".into());
+        return Err(JobProblem::NoMinThreads);
     }
     if let Some(max) = job.max_threads {
         if max < job.min_threads {
-            return Err(format!(
-                "field `max_threads`: {max} is below min_threads ({}); raise max_threads or lower min_threads",
-                job.min_threads
-            ));
+            return Err(JobProblem::MaxBelowMin {
+                max,
+                min: job.min_threads,
+            });
         }
     }
     if !(job.weight.is_finite() && job.weight > 0.0) {
-        return Err(format!(
-            "field `weight`: {} must be a positive number",
-            job.weight
-        ));
+        return Err(JobProblem::Weight(job.weight));
     }
     if job.command.is_empty() && job.profile.is_none() {
-        return Err(
-            "needs `command` (to run it for real) or `profile` (to simulate it), or both".into(),
-        );
+        return Err(JobProblem::NothingToRun);
     }
     Ok(())
 }

@@ -50,10 +50,29 @@ pub fn is_cluster(spec: &str) -> bool {
     spec.starts_with(PREFIX) || spec.ends_with(".toml")
 }
 
+/// What is wrong with a cluster's description; each message names the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("`{PREFIX}` takes the number of nodes, and `{0}` is not one; write e.g. `cluster:128 package:2 core:8`")]
+    NodeCount(String),
+    #[error("cannot read the machine file: {0}; give an existing file or `cluster:N NODE`")]
+    Read(String),
+    #[error("{0}; a machine file has two keys: `nodes = 128` and `node = \"package:2 core:8\"`")]
+    File(String),
+    #[error("a cluster needs at least one node; give `cluster:N` with N > 0")]
+    NoNodes,
+    #[error("give each node's machine after the node count, e.g. `cluster:{0} package:2 core:8` or `cluster:{0} taco-opteron8435`")]
+    NoNodeMachine(u32),
+    #[error("a node cannot itself be a cluster (`{0}`); give one node's machine")]
+    NestedCluster(String),
+    #[error("its node machine: {0}")]
+    Node(Box<TopologyError>),
+}
+
 /// Reads a cluster: `cluster:N NODE` or a machine file.
 pub fn parse(spec: &str) -> Result<Cluster, TopologyError> {
     let spec = spec.trim();
-    let problem = |problem: String| TopologyError::Cluster {
+    let problem = |problem: ClusterError| TopologyError::Cluster {
         spec: spec.to_string(),
         problem,
     };
@@ -62,51 +81,36 @@ pub fn parse(spec: &str) -> Result<Cluster, TopologyError> {
             .trim_start()
             .split_once(char::is_whitespace)
             .unwrap_or((rest, ""));
-        let nodes = count.parse::<u32>().map_err(|_| {
-            problem(format!(
-                "`{PREFIX}` takes the number of nodes, and `{count}` is not one; write e.g. \
-                 `cluster:128 package:2 core:8`"
-            ))
-        })?;
+        let nodes = count
+            .parse::<u32>()
+            .map_err(|_| problem(ClusterError::NodeCount(count.to_string())))?;
         return build(nodes, node.trim(), None).map_err(problem);
     }
     let path = Path::new(spec);
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        problem(format!(
-            "cannot read the machine file: {e}; give an existing file or `cluster:N NODE`"
-        ))
-    })?;
-    let file: MachineFile = toml::from_str(&text).map_err(|e| {
-        problem(format!(
-            "{}; a machine file has two keys: `nodes = 128` and `node = \"package:2 core:8\"`",
-            e.message()
-        ))
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| problem(ClusterError::Read(e.to_string())))?;
+    let file: MachineFile =
+        toml::from_str(&text).map_err(|e| problem(ClusterError::File(e.message().to_string())))?;
     build(file.nodes, file.node.trim(), path.parent()).map_err(problem)
 }
 
 /// A cluster of `nodes` nodes of machine `node`; a relative XML path is taken from `dir`.
-fn build(nodes: u32, node: &str, dir: Option<&Path>) -> Result<Cluster, String> {
+fn build(nodes: u32, node: &str, dir: Option<&Path>) -> Result<Cluster, ClusterError> {
     if nodes == 0 {
-        return Err("a cluster needs at least one node; give `cluster:N` with N > 0".into());
+        return Err(ClusterError::NoNodes);
     }
     if node.is_empty() {
-        return Err(format!(
-            "give each node's machine after the node count, e.g. `cluster:{nodes} package:2 core:8` \
-             or `cluster:{nodes} taco-opteron8435`"
-        ));
+        return Err(ClusterError::NoNodeMachine(nodes));
     }
     if is_cluster(node) {
-        return Err(format!(
-            "a node cannot itself be a cluster (`{node}`); give one node's machine"
-        ));
+        return Err(ClusterError::NestedCluster(node.to_string()));
     }
     let relative = dir.map(|dir| dir.join(node)).filter(|path| path.is_file());
     let node = match relative {
         Some(path) => presets::machine(&path.display().to_string()),
         None => presets::machine(node),
     }
-    .map_err(|e| format!("its node machine: {e}"))?;
+    .map_err(|e| ClusterError::Node(Box::new(e)))?;
     Ok(Cluster { nodes, node })
 }
 

@@ -103,13 +103,19 @@ pub enum TopologyError {
     )]
     UnknownMachine { name: String, presets: String },
     #[error("malformed synthetic topology {text:?}: {reason}")]
-    Synthetic { text: String, reason: String },
+    Synthetic {
+        text: String,
+        reason: synthetic::SyntheticError,
+    },
     #[error("cannot read the machine topology from {path}: {reason}")]
     Sysfs { path: String, reason: String },
     #[error("cannot import the lstopo XML file {path}: {reason}")]
-    Xml { path: String, reason: String },
+    Xml { path: String, reason: xml::XmlError },
     #[error("malformed cluster {spec:?}: {problem}")]
-    Cluster { spec: String, problem: String },
+    Cluster {
+        spec: String,
+        problem: cluster::ClusterError,
+    },
     #[error(
         "{spec:?} is a cluster, and this command simulates one machine: give one node's machine \
          (what follows `cluster:N`), or replay a trace on the cluster with `cosched replay`"
