@@ -4,7 +4,7 @@
 //! event, and answers with a plan. It never touches the OS and never knows whether it is simulated.
 
 use crate::event::Event;
-use crate::job::{JobId, JobSpec};
+use crate::job::{JobId, JobKind, JobSpec};
 use crate::plan::Plan;
 use crate::plan_change::PlanChange;
 use crate::topology::Topology;
@@ -38,6 +38,16 @@ impl ActiveJob {
     /// The job's id (`spec.id`).
     pub fn id(&self) -> JobId {
         self.id
+    }
+
+    /// The thread count the job is bound to, at least one: a rigid job's, or a started moldable
+    /// job's; `None` while advice can still change it.
+    pub fn fixed_threads(&self) -> Option<u32> {
+        match (self.spec.kind, self.started) {
+            (JobKind::Rigid, _) => Some(self.spec.max_threads.max(1)),
+            (JobKind::Moldable, Some(_)) => Some(self.threads.max(1)),
+            _ => None,
+        }
     }
 }
 

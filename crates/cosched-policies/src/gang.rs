@@ -18,9 +18,7 @@
 
 use crate::partitions::Partitions;
 use crate::settings::{self, SettingError};
-use cosched_core::{
-    ActiveJob, Assignment, Context, Event, JobId, JobKind, Plan, Policy, Slot, Topology,
-};
+use cosched_core::{ActiveJob, Assignment, Context, Event, JobId, Plan, Policy, Slot, Topology};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
@@ -130,10 +128,7 @@ impl Policy for Gang {
             if placed.contains(&job.id()) {
                 continue;
             }
-            let width = match (job.spec.kind, job.started) {
-                (JobKind::Moldable, Some(_)) => job.threads,
-                _ => job.spec.max_threads,
-            } as usize;
+            let width = job.fixed_threads().unwrap_or(job.spec.max_threads) as usize;
             let size = sizes
                 .iter()
                 .copied()
@@ -212,7 +207,7 @@ mod tests {
     use super::*;
     use crate::test_jobs::waiting;
     use cosched_core::topology::presets;
-    use cosched_core::{ActiveJob, JobId};
+    use cosched_core::{ActiveJob, JobId, JobKind};
 
     fn job(id: u32, threads: u32) -> ActiveJob {
         let mut job = waiting(id, JobKind::Rigid, threads, threads);

@@ -113,26 +113,17 @@ impl Policy for Auto {
     }
 }
 
-/// The threads a job is bound to, if it cannot change them any more.
-fn fixed_threads(job: &ActiveJob) -> Option<u32> {
-    match (job.spec.kind, job.started) {
-        (JobKind::Rigid, _) => Some(job.spec.max_threads.max(1)),
-        (JobKind::Moldable, Some(_)) => Some(job.threads.max(1)),
-        _ => None,
-    }
-}
-
 /// Whether a job's threads must not time-share CPUs: it cannot shed threads (fixed, or moldable and
 /// so started at its full width) and its threads wait for each other (spinning stalls, blocking
 /// switches context at every barrier).
 fn spins_when_crowded(job: &ActiveJob) -> bool {
-    (fixed_threads(job).is_some() || job.spec.kind == JobKind::Moldable)
+    (job.fixed_threads().is_some() || job.spec.kind == JobKind::Moldable)
         && job.spec.hints.sync != SyncKind::None
 }
 
 /// How wide a job runs alone: its fixed threads or its maximum, at most the machine.
 fn full_width(job: &ActiveJob, machine: usize) -> usize {
-    (fixed_threads(job).unwrap_or(job.spec.max_threads) as usize).clamp(1, machine)
+    (job.fixed_threads().unwrap_or(job.spec.max_threads) as usize).clamp(1, machine)
 }
 
 impl Auto {
@@ -216,7 +207,7 @@ impl Auto {
     /// change its threads any more keeps them.
     fn useful_width(&self, job: &ActiveJob, machine: usize, remaining: f64) -> (usize, f64) {
         let full = full_width(job, machine);
-        let serial = (self.scalability.serial(job, full)).filter(|_| fixed_threads(job).is_none());
+        let serial = (self.scalability.serial(job, full)).filter(|_| job.fixed_threads().is_none());
         let Some(serial) = serial else {
             return (full, remaining);
         };
@@ -306,7 +297,7 @@ impl Auto {
         let (fixed, elastic): (Vec<&ActiveJob>, Vec<&ActiveJob>) = ctx
             .jobs
             .iter()
-            .partition(|j| fixed_threads(j).is_some() || j.spec.kind == JobKind::Moldable);
+            .partition(|j| j.fixed_threads().is_some() || j.spec.kind == JobKind::Moldable);
         let admitted = admitted(&elastic);
         if fixed.is_empty() && admitted.len() <= machine.len() {
             let wanted = self.scaled_wanted(&admitted, machine.len());
@@ -356,7 +347,9 @@ impl Auto {
             .iter()
             .filter_map(|job| {
                 let cpus = held.get(&job.id())?;
-                let threads = fixed_threads(job).unwrap_or(job.spec.threads_for(cpus.len()));
+                let threads = job
+                    .fixed_threads()
+                    .unwrap_or(job.spec.threads_for(cpus.len()));
                 Some((job.id(), threads))
             })
             .collect();
@@ -407,7 +400,7 @@ impl Auto {
                 let job = ctx.job(id)?;
                 Some((
                     id,
-                    fixed_threads(job).unwrap_or(job.spec.threads_for(count)),
+                    job.fixed_threads().unwrap_or(job.spec.threads_for(count)),
                 ))
             })
             .collect();

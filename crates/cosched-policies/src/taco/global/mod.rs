@@ -499,7 +499,7 @@ fn shortest(durations: &[f64]) -> f64 {
 /// The finest level `job` may have, given the finest its threads can use (`cap`) and the current level.
 fn finest_level(geometry: &Geometry, job: &ActiveJob, cap: usize, base: usize) -> usize {
     let finest = cap.max(base);
-    match fixed_threads(job) {
+    match job.fixed_threads() {
         // Its threads cannot follow a smaller partition; squeezed, they would time-share CPUs and, if
         // they spin, stall each other. Coscheduled in a partition they fit, it gets the same CPU time
         // by taking shorter turns (§2.2).
@@ -510,14 +510,5 @@ fn finest_level(geometry: &Geometry, job: &ActiveJob, cap: usize, base: usize) -
 
 /// Threads a job can use: what it runs with if that can no longer change, else its maximum.
 fn usable_threads(job: &ActiveJob) -> u32 {
-    fixed_threads(job).unwrap_or(job.spec.max_threads).max(1)
-}
-
-/// The thread count a job is bound to: a rigid job's, or a started moldable job's.
-fn fixed_threads(job: &ActiveJob) -> Option<u32> {
-    match (job.spec.kind, job.started) {
-        (JobKind::Rigid, _) => Some(job.spec.max_threads),
-        (JobKind::Moldable, Some(_)) => Some(job.threads),
-        _ => None,
-    }
+    job.fixed_threads().unwrap_or(job.spec.max_threads).max(1)
 }
