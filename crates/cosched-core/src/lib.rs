@@ -11,6 +11,8 @@ pub mod observe;
 pub mod plan;
 pub mod plan_change;
 pub mod policy;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 pub mod topology;
 pub mod trace;
 pub mod workload;

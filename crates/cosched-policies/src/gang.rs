@@ -205,7 +205,7 @@ impl Gang {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::presets;
     use cosched_core::{ActiveJob, JobId, JobKind};
 

@@ -17,8 +17,6 @@ mod settings;
 mod ta;
 pub mod taco;
 mod taskbag;
-#[cfg(test)]
-mod test_jobs;
 mod ue;
 
 /// (name, one-line description, constructor). The order is the order `--help` and `compare` list them.

@@ -1,5 +1,6 @@
 use super::reference::simulate_reference;
 use super::*;
+use cosched_core::test_util::job;
 use cosched_core::topology::synthetic;
 use cosched_core::{JobHints, JobKind};
 use proptest::prelude::*;
@@ -42,22 +43,18 @@ fn finishes(trace: &[TraceLine]) -> Vec<(JobId, f64)> {
 /// Job `id` of `profile`, with one to `threads` threads, its sync hint the profile's.
 fn sim_job(id: u32, profile: &str, arrival: f64, kind: JobKind, threads: u32) -> SimJob {
     let profile = crate::profile::parse(profile).unwrap();
+    let hints = JobHints {
+        sync: profile.sync,
+        ..JobHints::default()
+    };
     SimJob {
-        spec: JobSpec {
-            id: JobId(id),
-            name: format!("j{id}"),
-            arrival,
-            kind,
-            min_threads: 1,
-            max_threads: threads,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints {
-                sync: profile.sync,
-                ..JobHints::default()
-            },
-        }
-        .into(),
+        spec: job(id)
+            .arrival(arrival)
+            .kind(kind)
+            .max_threads(threads)
+            .hints(hints)
+            .spec()
+            .into(),
         profile: Arc::new(profile),
     }
 }
