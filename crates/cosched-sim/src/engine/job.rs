@@ -2,6 +2,7 @@
 
 use super::calendar::Due;
 use super::rates::Figures;
+use super::sampling::SampleWindow;
 use cosched_core::CpuSet;
 
 /// Where a job is in its life.
@@ -68,10 +69,7 @@ pub(crate) struct Run {
     /// Versions of the job's finish and thread-change entries in the calendar.
     pub(super) finish_version: u32,
     pub(super) threads_version: u32,
-    pub(super) sample_t: f64,
-    pub(super) sample_remaining: f64,
-    pub(super) cpu_seconds: f64,
-    pub(super) held_seconds: f64,
+    pub(super) sampling: SampleWindow,
 }
 
 /// The versions a calendar entry must carry to be current: what it was computed from has not moved

@@ -12,6 +12,7 @@
 //! - `job`: a job's state, and once it started, its progress;
 //! - `plan`: applying the policy's plan changes (starts, thread advice, timers, slot ends);
 //! - `progress`: settling a job's progress at its rate and moving its finish in the calendar;
+//! - `sampling`: the samples a running job reports, shared with the reference engine;
 //! - `rates`: each job's rate under the plan, re-evaluating only the slots that changed;
 //! - `groups`: within a slot, only the groups of runners (by machine region) that changed;
 //! - `isolated`: the isolated time of a job (slowdown's denominator) and its cache;
@@ -31,6 +32,7 @@ mod progress;
 mod rates;
 #[cfg(test)]
 mod reference;
+mod sampling;
 
 pub use isolated::isolated_time;
 pub(crate) use isolated::IsolatedTimes;
@@ -43,7 +45,7 @@ use active::ActiveList;
 use calendar::{Calendar, Due};
 use closed::{ClosedRuns, Next};
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
-use cosched_core::{check_stall, PlanError, Policy, RateSource, Sample, TimerLoopGuard, Topology};
+use cosched_core::{check_stall, PlanError, Policy, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, Event, JobId, JobSpec, Plan};
 use job::Standing;
 pub(crate) use job::{JobState, Phase};
@@ -603,28 +605,12 @@ impl<'a> Engine<'a> {
             let Some(run) = self.states[i].running_mut() else {
                 continue;
             };
-            let interval = now - run.sample_t;
-            if interval <= 0.0 {
-                continue;
-            }
-            // Simulated jobs run exactly their thread count and apply advice after their delay.
-            samples.push(Sample {
-                os_threads: Some(run.threads),
-                team_size: Some(run.threads),
-                advice_seen: Some(run.pending.is_none()),
-                ..Sample::new(
-                    self.jobs[i].spec.id,
-                    (run.sample_remaining - run.remaining) / interval,
-                    RateSource::Model,
-                    (run.held_seconds / interval).round() as u32,
-                    run.cpu_seconds,
-                    interval,
-                )
-            });
-            run.sample_t = now;
-            run.sample_remaining = run.remaining;
-            run.cpu_seconds = 0.0;
-            run.held_seconds = 0.0;
+            let id = self.jobs[i].spec.id;
+            let advice_seen = run.pending.is_none();
+            samples.extend(
+                run.sampling
+                    .close(id, now, run.remaining, run.threads, advice_seen),
+            );
         }
         for sample in samples {
             self.emit(Record::Sample(sample.clone()))?;

@@ -4,6 +4,7 @@
 use super::calendar::{self, Due};
 use super::job::{Phase, Run};
 use super::rates::{switch_cost, Figures};
+use super::sampling::SampleWindow;
 use super::{Engine, SimError};
 use crate::model::Mode;
 use cosched_core::trace::Record;
@@ -136,10 +137,7 @@ impl Engine<'_> {
             pending: None,
             finish_version: 0,
             threads_version: 0,
-            sample_t: self.now,
-            sample_remaining: job.profile.work,
-            cpu_seconds: 0.0,
-            held_seconds: 0.0,
+            sampling: SampleWindow::open(self.now, job.profile.work),
         }));
         self.running.push(i);
         self.running_count += 1;

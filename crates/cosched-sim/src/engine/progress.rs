@@ -20,8 +20,8 @@ impl Engine<'_> {
         let productive = (now - run.stall_until.max(run.since)).clamp(0.0, passed);
         let f = run.figures;
         run.remaining -= f.rate * productive;
-        run.cpu_seconds += f.cpu_share * passed;
-        run.held_seconds += f.held * passed;
+        run.sampling.cpu_seconds += f.cpu_share * passed;
+        run.sampling.held_seconds += f.held * passed;
         let squared = clock.squared_cycles_at(self.now);
         if run.has_footprint {
             // Per second, the miss ratio and the CPU share are each a per-cycle figure over the cycle.

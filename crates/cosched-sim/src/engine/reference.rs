@@ -2,11 +2,12 @@
 //! at every event it walks every running job, re-evaluates every slot and writes whole plans.
 
 use super::isolated::isolated;
+use super::sampling::SampleWindow;
 use super::{SimError, SimJob, SimOptions, SimStats};
 use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch};
 use crate::sink::TraceSink;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
-use cosched_core::{check_stall, PlanError, RateSource, Sample, TimerLoopGuard, Topology};
+use cosched_core::{check_stall, PlanError, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, Plan, Policy};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -41,10 +42,7 @@ struct JobState {
     llc_miss: f64,
     /// Exact mode: no progress before this time (cache refill after a slot switch).
     stall_until: f64,
-    sample_t: f64,
-    sample_remaining: f64,
-    cpu_seconds: f64,
-    held_seconds: f64,
+    sampling: SampleWindow,
 }
 
 impl JobState {
@@ -62,10 +60,7 @@ impl JobState {
             held: 0.0,
             llc_miss: 0.0,
             stall_until: 0.0,
-            sample_t: 0.0,
-            sample_remaining: work,
-            cpu_seconds: 0.0,
-            held_seconds: 0.0,
+            sampling: SampleWindow::open(0.0, work),
         }
     }
 }
@@ -237,8 +232,8 @@ impl<'a> Engine<'a> {
             let s = &mut self.states[i];
             let productive = (t - s.stall_until.max(self.now)).clamp(0.0, dt);
             s.remaining -= s.rate * productive;
-            s.cpu_seconds += s.cpu_share * dt;
-            s.held_seconds += s.held * dt;
+            s.sampling.cpu_seconds += s.cpu_share * dt;
+            s.sampling.held_seconds += s.held * dt;
             if self.jobs[i].profile.footprint.is_some() {
                 self.llc_misses += s.llc_miss * s.cpu_share * dt;
                 self.llc_accesses += s.cpu_share * dt;
@@ -437,28 +432,12 @@ impl<'a> Engine<'a> {
         let mut samples = Vec::new();
         for &i in &self.running {
             let s = &mut self.states[i];
-            let interval = now - s.sample_t;
-            if interval <= 0.0 {
-                continue;
-            }
-            // Simulated jobs run exactly their thread count and apply advice after their delay.
-            samples.push(Sample {
-                os_threads: Some(s.threads),
-                team_size: Some(s.threads),
-                advice_seen: Some(s.pending.is_none()),
-                ..Sample::new(
-                    self.jobs[i].spec.id,
-                    (s.sample_remaining - s.remaining) / interval,
-                    RateSource::Model,
-                    (s.held_seconds / interval).round() as u32,
-                    s.cpu_seconds,
-                    interval,
-                )
-            });
-            s.sample_t = now;
-            s.sample_remaining = s.remaining;
-            s.cpu_seconds = 0.0;
-            s.held_seconds = 0.0;
+            let id = self.jobs[i].spec.id;
+            let advice_seen = s.pending.is_none();
+            samples.extend(
+                s.sampling
+                    .close(id, now, s.remaining, s.threads, advice_seen),
+            );
         }
         for sample in samples {
             self.emit(Record::Sample(sample.clone()))?;
@@ -488,7 +467,7 @@ impl<'a> Engine<'a> {
                 let threads = job.spec.threads_at_start(&plan);
                 s.started = true;
                 s.threads = threads;
-                s.sample_t = self.now;
+                s.sampling = SampleWindow::open(self.now, s.remaining);
                 s.home = plan
                     .slots
                     .iter()
