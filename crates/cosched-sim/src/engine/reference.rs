@@ -1,6 +1,7 @@
 //! The simple engine the fast one is tested against (design.md §6, reference-versus-fast model tests):
 //! at every event it walks every running job, re-evaluates every slot and writes whole plans.
 
+use super::closed::{ClosedRuns, Next};
 use super::isolated::isolated;
 use super::sampling::SampleWindow;
 use super::{SimError, SimJob, SimOptions, SimStats};
@@ -77,10 +78,7 @@ struct Engine<'a> {
     index: HashMap<JobId, usize>,
     isolated_cache: HashMap<(usize, JobKind, u32, u32), f64>,
     states: Vec<JobState>,
-    /// Closed experiments: the workload job each run repeats, and the runs each has completed.
-    run_of: Vec<usize>,
-    completed_runs: Vec<u32>,
-    next_id: u32,
+    closed: Option<ClosedRuns>,
     /// Jobs in arrival order, for the policy.
     active: Vec<ActiveJob>,
     /// Started, unfinished jobs.
@@ -139,9 +137,9 @@ impl<'a> Engine<'a> {
             index,
             isolated_cache: HashMap::new(),
             states,
-            run_of: (0..jobs.len()).collect(),
-            completed_runs: vec![0; jobs.len()],
-            next_id: jobs.iter().map(|j| j.spec.id.0 + 1).max().unwrap_or(0),
+            closed: options
+                .min_runs
+                .map(|runs| ClosedRuns::new(runs.get(), jobs)),
             active: Vec::new(),
             running: Vec::new(),
             arrivals,
@@ -371,48 +369,38 @@ impl<'a> Engine<'a> {
             error: None,
         })?;
         self.decide(Event::Finished { job: id })?;
-        match self.options.min_runs {
-            Some(runs) => self.run_again_or_stop(i, runs.get()),
-            None => Ok(()),
+        let Some(closed) = &mut self.closed else {
+            return Ok(());
+        };
+        match closed.finished(i, self.now, &self.jobs) {
+            Next::Stop(done) => self.stop_all(&done.to_string()),
+            Next::Again(job) => {
+                let j = self.jobs.len();
+                self.index.insert(job.spec.id, j);
+                self.states.push(JobState::new(job.profile.work));
+                self.jobs.to_mut().push(job);
+                self.arrive(j)
+            }
         }
     }
 
-    /// Closed experiments: once every workload job has completed `runs` runs, stops the runs still
-    /// going; until then starts the finished job again, as a new job arriving now.
-    fn run_again_or_stop(&mut self, i: usize, runs: u32) -> Result<(), SimError> {
-        let origin = self.run_of[i];
-        self.completed_runs[origin] += 1;
-        if self.completed_runs.iter().all(|&done| done >= runs) {
-            let reason =
-                format!("stopped: every job has completed {runs} runs (closed experiment)");
-            for job in std::mem::take(&mut self.active) {
-                let j = self.index[&job.spec.id];
-                self.states[j].finished = true;
-                self.emit(Record::Finish {
-                    job: job.spec.id,
-                    status: ExitStatus::Failed,
-                    exit_code: None,
-                    error: Some(reason.clone()),
-                })?;
-            }
-            self.running.clear();
-            self.next_arrival = self.arrivals.len();
-            self.timer = None;
-            self.plan = Plan::default();
-            return Ok(());
+    /// Closed experiments: every workload job has its runs; the runs still going stop.
+    fn stop_all(&mut self, reason: &str) -> Result<(), SimError> {
+        for job in std::mem::take(&mut self.active) {
+            let j = self.index[&job.spec.id];
+            self.states[j].finished = true;
+            self.emit(Record::Finish {
+                job: job.spec.id,
+                status: ExitStatus::Failed,
+                exit_code: None,
+                error: Some(reason.to_string()),
+            })?;
         }
-        let mut job = self.jobs[origin].clone();
-        let spec = std::sync::Arc::make_mut(&mut job.spec);
-        spec.id = JobId(self.next_id);
-        spec.arrival = self.now;
-        spec.name = format!("{}#{}", spec.name, self.completed_runs[origin] + 1);
-        self.next_id += 1;
-        let j = self.jobs.len();
-        self.index.insert(job.spec.id, j);
-        self.states.push(JobState::new(job.profile.work));
-        self.run_of.push(origin);
-        self.jobs.to_mut().push(job);
-        self.arrive(j)
+        self.running.clear();
+        self.next_arrival = self.arrivals.len();
+        self.timer = None;
+        self.plan = Plan::default();
+        Ok(())
     }
 
     fn change_threads(&mut self, i: usize, threads: u32) -> Result<Event, SimError> {

@@ -110,6 +110,40 @@ impl Policy for WatchThreads {
 }
 
 #[test]
+fn both_engines_run_a_closed_experiment_alike() {
+    // Three jobs of different lengths, each to be run twice: the short ones start again while the
+    // long one runs, and the runs still going stop once every job has its two.
+    let machine = synthetic::parse("package:2 l3:1(size=4MB) core:4").unwrap();
+    let jobs: Vec<SimJob> = [(PROFILES[0], 4), (PROFILES[3], 2), (PROFILES[5], 8)]
+        .into_iter()
+        .enumerate()
+        .map(|(id, (profile, threads))| {
+            sim_job(id as u32, profile, 0.0, JobKind::Malleable, threads)
+        })
+        .collect();
+    let options = SimOptions {
+        min_runs: std::num::NonZeroU32::new(2),
+        ..SimOptions::default()
+    };
+    for policy in ["eq", "gang"] {
+        let mut fast_policy = cosched_policies::create(policy).unwrap();
+        let fast = simulate(&machine, &jobs, fast_policy.as_mut(), &options).unwrap();
+        let mut simple_policy = cosched_policies::create(policy).unwrap();
+        let simple = simulate_reference(&machine, &jobs, simple_policy.as_mut(), &options).unwrap();
+        let (fast, simple) = (finishes(&fast), finishes(&simple));
+        assert!(fast.len() >= 6, "{policy}: {fast:?}");
+        assert_eq!(fast.len(), simple.len(), "{policy}");
+        for ((job, a), (other, b)) in fast.iter().zip(&simple) {
+            assert_eq!(job, other, "{policy}");
+            assert!(
+                (a - b).abs() <= 1e-6 * b.max(1.0),
+                "{policy}: job {job:?}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
 fn thread_changes_due_at_one_instant_take_effect_before_the_policy_hears_of_any() {
     // Two alike malleable jobs share 6 CPUs, 3 each; a third arrives at t = 1 and EQ advises
     // both down to 2 at once, so both adapt after the same delay.
