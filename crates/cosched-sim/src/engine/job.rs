@@ -3,7 +3,44 @@
 use super::calendar::Due;
 use super::rates::Figures;
 use super::sampling::SampleWindow;
+use super::SimJob;
+use crate::model::Effects;
 use cosched_core::CpuSet;
+
+/// What thread advice does to a running malleable job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Switch {
+    /// It already runs, or is switching to, the advised count.
+    Unchanged,
+    /// It runs the advised count: a switch it was due to make is called off.
+    CalledOff,
+    /// It switches to this many threads at this time, after its reconfiguration delay.
+    At(f64, u32),
+}
+
+/// What `advised` threads at `now` do to `job`, running `threads` threads with `pending` switch.
+pub(super) fn switch_on_advice(
+    job: &SimJob,
+    threads: u32,
+    pending: Option<(f64, u32)>,
+    advised: u32,
+    now: f64,
+    effects: &Effects,
+) -> Switch {
+    let advised = advised.clamp(job.spec.min_threads, job.spec.max_threads);
+    if advised == threads {
+        Switch::CalledOff
+    } else if pending.map(|(_, t)| t) != Some(advised) {
+        let delay = if effects.reconfig_delay {
+            job.profile.reconfig_delay
+        } else {
+            0.0
+        };
+        Switch::At(now + delay, advised)
+    } else {
+        Switch::Unchanged
+    }
+}
 
 /// Where a job is in its life.
 pub(crate) enum Phase {

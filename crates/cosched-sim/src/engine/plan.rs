@@ -2,7 +2,7 @@
 //! (exact mode) slot ends are scheduled.
 
 use super::calendar::{self, Due};
-use super::job::{Phase, Run};
+use super::job::{switch_on_advice, Phase, Run, Switch};
 use super::rates::{switch_cost, Figures};
 use super::sampling::SampleWindow;
 use super::{Engine, SimError};
@@ -153,22 +153,18 @@ impl Engine<'_> {
         let Some(run) = self.states[i].running_mut() else {
             return;
         };
-        let advised = advised.clamp(job.spec.min_threads, job.spec.max_threads);
-        if advised == run.threads {
-            run.pending = None;
-        } else if run.pending.map(|(_, t)| t) != Some(advised) {
-            let delay = if self.options.effects.reconfig_delay {
-                job.profile.reconfig_delay
-            } else {
-                0.0
-            };
-            let due = self.now + delay;
-            run.pending = Some((due, advised));
-            run.threads_version += 1;
-            let version = run.threads_version;
-            let rank = run.started;
-            self.calendar
-                .schedule_ranked(due, Due::Threads { job: i, version }, rank);
+        let effects = &self.options.effects;
+        match switch_on_advice(job, run.threads, run.pending, advised, self.now, effects) {
+            Switch::Unchanged => {}
+            Switch::CalledOff => run.pending = None,
+            Switch::At(due, threads) => {
+                run.pending = Some((due, threads));
+                run.threads_version += 1;
+                let version = run.threads_version;
+                let rank = run.started;
+                self.calendar
+                    .schedule_ranked(due, Due::Threads { job: i, version }, rank);
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::closed::{ClosedRuns, Next};
 use super::isolated::isolated;
+use super::job::{switch_on_advice, Switch};
 use super::sampling::SampleWindow;
 use super::{SimError, SimJob, SimOptions, SimStats};
 use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch};
@@ -468,16 +469,11 @@ impl<'a> Engine<'a> {
                 starts.push((id, threads));
             } else if job.spec.kind == JobKind::Malleable {
                 if let Some(advised) = advice {
-                    let advised = advised.clamp(job.spec.min_threads, job.spec.max_threads);
-                    if advised == s.threads {
-                        s.pending = None;
-                    } else if s.pending.map(|(_, t)| t) != Some(advised) {
-                        let delay = if self.options.effects.reconfig_delay {
-                            job.profile.reconfig_delay
-                        } else {
-                            0.0
-                        };
-                        s.pending = Some((self.now + delay, advised));
+                    let effects = &self.options.effects;
+                    match switch_on_advice(job, s.threads, s.pending, advised, self.now, effects) {
+                        Switch::Unchanged => {}
+                        Switch::CalledOff => s.pending = None,
+                        Switch::At(due, threads) => s.pending = Some((due, threads)),
                     }
                 }
             }
