@@ -181,17 +181,10 @@ mod tests {
 
     #[test]
     fn start_threads_follow_kind_advice_and_widest_slot() {
-        let mut spec = JobSpec {
-            id: JobId(0),
-            name: "j".into(),
-            arrival: 0.0,
-            kind: JobKind::Moldable,
-            min_threads: 1,
-            max_threads: 8,
-            coschedule: true,
-            weight: 1.0,
-            hints: Default::default(),
-        };
+        let mut spec = crate::test_util::job(0)
+            .kind(JobKind::Moldable)
+            .max_threads(8)
+            .spec();
         let mut plan = plan_with(0, "0-1");
         plan.slots.push(Slot {
             length: 1.0,

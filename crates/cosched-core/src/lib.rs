@@ -12,6 +12,8 @@ pub mod plan;
 pub mod plan_change;
 pub mod policy;
 pub mod scaling;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 pub mod topology;
 pub mod trace;
 pub mod workload;

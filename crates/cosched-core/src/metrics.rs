@@ -323,21 +323,13 @@ pub fn jain(values: &[f64]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobHints, JobKind};
     use crate::plan::{Assignment, Plan};
 
     fn spec(id: u32, arrival: f64) -> JobSpec {
-        JobSpec {
-            id: JobId(id),
-            name: format!("j{id}"),
-            arrival,
-            kind: JobKind::Malleable,
-            min_threads: 1,
-            max_threads: 2,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints::default(),
-        }
+        crate::test_util::job(id)
+            .arrival(arrival)
+            .max_threads(2)
+            .spec()
     }
 
     fn line(t: f64, record: Record) -> TraceLine {

@@ -389,25 +389,11 @@ impl Observer {
 mod tests {
     use super::*;
     use crate::event::RateSource;
-    use crate::job::{JobHints, JobSpec};
 
     fn running(threads: u32) -> ActiveJob {
-        ActiveJob::new(
-            JobSpec {
-                id: JobId(0),
-                name: "j0".into(),
-                arrival: 0.0,
-                kind: JobKind::Malleable,
-                min_threads: 1,
-                max_threads: threads,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints::default(),
-            }
-            .into(),
-            Some(0.0),
-            threads,
-        )
+        crate::test_util::job(0)
+            .max_threads(threads)
+            .running(0.0, threads)
     }
 
     /// One second of a job holding `cpus` CPUs: `busy` CPU-seconds used, `rate` progress per second,

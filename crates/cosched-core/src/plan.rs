@@ -91,6 +91,12 @@ impl Plan {
             .collect()
     }
 
+    /// The CPUs a job holds in the first slot it has (its pinned CPUs if it is pinned): where it
+    /// starts.
+    pub fn first_cpus(&self, job: JobId) -> Option<&CpuSet> {
+        (0..self.slots.len().max(1)).find_map(|slot| self.cpus_in_slot(slot, job))
+    }
+
     /// The CPUs a job holds in a slot, including when it is pinned.
     pub fn cpus_in_slot(&self, slot: usize, job: JobId) -> Option<&CpuSet> {
         self.pinned

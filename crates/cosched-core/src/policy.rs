@@ -4,7 +4,7 @@
 //! event, and answers with a plan. It never touches the OS and never knows whether it is simulated.
 
 use crate::event::Event;
-use crate::job::{JobId, JobSpec};
+use crate::job::{JobId, JobKind, JobSpec};
 use crate::plan::Plan;
 use crate::plan_change::PlanChange;
 use crate::topology::Topology;
@@ -38,6 +38,16 @@ impl ActiveJob {
     /// The job's id (`spec.id`).
     pub fn id(&self) -> JobId {
         self.id
+    }
+
+    /// The thread count the job is bound to, at least one: a rigid job's, or a started moldable
+    /// job's; `None` while advice can still change it.
+    pub fn fixed_threads(&self) -> Option<u32> {
+        match (self.spec.kind, self.started) {
+            (JobKind::Rigid, _) => Some(self.spec.max_threads.max(1)),
+            (JobKind::Moldable, Some(_)) => Some(self.threads.max(1)),
+            _ => None,
+        }
     }
 }
 
@@ -112,7 +122,21 @@ pub fn take_over(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::job;
     use crate::{JobId, JobKind};
+
+    #[test]
+    fn only_rigid_and_started_moldable_jobs_are_bound_to_their_threads() {
+        let rigid = job(0).kind(JobKind::Rigid).threads(6, 6);
+        assert_eq!(rigid.clone().waiting().fixed_threads(), Some(6));
+        assert_eq!(rigid.running(1.0, 2).fixed_threads(), Some(6));
+        let moldable = job(1).kind(JobKind::Moldable).max_threads(8);
+        assert_eq!(moldable.clone().waiting().fixed_threads(), None);
+        assert_eq!(moldable.clone().running(1.0, 3).fixed_threads(), Some(3));
+        assert_eq!(moldable.running(1.0, 0).fixed_threads(), Some(1));
+        let malleable = job(2).max_threads(8);
+        assert_eq!(malleable.running(1.0, 3).fixed_threads(), None);
+    }
 
     /// Remembers how many jobs each decision saw; plans only when the second job arrives.
     struct Counting(Vec<usize>);
@@ -136,22 +160,9 @@ mod tests {
         let topology = crate::topology::synthetic::parse("pack:1 core:2").unwrap();
         let jobs: Vec<ActiveJob> = (1..=3)
             .map(|id| {
-                ActiveJob::new(
-                    JobSpec {
-                        id: JobId(id),
-                        name: format!("j{id}"),
-                        arrival: 0.0,
-                        kind: JobKind::Rigid,
-                        min_threads: 1,
-                        max_threads: 1,
-                        coschedule: true,
-                        weight: 1.0,
-                        hints: Default::default(),
-                    }
-                    .into(),
-                    Some(1.0),
-                    1,
-                )
+                crate::test_util::job(id)
+                    .kind(JobKind::Rigid)
+                    .running(1.0, 1)
             })
             .collect();
         let mut policy = Counting(Vec::new());

@@ -194,21 +194,14 @@ pub fn read_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobHints, JobKind};
 
     #[test]
     fn records_round_trip_through_json_lines() {
-        let spec = JobSpec {
-            id: JobId(3),
-            name: "lu.A".into(),
-            arrival: 1.5,
-            kind: JobKind::Malleable,
-            min_threads: 1,
-            max_threads: 24,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints::default(),
-        };
+        let spec = crate::test_util::job(3)
+            .name("lu.A")
+            .arrival(1.5)
+            .max_threads(24)
+            .spec();
         let mut writer = TraceWriter::new(Vec::new());
         writer
             .write(

@@ -317,8 +317,8 @@ fn combine(inner: Option<f64>, deadline: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
     use cosched_core::observe::ADVICE_DEADLINE;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::presets;
     use cosched_core::{RateSource, Sample, Topology};
 

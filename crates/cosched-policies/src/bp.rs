@@ -43,7 +43,7 @@ impl Policy for Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::synthetic;
     use cosched_core::{ActiveJob, JobKind};
 

@@ -414,7 +414,7 @@ fn probe_plan(ctx: &Context, job: JobId, home: usize, count: usize) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::presets;
     use cosched_core::{ActiveJob, JobKind, RateSource, Sample};
     use proptest::prelude::*;

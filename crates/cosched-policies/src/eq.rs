@@ -166,7 +166,7 @@ pub(crate) fn equal_shares(cpus: usize, caps: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::synthetic;
     use cosched_core::{ActiveJob, JobKind};
 

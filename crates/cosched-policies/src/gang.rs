@@ -17,9 +17,8 @@
 //! it wait too, first come first served.
 
 use crate::partitions::Partitions;
-use cosched_core::{
-    ActiveJob, Assignment, Context, Event, JobId, JobKind, Plan, Policy, Slot, Topology,
-};
+use crate::settings::{self, SettingError};
+use cosched_core::{ActiveJob, Assignment, Context, Event, JobId, Plan, Policy, Slot, Topology};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
@@ -56,21 +55,13 @@ impl Gang {
 
     /// `slice=SECONDS`, `sequential=packed|shared` and `mpl=ROWS` settings after `gang:`; `name` is the
     /// full policy string.
-    pub fn with_settings(name: &str, settings: &str) -> Result<Gang, String> {
+    pub fn with_settings(name: &str, settings: &str) -> Result<Gang, SettingError> {
         let mut slice = DEFAULT_SLICE;
         let mut shared_sequential_slot = false;
         let mut mpl = DEFAULT_MPL;
         for setting in settings.split(':').filter(|s| !s.is_empty()) {
             match setting.split_once('=') {
-                Some(("slice", value)) => {
-                    slice = value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|s| s.is_finite() && *s > 0.0)
-                        .ok_or_else(|| {
-                            format!("slice={value}: give a positive number of seconds")
-                        })?
-                }
+                Some(("slice", value)) => slice = settings::seconds("slice", value)?,
                 Some(("sequential", "packed")) => shared_sequential_slot = false,
                 Some(("sequential", "shared")) => shared_sequential_slot = true,
                 Some(("mpl", value)) => {
@@ -78,13 +69,9 @@ impl Gang {
                         .parse::<usize>()
                         .ok()
                         .filter(|&rows| rows > 0)
-                        .ok_or_else(|| format!("mpl={value}: give a whole number of rows ≥ 1"))?
+                        .ok_or_else(|| SettingError::Rows(value.to_string()))?
                 }
-                _ => {
-                    return Err(format!(
-                        "unknown gang option {setting:?}; valid: slice=SECONDS, sequential=packed|shared, mpl=ROWS"
-                    ))
-                }
+                _ => return Err(SettingError::UnknownGang(setting.to_string())),
             }
         }
         Ok(Gang {
@@ -141,10 +128,7 @@ impl Policy for Gang {
             if placed.contains(&job.id()) {
                 continue;
             }
-            let width = match (job.spec.kind, job.started) {
-                (JobKind::Moldable, Some(_)) => job.threads,
-                _ => job.spec.max_threads,
-            } as usize;
+            let width = job.fixed_threads().unwrap_or(job.spec.max_threads) as usize;
             let size = sizes
                 .iter()
                 .copied()
@@ -221,9 +205,9 @@ impl Gang {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::presets;
-    use cosched_core::{ActiveJob, JobId};
+    use cosched_core::{ActiveJob, JobId, JobKind};
 
     fn job(id: u32, threads: u32) -> ActiveJob {
         let mut job = waiting(id, JobKind::Rigid, threads, threads);
@@ -346,12 +330,15 @@ mod tests {
         );
         assert!(Gang::with_settings("gang:slice=x", "slice=x")
             .unwrap_err()
+            .to_string()
             .contains("positive"));
         assert!(Gang::with_settings("gang:rows=2", "rows=2")
             .unwrap_err()
+            .to_string()
             .contains("valid"));
         assert!(Gang::with_settings("gang:sequential=x", "sequential=x")
             .unwrap_err()
+            .to_string()
             .contains("sequential=packed|shared"));
     }
 }

@@ -2,6 +2,7 @@
 //! function of (context, event) → plan and never touches the OS.
 
 use cosched_core::Policy;
+pub use settings::SettingError;
 
 mod advice_check;
 mod auto;
@@ -13,11 +14,10 @@ mod eq;
 mod gang;
 mod partitions;
 pub mod scalpel;
+mod settings;
 mod ta;
 pub mod taco;
 mod taskbag;
-#[cfg(test)]
-mod test_jobs;
 mod ue;
 
 pub use catalog::{settings, Setting};
@@ -81,7 +81,7 @@ pub enum UnknownPolicy {
     #[error("unknown policy {name:?}; valid policies: {valid}")]
     Name { name: String, valid: String },
     #[error("policy {name:?}: {reason}")]
-    Settings { name: String, reason: String },
+    Settings { name: String, reason: SettingError },
 }
 
 /// The policy called `name`, checking that malleable jobs follow its advice ([`advice_check`]): a job
@@ -97,7 +97,7 @@ pub fn create(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
 /// reports the full string as its name, so that variants stay apart in traces and tables.
 fn create_unchecked(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
     let (base, settings) = name.split_once(':').unwrap_or((name, ""));
-    let bad_settings = |reason: String| UnknownPolicy::Settings {
+    let bad_settings = |reason: SettingError| UnknownPolicy::Settings {
         name: name.to_string(),
         reason,
     };
@@ -111,12 +111,7 @@ fn create_unchecked(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
                     gang::Gang::with_settings(name, settings).map_err(bad_settings)?,
                 ))
             }
-            _ => {
-                return Err(bad_settings(
-                    "only taco, taco-basic, taco-local and gang take settings after ':'"
-                        .to_string(),
-                ))
-            }
+            _ => return Err(bad_settings(SettingError::NotTakingSettings)),
         };
         options.apply(settings).map_err(bad_settings)?;
         return Ok(Box::new(taco::Taco::new(name, options)));

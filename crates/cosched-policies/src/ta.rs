@@ -140,7 +140,7 @@ fn nests(fine: &[CpuSet], coarse: &[CpuSet]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::presets;
     use cosched_core::{ActiveJob, JobKind, Topology};
     use proptest::prelude::*;

@@ -297,7 +297,7 @@ impl Policy for GlobalRoundRobin {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::synthetic;
     use cosched_core::{JobHints, JobKind, Topology};
 

@@ -37,7 +37,7 @@ impl Policy for Uncontrolled {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_jobs::waiting;
+    use cosched_core::test_util::waiting;
     use cosched_core::topology::synthetic;
     use cosched_core::{ActiveJob, JobKind};
 

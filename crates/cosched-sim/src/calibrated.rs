@@ -127,21 +127,28 @@ impl CalibratedModel {
     }
 
     /// Reads a model file; the error names the file and the way to write a fresh one.
-    pub fn load(path: &Path) -> Result<CalibratedModel, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            format!(
-                "cannot read the machine model {}: {e}; run `cosched calibrate --model` to fit one",
-                path.display()
-            )
+    pub fn load(path: &Path) -> Result<CalibratedModel, ModelFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ModelFileError::Read {
+            path: path.to_path_buf(),
+            source,
         })?;
-        toml::from_str(&text).map_err(|e| {
-            format!(
-                "{}: not a machine model ({}); run `cosched calibrate --model` to write it again",
-                path.display(),
-                e.message()
-            )
+        toml::from_str(&text).map_err(|e| ModelFileError::Invalid {
+            path: path.to_path_buf(),
+            reason: e.message().to_string(),
         })
     }
+}
+
+/// A machine model file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelFileError {
+    #[error("cannot read the machine model {}: {source}; run `cosched calibrate --model` to fit one", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: not a machine model ({reason}); run `cosched calibrate --model` to write it again", path.display())]
+    Invalid { path: PathBuf, reason: String },
 }
 
 /// The speedup of a job that took `one_thread` seconds alone with one thread on one CPU and `seconds`
@@ -238,7 +245,7 @@ mod tests {
         assert_eq!(CalibratedModel::load(&path).unwrap(), model);
         std::fs::write(&path, "machine = 3").unwrap();
         let error = CalibratedModel::load(&path).unwrap_err();
-        assert!(error.contains("calibrate --model"), "{error}");
+        assert!(error.to_string().contains("calibrate --model"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

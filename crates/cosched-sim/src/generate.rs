@@ -1,7 +1,7 @@
 //! Poisson workloads as in TACO §4.1: jobs drawn from a mix of profiles, with exponentially distributed
 //! inter-arrival times, from a seed, so that every policy replays the identical workload.
 
-use crate::profile::{self, valid_profiles};
+use crate::profile::{self, valid_profiles, ProfileError};
 use cosched_core::workload::{JobEntry, Workload, WorkloadInfo};
 use cosched_core::{JobHints, JobKind};
 use rand::{Rng, SeedableRng};
@@ -35,7 +35,7 @@ pub enum GenerateError {
     #[error("jobs must be at least 1 and rate_per_min a positive number (got {jobs} jobs at {rate}/min)")]
     BadRate { jobs: usize, rate: f64 },
     #[error("mix entry {0}")]
-    Profile(String),
+    Profile(#[from] ProfileError),
 }
 
 impl Poisson {
@@ -50,7 +50,7 @@ impl Poisson {
                 .cloned()
                 .collect();
             if members.is_empty() {
-                profile::parse(entry).map_err(|e| GenerateError::Profile(e.to_string()))?;
+                profile::parse(entry)?;
                 out.push(entry.trim().to_string());
             } else {
                 out.extend(members);
@@ -76,8 +76,7 @@ impl Poisson {
         let syncs: Vec<_> = mix
             .iter()
             .map(|p| profile::parse(p).map(|p| p.sync))
-            .collect::<Result<_, _>>()
-            .map_err(|e| GenerateError::Profile(e.to_string()))?;
+            .collect::<Result<_, _>>()?;
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let per_second = self.rate_per_min / 60.0;
         let mut arrival = 0.0;
@@ -184,7 +183,9 @@ mod tests {
     fn bad_mix_is_named() {
         let mut bad = spec(1);
         bad.mix = vec!["nas/zz.Q".into()];
-        assert!(matches!(bad.generate(), Err(GenerateError::Profile(m)) if m.contains("zz.Q")));
+        assert!(
+            matches!(bad.generate(), Err(GenerateError::Profile(e)) if e.profile.contains("zz.Q"))
+        );
         bad.mix = vec!["nas/lu.A".into()];
         bad.exclude = vec!["nas/lu.A".into()];
         assert!(matches!(

@@ -1,7 +1,7 @@
 //! From a workload file to the jobs the simulator runs: each job's spec plus its parsed profile.
 
 use crate::engine::SimJob;
-use crate::profile::{self, valid_profiles};
+use crate::profile::{self, valid_profiles, ProfileError};
 use cosched_core::workload::{Workload, WorkloadError};
 use std::collections::HashMap;
 use std::path::Path;
@@ -16,8 +16,17 @@ pub enum JobsError {
         file: String,
         line: Option<usize>,
         job: String,
-        reason: String,
+        reason: Box<ProfileFieldError>,
     },
+}
+
+/// What is wrong with a job's `profile` field.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileFieldError {
+    #[error("missing; the simulator needs one, e.g. profile = \"nas/bt.A\"; valid profiles: {}", valid_profiles().join(", "))]
+    Missing,
+    #[error(transparent)]
+    Invalid(#[from] ProfileError),
 }
 
 /// One workload's jobs, named, to replay under every policy.
@@ -57,22 +66,19 @@ pub fn sim_jobs_sharing(
         .iter()
         .zip(specs)
         .map(|(entry, spec)| {
-            let error = |reason: String| JobsError::Profile {
+            let error = |reason: ProfileFieldError| JobsError::Profile {
                 file: source.to_string(),
                 line: text.and_then(|t| profile_line(t, &entry.name)),
                 job: entry.name.clone(),
-                reason,
+                reason: Box::new(reason),
             };
             let Some(name) = entry.profile.as_deref() else {
-                return Err(error(format!(
-                    "missing; the simulator needs one, e.g. profile = \"nas/bt.A\"; valid profiles: {}",
-                    valid_profiles().join(", ")
-                )));
+                return Err(error(ProfileFieldError::Missing));
             };
             let profile = match parsed.get(name) {
                 Some(p) => p.clone(),
                 None => {
-                    let p = Arc::new(profile::parse(name).map_err(|e| error(e.to_string()))?);
+                    let p = Arc::new(profile::parse(name).map_err(|e| error(e.into()))?);
                     parsed.insert(name.to_string(), p.clone());
                     p
                 }

@@ -10,7 +10,6 @@
 
 use crate::footprint::Footprint;
 use cosched_core::SyncKind;
-use std::fmt;
 use std::sync::LazyLock;
 
 const NAS_CSV: &str = include_str!("../data/nas_profiles.csv");
@@ -149,19 +148,46 @@ fn downey(a: f64, sigma: f64, n: f64) -> f64 {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A profile string that does not parse, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("profile {profile:?}: {reason}")]
 pub struct ProfileError {
     pub profile: String,
-    pub reason: String,
+    pub reason: ProfileProblem,
 }
 
-impl fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "profile {:?}: {}", self.profile, self.reason)
-    }
+/// What is wrong with a profile string; each message names what to write instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProfileProblem {
+    #[error("missing closing ')'")]
+    Unclosed,
+    #[error("parameter {0:?} is not key=value")]
+    NotKeyValue(String),
+    #[error("no {table} benchmark {name:?}; valid profiles: {}", valid_profiles().join(", "))]
+    UnknownBenchmark { table: &'static str, name: String },
+    #[error("unknown profile kind; valid profiles: {}", valid_profiles().join(", "))]
+    UnknownKind,
+    #[error("serial={0} must be within 0..1")]
+    SerialOutOfRange(f64),
+    #[error("A={a} must be ≥ 1 and sigma={sigma} must be ≥ 0")]
+    DowneyOutOfRange { a: f64, sigma: f64 },
+    #[error("needs {0}=…")]
+    Missing(&'static str),
+    #[error("{key}={value} is not a number")]
+    NotANumber { key: &'static str, value: String },
+    #[error("{key}={value} must be a number ≥ 0")]
+    Negative { key: &'static str, value: String },
+    #[error("{0} must be > 0 seconds")]
+    NotPositive(&'static str),
+    #[error("sync={0}: use none, spin or block")]
+    UnknownSync(String),
+    #[error("sync=spin|block needs sync_interval=SECONDS")]
+    SyncWithoutInterval,
+    #[error("spin=SECONDS is how long a blocking waiter spins first: it needs sync=block (sync=spin spins without limit)")]
+    SpinWithoutBlock,
+    #[error("unknown parameter {0:?}; parameters: serial, A, sigma, runtime, sync, sync_interval, spin, reconfig_delay, working_set, bandwidth")]
+    UnknownParameter(String),
 }
-
-impl std::error::Error for ProfileError {}
 
 /// Every profile name a workload may use, for error messages and `--help`, and for `cosched gen` to
 /// expand a table's name into its profiles.
@@ -183,7 +209,7 @@ pub fn valid_profiles() -> &'static [String] {
 
 /// Parses a profile string (see the module documentation).
 pub fn parse(text: &str) -> Result<Profile, ProfileError> {
-    let error = |reason: String| ProfileError {
+    let error = |reason: ProfileProblem| ProfileError {
         profile: text.to_string(),
         reason,
     };
@@ -192,7 +218,7 @@ pub fn parse(text: &str) -> Result<Profile, ProfileError> {
         Some((base, rest)) => {
             let inner = rest
                 .strip_suffix(')')
-                .ok_or_else(|| error("missing closing ')'".into()))?;
+                .ok_or_else(|| error(ProfileProblem::Unclosed))?;
             (base.trim(), parse_params(inner).map_err(error)?)
         }
         None => (trimmed, Vec::new()),
@@ -209,37 +235,32 @@ pub fn parse(text: &str) -> Result<Profile, ProfileError> {
     } else if base == "amdahl" {
         let serial = params.required("serial").map_err(error)?;
         if !(0.0..=1.0).contains(&serial) {
-            return Err(error(format!("serial={serial} must be within 0..1")));
+            return Err(error(ProfileProblem::SerialOutOfRange(serial)));
         }
         parametric(Speedup::Amdahl { serial }, &mut params).map_err(error)?
     } else if base == "downey" {
         let a = params.required("A").map_err(error)?;
         let sigma = params.required("sigma").map_err(error)?;
         if a < 1.0 || sigma < 0.0 {
-            return Err(error(format!(
-                "A={a} must be ≥ 1 and sigma={sigma} must be ≥ 0"
-            )));
+            return Err(error(ProfileProblem::DowneyOutOfRange { a, sigma }));
         }
         parametric(Speedup::Downey { a, sigma }, &mut params).map_err(error)?
     } else {
-        return Err(error(format!(
-            "unknown profile kind; valid profiles: {}",
-            valid_profiles().join(", ")
-        )));
+        return Err(error(ProfileProblem::UnknownKind));
     };
     profile.name = trimmed.to_string();
     params.apply_overrides(&mut profile).map_err(error)?;
     Ok(profile)
 }
 
-fn unknown_table(table: &str, name: &str) -> String {
-    format!(
-        "no {table} benchmark {name:?}; valid profiles: {}",
-        valid_profiles().join(", ")
-    )
+fn unknown_table(table: &'static str, name: &str) -> ProfileProblem {
+    ProfileProblem::UnknownBenchmark {
+        table,
+        name: name.to_string(),
+    }
 }
 
-fn parametric(speedup: Speedup, params: &mut Params) -> Result<Profile, String> {
+fn parametric(speedup: Speedup, params: &mut Params) -> Result<Profile, ProfileProblem> {
     let work = params.required("runtime")?;
     Ok(Profile {
         name: String::new(),
@@ -260,34 +281,36 @@ struct Params {
 }
 
 impl Params {
-    fn number(&mut self, key: &str) -> Result<Option<f64>, String> {
+    fn number(&mut self, key: &'static str) -> Result<Option<f64>, ProfileProblem> {
         let Some((_, value)) = self.items.iter().find(|(k, _)| k == key) else {
             return Ok(None);
         };
         self.used.push(key.to_string());
-        let number: f64 = value
-            .parse()
-            .map_err(|_| format!("{key}={value} is not a number"))?;
+        let number: f64 = value.parse().map_err(|_| ProfileProblem::NotANumber {
+            key,
+            value: value.clone(),
+        })?;
         if !number.is_finite() || number < 0.0 {
-            return Err(format!("{key}={value} must be a number ≥ 0"));
+            let value = value.clone();
+            return Err(ProfileProblem::Negative { key, value });
         }
         Ok(Some(number))
     }
 
-    fn required(&mut self, key: &str) -> Result<f64, String> {
-        self.number(key)?.ok_or_else(|| format!("needs {key}=…"))
+    fn required(&mut self, key: &'static str) -> Result<f64, ProfileProblem> {
+        self.number(key)?.ok_or(ProfileProblem::Missing(key))
     }
 
-    fn apply_overrides(&mut self, profile: &mut Profile) -> Result<(), String> {
+    fn apply_overrides(&mut self, profile: &mut Profile) -> Result<(), ProfileProblem> {
         if let Some(runtime) = self.number("runtime")? {
             if runtime <= 0.0 {
-                return Err("runtime must be > 0 seconds".into());
+                return Err(ProfileProblem::NotPositive("runtime"));
             }
             profile.work = runtime;
         }
         if let Some(v) = self.number("sync_interval")? {
             if v <= 0.0 {
-                return Err("sync_interval must be > 0 seconds".into());
+                return Err(ProfileProblem::NotPositive("sync_interval"));
             }
             profile.sync_interval = v;
         }
@@ -313,36 +336,31 @@ impl Params {
                 "none" => SyncKind::None,
                 "spin" => SyncKind::Spin,
                 "block" => SyncKind::Block,
-                other => return Err(format!("sync={other}: use none, spin or block")),
+                other => return Err(ProfileProblem::UnknownSync(other.to_string())),
             };
             self.used.push("sync".into());
         }
         if profile.sync != SyncKind::None && !profile.sync_interval.is_finite() {
-            return Err("sync=spin|block needs sync_interval=SECONDS".into());
+            return Err(ProfileProblem::SyncWithoutInterval);
         }
         if !profile.spin_limit.is_zero() && profile.sync != SyncKind::Block {
-            return Err(
-                "spin=SECONDS is how long a blocking waiter spins first: it needs sync=block (sync=spin spins without limit)"
-                    .into(),
-            );
+            return Err(ProfileProblem::SpinWithoutBlock);
         }
         if let Some((key, _)) = self.items.iter().find(|(k, _)| !self.used.contains(k)) {
-            return Err(format!(
-                "unknown parameter {key:?}; parameters: serial, A, sigma, runtime, sync, sync_interval, spin, reconfig_delay, working_set, bandwidth"
-            ));
+            return Err(ProfileProblem::UnknownParameter(key.clone()));
         }
         Ok(())
     }
 }
 
-fn parse_params(inner: &str) -> Result<Vec<(String, String)>, String> {
+fn parse_params(inner: &str) -> Result<Vec<(String, String)>, ProfileProblem> {
     inner
         .split(',')
         .filter(|p| !p.trim().is_empty())
         .map(|pair| {
             let (key, value) = pair
                 .split_once('=')
-                .ok_or_else(|| format!("parameter {:?} is not key=value", pair.trim()))?;
+                .ok_or_else(|| ProfileProblem::NotKeyValue(pair.trim().to_string()))?;
             Ok((key.trim().to_string(), value.trim().to_string()))
         })
         .collect()
@@ -489,7 +507,7 @@ mod tests {
         assert_eq!(p.work, 10.0);
         assert!((p.speedup.traditional(2.0) - 4.0 / 3.0).abs() < 1e-12);
         let d = parse("downey(A=8, sigma=0)").unwrap_err();
-        assert!(d.reason.contains("runtime"), "{d}");
+        assert!(d.reason.to_string().contains("runtime"), "{d}");
         let d = parse("downey(A=8, sigma=0, runtime=5)").unwrap();
         assert!((d.speedup.traditional(4.0) - 4.0).abs() < 1e-12);
         assert!((d.speedup.traditional(100.0) - 8.0).abs() < 1e-12);
@@ -500,11 +518,11 @@ mod tests {
         let p = parse("nas/lu.A(sync_interval=0.01, runtime=30)").unwrap();
         assert_eq!((p.sync_interval, p.work), (0.01, 30.0));
         let e = parse("amdahl(serial=0.1, runtime=5, syncinterval=1)").unwrap_err();
-        assert!(e.reason.contains("syncinterval"), "{e}");
+        assert!(e.reason.to_string().contains("syncinterval"), "{e}");
         let e = parse("nas/xx.Z").unwrap_err();
-        assert!(e.reason.contains("nas/lu.A"), "{e}");
+        assert!(e.reason.to_string().contains("nas/lu.A"), "{e}");
         let e = parse("amdahl(serial=0.1, runtime=5, sync=spin)").unwrap_err();
-        assert!(e.reason.contains("sync_interval"), "{e}");
+        assert!(e.reason.to_string().contains("sync_interval"), "{e}");
         let p = parse("amdahl(serial=0, runtime=5, sync=block, sync_interval=1e-6, spin=5e-5)")
             .unwrap();
         assert_eq!(
@@ -513,7 +531,7 @@ mod tests {
         );
         let e = parse("amdahl(serial=0, runtime=5, sync=spin, sync_interval=1e-6, spin=5e-5)")
             .unwrap_err();
-        assert!(e.reason.contains("sync=block"), "{e}");
+        assert!(e.reason.to_string().contains("sync=block"), "{e}");
         let p = parse("amdahl(serial=0, runtime=5, sync=block, sync_interval=1e-3, spin=gomp)")
             .unwrap();
         assert_eq!(p.spin_limit, SpinLimit::Gomp);

@@ -8,7 +8,7 @@ use crate::engine::{simulate_sharing, IsolatedTimes, SimOptions, SimStats};
 use crate::generate::Poisson;
 use crate::jobs::{self, Instance};
 use crate::parallel::in_parallel;
-use crate::scenario::{ModelConfig, ScenarioError, WorkloadSet, REFERENCE_POLICY};
+use crate::scenario::{ModelConfig, ScenarioError, ScenarioProblem, WorkloadSet, REFERENCE_POLICY};
 use crate::sink::{in_background, JsonLinesSink, SummarySink, TraceSink};
 use crate::sweep::{PointResult, Sweep};
 use cosched_core::metrics::RunSummary;
@@ -107,10 +107,8 @@ fn run_one(
     trace_dir: Option<&Path>,
     isolated: &IsolatedTimes,
 ) -> Result<RunResult, ScenarioError> {
-    let mut policy = cosched_policies::create(policy_name).map_err(|e| ScenarioError::Invalid {
-        path: "--policy".into(),
-        message: e.to_string(),
-    })?;
+    let mut policy =
+        cosched_policies::create(policy_name).map_err(|e| ScenarioError::Policy(Box::new(e)))?;
     let options = SimOptions {
         mode: model.mode,
         effects: model.effects,
@@ -310,9 +308,9 @@ pub fn run_sweep(
         .map(|(row, column)| {
             sweep
                 .instance(row, column.as_deref(), topology.num_cpus())
-                .map_err(|message| ScenarioError::Invalid {
+                .map_err(|e| ScenarioError::Invalid {
                     path: "[sweep]".into(),
-                    message,
+                    problem: ScenarioProblem::Sweep(Box::new(e)),
                 })
         })
         .collect::<Result<Vec<Instance>, ScenarioError>>()?;

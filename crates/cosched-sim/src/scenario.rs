@@ -6,9 +6,11 @@ use crate::engine::SimError;
 use crate::generate::{GenerateError, Poisson};
 use crate::jobs::JobsError;
 use crate::model::{Effects, Mode, ModelParams};
-use crate::sweep::Sweep;
+use crate::sweep::{Sweep, SweepError};
 use cosched_core::topology::presets;
 use cosched_core::Topology;
+use cosched_core::TopologyError;
+use cosched_policies::UnknownPolicy;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -104,8 +106,13 @@ pub enum ScenarioError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    #[error("{path}: {problem}")]
+    Invalid {
+        path: String,
+        problem: ScenarioProblem,
+    },
+    #[error("--policy: {0}")]
+    Policy(Box<UnknownPolicy>),
     #[error(transparent)]
     Jobs(#[from] JobsError),
     #[error("{0}")]
@@ -123,6 +130,26 @@ pub enum ScenarioError {
     },
 }
 
+/// What is wrong in a scenario file; each message names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioProblem {
+    #[error("{}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+    Toml {
+        line: Option<usize>,
+        message: String,
+    },
+    #[error("no jobs: add `workload = FILE` to [scenario], a [generator] table (jobs, rate_per_min, mix, seed), [[set]] tables or a [sweep] table")]
+    NoJobs,
+    #[error("give only one of `workload = FILE` in [scenario], [generator], [[set]] and [sweep]")]
+    SeveralSources,
+    #[error("policies: {0}")]
+    Policy(Box<UnknownPolicy>),
+    #[error("machine: {0}")]
+    Machine(Box<TopologyError>),
+    #[error(transparent)]
+    Sweep(Box<SweepError>),
+}
+
 /// True when a TOML text is a scenario (has a `[scenario]` table) rather than a workload.
 pub fn is_scenario(text: &str) -> bool {
     text.lines().any(|l| l.trim() == "[scenario]")
@@ -134,15 +161,14 @@ impl ScenarioFile {
             path: path.display().to_string(),
             source,
         })?;
-        let invalid = |message: String| ScenarioError::Invalid {
+        let invalid = |problem: ScenarioProblem| ScenarioError::Invalid {
             path: path.display().to_string(),
-            message,
+            problem,
         };
         let mut file: ScenarioFile = toml::from_str(&text).map_err(|e| {
-            let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
-            invalid(match line {
-                Some(line) => format!("line {line}: {}", e.message().trim()),
-                None => e.message().trim().to_string(),
+            invalid(ScenarioProblem::Toml {
+                line: e.span().map(|s| text[..s.start].matches('\n').count() + 1),
+                message: e.message().trim().to_string(),
             })
         })?;
         let sources = [
@@ -153,12 +179,8 @@ impl ScenarioFile {
         ];
         match sources.iter().filter(|given| **given).count() {
             1 => {}
-            0 => return Err(invalid(
-                "no jobs: add `workload = FILE` to [scenario], a [generator] table (jobs, rate_per_min, mix, seed), [[set]] tables or a [sweep] table".into(),
-            )),
-            _ => return Err(invalid(
-                "give only one of `workload = FILE` in [scenario], [generator], [[set]] and [sweep]".into(),
-            )),
+            0 => return Err(invalid(ScenarioProblem::NoJobs)),
+            _ => return Err(invalid(ScenarioProblem::SeveralSources)),
         }
         if let Some(workload) = &mut file.scenario.workload {
             if workload.is_relative() {
@@ -166,16 +188,17 @@ impl ScenarioFile {
             }
         }
         for policy in &file.scenario.policies {
-            cosched_policies::create(policy).map_err(|e| invalid(format!("policies: {e}")))?;
+            cosched_policies::create(policy)
+                .map_err(|e| invalid(ScenarioProblem::Policy(Box::new(e))))?;
         }
         if let Some(sweep) = &file.sweep {
             let cpus = file
                 .topology()
-                .map_err(|e| invalid(format!("machine: {e}")))?
+                .map_err(|e| invalid(ScenarioProblem::Machine(Box::new(e))))?
                 .num_cpus();
             sweep
                 .validate(&file.scenario.policies, cpus)
-                .map_err(invalid)?;
+                .map_err(|e| invalid(ScenarioProblem::Sweep(Box::new(e))))?;
         }
         Ok(file)
     }

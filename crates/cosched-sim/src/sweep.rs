@@ -6,8 +6,8 @@
 //! stressors (Frachtenberg & Etsion §3.2, a surface over programs × stressors) and Peter et al.'s synchronisation
 //! granularity (Peter et al. §3.2, a curve over the interval).
 
-use crate::jobs::{self, Instance};
-use crate::profile;
+use crate::jobs::{self, Instance, JobsError};
+use crate::profile::{self, ProfileError};
 use cosched_core::workload::{JobEntry, Workload, WorkloadInfo};
 use cosched_core::{JobHints, JobKind};
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,37 @@ pub struct Sweep {
 pub struct Axis {
     pub name: String,
     pub values: Vec<AxisValue>,
+}
+
+/// A sweep that cannot run, and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("[sweep] baseline = {baseline:?} is not among the policies ({policies}); add it to `policies`")]
+    BaselineNotListed { baseline: String, policies: String },
+    #[error("[sweep] measure = {measure:?} names no [[sweep.job]]; give one of: {groups}")]
+    MeasureUnknown { measure: String, groups: String },
+    #[error("{text:?}: placeholder {placeholder} names no axis; axes: {axes}")]
+    UnknownPlaceholder {
+        text: String,
+        placeholder: String,
+        axes: String,
+    },
+    #[error("{point}: [[sweep.job]] {group:?}: count = {count:?} is not a whole number ≥ 0")]
+    BadCount {
+        point: String,
+        group: String,
+        count: String,
+    },
+    #[error("[[sweep.job]] {group:?}: threads = 0; give at least 1")]
+    NoThreads { group: String },
+    #[error("{point}: [[sweep.job]] {group:?}: {source}")]
+    Profile {
+        point: String,
+        group: String,
+        source: ProfileError,
+    },
+    #[error(transparent)]
+    Jobs(#[from] JobsError),
 }
 
 /// A value as written in the file: a number or a string, substituted as text.
@@ -91,24 +122,23 @@ impl Sweep {
     /// Checks everything that can be checked before running: the baseline is a listed policy, the
     /// measured group exists, every placeholder names an axis, and every point gives valid counts and
     /// profiles. The message says what to fix.
-    pub fn validate(&self, policies: &[String], cpus: usize) -> Result<(), String> {
+    pub fn validate(&self, policies: &[String], cpus: usize) -> Result<(), SweepError> {
         if !policies.contains(&self.baseline) {
-            return Err(format!(
-                "[sweep] baseline = {:?} is not among the policies ({}); add it to `policies`",
-                self.baseline,
-                policies.join(", ")
-            ));
+            return Err(SweepError::BaselineNotListed {
+                baseline: self.baseline.clone(),
+                policies: policies.join(", "),
+            });
         }
         if !self.jobs.iter().any(|j| j.name == self.measure) {
-            return Err(format!(
-                "[sweep] measure = {:?} names no [[sweep.job]]; give one of: {}",
-                self.measure,
-                self.jobs
+            return Err(SweepError::MeasureUnknown {
+                measure: self.measure.clone(),
+                groups: self
+                    .jobs
                     .iter()
                     .map(|j| j.name.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+                    .join(", "),
+            });
         }
         for (row, column) in self.points() {
             self.instance(&row, column.as_deref(), cpus)?;
@@ -135,12 +165,12 @@ impl Sweep {
         row: &str,
         column: Option<&str>,
         cpus: usize,
-    ) -> Result<Instance, String> {
+    ) -> Result<Instance, SweepError> {
         let mut values = vec![(self.rows.name.as_str(), row)];
         if let (Some(axis), Some(value)) = (&self.columns, column) {
             values.push((axis.name.as_str(), value));
         }
-        let substitute = |text: &str| -> Result<String, String> {
+        let substitute = |text: &str| -> Result<String, SweepError> {
             let mut out = text.to_string();
             for (name, value) in &values {
                 out = out.replace(&format!("{{{name}}}"), value);
@@ -150,11 +180,11 @@ impl Sweep {
                     let end = out[at..].find('}').map_or(out.len(), |e| at + e + 1);
                     let axes: Vec<String> =
                         values.iter().map(|(n, _)| format!("{{{n}}}")).collect();
-                    Err(format!(
-                        "{text:?}: placeholder {} names no axis; axes: {}",
-                        &out[at..end],
-                        axes.join(", ")
-                    ))
+                    Err(SweepError::UnknownPlaceholder {
+                        text: text.to_string(),
+                        placeholder: out[at..end].to_string(),
+                        axes: axes.join(", "),
+                    })
                 }
                 None => Ok(out),
             }
@@ -166,22 +196,24 @@ impl Sweep {
         let mut entries = Vec::new();
         for group in &self.jobs {
             let count_text = substitute(&group.count.text())?;
-            let count: usize = count_text.parse().map_err(|_| {
-                format!(
-                    "{name}: [[sweep.job]] {:?}: count = {count_text:?} is not a whole number ≥ 0",
-                    group.name
-                )
+            let count: usize = count_text.parse().map_err(|_| SweepError::BadCount {
+                point: name.clone(),
+                group: group.name.clone(),
+                count: count_text.clone(),
             })?;
             if group.threads == 0 {
-                return Err(format!(
-                    "[[sweep.job]] {:?}: threads = 0; give at least 1",
-                    group.name
-                ));
+                return Err(SweepError::NoThreads {
+                    group: group.name.clone(),
+                });
             }
             let profile = substitute(&group.profile)?;
             // Policies know how a job synchronises (a hint), as for generated workloads.
             let sync = profile::parse(&profile)
-                .map_err(|e| format!("{name}: [[sweep.job]] {:?}: {e}", group.name))?
+                .map_err(|source| SweepError::Profile {
+                    point: name.clone(),
+                    group: group.name.clone(),
+                    source,
+                })?
                 .sync;
             entries.extend((0..count).map(|i| JobEntry {
                 name: format!("{}-{i}", group.name),
@@ -208,7 +240,7 @@ impl Sweep {
             jobs: entries,
             dir: Default::default(),
         };
-        let jobs = jobs::sim_jobs(&workload, cpus, &name, None).map_err(|e| e.to_string())?;
+        let jobs = jobs::sim_jobs(&workload, cpus, &name, None)?;
         Ok(Instance {
             name,
             seed: None,
@@ -253,16 +285,20 @@ mod tests {
         let err = sweep(&GOOD.replace("{w}", "{x}"))
             .validate(&policies, 4)
             .unwrap_err();
+        let err = err.to_string();
         assert!(err.contains("{x}") && err.contains("{k}, {w}"), "{err}");
         let err = sweep(&GOOD.replace("\"{k}\"", "\"many\""))
             .validate(&policies, 4)
             .unwrap_err();
+        let err = err.to_string();
         assert!(err.contains("count") && err.contains("many"), "{err}");
         let err = sweep(GOOD).validate(&policies[..1], 4).unwrap_err();
+        let err = err.to_string();
         assert!(err.contains("baseline") && err.contains("gang"), "{err}");
         let err = sweep(&GOOD.replace("name = \"p\"", "name = \"q\""))
             .validate(&policies, 4)
             .unwrap_err();
+        let err = err.to_string();
         assert!(err.contains("measure") && err.contains('q'), "{err}");
     }
 }

@@ -60,8 +60,25 @@ pub enum SwfError {
     Line {
         origin: String,
         line: usize,
-        problem: String,
+        problem: SwfLineError,
     },
+}
+
+/// What is wrong with one line of an SWF file.
+#[derive(Debug, thiserror::Error)]
+pub enum SwfLineError {
+    #[error("header `{key}:` must be a whole number of processors, not `{value}`")]
+    HeaderNotANumber { key: String, value: String },
+    #[error("a job line has {FIELDS} whitespace-separated fields, this one has {0} (header lines start with `;`)")]
+    FieldCount(usize),
+    #[error("field {field} is `{text}`, not a number")]
+    NotANumber { field: usize, text: String },
+    #[error("field 1 (job number) must be a whole number, not `{0}`")]
+    JobNumber(String),
+    #[error("field 2 (submit time) is unknown; every job needs one")]
+    NoSubmitTime,
+    #[error("processor count {0} is not a whole number of processors")]
+    Processors(f64),
 }
 
 /// Reads an SWF file.
@@ -77,7 +94,7 @@ pub fn load(path: &Path) -> Result<SwfTrace, SwfError> {
 pub fn parse(text: &str, origin: &str) -> Result<SwfTrace, SwfError> {
     let mut trace = SwfTrace::default();
     for (index, line) in text.lines().enumerate() {
-        let error = |problem: String| SwfError::Line {
+        let error = |problem: SwfLineError| SwfError::Line {
             origin: origin.to_string(),
             line: index + 1,
             problem,
@@ -98,7 +115,7 @@ pub fn parse(text: &str, origin: &str) -> Result<SwfTrace, SwfError> {
     Ok(trace)
 }
 
-fn read_header(comment: &str, trace: &mut SwfTrace) -> Result<(), String> {
+fn read_header(comment: &str, trace: &mut SwfTrace) -> Result<(), SwfLineError> {
     let Some((key, value)) = comment.split_once(':') else {
         return Ok(());
     };
@@ -108,24 +125,18 @@ fn read_header(comment: &str, trace: &mut SwfTrace) -> Result<(), String> {
         _ => return Ok(()),
     };
     let value = value.trim();
-    *slot = Some(value.parse().map_err(|_| {
-        format!(
-            "header `{}:` must be a whole number of processors, not `{value}`",
-            key.trim()
-        )
+    *slot = Some(value.parse().map_err(|_| SwfLineError::HeaderNotANumber {
+        key: key.trim().to_string(),
+        value: value.to_string(),
     })?);
     Ok(())
 }
 
 /// A job, or `None` for a job whose run time or processor count is unknown.
-fn parse_job(line: &str) -> Result<Option<SwfJob>, String> {
+fn parse_job(line: &str) -> Result<Option<SwfJob>, SwfLineError> {
     let fields: Vec<&str> = line.split_whitespace().collect();
     if fields.len() != FIELDS {
-        return Err(format!(
-            "a job line has {FIELDS} whitespace-separated fields, this one has {} \
-(header lines start with `;`)",
-            fields.len()
-        ));
+        return Err(SwfLineError::FieldCount(fields.len()));
     }
     let mut values = [0.0_f64; FIELDS];
     for (i, field) in fields.iter().enumerate() {
@@ -133,18 +144,18 @@ fn parse_job(line: &str) -> Result<Option<SwfJob>, String> {
             .parse()
             .ok()
             .filter(|v: &f64| v.is_finite())
-            .ok_or_else(|| format!("field {} is `{field}`, not a number", i + 1))?;
+            .ok_or_else(|| SwfLineError::NotANumber {
+                field: i + 1,
+                text: field.to_string(),
+            })?;
     }
     let known = |i: usize| (values[i] >= 0.0).then_some(values[i]);
     let id = values[0];
     if id < 0.0 || id.fract() != 0.0 {
-        return Err(format!(
-            "field 1 (job number) must be a whole number, not `{}`",
-            fields[0]
-        ));
+        return Err(SwfLineError::JobNumber(fields[0].to_string()));
     }
     let Some(submit) = known(SUBMIT) else {
-        return Err("field 2 (submit time) is unknown; every job needs one".into());
+        return Err(SwfLineError::NoSubmitTime);
     };
     let procs = known(REQUESTED_PROCS)
         .filter(|&p| p > 0.0)
@@ -153,9 +164,7 @@ fn parse_job(line: &str) -> Result<Option<SwfJob>, String> {
         return Ok(None);
     };
     if procs.fract() != 0.0 || procs > f64::from(u32::MAX) {
-        return Err(format!(
-            "processor count {procs} is not a whole number of processors"
-        ));
+        return Err(SwfLineError::Processors(procs));
     }
     Ok(Some(SwfJob {
         id: id as u64,

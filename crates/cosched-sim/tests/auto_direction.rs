@@ -9,8 +9,9 @@ mod common;
 
 use common::{generated_rows, scenario};
 use cosched_core::metrics::summarize;
+use cosched_core::test_util;
 use cosched_core::topology::synthetic;
-use cosched_core::{JobHints, JobId, JobKind, JobSpec};
+use cosched_core::JobHints;
 use cosched_sim::runner::{run_sets, PolicyRow};
 use cosched_sim::{profile, simulate, SimJob, SimOptions};
 use std::sync::Arc;
@@ -129,23 +130,13 @@ fn auto_is_within_two_percent_of_the_best_seed_policy_on_the_casas_mixes() {
 /// and two CPUs known (as `cosched calibrate --scaling` stores them).
 fn calibrated(id: u32, serial: f64, one_cpu: f64) -> SimJob {
     let profile = profile::parse(&format!("amdahl(serial={serial}, runtime={one_cpu})")).unwrap();
+    let hints = JobHints {
+        runtime: Some(one_cpu * (serial + (1.0 - serial) / 2.0)),
+        one_cpu_runtime: Some(one_cpu),
+        ..JobHints::default()
+    };
     SimJob {
-        spec: JobSpec {
-            id: JobId(id),
-            name: format!("j{id}"),
-            arrival: 0.0,
-            kind: JobKind::Malleable,
-            min_threads: 1,
-            max_threads: 2,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints {
-                runtime: Some(one_cpu * (serial + (1.0 - serial) / 2.0)),
-                one_cpu_runtime: Some(one_cpu),
-                ..JobHints::default()
-            },
-        }
-        .into(),
+        spec: test_util::job(id).max_threads(2).hints(hints).spec().into(),
         profile: Arc::new(profile),
     }
 }

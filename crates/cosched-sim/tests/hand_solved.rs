@@ -1,28 +1,22 @@
 //! The engine against cases solvable by hand.
 
 use cosched_core::metrics::summarize;
+use cosched_core::test_util;
 use cosched_core::topology::synthetic;
 use cosched_core::trace::{Record, TraceLine};
-use cosched_core::{
-    Assignment, Context, Event, JobHints, JobId, JobKind, JobSpec, Plan, PlanError, Policy, Slot,
-};
+use cosched_core::{Assignment, Context, Event, JobId, JobKind, Plan, PlanError, Policy, Slot};
 use cosched_sim::{profile, simulate, Mode, SimError, SimJob, SimOptions};
 use std::sync::Arc;
 
 fn job(id: u32, arrival: f64, kind: JobKind, threads: u32, profile_text: &str) -> SimJob {
+    let min_threads = if kind == JobKind::Rigid { threads } else { 1 };
     SimJob {
-        spec: JobSpec {
-            id: JobId(id),
-            name: format!("j{id}"),
-            arrival,
-            kind,
-            min_threads: if kind == JobKind::Rigid { threads } else { 1 },
-            max_threads: threads,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints::default(),
-        }
-        .into(),
+        spec: test_util::job(id)
+            .arrival(arrival)
+            .kind(kind)
+            .threads(min_threads, threads)
+            .spec()
+            .into(),
         profile: Arc::new(profile::parse(profile_text).unwrap()),
     }
 }

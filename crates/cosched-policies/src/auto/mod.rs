@@ -125,20 +125,11 @@ impl Policy for Auto {
     }
 }
 
-/// The threads a job is bound to, if it cannot change them any more.
-fn fixed_threads(job: &ActiveJob) -> Option<u32> {
-    match (job.spec.kind, job.started) {
-        (JobKind::Rigid, _) => Some(job.spec.max_threads.max(1)),
-        (JobKind::Moldable, Some(_)) => Some(job.threads.max(1)),
-        _ => None,
-    }
-}
-
 /// Whether a job waits until the CPUs planned for it are free rather than start on fewer: a fixed
 /// job whose threads wait for each other (spinning stalls when they time-share CPUs, blocking switches
 /// context at every barrier), and a moldable one, which keeps the threads it starts with.
 fn needs_its_width(job: &ActiveJob) -> bool {
-    match fixed_threads(job) {
+    match job.fixed_threads() {
         Some(_) => job.spec.hints.sync != SyncKind::None,
         None => job.spec.kind == JobKind::Moldable,
     }
@@ -146,7 +137,7 @@ fn needs_its_width(job: &ActiveJob) -> bool {
 
 /// How wide a job runs alone: its fixed threads or its maximum, at most the machine.
 fn full_width(job: &ActiveJob, machine: usize) -> usize {
-    (fixed_threads(job).unwrap_or(job.spec.max_threads) as usize).clamp(1, machine)
+    (job.fixed_threads().unwrap_or(job.spec.max_threads) as usize).clamp(1, machine)
 }
 
 impl Auto {
@@ -268,7 +259,7 @@ impl Auto {
     /// CPU gains `scalability::EFFICIENT_GAIN`), by their measured or learnt serial fraction.
     fn choice(&self, job: &ActiveJob, machine: usize, remaining: f64) -> Choice {
         let full = full_width(job, machine);
-        if fixed_threads(job).is_some() {
+        if job.fixed_threads().is_some() {
             return Choice {
                 remaining,
                 full,
@@ -370,7 +361,7 @@ impl Auto {
         let (fixed, elastic): (Vec<&ActiveJob>, Vec<&ActiveJob>) = ctx
             .jobs
             .iter()
-            .partition(|j| fixed_threads(j).is_some() || j.spec.kind == JobKind::Moldable);
+            .partition(|j| j.fixed_threads().is_some() || j.spec.kind == JobKind::Moldable);
         let admitted = admitted(&elastic);
         if fixed.is_empty() && admitted.len() <= machine.len() {
             let wanted = self.scaled_wanted(&admitted, machine.len());
@@ -420,7 +411,9 @@ impl Auto {
             .iter()
             .filter_map(|job| {
                 let cpus = held.get(&job.id())?;
-                let threads = fixed_threads(job).unwrap_or(job.spec.threads_for(cpus.len()));
+                let threads = job
+                    .fixed_threads()
+                    .unwrap_or(job.spec.threads_for(cpus.len()));
                 Some((job.id(), threads))
             })
             .collect();
@@ -471,7 +464,7 @@ impl Auto {
                 let job = ctx.job(id)?;
                 Some((
                     id,
-                    fixed_threads(job).unwrap_or(job.spec.threads_for(count)),
+                    job.fixed_threads().unwrap_or(job.spec.threads_for(count)),
                 ))
             })
             .collect();

@@ -40,7 +40,7 @@ impl Service {
         let machine = ctx.topology.num_cpus();
         for job in ctx.jobs {
             let id = job.id();
-            let Some(cpus) = (0..plan.slots.len()).find_map(|s| plan.cpus_in_slot(s, id)) else {
+            let Some(cpus) = plan.first_cpus(id) else {
                 continue;
             };
             let alone = (job.spec.max_threads as usize).clamp(1, machine);

@@ -1,5 +1,5 @@
 use super::*;
-use crate::test_jobs::waiting;
+use cosched_core::test_util::waiting;
 use cosched_core::topology::presets;
 use cosched_core::Topology;
 

@@ -1,5 +1,7 @@
 //! TACO's switches, one per refinement of §2, parsed from the policy name: `taco:hysteresis=0:grace=off`.
 
+use crate::settings::{self, SettingError};
+
 /// Slot length, seconds. TACO §3.3: refilling the whole L3 takes about 1 ms on the paper's machine, so
 /// keeping that cost near 1% of a slot needs slices of about 50-100 ms; we take the upper end.
 pub const DEFAULT_SLICE: f64 = 0.1;
@@ -69,7 +71,7 @@ impl TacoOptions {
     }
 
     /// Applies `key=value` settings separated by `:`, e.g. `hysteresis=0:sizes=1/6/24:slice=0.05`.
-    pub fn apply(&mut self, settings: &str) -> Result<(), String> {
+    pub fn apply(&mut self, settings: &str) -> Result<(), SettingError> {
         for setting in settings.split(':').filter(|s| !s.is_empty()) {
             let (key, value) = setting.split_once('=').unwrap_or((setting, "on"));
             match key {
@@ -79,7 +81,7 @@ impl TacoOptions {
                 "grace" => {
                     self.grace = match value {
                         "off" => None,
-                        seconds => Some(positive(key, seconds)?),
+                        seconds => Some(settings::seconds(key, seconds)?),
                     }
                 }
                 "sizes" => {
@@ -87,40 +89,36 @@ impl TacoOptions {
                         .split('/')
                         .map(|s| s.parse::<usize>().ok().filter(|n| *n > 0))
                         .collect::<Option<Vec<_>>>()
-                        .ok_or_else(|| {
-                            format!("sizes={value}: give CPU counts separated by '/', e.g. sizes=1/6/24")
-                        })?;
+                        .ok_or_else(|| SettingError::Sizes(value.to_string()))?;
                     self.sizes = Some(sizes);
                 }
-                "slice" => self.slice = positive(key, value)?,
+                "slice" => self.slice = settings::seconds(key, value)?,
                 "mpl" => {
                     self.mpl = value
                         .parse::<usize>()
                         .ok()
                         .filter(|&n| n > 0)
-                        .ok_or_else(|| format!("mpl={value}: give a whole number of jobs per CPU ≥ 1"))?
+                        .ok_or_else(|| SettingError::JobsPerCpu(value.to_string()))?
                 }
-                _ => {
-                    return Err(format!(
-                        "unknown TACO option {key:?}; valid: hysteresis=F, balance=on|off, grace=SECONDS|off, \
-local=on|off, sizes=A/B/..., slice=SECONDS, mpl=JOBS_PER_CPU"
-                    ))
-                }
+                _ => return Err(SettingError::UnknownTaco(key.to_string())),
             }
         }
         Ok(())
     }
 }
 
-fn switch(key: &str, value: &str) -> Result<bool, String> {
+fn switch(key: &str, value: &str) -> Result<bool, SettingError> {
     match value {
         "on" | "true" | "1" => Ok(true),
         "off" | "false" | "0" => Ok(false),
-        _ => Err(format!("{key}={value}: use on or off")),
+        _ => Err(SettingError::NotOnOff {
+            key: key.to_string(),
+            value: value.to_string(),
+        }),
     }
 }
 
-fn fraction(key: &str, value: &str) -> Result<f64, String> {
+fn fraction(key: &str, value: &str) -> Result<f64, SettingError> {
     if value == "off" {
         return Ok(0.0);
     }
@@ -128,17 +126,10 @@ fn fraction(key: &str, value: &str) -> Result<f64, String> {
         .parse::<f64>()
         .ok()
         .filter(|f| f.is_finite() && *f >= 0.0)
-        .ok_or_else(|| {
-            format!("{key}={value}: give a fraction ≥ 0 (0.25 = a quarter more jobs) or off")
+        .ok_or_else(|| SettingError::NotAFraction {
+            key: key.to_string(),
+            value: value.to_string(),
         })
-}
-
-fn positive(key: &str, value: &str) -> Result<f64, String> {
-    value
-        .parse::<f64>()
-        .ok()
-        .filter(|f| f.is_finite() && *f > 0.0)
-        .ok_or_else(|| format!("{key}={value}: give a positive number of seconds"))
 }
 
 #[cfg(test)]
@@ -162,8 +153,20 @@ mod tests {
     #[test]
     fn mistakes_name_the_option_and_the_fix() {
         let mut options = TacoOptions::full();
-        assert!(options.apply("sizes=1,6").unwrap_err().contains("'/'"));
-        assert!(options.apply("slice=-1").unwrap_err().contains("positive"));
-        assert!(options.apply("colour=red").unwrap_err().contains("valid"));
+        assert!(options
+            .apply("sizes=1,6")
+            .unwrap_err()
+            .to_string()
+            .contains("'/'"));
+        assert!(options
+            .apply("slice=-1")
+            .unwrap_err()
+            .to_string()
+            .contains("positive"));
+        assert!(options
+            .apply("colour=red")
+            .unwrap_err()
+            .to_string()
+            .contains("valid"));
     }
 }

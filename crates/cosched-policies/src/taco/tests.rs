@@ -1,7 +1,7 @@
 //! Behaviour of the whole policy: Fig. 2's schedules, equal CPU time, alignment, grace, opt-out.
 
 use super::*;
-use crate::test_jobs::waiting;
+use cosched_core::test_util::waiting;
 use cosched_core::topology::{presets, synthetic};
 use cosched_core::{ActiveJob, JobId, JobKind, Topology};
 use proptest::prelude::*;

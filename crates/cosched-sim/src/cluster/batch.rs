@@ -22,13 +22,18 @@ pub enum BatchPolicy {
     Easy,
 }
 
+/// A batch policy's name that is none of those known.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown batch policy `{0}`; choose fcfs or easy")]
+pub struct UnknownBatchPolicy(String);
+
 impl std::str::FromStr for BatchPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownBatchPolicy;
+    fn from_str(s: &str) -> Result<Self, UnknownBatchPolicy> {
         match s {
             "fcfs" => Ok(Self::Fcfs),
             "easy" => Ok(Self::Easy),
-            _ => Err(format!("unknown batch policy `{s}`; choose fcfs or easy")),
+            _ => Err(UnknownBatchPolicy(s.to_string())),
         }
     }
 }

@@ -28,15 +28,18 @@ pub enum Coordination {
     Uncoordinated,
 }
 
+/// A slot coordination's name that is none of those known.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown slot coordination `{0}`; choose coordinated or uncoordinated")]
+pub struct UnknownCoordination(String);
+
 impl std::str::FromStr for Coordination {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownCoordination;
+    fn from_str(s: &str) -> Result<Self, UnknownCoordination> {
         match s {
             "coordinated" => Ok(Self::Coordinated),
             "uncoordinated" => Ok(Self::Uncoordinated),
-            _ => Err(format!(
-                "unknown slot coordination `{s}`; choose coordinated or uncoordinated"
-            )),
+            _ => Err(UnknownCoordination(s.to_string())),
         }
     }
 }

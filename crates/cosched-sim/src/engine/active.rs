@@ -78,26 +78,13 @@ impl ActiveList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosched_core::{JobHints, JobId, JobKind, JobSpec};
+    use cosched_core::JobKind;
     use proptest::prelude::*;
 
     fn job(id: u32) -> ActiveJob {
-        ActiveJob::new(
-            JobSpec {
-                id: JobId(id),
-                name: String::new(),
-                arrival: 0.0,
-                kind: JobKind::Rigid,
-                min_threads: 1,
-                max_threads: 1,
-                coschedule: true,
-                weight: 1.0,
-                hints: JobHints::default(),
-            }
-            .into(),
-            None,
-            0,
-        )
+        cosched_core::test_util::job(id)
+            .kind(JobKind::Rigid)
+            .waiting()
     }
 
     proptest! {

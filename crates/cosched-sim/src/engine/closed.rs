@@ -16,10 +16,17 @@ pub(super) struct ClosedRuns {
 
 /// What follows a finished run.
 pub(super) enum Next {
-    /// Every workload job has its runs: stop the others, with this reason.
-    Stop(String),
+    /// Every workload job has its runs: stop the others.
+    Stop(AllRunsDone),
     /// Start this new run now.
     Again(SimJob),
+}
+
+/// Why a closed experiment stops the runs still going, as their stop records say.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped: every job has completed {runs} runs (closed experiment)")]
+pub(super) struct AllRunsDone {
+    runs: u32,
 }
 
 impl ClosedRuns {
@@ -37,10 +44,7 @@ impl ClosedRuns {
         let origin = self.origin[i];
         self.completed[origin] += 1;
         if self.completed.iter().all(|&done| done >= self.runs) {
-            return Next::Stop(format!(
-                "stopped: every job has completed {} runs (closed experiment)",
-                self.runs
-            ));
+            return Next::Stop(AllRunsDone { runs: self.runs });
         }
         let mut job = jobs[origin].clone();
         let spec = Arc::make_mut(&mut job.spec);

@@ -1,12 +1,15 @@
 //! The simple engine the fast one is tested against (design.md §6, reference-versus-fast model tests):
 //! at every event it walks every running job, re-evaluates every slot and writes whole plans.
 
+use super::closed::{ClosedRuns, Next};
 use super::isolated::isolated;
+use super::job::{switch_on_advice, Switch};
+use super::sampling::SampleWindow;
 use super::{SimError, SimJob, SimOptions, SimStats};
 use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch};
 use crate::sink::TraceSink;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
-use cosched_core::{check_stall, PlanError, RateSource, Sample, TimerLoopGuard, Topology};
+use cosched_core::{check_stall, PlanError, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, Plan, Policy};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -41,10 +44,7 @@ struct JobState {
     llc_miss: f64,
     /// Exact mode: no progress before this time (cache refill after a slot switch).
     stall_until: f64,
-    sample_t: f64,
-    sample_remaining: f64,
-    cpu_seconds: f64,
-    held_seconds: f64,
+    sampling: SampleWindow,
 }
 
 impl JobState {
@@ -62,10 +62,7 @@ impl JobState {
             held: 0.0,
             llc_miss: 0.0,
             stall_until: 0.0,
-            sample_t: 0.0,
-            sample_remaining: work,
-            cpu_seconds: 0.0,
-            held_seconds: 0.0,
+            sampling: SampleWindow::open(0.0, work),
         }
     }
 }
@@ -82,10 +79,7 @@ struct Engine<'a> {
     index: HashMap<JobId, usize>,
     isolated_cache: HashMap<(usize, JobKind, u32, u32), f64>,
     states: Vec<JobState>,
-    /// Closed experiments: the workload job each run repeats, and the runs each has completed.
-    run_of: Vec<usize>,
-    completed_runs: Vec<u32>,
-    next_id: u32,
+    closed: Option<ClosedRuns>,
     /// Jobs in arrival order, for the policy.
     active: Vec<ActiveJob>,
     /// Started, unfinished jobs.
@@ -144,9 +138,9 @@ impl<'a> Engine<'a> {
             index,
             isolated_cache: HashMap::new(),
             states,
-            run_of: (0..jobs.len()).collect(),
-            completed_runs: vec![0; jobs.len()],
-            next_id: jobs.iter().map(|j| j.spec.id.0 + 1).max().unwrap_or(0),
+            closed: options
+                .min_runs
+                .map(|runs| ClosedRuns::new(runs.get(), jobs)),
             active: Vec::new(),
             running: Vec::new(),
             arrivals,
@@ -237,8 +231,8 @@ impl<'a> Engine<'a> {
             let s = &mut self.states[i];
             let productive = (t - s.stall_until.max(self.now)).clamp(0.0, dt);
             s.remaining -= s.rate * productive;
-            s.cpu_seconds += s.cpu_share * dt;
-            s.held_seconds += s.held * dt;
+            s.sampling.cpu_seconds += s.cpu_share * dt;
+            s.sampling.held_seconds += s.held * dt;
             if self.jobs[i].profile.footprint.is_some() {
                 self.llc_misses += s.llc_miss * s.cpu_share * dt;
                 self.llc_accesses += s.cpu_share * dt;
@@ -376,48 +370,38 @@ impl<'a> Engine<'a> {
             error: None,
         })?;
         self.decide(Event::Finished { job: id })?;
-        match self.options.min_runs {
-            Some(runs) => self.run_again_or_stop(i, runs.get()),
-            None => Ok(()),
+        let Some(closed) = &mut self.closed else {
+            return Ok(());
+        };
+        match closed.finished(i, self.now, &self.jobs) {
+            Next::Stop(done) => self.stop_all(&done.to_string()),
+            Next::Again(job) => {
+                let j = self.jobs.len();
+                self.index.insert(job.spec.id, j);
+                self.states.push(JobState::new(job.profile.work));
+                self.jobs.to_mut().push(job);
+                self.arrive(j)
+            }
         }
     }
 
-    /// Closed experiments: once every workload job has completed `runs` runs, stops the runs still
-    /// going; until then starts the finished job again, as a new job arriving now.
-    fn run_again_or_stop(&mut self, i: usize, runs: u32) -> Result<(), SimError> {
-        let origin = self.run_of[i];
-        self.completed_runs[origin] += 1;
-        if self.completed_runs.iter().all(|&done| done >= runs) {
-            let reason =
-                format!("stopped: every job has completed {runs} runs (closed experiment)");
-            for job in std::mem::take(&mut self.active) {
-                let j = self.index[&job.spec.id];
-                self.states[j].finished = true;
-                self.emit(Record::Finish {
-                    job: job.spec.id,
-                    status: ExitStatus::Failed,
-                    exit_code: None,
-                    error: Some(reason.clone()),
-                })?;
-            }
-            self.running.clear();
-            self.next_arrival = self.arrivals.len();
-            self.timer = None;
-            self.plan = Plan::default();
-            return Ok(());
+    /// Closed experiments: every workload job has its runs; the runs still going stop.
+    fn stop_all(&mut self, reason: &str) -> Result<(), SimError> {
+        for job in std::mem::take(&mut self.active) {
+            let j = self.index[&job.spec.id];
+            self.states[j].finished = true;
+            self.emit(Record::Finish {
+                job: job.spec.id,
+                status: ExitStatus::Failed,
+                exit_code: None,
+                error: Some(reason.to_string()),
+            })?;
         }
-        let mut job = self.jobs[origin].clone();
-        let spec = std::sync::Arc::make_mut(&mut job.spec);
-        spec.id = JobId(self.next_id);
-        spec.arrival = self.now;
-        spec.name = format!("{}#{}", spec.name, self.completed_runs[origin] + 1);
-        self.next_id += 1;
-        let j = self.jobs.len();
-        self.index.insert(job.spec.id, j);
-        self.states.push(JobState::new(job.profile.work));
-        self.run_of.push(origin);
-        self.jobs.to_mut().push(job);
-        self.arrive(j)
+        self.running.clear();
+        self.next_arrival = self.arrivals.len();
+        self.timer = None;
+        self.plan = Plan::default();
+        Ok(())
     }
 
     fn change_threads(&mut self, i: usize, threads: u32) -> Result<Event, SimError> {
@@ -437,28 +421,12 @@ impl<'a> Engine<'a> {
         let mut samples = Vec::new();
         for &i in &self.running {
             let s = &mut self.states[i];
-            let interval = now - s.sample_t;
-            if interval <= 0.0 {
-                continue;
-            }
-            // Simulated jobs run exactly their thread count and apply advice after their delay.
-            samples.push(Sample {
-                os_threads: Some(s.threads),
-                team_size: Some(s.threads),
-                advice_seen: Some(s.pending.is_none()),
-                ..Sample::new(
-                    self.jobs[i].spec.id,
-                    (s.sample_remaining - s.remaining) / interval,
-                    RateSource::Model,
-                    (s.held_seconds / interval).round() as u32,
-                    s.cpu_seconds,
-                    interval,
-                )
-            });
-            s.sample_t = now;
-            s.sample_remaining = s.remaining;
-            s.cpu_seconds = 0.0;
-            s.held_seconds = 0.0;
+            let id = self.jobs[i].spec.id;
+            let advice_seen = s.pending.is_none();
+            samples.extend(
+                s.sampling
+                    .close(id, now, s.remaining, s.threads, advice_seen),
+            );
         }
         for sample in samples {
             self.emit(Record::Sample(sample.clone()))?;
@@ -488,7 +456,7 @@ impl<'a> Engine<'a> {
                 let threads = job.spec.threads_at_start(&plan);
                 s.started = true;
                 s.threads = threads;
-                s.sample_t = self.now;
+                s.sampling = SampleWindow::open(self.now, s.remaining);
                 s.home = plan
                     .slots
                     .iter()
@@ -501,16 +469,11 @@ impl<'a> Engine<'a> {
                 starts.push((id, threads));
             } else if job.spec.kind == JobKind::Malleable {
                 if let Some(advised) = advice {
-                    let advised = advised.clamp(job.spec.min_threads, job.spec.max_threads);
-                    if advised == s.threads {
-                        s.pending = None;
-                    } else if s.pending.map(|(_, t)| t) != Some(advised) {
-                        let delay = if self.options.effects.reconfig_delay {
-                            job.profile.reconfig_delay
-                        } else {
-                            0.0
-                        };
-                        s.pending = Some((self.now + delay, advised));
+                    let effects = &self.options.effects;
+                    match switch_on_advice(job, s.threads, s.pending, advised, self.now, effects) {
+                        Switch::Unchanged => {}
+                        Switch::CalledOff => s.pending = None,
+                        Switch::At(due, threads) => s.pending = Some((due, threads)),
                     }
                 }
             }
