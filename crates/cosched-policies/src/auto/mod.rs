@@ -41,7 +41,7 @@ use cosched_core::{
 };
 use remaining::Service;
 use rustc_hash::FxHashMap as HashMap;
-use scalability::Scalability;
+use scalability::{Curve, Scalability};
 use widths::Choice;
 
 /// Slot length of coscheduled rows, seconds (`gang`'s and TACO's §3.3 slice).
@@ -167,7 +167,7 @@ impl Auto {
                 (job, key, self.choice(job, machine, remaining))
             })
             .collect();
-        let choices: Vec<Choice> = ranked.iter().map(|r| r.2).collect();
+        let choices: Vec<Choice> = ranked.iter().map(|r| r.2.clone()).collect();
         let widths = widths::widths(&choices, machine);
         let mut order: Vec<usize> = (0..ranked.len()).collect();
         order.sort_by(|&a, &b| ranked[a].1.partial_cmp(&ranked[b].1).expect("finite keys"));
@@ -272,21 +272,21 @@ impl Auto {
             return Choice {
                 remaining,
                 full,
-                serial: 0.0,
+                curve: Curve::amdahl(0.0),
                 narrowest: full,
                 widest: full,
                 known: false,
                 waits_for_width: needs_its_width(job),
             };
         }
-        let serial = self.scalability.serial(job, full);
+        let curve = self.scalability.curve(job, full);
         Choice {
             remaining,
             full,
-            serial: serial.unwrap_or(0.0),
             narrowest: 1,
-            widest: serial.map_or(full, |s| scalability::efficient_width(s, full)),
-            known: serial.is_some(),
+            widest: (curve.as_ref()).map_or(full, |c| scalability::efficient_width(c, full)),
+            known: curve.is_some(),
+            curve: curve.unwrap_or(Curve::amdahl(0.0)),
             waits_for_width: needs_its_width(job),
         }
     }
