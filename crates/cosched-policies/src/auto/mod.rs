@@ -31,6 +31,7 @@
 //!    first onto the CPU with the least work left (LPT), and each CPU runs its own tasks least remaining
 //!    first with the same aging: the makespan is LPT's, the mean slowdown close to shortest-first.
 
+mod probe;
 mod remaining;
 mod scalability;
 mod widths;
@@ -39,6 +40,7 @@ use crate::eq::{equal_shares, grow_in_place};
 use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot, SyncKind,
 };
+use probe::Probes;
 use remaining::Service;
 use rustc_hash::FxHashMap as HashMap;
 use scalability::{Curve, Scalability};
@@ -54,6 +56,7 @@ pub struct Auto {
     dealt: HashMap<JobId, u32>,
     service: Service,
     scalability: Scalability,
+    probes: Probes,
     plan: Option<Plan>,
 }
 
@@ -85,6 +88,7 @@ impl Policy for Auto {
                 scalability.speed(job, cpus, full)
             });
         self.scalability.retain(ctx);
+        self.probes.retain(ctx);
         let known = !ctx.jobs.is_empty()
             && ctx
                 .jobs
@@ -204,6 +208,7 @@ impl Auto {
                 job: ranked[i].0,
                 width: widths[i],
                 widest: choices[i].widest,
+                choice: &choices[i],
             })
             .collect();
         let mut free = machine;
@@ -232,7 +237,7 @@ impl Auto {
         // CPUs nobody was given widen the jobs placed, first in order first: elastic ones up to
         // their full width, a moldable one that has not started up to what it uses well (it keeps
         // the threads it starts with).
-        let widest: HashMap<JobId, usize> = order
+        let mut widest: HashMap<JobId, usize> = order
             .iter()
             .map(|r| {
                 let starting = r.job.spec.kind == JobKind::Moldable && r.job.started.is_none();
@@ -249,6 +254,30 @@ impl Auto {
             *take += more;
             free -= more;
         }
+        // A job of unknown scaling that follows advice, placed at its full width (where a
+        // calibration already measured it, so that its run alone would teach nothing), spends a
+        // short spell on half its CPUs (`probe.rs`); the CPUs it leaves widen the others. One placed
+        // narrower runs at two widths anyway as the others end.
+        let choices_by_job: HashMap<JobId, &Choice> =
+            order.iter().map(|r| (r.job.id(), r.choice)).collect();
+        for (job, take) in &mut wanted {
+            let choice = choices_by_job[&job.id()];
+            let unknown = !choice.known
+                && *take >= choice.full
+                && fixed_threads(job).is_none()
+                && !needs_its_width(job);
+            let probe = (self.probes).width(ctx.now, job.id(), *take, unknown, choice.time(*take));
+            if probe < *take {
+                free += *take - probe;
+                *take = probe;
+                widest.insert(job.id(), probe);
+            }
+        }
+        for (job, take) in &mut wanted {
+            let more = widest[&job.id()].saturating_sub(*take).min(free);
+            *take += more;
+            free -= more;
+        }
         let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.id(), *n)).collect();
         let plan_cpus: HashMap<JobId, usize> = wanted.iter().copied().collect();
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
@@ -259,7 +288,10 @@ impl Auto {
                 *threads = plan_cpus[id] as u32;
             }
         }
-        plan.timer = self.urgency_timer(ctx);
+        plan.timer = [self.urgency_timer(ctx), self.probes.timer()]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         plan
     }
 
@@ -487,6 +519,7 @@ struct Ranked<'a> {
     width: usize,
     /// CPUs it can use well.
     widest: usize,
+    choice: &'a Choice,
 }
 
 /// The elastic jobs that run side by side when nothing is known: every started one (a job is never
