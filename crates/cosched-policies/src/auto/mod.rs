@@ -20,8 +20,11 @@
 //!    run first (shortest remaining processing time, which minimises mean response time), except
 //!    that a job that would end after the bound in that order starts first, longest first, where a
 //!    list schedule shows that ends the set sooner. No job gets more CPUs than it uses well (each
-//!    added CPU gains half a CPU, by its measured, calibrated or learnt scaling). Aging: a job that
-//!    has waited `AGING_FACTOR` (3) × its estimate goes before every job that has not, oldest first.
+//!    added CPU gains half a CPU, by its measured, calibrated or learnt scaling; with times alone
+//!    measured at several widths, the bound decides). A job of unknown scaling at its full width
+//!    spends a short spell on half its CPUs once (`probe.rs`), so that the next run knows.
+//!    Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
+//!    has not, oldest first.
 //!    So a job waits behind shorter newcomers for at most 3 × its estimate; after that only the
 //!    urgent jobs older than itself run before it, and its slowdown is at most
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its

@@ -5,9 +5,10 @@
 //! A job placed on its full width w ≥ 2 (where a calibration already measured it) that has held no
 //! other width runs its first `PROBE_SHARE` of its expected time there on w / 2 CPUs instead, where
 //! that spell lasts at least `MIN_PROBE`; the CPUs it leaves go to the other jobs. A moldable job
-//! keeps the threads it starts with, so only jobs that follow advice are probed. On half its CPUs a job is at most twice as slow (its speedup never
-//! falls with width), so the probe costs it at most half the spell: `PROBE_SHARE` / 2 of its expected
-//! time. A job that already held two widths, or whose scaling is known, is never probed.
+//! keeps the threads it starts with, so only jobs that follow advice are probed. On half its CPUs a
+//! job is at most twice as slow (its speedup never falls with width), so the probe costs it at most
+//! half the spell: `PROBE_SHARE` / 2 of its expected time. A job that already held two widths, or
+//! whose scaling is known, is never probed.
 
 use cosched_core::{Context, JobId};
 use rustc_hash::FxHashMap as HashMap;
