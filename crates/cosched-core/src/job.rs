@@ -52,6 +52,11 @@ pub struct JobHints {
     /// here (`auto` gives it no CPU it cannot use well).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_cpu_runtime: Option<f64>,
+    /// Seconds alone on `k` CPUs, as `(k, seconds)` pairs, at the widths its past runs measured
+    /// (`crate::scaling::times_alone`): `auto` reads its scaling between them from these points
+    /// rather than from a curve through `one_cpu_runtime`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub times_alone: Vec<(u32, f64)>,
     /// Average cache footprint in MB (Scalpel, DI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footprint_mb: Option<f64>,

@@ -192,6 +192,141 @@ pub fn fit(runs: &[ScalingRun]) -> Option<ScalingFit> {
     })
 }
 
+/// A job's time alone on its CPUs at one width, read straight from its runs rather than from a curve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeAlone {
+    pub width: u32,
+    /// Geometric mean of the estimates.
+    pub seconds: f64,
+    /// Root mean squared logarithmic deviation of the estimates from it (0 for one estimate).
+    pub spread: f64,
+    pub estimates: usize,
+}
+
+/// The job's time alone at each width its runs show. A whole run at one width took that long. A
+/// whole run whose spells at some widths reported progress rates r(k) took u / r(k) at those widths
+/// for one unknown u (its progress in all), found where its spells add up to all of its work, the
+/// times at its other widths read between the points known (`time_at`). Measured speedups that jump
+/// where a job spans another package (TACO's Table 1) fit no smooth curve; these points keep them.
+/// Widths whose estimates spread more than `TRUSTED_RESIDUAL` are left out.
+pub fn times_alone(runs: &[ScalingRun]) -> Vec<TimeAlone> {
+    let mut estimates: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let whole = || runs.iter().filter(|r| r.whole);
+    for run in whole() {
+        if let [spell] = run.spells.as_slice() {
+            let at = estimates.entry(spell.used_width()).or_default();
+            at.push(spell.seconds);
+        }
+    }
+    let known: Vec<(u32, f64)> = (estimates.iter())
+        .map(|(&k, seconds)| (k, geometric_mean(seconds)))
+        .collect();
+    for run in whole().filter(|r| r.spells.len() > 1) {
+        let mut rates: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+        for spell in &run.spells {
+            if let Some(rate) = spell.rate.filter(|&r| r > 0.0) {
+                if spell.seconds >= MIN_RATE_SECONDS {
+                    let at = rates.entry(spell.used_width()).or_default();
+                    *at = (at.0 + rate * spell.seconds, at.1 + spell.seconds);
+                }
+            }
+        }
+        let rates: Vec<(u32, f64)> = (rates.into_iter()).map(|(k, (p, s))| (k, p / s)).collect();
+        if rates.is_empty() {
+            continue;
+        }
+        let points = |progress: f64| -> Vec<(u32, f64)> {
+            let mut points: Vec<(u32, f64)> =
+                rates.iter().map(|&(k, r)| (k, progress / r)).collect();
+            points.extend(known.iter().filter(|p| rates.iter().all(|r| r.0 != p.0)));
+            points.sort_by_key(|p| p.0);
+            points
+        };
+        let work = |progress: f64| -> f64 {
+            let points = points(progress);
+            let serial = serial_through(&points);
+            (run.spells.iter())
+                .map(|s| s.seconds / time_at(&points, serial, s.used_width()))
+                .sum()
+        };
+        // The work done falls as the progress unit grows: bisection on its logarithm.
+        let total: f64 = run.spells.iter().map(|s| s.seconds).sum();
+        let (mut low, mut high) = ((total * 1e-3).ln(), (total * 1e3 * 64.0).ln());
+        for _ in 0..100 {
+            let middle = (low + high) / 2.0;
+            if work(middle.exp()) > 1.0 {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+        let progress = ((low + high) / 2.0).exp();
+        for &(k, rate) in &rates {
+            estimates.entry(k).or_default().push(progress / rate);
+        }
+    }
+    (estimates.into_iter())
+        .filter_map(|(width, seconds)| {
+            let logs: Vec<f64> = (seconds.iter())
+                .map(|s| s.max(f64::MIN_POSITIVE).ln())
+                .collect();
+            let spread = (squared_deviation(&logs) / logs.len() as f64).sqrt();
+            (spread <= TRUSTED_RESIDUAL).then_some(TimeAlone {
+                width,
+                seconds: geometric_mean(&seconds),
+                spread,
+                estimates: logs.len(),
+            })
+        })
+        .collect()
+}
+
+fn geometric_mean(values: &[f64]) -> f64 {
+    let logs = values.iter().map(|v| v.max(f64::MIN_POSITIVE).ln());
+    (logs.sum::<f64>() / values.len().max(1) as f64).exp()
+}
+
+/// Amdahl's serial fraction through the narrowest and the widest of `points` (`(width, seconds
+/// alone)` by width), 0 with fewer than two widths.
+pub fn serial_through(points: &[(u32, f64)]) -> f64 {
+    let (Some(&(a, ta)), Some(&(b, tb))) = (points.first(), points.last()) else {
+        return 0.0;
+    };
+    if a == b {
+        return 0.0;
+    }
+    // Amdahl's T(a) / T(b) = R solved for the serial fraction.
+    let (a, b, ratio) = (f64::from(a), f64::from(b), ta / tb);
+    let serial = (ratio / b - 1.0 / a) / (1.0 - 1.0 / a - ratio + ratio / b);
+    if serial.is_finite() {
+        serial.clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// Time alone on `k` CPUs read from `points` (`(width, seconds alone)` by width): between two of
+/// them, speed linear in the width, as speedup tables are read (a jump at a package boundary stays
+/// a jump); outside them, Amdahl's law with `serial` through the nearest. With no points, in units of
+/// the time on one CPU.
+pub fn time_at(points: &[(u32, f64)], serial: f64, k: u32) -> f64 {
+    let k = k.max(1);
+    let amdahl = |(m, t): (u32, f64)| t * speedup(serial, m) / speedup(serial, k);
+    let (Some(&first), Some(&last)) = (points.first(), points.last()) else {
+        return amdahl((1, 1.0));
+    };
+    if k <= first.0 {
+        return amdahl(first);
+    }
+    if k >= last.0 {
+        return amdahl(last);
+    }
+    let after = points.partition_point(|p| p.0 < k);
+    let ((a, ta), (b, tb)) = (points[after - 1], points[after]);
+    let share = f64::from(k - a) / f64::from(b - a);
+    1.0 / (1.0 / ta + share * (1.0 / tb - 1.0 / ta))
+}
+
 fn squared_deviation(values: &[f64]) -> f64 {
     if values.len() < 2 {
         return 0.0;

@@ -250,3 +250,40 @@ fn time_frozen_while_shorter_jobs_run_leaves_a_run_whole() {
     assert_eq!(run.spells.len(), 1);
     assert_eq!(run.spells[0].seconds, 12.0);
 }
+
+#[test]
+fn times_alone_keep_a_speedup_that_jumps_at_a_package_boundary() {
+    // bt.A of TACO's Table 1: 94 s on one CPU, speedup 2.5 on 3 CPUs, 10.4 on 19, 13.4 on 24. A
+    // first run: on one CPU, then on 3 (progress reported), then on 19 (none reported).
+    let time = |speedup: f64| 94.0 / speedup;
+    let calibration = ScalingRun::alone(24, 24, time(13.4));
+    let (at_one, at_three) = (12.0, 9.0);
+    let done = at_one / time(1.0) + at_three / time(2.5);
+    let run = ScalingRun {
+        spells: vec![
+            spell(1, at_one, at_one, Some(1.0)),
+            spell(3, at_three, 2.5 * at_three, Some(2.5)),
+            spell(19, (1.0 - done) * time(10.44), 0.0, None),
+        ],
+        whole: true,
+    };
+    let times = times_alone(&[calibration, run]);
+    let at = |k: u32| times.iter().find(|t| t.width == k).unwrap().seconds;
+    assert!((at(24) - time(13.4)).abs() < 1e-9);
+    for (k, speedup) in [(1, 1.0), (3, 2.5)] {
+        // Within a tenth: the time on 19 CPUs is read between 3 and 24, where the curve steps.
+        let error = at(k) / time(speedup) - 1.0;
+        assert!(
+            error.abs() < TRUSTED_RESIDUAL,
+            "{k} CPUs: {:.1} s, {error:+.3}",
+            at(k)
+        );
+    }
+    // The fitted Amdahl curve cannot follow it: it misses the time on 3 CPUs by more than a tenth.
+    let amdahl = fit(&[
+        ScalingRun::alone(24, 24, time(13.4)),
+        ScalingRun::alone(1, 1, 94.0),
+    ])
+    .unwrap();
+    assert!(amdahl.scale(time(13.4), 24, 3) < 0.9 * time(2.5));
+}

@@ -20,8 +20,11 @@
 //!    run first (shortest remaining processing time, which minimises mean response time), except
 //!    that a job that would end after the bound in that order starts first, longest first, where a
 //!    list schedule shows that ends the set sooner. No job gets more CPUs than it uses well (each
-//!    added CPU gains half a CPU, by its measured, calibrated or learnt scaling). Aging: a job that
-//!    has waited `AGING_FACTOR` (3) × its estimate goes before every job that has not, oldest first.
+//!    added CPU gains half a CPU, by its measured, calibrated or learnt scaling; with times alone
+//!    measured at several widths, the bound decides). A job of unknown scaling at its full width
+//!    spends a short spell on half its CPUs once (`probe.rs`), so that the next run knows.
+//!    Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
+//!    has not, oldest first.
 //!    So a job waits behind shorter newcomers for at most 3 × its estimate; after that only the
 //!    urgent jobs older than itself run before it, and its slowdown is at most
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
@@ -31,6 +34,7 @@
 //!    first onto the CPU with the least work left (LPT), and each CPU runs its own tasks least remaining
 //!    first with the same aging: the makespan is LPT's, the mean slowdown close to shortest-first.
 
+mod probe;
 mod remaining;
 mod scalability;
 mod widths;
@@ -39,9 +43,10 @@ use crate::eq::{equal_shares, grow_in_place};
 use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot, SyncKind,
 };
+use probe::Probes;
 use remaining::Service;
 use rustc_hash::FxHashMap as HashMap;
-use scalability::Scalability;
+use scalability::{Curve, Scalability};
 use widths::Choice;
 
 /// Slot length of coscheduled rows, seconds (`gang`'s and TACO's §3.3 slice).
@@ -54,6 +59,7 @@ pub struct Auto {
     dealt: HashMap<JobId, u32>,
     service: Service,
     scalability: Scalability,
+    probes: Probes,
     plan: Option<Plan>,
 }
 
@@ -85,6 +91,7 @@ impl Policy for Auto {
                 scalability.speed(job, cpus, full)
             });
         self.scalability.retain(ctx);
+        self.probes.retain(ctx);
         let known = !ctx.jobs.is_empty()
             && ctx
                 .jobs
@@ -158,7 +165,7 @@ impl Auto {
                 (job, key, self.choice(job, machine, remaining))
             })
             .collect();
-        let choices: Vec<Choice> = ranked.iter().map(|r| r.2).collect();
+        let choices: Vec<Choice> = ranked.iter().map(|r| r.2.clone()).collect();
         let widths = widths::widths(&choices, machine);
         let mut order: Vec<usize> = (0..ranked.len()).collect();
         order.sort_by(|&a, &b| ranked[a].1.partial_cmp(&ranked[b].1).expect("finite keys"));
@@ -195,6 +202,7 @@ impl Auto {
                 job: ranked[i].0,
                 width: widths[i],
                 widest: choices[i].widest,
+                choice: &choices[i],
             })
             .collect();
         let mut free = machine;
@@ -223,7 +231,7 @@ impl Auto {
         // CPUs nobody was given widen the jobs placed, first in order first: elastic ones up to
         // their full width, a moldable one that has not started up to what it uses well (it keeps
         // the threads it starts with).
-        let widest: HashMap<JobId, usize> = order
+        let mut widest: HashMap<JobId, usize> = order
             .iter()
             .map(|r| {
                 let starting = r.job.spec.kind == JobKind::Moldable && r.job.started.is_none();
@@ -240,6 +248,30 @@ impl Auto {
             *take += more;
             free -= more;
         }
+        // A job of unknown scaling that follows advice, placed at its full width (where a
+        // calibration already measured it, so that its run alone would teach nothing), spends a
+        // short spell on half its CPUs (`probe.rs`); the CPUs it leaves widen the others. One placed
+        // narrower runs at two widths anyway as the others end.
+        let choices_by_job: HashMap<JobId, &Choice> =
+            order.iter().map(|r| (r.job.id(), r.choice)).collect();
+        for (job, take) in &mut wanted {
+            let choice = choices_by_job[&job.id()];
+            let unknown = !choice.known
+                && *take >= choice.full
+                && fixed_threads(job).is_none()
+                && !needs_its_width(job);
+            let probe = (self.probes).width(ctx.now, job.id(), *take, unknown, choice.time(*take));
+            if probe < *take {
+                free += *take - probe;
+                *take = probe;
+                widest.insert(job.id(), probe);
+            }
+        }
+        for (job, take) in &mut wanted {
+            let more = widest[&job.id()].saturating_sub(*take).min(free);
+            *take += more;
+            free -= more;
+        }
         let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.id(), *n)).collect();
         let plan_cpus: HashMap<JobId, usize> = wanted.iter().copied().collect();
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
@@ -250,7 +282,10 @@ impl Auto {
                 *threads = plan_cpus[id] as u32;
             }
         }
-        plan.timer = self.urgency_timer(ctx);
+        plan.timer = [self.urgency_timer(ctx), self.probes.timer()]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         plan
     }
 
@@ -263,21 +298,21 @@ impl Auto {
             return Choice {
                 remaining,
                 full,
-                serial: 0.0,
+                curve: Curve::amdahl(0.0),
                 narrowest: full,
                 widest: full,
                 known: false,
                 waits_for_width: needs_its_width(job),
             };
         }
-        let serial = self.scalability.serial(job, full);
+        let curve = self.scalability.curve(job, full);
         Choice {
             remaining,
             full,
-            serial: serial.unwrap_or(0.0),
             narrowest: 1,
-            widest: serial.map_or(full, |s| scalability::efficient_width(s, full)),
-            known: serial.is_some(),
+            widest: (curve.as_ref()).map_or(full, |c| scalability::efficient_width(c, full)),
+            known: curve.is_some(),
+            curve: curve.unwrap_or(Curve::amdahl(0.0)),
             waits_for_width: needs_its_width(job),
         }
     }
@@ -480,6 +515,7 @@ struct Ranked<'a> {
     width: usize,
     /// CPUs it can use well.
     widest: usize,
+    choice: &'a Choice,
 }
 
 /// The elastic jobs that run side by side when nothing is known: every started one (a job is never

@@ -14,6 +14,7 @@
 //! time to the job whose NTT drops most is optimal. With every serial fraction zero (nothing measured,
 //! or jobs that scale) this is exactly equal shares.
 
+use cosched_core::scaling;
 use cosched_core::{ActiveJob, Context, JobId, Plan, Sample};
 use std::collections::HashMap;
 
@@ -70,11 +71,18 @@ impl Scalability {
         self.serial.get(&job.id()).copied().or_else(hinted)
     }
 
+    /// A job's scaling: its times alone at the widths its past runs measured, where it has two or
+    /// more, else Amdahl's law by its serial fraction, if known.
+    pub fn curve(&self, job: &ActiveJob, full: usize) -> Option<Curve> {
+        Curve::measured(&job.spec.hints.times_alone)
+            .or_else(|| self.serial(job, full).map(Curve::amdahl))
+    }
+
     /// Seconds of work alone on `full` CPUs that a second on `cpus` CPUs does for `job` (linear
     /// speedup where its scaling is unknown).
     pub fn speed(&self, job: &ActiveJob, cpus: usize, full: usize) -> f64 {
-        let serial = self.serial(job, full).unwrap_or(0.0);
-        1.0 / time_ratio(serial, cpus.clamp(1, full), full)
+        let curve = self.curve(job, full).unwrap_or(Curve::amdahl(0.0));
+        1.0 / curve.time_ratio(cpus.clamp(1, full), full)
     }
 
     /// Notes when a job's CPUs or threads change.
@@ -144,15 +152,57 @@ pub fn serial_fraction(n: usize, speedup: f64) -> f64 {
     ((n / speedup.clamp(1.0, n) - 1.0) / (n - 1.0)).clamp(0.0, 1.0)
 }
 
-/// A job's run time on `k` CPUs over its run time on `m` CPUs, by Amdahl's law.
-pub fn time_ratio(serial: f64, k: usize, m: usize) -> f64 {
-    let time = |n: usize| serial + (1.0 - serial) / n.max(1) as f64;
-    time(k) / time(m)
+/// How a job's time alone changes with its width: read between the widths its past runs measured
+/// (`cosched_core::scaling::time_at`), and by Amdahl's law with `serial` outside them or without.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    serial: f64,
+    /// `(width, seconds alone)`, by width.
+    points: Vec<(u32, f64)>,
 }
 
-/// The widest width up to `cap` at which every added CPU still gains at least `EFFICIENT_GAIN`.
-pub fn efficient_width(serial: f64, cap: usize) -> usize {
-    let speedup = |k: usize| time_ratio(serial, 1, k);
+impl Curve {
+    pub fn amdahl(serial: f64) -> Curve {
+        Curve {
+            serial,
+            points: Vec::new(),
+        }
+    }
+
+    /// From times alone at two widths or more.
+    pub fn measured(times_alone: &[(u32, f64)]) -> Option<Curve> {
+        let mut points: Vec<(u32, f64)> = (times_alone.iter())
+            .filter(|&&(k, t)| k >= 1 && t > 0.0)
+            .copied()
+            .collect();
+        points.sort_by_key(|p| p.0);
+        points.dedup_by_key(|p| p.0);
+        (points.len() >= 2).then(|| Curve {
+            serial: scaling::serial_through(&points),
+            points,
+        })
+    }
+
+    /// Its time on `k` CPUs over its time on `m` CPUs.
+    pub fn time_ratio(&self, k: usize, m: usize) -> f64 {
+        let time = |n: usize| scaling::time_at(&self.points, self.serial, n as u32);
+        time(k) / time(m)
+    }
+
+    /// Whether it is Amdahl's law alone: concave, so that a CPU's gain falls with the width.
+    fn smooth(&self) -> bool {
+        self.points.is_empty()
+    }
+}
+
+/// The widest width up to `cap` at which every added CPU still gains at least `EFFICIENT_GAIN`. A
+/// measured curve may gain little up to a package boundary and much beyond it: any width may pay
+/// off there, and the makespan bound (`widths.rs`) decides.
+pub fn efficient_width(curve: &Curve, cap: usize) -> usize {
+    if !curve.smooth() {
+        return cap.max(1);
+    }
+    let speedup = |k: usize| curve.time_ratio(1, k);
     1 + (1..cap.max(1))
         .take_while(|&k| speedup(k + 1) - speedup(k) >= EFFICIENT_GAIN)
         .count()
@@ -203,11 +253,15 @@ mod tests {
 
     #[test]
     fn a_job_gets_the_cpus_that_each_still_speed_it_up_by_half_a_cpu() {
-        assert_eq!(efficient_width(0.0, 48), 48);
+        let amdahl = |s: f64| Curve::amdahl(s);
+        assert_eq!(efficient_width(&amdahl(0.0), 48), 48);
         // 7.1 s on one CPU, 5.1 s on two: the second CPU gains 0.39 of a CPU.
-        assert_eq!(efficient_width(serial_fraction(2, 7.1 / 5.1), 2), 1);
-        assert_eq!(efficient_width(serial_fraction(2, 1.9), 2), 2);
-        let w = efficient_width(0.01, 48);
+        assert_eq!(
+            efficient_width(&amdahl(serial_fraction(2, 7.1 / 5.1)), 2),
+            1
+        );
+        assert_eq!(efficient_width(&amdahl(serial_fraction(2, 1.9)), 2), 2);
+        let w = efficient_width(&amdahl(0.01), 48);
         assert!((30..48).contains(&w), "{w}");
     }
 
@@ -229,5 +283,23 @@ mod tests {
         assert_eq!(widths.iter().sum::<usize>(), 48);
         assert!(widths[0] > 12 && widths[2] < 12, "{widths:?}");
         assert_eq!(widths[0], widths[1]);
+    }
+
+    #[test]
+    fn measured_times_are_read_between_widths_and_amdahl_continues_them() {
+        // bt.A of TACO's Table 1: 94 s on one CPU, speedup 2.5 on 3 CPUs, 3.8 on 6, 13.4 on 24.
+        let times = [(3, 94.0 / 2.5), (6, 94.0 / 3.8), (24, 94.0 / 13.4)];
+        let curve = Curve::measured(&times).unwrap();
+        assert!((curve.time_ratio(6, 24) - 13.4 / 3.8).abs() < 1e-9);
+        // Speed halfway between 6 and 24 CPUs: halfway between the speedups.
+        let halfway = curve.time_ratio(24, 15);
+        assert!(
+            (halfway - (3.8 + 13.4) / 2.0 / 13.4).abs() < 1e-9,
+            "{halfway}"
+        );
+        // Below 3 CPUs Amdahl's law through 3 and 24 continues it: slower on fewer CPUs.
+        assert!(curve.time_ratio(1, 3) > 2.0 && curve.time_ratio(1, 3) < 3.0);
+        assert_eq!(efficient_width(&curve, 24), 24);
+        assert_eq!(Curve::measured(&times[..1]), None);
     }
 }

@@ -11,20 +11,20 @@
 //! within `SLACK` of its least: a job that scales perfectly adds no work by running on every CPU,
 //! and one after another at full width has a lower mean slowdown than side by side on a share.
 
-use super::scalability::time_ratio;
+use super::scalability::Curve;
 
 /// How far above its least the makespan bound may rise to widen jobs for a lower mean slowdown.
 pub const SLACK: f64 = 0.01;
 
 /// One job's choice of widths.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Choice {
     /// Remaining seconds alone on `full` CPUs.
     pub remaining: f64,
     /// Its width alone.
     pub full: usize,
-    /// Amdahl's serial fraction (0 where unknown: a job's CPU work never falls with its width).
-    pub serial: f64,
+    /// Its scaling (linear where unknown: a job's CPU work never falls with its width).
+    pub curve: Curve,
     /// The widths it may be given.
     pub narrowest: usize,
     pub widest: usize,
@@ -37,7 +37,7 @@ pub struct Choice {
 impl Choice {
     /// Its remaining seconds on `width` CPUs.
     pub fn time(&self, width: usize) -> f64 {
-        self.remaining * time_ratio(self.serial, width, self.full)
+        self.remaining * self.curve.time_ratio(width, self.full)
     }
 
     fn work(&self, width: usize) -> f64 {
@@ -66,16 +66,23 @@ pub fn widths(choices: &[Choice], machine: usize) -> Vec<usize> {
         }) else {
             return widths;
         };
-        if widths[longest] >= choices[longest].widest {
-            break;
+        // The widest width is tried too: a measured curve may gain only past a package boundary.
+        let narrow = widths[longest];
+        let tried = (narrow + 1..=choices[longest].widest).map(|w| {
+            widths[longest] = w;
+            (w, bound(choices, &widths, machine))
+        });
+        let best = tried.min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        match best {
+            Some((w, wider)) if wider < current - 1e-9 * current => {
+                widths[longest] = w;
+                current = wider;
+            }
+            _ => {
+                widths[longest] = narrow;
+                break;
+            }
         }
-        widths[longest] += 1;
-        let wider = bound(choices, &widths, machine);
-        if wider >= current - 1e-9 * current {
-            widths[longest] -= 1;
-            break;
-        }
-        current = wider;
     }
     let limit = current * (1.0 + SLACK);
     loop {
@@ -152,7 +159,7 @@ mod tests {
         Choice {
             remaining,
             full: 2,
-            serial,
+            curve: Curve::amdahl(serial),
             narrowest: 1,
             widest: 2,
             known,
@@ -164,7 +171,7 @@ mod tests {
     fn a_long_job_left_for_last_finishes_after_the_bound() {
         // 12 s at any width, beside four jobs of 4 s on one CPU.
         let long = Choice {
-            serial: 1.0,
+            curve: Curve::amdahl(1.0),
             ..job(12.0, 0.0, true)
         };
         let mut jobs = vec![job(2.0, 0.5, true); 4];
@@ -207,7 +214,7 @@ mod tests {
         // 12 s on one CPU, 10 s on two; two jobs of 4 s on one CPU that scale perfectly.
         let long = Choice {
             remaining: 10.0,
-            serial: 2.0 / 3.0,
+            curve: Curve::amdahl(2.0 / 3.0),
             ..job(0.0, 0.0, true)
         };
         let jobs = [long, job(2.0, 0.0, true), job(2.0, 0.0, true)];
