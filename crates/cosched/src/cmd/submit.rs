@@ -22,7 +22,8 @@ pub struct Args {
     client: ClientArgs,
     #[command(flatten)]
     job: JobArgs,
-    /// Wait for the job(s) to end and exit with the status of the first that failed
+    /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
+    /// are printed on standard error first
     #[arg(long)]
     wait: bool,
     /// The command and its arguments after `--`, or one workload file (.toml)
@@ -117,6 +118,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    // First, so that a user who interrupts the wait still knows which jobs are theirs.
+    let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
+    eprintln!("submitted {}", listed.join(" "));
     let jobs = super::wait::wait_for(&args.client, ids)?;
     args.client.print_json(&jobs);
     exit_with_first_failure(&jobs)
