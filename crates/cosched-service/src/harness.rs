@@ -251,5 +251,6 @@ pub fn submission(command: &[&str]) -> Submission {
         coschedule: true,
         hints: Default::default(),
         labels: Default::default(),
+        time_limit: None,
     }
 }

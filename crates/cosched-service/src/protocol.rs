@@ -67,6 +67,10 @@ pub struct Submission {
     /// itself ignores them.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Seconds the job may run (Slurm's `--time`): then it is sent SIGTERM, and SIGKILL after the
+    /// daemon's `jobs.kill_wait_seconds`. `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<u64>,
 }
 
 #[cfg(test)]
@@ -85,6 +89,7 @@ impl Submission {
             coschedule: true,
             hints: Default::default(),
             labels: Default::default(),
+            time_limit: None,
         }
     }
 }
@@ -158,14 +163,22 @@ pub enum JobState {
     Done,
     Failed,
     Cancelled,
+    /// Its time limit passed: it was sent SIGTERM (and SIGKILL if it outlived the grace).
+    Timeout,
 }
 
 impl JobState {
     pub fn ended(self) -> bool {
         matches!(
             self,
-            JobState::Done | JobState::Failed | JobState::Cancelled
+            JobState::Done | JobState::Failed | JobState::Cancelled | JobState::Timeout
         )
+    }
+
+    /// Whether the daemon ended the job (cancelled, timed out): its state stays so whatever its
+    /// process's exit says.
+    pub fn ended_by_daemon(self) -> bool {
+        matches!(self, JobState::Cancelled | JobState::Timeout)
     }
 }
 
@@ -205,6 +218,9 @@ pub struct JobView {
     /// daemon's history goes (`slowdown.rs`); none for a command never seen to finish.
     #[serde(default)]
     pub slowdown: Option<f64>,
+    /// Seconds it may run ([`Submission::time_limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<u64>,
 }
 
 impl JobView {
@@ -243,13 +259,16 @@ impl JobView {
             tasks: Vec::new(),
             labels: submission.labels.clone(),
             slowdown: None,
+            time_limit: submission.time_limit,
         }
     }
 
     /// The exit status `cosched wait` gives for this job: its own exit code, 128 + signal when
-    /// killed, 1 for any other failure, and 0 while it has not ended.
+    /// killed, 1 for any other failure (a job cancelled or timed out that exited 0 included), and 0
+    /// while it has not ended.
     pub fn wait_status(&self) -> i32 {
         match (self.state, self.exit_code) {
+            (state, Some(0)) if state.ended_by_daemon() => 1,
             (_, Some(code)) => code,
             (JobState::Done, None) => 0,
             (JobState::Queued | JobState::Running, None) => 0,

@@ -28,6 +28,8 @@ pub struct Tracked {
     adopt: Option<Adopt>,
     /// Handed to the executor and not ended: counted among its user's running jobs.
     running: bool,
+    /// When it was sent SIGTERM for passing its time limit.
+    terminated: Option<f64>,
 }
 
 impl Tracked {
@@ -45,6 +47,7 @@ impl Tracked {
             submission: submission.map(Box::new),
             adopt,
             running: false,
+            terminated: None,
         }
     }
 }
@@ -94,6 +97,8 @@ pub struct Registry {
     takeable: bool,
     /// Running jobs to kill.
     cancelled: Vec<u64>,
+    /// Running jobs with a time limit, not yet killed for it.
+    limited: Vec<u64>,
     /// Processes that joined a job (further tasks of its Slurm step), not yet handed to the executor.
     joins: Vec<(u64, Adopt)>,
     /// The policy's name, as the last `--policy` or `cosched policy P` gave it.
@@ -114,6 +119,7 @@ impl Registry {
             incoming: VecDeque::new(),
             takeable: false,
             cancelled: Vec::new(),
+            limited: Vec::new(),
             joins: Vec::new(),
             policy,
             policy_switch: None,
@@ -287,6 +293,37 @@ impl Registry {
         std::mem::take(&mut self.cancelled)
     }
 
+    /// Running jobs past their time limit at `now` that are to be sent SIGTERM now; each is
+    /// `timeout` from then on. Those sent it `kill_wait` seconds ago or more are handed to the
+    /// executor to kill, as cancelled jobs are.
+    pub fn take_overdue(&mut self, now: f64, kill_wait: f64) -> Vec<u64> {
+        let mut overdue = Vec::new();
+        let jobs = &mut self.jobs;
+        let cancelled = &mut self.cancelled;
+        self.limited.retain(|id| {
+            let Some(job) = jobs.get_mut(id) else {
+                return false;
+            };
+            let view = &mut job.view;
+            match (job.terminated, view.started, view.time_limit) {
+                (Some(sent), _, _) if now >= sent + kill_wait => {
+                    cancelled.push(*id);
+                    false
+                }
+                (None, Some(started), Some(limit)) if now >= started + limit as f64 => {
+                    job.terminated = Some(now);
+                    if !view.state.ended_by_daemon() {
+                        view.state = JobState::Timeout;
+                    }
+                    overdue.push(*id);
+                    true
+                }
+                _ => true,
+            }
+        });
+        overdue
+    }
+
     /// Records that the executor started (or adopted) job `id`; whether it was adopted, or `None`
     /// for a job the registry does not hold.
     pub fn mark_started(&mut self, id: u64, pid: u32, threads: u32, t: f64) -> Option<bool> {
@@ -294,13 +331,16 @@ impl Registry {
         // An attached process is adopted when a later daemon takes it over again.
         let adopted = job.adopt.is_some() && (!job.view.attached || job.view.started.is_some());
         let view = &mut job.view;
-        if view.state != JobState::Cancelled {
+        if !view.state.ended_by_daemon() {
             view.state = JobState::Running;
         }
         view.pid = Some(pid);
         view.threads = Some(threads);
         view.started.get_or_insert(t);
         view.adopted = adopted;
+        if view.time_limit.is_some() && !self.limited.contains(&id) {
+            self.limited.push(id);
+        }
         Some(adopted)
     }
 
@@ -342,8 +382,21 @@ impl Registry {
             self.takeable |= may_start;
         }
         job.submission = None;
+        self.limited.retain(|&limited| limited != id);
+        // Killed like a cancelled job, but for its time limit: say so, as a kill.
+        let killed = error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("killed by signal"));
+        let error = match job.terminated {
+            Some(_) if exit_code.is_none() && !killed => Some(format!(
+                "killed by signal {} (SIGKILL): still running when the grace after its time \
+                 limit ended",
+                libc::SIGKILL
+            )),
+            _ => error,
+        };
         let view = &mut job.view;
-        if view.state != JobState::Cancelled {
+        if !view.state.ended_by_daemon() {
             view.state = if ok { JobState::Done } else { JobState::Failed };
         }
         view.finished = t;
@@ -499,5 +552,31 @@ mod tests {
         assert_eq!(registry.forget_ended_before(100.0), 1);
         assert!(registry.job(2).is_some(), "job 2 has not ended");
         assert_eq!(registry.next_id(), 3);
+    }
+
+    #[test]
+    fn a_job_past_its_limit_is_terminated_once_then_killed_after_the_grace_and_stays_timeout() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for limit in [Some(10), None] {
+            let mut tracked = job(&registry, 1000);
+            tracked.view.time_limit = limit;
+            registry.enqueue(tracked);
+        }
+        taken(&mut registry, 10);
+        registry.mark_started(0, 100, 1, 1000.0);
+        registry.mark_started(1, 101, 1, 1000.0);
+        assert!(registry.take_overdue(1009.9, 5.0).is_empty());
+        assert_eq!(registry.take_overdue(1010.0, 5.0), [0]);
+        assert_eq!(registry.job(0).unwrap().state, JobState::Timeout);
+        assert!(registry.take_overdue(1014.0, 5.0).is_empty(), "sent once");
+        assert!(registry.take_cancelled().is_empty(), "within the grace");
+        assert!(registry.take_overdue(1015.0, 5.0).is_empty());
+        assert_eq!(registry.take_cancelled(), [0]);
+        registry.finish(0, Some(1015.1), false, None, Some("cancelled".into()));
+        let view = registry.job(0).unwrap();
+        assert_eq!(view.state, JobState::Timeout);
+        assert_eq!(view.wait_status(), 128 + libc::SIGKILL);
+        assert_eq!(registry.job(1).unwrap().state, JobState::Running);
+        assert!(registry.take_overdue(1e9, 5.0).is_empty(), "no limit");
     }
 }

@@ -171,6 +171,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         coschedule: a.coschedule,
         hints: a.hints,
         labels: a.labels,
+        time_limit: None,
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;
@@ -328,6 +329,9 @@ fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError>
     }
 }
 
+/// The longest time limit taken: 100 years, in seconds.
+const MAX_TIME_LIMIT: u64 = 100 * 365 * 86400;
+
 fn check_submission(s: &Submission) -> Result<(), ServiceError> {
     if s.command.first().is_none_or(|p| p.is_empty()) {
         return Err(ServiceError::NoCommand);
@@ -345,6 +349,9 @@ fn check_submission(s: &Submission) -> Result<(), ServiceError> {
     }
     if !(s.weight.is_finite() && s.weight > 0.0) {
         return Err(ServiceError::BadWeight(s.weight));
+    }
+    if let Some(limit) = s.time_limit.filter(|l| !(1..=MAX_TIME_LIMIT).contains(l)) {
+        return Err(ServiceError::BadTimeLimit(limit));
     }
     check_labels(&s.labels)
 }

@@ -130,6 +130,28 @@ impl JobSource for DaemonSource {
         cancelled.into_iter().map(|id| JobId(id as u32)).collect()
     }
 
+    /// SIGTERM for the jobs past their time limit, journaled as `timed_out` first; those that
+    /// outlive `jobs.kill_wait_seconds` after it are killed through the cancellations.
+    fn take_signals(&mut self) -> Vec<(JobId, libc::c_int)> {
+        let t = now_unix();
+        let kill_wait = self.shared.config.jobs.kill_wait_seconds;
+        let mut registry = self.shared.lock();
+        let overdue = registry.take_overdue(t, kill_wait);
+        if overdue.is_empty() {
+            return Vec::new();
+        }
+        let mut last = None;
+        for &id in &overdue {
+            last = self.append(Entry::TimedOut { id, t }).or(last);
+        }
+        drop(registry);
+        self.sync(last);
+        overdue
+            .into_iter()
+            .map(|id| (JobId(id as u32), libc::SIGTERM))
+            .collect()
+    }
+
     fn slot_switched(&mut self, lateness: f64) {
         let mut log = self
             .shared

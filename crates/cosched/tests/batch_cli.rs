@@ -1,21 +1,71 @@
 //! What users of a batch system expect from `cosched daemon`'s clients, run against a real daemon:
-//! exit statuses a script can rely on. Each test runs its own daemon on a socket and state directory
-//! of its own.
+//! exit statuses a script can rely on and time limits. Each test runs its own daemon on a socket
+//! and state directory of its own.
 
 use cosched_service::harness::{DaemonProcess, Launch};
-use cosched_service::protocol::{JobState, Reply, Request};
+use cosched_service::protocol::{JobState, JobView, Reply, Request};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The daemons raise the executor to SCHED_FIFO and load the CPUs: one test at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn start(dir: &Path) -> DaemonProcess {
+    start_configured(dir, "")
+}
+
+/// A daemon reading `config` as its daemon.toml.
+fn start_configured(dir: &Path, config: &str) -> DaemonProcess {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, config).unwrap();
     Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
-        .args(["--idle-timeout", "1", "--policy", "eq"])
+        .args(["--idle-timeout", "1", "--policy", "eq", "--config"])
+        .args([&path])
         .start()
         .unwrap()
+}
+
+fn show(daemon: &DaemonProcess, id: u64) -> JobView {
+    match daemon.ask(Request::Show { id }).unwrap() {
+        Reply::Job { job } => *job,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Calls `done` until it holds or `limit` passes; whether it held.
+fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// Process `pid` and every process descended from it, by parent pid.
+fn tree_of(pid: i32) -> Vec<i32> {
+    let all = cosched_linux::procfs::all_processes();
+    let mut tree = vec![pid];
+    let mut at = 0;
+    while at < tree.len() {
+        let parent = tree[at];
+        tree.extend(all.iter().filter(|p| p.ppid == parent).map(|p| p.pid));
+        at += 1;
+    }
+    tree
+}
+
+fn alive(pid: i32) -> bool {
+    cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z')
+}
+
+fn submitted_id(out: &Output) -> u64 {
+    assert!(out.status.success(), "{}", stderr(out));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
 /// `cosched ARGS…` against `socket`.
@@ -73,4 +123,88 @@ fn wait_tells_an_unreachable_daemon_from_a_failed_job_and_submit_wait_names_the_
         "{}",
         stderr(&unreachable)
     );
+}
+
+#[test]
+fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let kill_wait = 2.0;
+    let mut daemon = start_configured(
+        dir.path(),
+        &format!("[jobs]\nkill_wait_seconds = {kill_wait}\n"),
+    );
+    let tree = "sleep 100 & sleep 100; wait";
+    let polite = submitted_id(&cosched(
+        &daemon.socket,
+        &["submit", "-t", "0:02", "--", "sh", "-c", tree],
+    ));
+    let stubborn_script = format!("trap '' TERM; {tree}");
+    let stubborn = submitted_id(&cosched(
+        &daemon.socket,
+        &[
+            "submit",
+            "--time",
+            "0:02",
+            "--",
+            "sh",
+            "-c",
+            &stubborn_script,
+        ],
+    ));
+    let unlimited = submitted_id(&cosched(&daemon.socket, &["submit", "--", "sleep", "100"]));
+
+    // Each tree as it runs: the shell, its background sleep and its foreground one.
+    let mut trees = Vec::new();
+    for id in [polite, stubborn] {
+        let mut tree = Vec::new();
+        assert!(
+            poll(Duration::from_secs(10), || {
+                tree = show(&daemon, id)
+                    .pid
+                    .map_or(Vec::new(), |p| tree_of(p as i32));
+                tree.len() == 3
+            }),
+            "job {id} never ran its three processes: {tree:?}"
+        );
+        assert_eq!(show(&daemon, id).time_limit, Some(2));
+        trees.push(tree);
+    }
+
+    let ended = daemon.wait(vec![polite, stubborn]).unwrap();
+    for (job, tree) in ended.iter().zip(&trees) {
+        assert_eq!(job.state, JobState::Timeout, "{job:?}");
+        let ran = job.finished.unwrap() - job.started.unwrap();
+        assert!(
+            ran >= 2.0,
+            "job {} ended after {ran:.1} s, before its limit",
+            job.id
+        );
+        assert!(
+            poll(Duration::from_secs(5), || tree.iter().all(|&p| !alive(p))),
+            "processes of job {} outlived it: {:?}",
+            job.id,
+            tree.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
+        );
+    }
+    // SIGTERM ended the first; the second ignored it and lived until SIGKILL, the grace later.
+    let ran = |job: &JobView| job.finished.unwrap() - job.started.unwrap();
+    assert!(ran(&ended[0]) < 2.0 + kill_wait, "{:?}", ended[0]);
+    assert!(ran(&ended[1]) >= 2.0 + kill_wait, "{:?}", ended[1]);
+    assert_eq!(ended[0].wait_status(), 128 + libc::SIGTERM);
+    assert_eq!(ended[1].wait_status(), 128 + libc::SIGKILL);
+    assert_eq!(show(&daemon, unlimited).state, JobState::Running);
+
+    // A restarted daemon still knows them as timed out.
+    daemon.cancel(&[unlimited]).unwrap();
+    daemon.wait(vec![unlimited]).unwrap();
+    daemon.stop().unwrap();
+    let mut daemon = start_configured(dir.path(), "");
+    assert_eq!(show(&daemon, polite).state, JobState::Timeout);
+    assert_eq!(show(&daemon, stubborn).state, JobState::Timeout);
+
+    let bad = cosched(&daemon.socket, &["submit", "-t", "1h", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("HH:MM:SS"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
 }

@@ -83,6 +83,11 @@ pub trait JobSource {
     fn take_cancelled(&mut self) -> Vec<JobId> {
         Vec::new()
     }
+    /// Signals to send now to running jobs' processes (a time limit's SIGTERM). A frozen job gets
+    /// its signal when it is next thawed.
+    fn take_signals(&mut self) -> Vec<(JobId, libc::c_int)> {
+        Vec::new()
+    }
     /// A policy to take over from the running one, with every job it holds (`cosched policy P`).
     fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
         None

@@ -36,24 +36,24 @@ impl ClientArgs {
     }
 }
 
-/// One line per job: id, name, user, state, CPUs now, threads, elapsed.
+/// One line per job: id, name, user, state, CPUs now, threads, elapsed (`H:MM:SS`).
 pub fn print_jobs(jobs: &[JobView]) {
     println!(
-        "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9} {:>8}  labels",
-        "id", "name", "uid", "state", "cpus", "threads", "elapsed s", "slowdown"
+        "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>10} {:>8}  labels",
+        "id", "name", "uid", "state", "cpus", "threads", "elapsed", "slowdown"
     );
     let now = cosched_service::protocol::now_unix();
     for job in jobs {
         let elapsed = job
             .started
             .map(|s| job.finished.unwrap_or(now) - s)
-            .map_or("-".to_string(), |e| format!("{e:.1}"));
+            .map_or("-".to_string(), super::slurm_time::format_duration);
         let mut labels: Vec<String> = job.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         if !job.tasks.is_empty() {
             labels.push(format!("tasks={}", job.tasks.len() + 1));
         }
         println!(
-            "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9} {:>8}  {}",
+            "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>10} {:>8}  {}",
             job.id,
             job.name,
             job.uid,

@@ -15,13 +15,19 @@ use std::path::PathBuf;
 without a shell (write `sh -c '…'` yourself if you want one).\n\n\
 Examples:\n  cosched submit -- ./solver --size 4096\n  \
 cosched submit --name lu --threads 2:16 --kind malleable -- ./lu\n  \
-cosched submit --wait -- make -j8\n  cosched submit examples/default.toml"
+cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
+cosched submit examples/default.toml"
 )]
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,
     #[command(flatten)]
     job: JobArgs,
+    /// Time limit (as sbatch): MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS; at it the job
+    /// gets SIGTERM, then SIGKILL after the daemon's grace (30 s unless configured), and is
+    /// `timeout`
+    #[arg(short = 't', long, value_name = "TIME")]
+    time: Option<String>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
     #[arg(long)]
@@ -85,7 +91,11 @@ impl JobArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let submissions = match args.command.as_slice() {
+    let time_limit = match &args.time {
+        Some(text) => super::slurm_time::parse_time_limit(text)?,
+        None => None,
+    };
+    let mut submissions = match args.command.as_slice() {
         [file] if file.ends_with(".toml") => from_workload(file, &cwd, &env, &args.job.labels()?)?,
         command => vec![Submission {
             name: args.job.name.clone().unwrap_or_else(|| {
@@ -103,8 +113,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             coschedule: !args.job.no_coschedule,
             hints: args.job.hints()?,
             labels: args.job.labels()?,
+            time_limit: None,
         }],
     };
+    for submission in &mut submissions {
+        submission.time_limit = time_limit;
+    }
     let mut ids = Vec::new();
     for submission in submissions {
         match args.client.request(Request::Submit(submission))? {
@@ -162,6 +176,7 @@ fn from_workload(
                 coschedule: job.coschedule,
                 hints: job.hints.clone(),
                 labels: labels.clone(),
+                time_limit: None,
             }
         })
         .collect())
