@@ -243,7 +243,7 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
         let settled = match job.view.state {
             JobState::Done | JobState::Failed => true,
             JobState::Cancelled | JobState::Timeout => job.view.finished.is_some(),
-            JobState::Queued | JobState::Running => false,
+            JobState::Queued | JobState::Running | JobState::Suspended => false,
         };
         if settled {
             // Its processes have ended: none to look for (most of a long history).

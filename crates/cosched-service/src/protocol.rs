@@ -23,9 +23,12 @@ pub struct Envelope {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     Submit(Submission),
-    /// Every job of the daemon's history with `all`, else those queued or running.
+    /// Every job of the daemon's history with `all`, else those queued or running; those `filter`
+    /// keeps.
     Jobs {
         all: bool,
+        #[serde(default)]
+        filter: JobFilter,
     },
     Show {
         id: u64,
@@ -45,6 +48,30 @@ pub enum Request {
     Switches {},
     /// Adopt a running process and its descendants as a job (the process's owner or root only).
     Attach(Attachment),
+}
+
+/// Which jobs a listing keeps: each list that is not empty must hold the job's value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JobFilter {
+    pub users: Vec<u32>,
+    /// States as listed (`suspended` is a running job frozen between its slots).
+    pub states: Vec<JobState>,
+    pub names: Vec<String>,
+    /// Jobs that had not ended by this Unix time.
+    pub since: Option<f64>,
+}
+
+impl JobFilter {
+    /// Whether `view`, listed in `state`, is kept.
+    pub fn keeps(&self, view: &JobView, state: JobState) -> bool {
+        (self.users.is_empty() || self.users.contains(&view.uid))
+            && (self.states.is_empty() || self.states.contains(&state))
+            && (self.names.is_empty() || self.names.contains(&view.name))
+            && self
+                .since
+                .is_none_or(|t| !view.state.ended() || view.finished.is_none_or(|f| f >= t))
+    }
 }
 
 /// A job as a client submits it. The daemon adds who submitted it (from the socket's credentials).
@@ -158,8 +185,11 @@ pub enum Reply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Not started: `reason` in its view says why (Slurm's `PENDING`).
     Queued,
     Running,
+    /// Running, but frozen now between its slots (only as listed, never journaled).
+    Suspended,
     Done,
     Failed,
     Cancelled,
@@ -221,6 +251,10 @@ pub struct JobView {
     /// Seconds it may run ([`Submission::time_limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<u64>,
+    /// Why a queued job has not started: `resources` (the policy has no CPUs for it yet) or
+    /// `user_limit` (its user runs `limits.running_jobs_per_user` jobs already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl JobView {
@@ -260,6 +294,7 @@ impl JobView {
             labels: submission.labels.clone(),
             slowdown: None,
             time_limit: submission.time_limit,
+            reason: None,
         }
     }
 
@@ -271,7 +306,7 @@ impl JobView {
             (state, Some(0)) if state.ended_by_daemon() => 1,
             (_, Some(code)) => code,
             (JobState::Done, None) => 0,
-            (JobState::Queued | JobState::Running, None) => 0,
+            (JobState::Queued | JobState::Running | JobState::Suspended, None) => 0,
             _ => self
                 .error
                 .as_deref()
@@ -296,7 +331,13 @@ mod tests {
     fn unknown_fields_and_versionless_requests_are_refused() {
         let ok: Envelope =
             serde_json::from_str(r#"{"version":1,"request":{"jobs":{"all":true}}}"#).unwrap();
-        assert_eq!(ok.request, Request::Jobs { all: true });
+        assert_eq!(
+            ok.request,
+            Request::Jobs {
+                all: true,
+                filter: JobFilter::default()
+            }
+        );
         for bad in [
             r#"{"version":1,"request":{"jobs":{"all":true,"extra":1}}}"#,
             r#"{"version":1,"request":{"jobs":{"all":true}},"x":2}"#,

@@ -211,6 +211,20 @@ impl Registry {
         self.jobs.range(from..).map(|(_, j)| &j.view)
     }
 
+    /// Why queued job `id` has not started: held back for its user's running jobs
+    /// (`running_per_user`), else waiting for the policy to give it CPUs.
+    pub fn pending_reason(&self, id: u64, running_per_user: usize) -> Option<&'static str> {
+        let job = self.jobs.get(&id)?;
+        if job.view.state != JobState::Queued {
+            return None;
+        }
+        let held = job.submission.is_some()
+            && job.adopt.is_none()
+            && job.view.uid != 0
+            && self.load_of(job.view.uid).running >= running_per_user;
+        Some(if held { "user_limit" } else { "resources" })
+    }
+
     /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
     pub fn waiting(&self) -> (usize, usize) {
         let adopted = self

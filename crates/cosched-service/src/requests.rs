@@ -7,7 +7,9 @@
 use crate::error::ServiceError;
 use crate::journal::Entry;
 use crate::processes::kill_unwatched;
-use crate::protocol::{now_unix, Attachment, JobView, Reply, Request, Submission};
+use crate::protocol::{
+    now_unix, Attachment, JobFilter, JobState, JobView, Reply, Request, Submission,
+};
 use crate::registry::{Cancelled, Peer, Registry, Tracked};
 use crate::state::Shared;
 use cosched_linux::Adopt;
@@ -19,7 +21,7 @@ use std::sync::MutexGuard;
 pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
     let result = match request {
         Request::Submit(submission) => submit(shared, submission, peer),
-        Request::Jobs { all } => Ok(jobs(shared, all, peer)),
+        Request::Jobs { all, filter } => Ok(jobs(shared, all, &filter, peer)),
         Request::Show { id } => show(shared, id, peer),
         Request::Cancel { ids } => cancel(shared, &ids, peer),
         Request::Wait { ids } => wait(shared, &ids, peer),
@@ -64,8 +66,10 @@ fn as_seen_by(shared: &Shared, peer: Peer, mut view: JobView) -> JobView {
 /// Jobs copied per hold of the registry's lock: a long history is listed in turns with the executor.
 const LISTED_PER_LOCK: usize = 1024;
 
-fn jobs(shared: &Shared, all: bool, peer: Peer) -> Reply {
+fn jobs(shared: &Shared, all: bool, filter: &JobFilter, peer: Peer) -> Reply {
     let now = now_unix();
+    let suspended = shared.suspended();
+    let running_per_user = shared.config.limits.running_jobs_per_user;
     let mut jobs = Vec::new();
     let mut from = 0;
     loop {
@@ -74,9 +78,23 @@ fn jobs(shared: &Shared, all: bool, peer: Peer) -> Reply {
         for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
             scanned += 1;
             from = view.id + 1;
-            if all || !view.state.ended() {
-                jobs.push(registry.with_slowdown(view.clone(), now));
+            if !all && view.state.ended() {
+                continue;
             }
+            let state = match view.state {
+                JobState::Running if suspended.contains(&view.id) => JobState::Suspended,
+                state => state,
+            };
+            // Filtered before the copy: a filtered listing of a long history copies little.
+            if !filter.keeps(view, state) {
+                continue;
+            }
+            let mut listed = registry.with_slowdown(view.clone(), now);
+            listed.state = state;
+            listed.reason = registry
+                .pending_reason(view.id, running_per_user)
+                .map(String::from);
+            jobs.push(listed);
         }
         if scanned < LISTED_PER_LOCK {
             break;

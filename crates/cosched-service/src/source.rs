@@ -152,6 +152,16 @@ impl JobSource for DaemonSource {
             .collect()
     }
 
+    fn slot_enforced(&mut self, frozen: &[JobId]) {
+        let mut suspended = self
+            .shared
+            .suspended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        suspended.clear();
+        suspended.extend(frozen.iter().map(|id| u64::from(id.0)));
+    }
+
     fn slot_switched(&mut self, lateness: f64) {
         let mut log = self
             .shared

@@ -1,5 +1,5 @@
 //! What users of a batch system expect from `cosched daemon`'s clients, run against a real daemon:
-//! exit statuses a script can rely on and time limits. Each test runs its own daemon on a socket
+//! exit statuses a script can rely on, time limits, listings filtered as squeue filters them. Each test runs its own daemon on a socket
 //! and state directory of its own.
 
 use cosched_service::harness::{DaemonProcess, Launch};
@@ -16,12 +16,16 @@ fn start(dir: &Path) -> DaemonProcess {
     start_configured(dir, "")
 }
 
-/// A daemon reading `config` as its daemon.toml.
+/// A daemon under `eq` reading `config` as its daemon.toml.
 fn start_configured(dir: &Path, config: &str) -> DaemonProcess {
+    start_with_policy(dir, "eq", config)
+}
+
+fn start_with_policy(dir: &Path, policy: &str, config: &str) -> DaemonProcess {
     let path = dir.join("daemon.toml");
     std::fs::write(&path, config).unwrap();
     Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
-        .args(["--idle-timeout", "1", "--policy", "eq", "--config"])
+        .args(["--idle-timeout", "1", "--policy", policy, "--config"])
         .args([&path])
         .start()
         .unwrap()
@@ -206,5 +210,144 @@ fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
     let bad = cosched(&daemon.socket, &["submit", "-t", "1h", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("HH:MM:SS"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
+}
+
+/// A directory uid 65534 may enter, or `None` (saying why) where a second user cannot be had.
+fn dir_for_two_users() -> Option<tempfile::TempDir> {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to run a second user");
+        return None;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: setpriv (util-linux) is not installed");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    Some(dir)
+}
+
+/// `cosched ARGS…` run as uid 65534, from `/`.
+fn as_nobody(socket: &Path, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(socket)
+        .args(&args[1..])
+        .current_dir("/")
+        .output()
+        .unwrap()
+}
+
+/// The rows of `cosched jobs ARGS…` as printed, header left out, each split into its cells.
+fn listed(socket: &Path, args: &[&str]) -> Vec<Vec<String>> {
+    let mut all = vec!["jobs"];
+    all.extend_from_slice(args);
+    let out = cosched(socket, &all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn jobs_filter_by_user_name_and_state_show_frozen_jobs_suspended_and_cancel_by_filter() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = start_with_policy(dir.path(), "gang", "");
+    let socket = daemon.socket.clone();
+    // Two spinners as wide as the machine: gang gives each every other slot, so one is frozen.
+    let cpus = std::thread::available_parallelism()
+        .unwrap()
+        .get()
+        .to_string();
+    let spin = |name: &str| {
+        submitted_id(&cosched(
+            &socket,
+            &[
+                "submit",
+                "--name",
+                name,
+                "--threads",
+                &cpus,
+                "--kind",
+                "rigid",
+                "--",
+                "sh",
+                "-c",
+                "while :; do :; done",
+            ],
+        ))
+    };
+    let spinners = [spin("spin"), spin("spin")];
+    let theirs = as_nobody(
+        &socket,
+        &["submit", "--name", "theirs", "--", "sleep", "60"],
+    );
+    assert!(theirs.status.success(), "{}", stderr(&theirs));
+    let theirs: u64 = String::from_utf8_lossy(&theirs.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+
+    let mut suspended = Vec::new();
+    assert!(
+        poll(Duration::from_secs(15), || {
+            suspended = listed(&socket, &["--state", "suspended", "--format", "id,state"]);
+            !suspended.is_empty()
+        }),
+        "no job was ever listed suspended under gang"
+    );
+    for row in &suspended {
+        assert_eq!(row[1], "suspended");
+        let id: u64 = row[0].parse().unwrap();
+        assert!(spinners.contains(&id) || id == theirs, "{row:?}");
+    }
+
+    let by_user = listed(&socket, &["--user", "nobody", "--format", "id,user,name"]);
+    assert_eq!(
+        by_user,
+        [vec![theirs.to_string(), "nobody".into(), "theirs".into()]]
+    );
+    let by_name = listed(&socket, &["--name", "spin", "--format", "id,user"]);
+    let ids: Vec<u64> = by_name.iter().map(|r| r[0].parse().unwrap()).collect();
+    assert_eq!(ids, spinners);
+    assert!(by_name.iter().all(|r| r[1] == "root"), "{by_name:?}");
+    let bad = cosched(&socket, &["jobs", "--state", "sleeping"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("pending, running"),
+        "{}",
+        stderr(&bad)
+    );
+
+    // A user's filters choose among their own jobs only.
+    let out = as_nobody(&socket, &["cancel", "--name", "spin"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no job matches"), "{}", stderr(&out));
+    let out = cosched(&socket, &["cancel", "--name", "spin"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ended = daemon.wait(spinners.to_vec()).unwrap();
+    assert!(
+        ended.iter().all(|j| j.state == JobState::Cancelled),
+        "{ended:?}"
+    );
+    assert_eq!(show(&daemon, theirs).state, JobState::Running);
+    let out = as_nobody(&socket, &["cancel", "--state", "running"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    daemon.wait(vec![theirs]).unwrap();
+    let all_ended = listed(&socket, &["--all", "--since", "1h", "--format", "id,state"]);
+    assert_eq!(all_ended.len(), 3, "{all_ended:?}");
     daemon.stop().unwrap();
 }

@@ -52,6 +52,12 @@ impl Executor<'_> {
         if switching && thawed > 0 {
             self.switch_skew.push(monotonic() - first_thaw);
         }
+        let frozen: Vec<JobId> = self
+            .running()
+            .filter(|(_, r)| r.control.frozen)
+            .map(|(id, _)| id)
+            .collect();
+        self.source.slot_enforced(&frozen);
         Ok(())
     }
 

@@ -94,6 +94,9 @@ pub trait JobSource {
     }
     /// Every trace record of the run, as it is written.
     fn observe(&mut self, _record: &Record) {}
+    /// The slot in force holds: `frozen` are the running jobs it leaves frozen (suspended between
+    /// their slots).
+    fn slot_enforced(&mut self, _frozen: &[JobId]) {}
     /// The loop moved to the next slot `lateness` seconds after that slot's deadline.
     fn slot_switched(&mut self, _lateness: f64) {}
 }

@@ -1,20 +1,44 @@
-//! `cosched cancel`: stop jobs (your own; root may stop any).
+//! `cosched cancel`: stop jobs, named by id or chosen by user, name and state (your own; root may
+//! stop any).
 
 use super::client::{unexpected, ClientArgs};
+use super::jobs::FilterArgs;
 use cosched_service::protocol::{Reply, Request};
 
 /// Cancel jobs: queued ones never start, running ones are killed
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  cosched cancel 12\n  cosched cancel 12 13 14")]
+#[command(
+    after_help = "Without --user, the filters choose among your own jobs (root's: \
+everyone's).\n\nExamples:\n  cosched cancel 12\n  cosched cancel 12 13 14\n  \
+cosched cancel --name sweep --state pending\n  cosched cancel --user ana   # as root"
+)]
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,
-    #[arg(required = true)]
+    #[command(flatten)]
+    filter: FilterArgs,
+    #[arg(required_unless_present_any = ["user", "state", "name", "since"])]
     ids: Vec<u64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.client.request(Request::Cancel { ids: args.ids })? {
+    let mut ids = args.ids.clone();
+    if !args.filter.is_empty() {
+        let mut filter = args.filter.filter()?;
+        let me = nix::unistd::getuid().as_raw();
+        if filter.users.is_empty() && me != 0 {
+            filter.users = vec![me];
+        }
+        match args.client.request(Request::Jobs { all: false, filter })? {
+            Reply::Jobs { jobs } => ids.extend(jobs.iter().map(|j| j.id)),
+            other => return Err(unexpected(other)),
+        }
+        if ids.is_empty() {
+            eprintln!("no job matches");
+            return Ok(());
+        }
+    }
+    match args.client.request(Request::Cancel { ids })? {
         Reply::Cancelled { ids } => {
             if !args
                 .client
