@@ -4,10 +4,13 @@
 
 use crate::affinity::Mask;
 use cosched_core::CpuSet;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use std::collections::BTreeMap;
-use std::ffi::{CString, OsString};
+use std::ffi::{CStr, CString, OsString};
 use std::fs::File;
 use std::io;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -100,6 +103,29 @@ pub fn placement_env(job: u32, cpus: &CpuSet) -> Vec<(String, OsString)> {
     ]
 }
 
+/// Where a job's standard output or error goes.
+pub enum Output {
+    /// A file the executor opened.
+    File(File),
+    /// A path the job's user named: opened (created, truncated) by the job's own process once it
+    /// runs as that user, so that it reaches only what the user may write.
+    AsUser(PathBuf),
+}
+
+impl Output {
+    /// What the child starts with, and the path it is to open itself, if any.
+    fn split(self) -> io::Result<(Stdio, Option<CString>)> {
+        match self {
+            Output::File(file) => Ok((file.into(), None)),
+            Output::AsUser(path) => {
+                let path = CString::new(path.as_os_str().as_bytes())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                Ok((Stdio::null(), Some(path)))
+            }
+        }
+    }
+}
+
 /// Everything needed to start one job.
 pub struct Launch<'a> {
     pub command: &'a [String],
@@ -107,8 +133,8 @@ pub struct Launch<'a> {
     pub placeholders: &'a Placeholders,
     /// Extra environment set by the executor (OMP_NUM_THREADS, COSCHED_CONTROL, LD_PRELOAD).
     pub executor_env: Vec<(String, OsString)>,
-    pub stdout: File,
-    pub stderr: File,
+    pub stdout: Output,
+    pub stderr: Output,
     /// `cgroup.procs` files the process joins before exec.
     pub join: Vec<PathBuf>,
     /// CPU mask set before exec (affinity placement).
@@ -133,12 +159,15 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
     let (program, rest) = args
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the job has no command"))?;
+    let (stdout, stdout_path) = launch.stdout.split()?;
+    let (stderr, stderr_path) = launch.stderr.split()?;
+    let named_output = stdout_path.is_some() || stderr_path.is_some();
     let mut command = Command::new(program);
     command
         .args(rest)
         .stdin(Stdio::null())
-        .stdout(launch.stdout)
-        .stderr(launch.stderr)
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0);
     if launch.clear_env {
         command.env_clear();
@@ -187,12 +216,40 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
                 check(libc::setgid(user.gid))?;
                 check(libc::setuid(user.uid))?;
             }
-            Ok(())
+            open_as_user(stdout_path.as_deref(), stderr_path.as_deref())
         });
     }
-    command
-        .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot start {program}: {e}")))
+    command.spawn().map_err(|e| {
+        let what = match named_output {
+            true => " or open the output files named for it",
+            false => "",
+        };
+        io::Error::new(e.kind(), format!("cannot start {program}{what}: {e}"))
+    })
+}
+
+/// In the child, once it is the job's user: opens the output files the user named onto standard
+/// output and error (one file for both when they name the same path, as Slurm's `-o` alone does).
+fn open_as_user(stdout: Option<&CStr>, stderr: Option<&CStr>) -> io::Result<()> {
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_CLOEXEC;
+    let mode = Mode::from_bits_truncate(0o644);
+    let onto = |path: &CStr, target: RawFd| -> nix::Result<()> {
+        let fd = nix::fcntl::open(path, flags, mode)?;
+        // dup2 leaves the copy open across exec; the original closes with it.
+        nix::unistd::dup2(fd, target)?;
+        nix::unistd::close(fd)
+    };
+    if let Some(path) = stdout {
+        onto(path, libc::STDOUT_FILENO)?;
+    }
+    match stderr {
+        Some(path) if Some(path) == stdout => {
+            nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)?;
+        }
+        Some(path) => onto(path, libc::STDERR_FILENO)?,
+        None => {}
+    }
+    Ok(())
 }
 
 /// Writing "0" to `cgroup.procs` moves the writing process into that cgroup.
@@ -275,8 +332,8 @@ mod tests {
                 workload_dir: "/".into(),
             },
             executor_env: Vec::new(),
-            stdout: file(),
-            stderr: file(),
+            stdout: Output::File(file()),
+            stderr: Output::File(file()),
             join: Vec::new(),
             mask: None,
             interleave: None,

@@ -252,5 +252,7 @@ pub fn submission(command: &[&str]) -> Submission {
         hints: Default::default(),
         labels: Default::default(),
         time_limit: None,
+        output: None,
+        error: None,
     }
 }

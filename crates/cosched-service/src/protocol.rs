@@ -98,6 +98,20 @@ pub struct Submission {
     /// daemon's `jobs.kill_wait_seconds`. `None`: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<u64>,
+    /// Where standard output goes (Slurm's `--output`), relative to `cwd`, with `%j`-style symbols
+    /// (`output_paths.rs`); the file is opened as the job's user. `None`: the state directory's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Where standard error goes (`--error`); `None` with an `output`: the same file, as in Slurm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Submission {
+    /// Whether the user named the output files, which are then opened with the user's rights.
+    pub fn names_its_output(&self) -> bool {
+        self.output.is_some() || self.error.is_some()
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +131,8 @@ impl Submission {
             hints: Default::default(),
             labels: Default::default(),
             time_limit: None,
+            output: None,
+            error: None,
         }
     }
 }

@@ -142,12 +142,15 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     check_submission(&submission)?;
     check_served(shared, peer)?;
     check_weight(shared, submission.weight, peer)?;
+    // Looked up before the lock: the user database may be a network service.
+    let user = submission
+        .names_its_output()
+        .then(|| crate::output_paths::user_name(peer.uid));
     let mut registry = shared.lock();
     check_queue(shared, &registry, peer.uid)?;
     let id = registry.next_id();
     let t = now_unix();
-    let stdout = shared.logs.join(format!("{id}.stdout"));
-    let stderr = shared.logs.join(format!("{id}.stderr"));
+    let (stdout, stderr) = output_files(shared, &submission, id, user.as_deref())?;
     let position = shared.journal.append(&Entry::Submitted {
         id,
         t,
@@ -173,6 +176,37 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     Ok(Reply::Submitted { id })
 }
 
+/// Where job `id` writes: the files its user named (Slurm's `-o`/`-e`; standard error to standard
+/// output's file unless named apart), else `<id>.stdout` and `<id>.stderr` in the state directory.
+/// `user`: the submitter's name, needed when the user named a file.
+fn output_files(
+    shared: &Shared,
+    s: &Submission,
+    id: u64,
+    user: Option<&str>,
+) -> Result<(PathBuf, PathBuf), ServiceError> {
+    let default = |stream: &str| shared.logs.join(format!("{id}.{stream}"));
+    let Some(user) = user else {
+        return Ok((default("stdout"), default("stderr")));
+    };
+    let job = crate::output_paths::JobNames {
+        id,
+        name: &s.name,
+        user,
+    };
+    let expand = |pattern: &str| crate::output_paths::expand(pattern, &job, &s.cwd);
+    let stdout = match &s.output {
+        Some(pattern) => expand(pattern)?,
+        None => default("stdout"),
+    };
+    let stderr = match (&s.error, &s.output) {
+        (Some(pattern), _) => expand(pattern)?,
+        (None, Some(_)) => stdout.clone(),
+        (None, None) => default("stderr"),
+    };
+    Ok((stdout, stderr))
+}
+
 fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceError> {
     check_served(shared, peer)?;
     let found = crate::attach::inspect(a.pid, peer)?;
@@ -190,6 +224,8 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         hints: a.hints,
         labels: a.labels,
         time_limit: None,
+        output: None,
+        error: None,
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;

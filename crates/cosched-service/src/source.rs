@@ -6,7 +6,7 @@ use crate::protocol::now_unix;
 use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
 use cosched_core::{JobId, JobSpec, Policy};
-use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource};
+use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource, OpenedAsUser};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -46,6 +46,11 @@ impl JobSource for DaemonSource {
             .into_iter()
             .map(|job| {
                 let s = job.submission;
+                // `-o` alone sends standard error to the same file, as in Slurm.
+                let opened_as_user = OpenedAsUser {
+                    stdout: s.output.is_some(),
+                    stderr: s.names_its_output(),
+                };
                 let max = s.max_threads.unwrap_or(self.cpus as u32).max(1);
                 ArrivingJob {
                     spec: JobSpec {
@@ -71,6 +76,7 @@ impl JobSource for DaemonSource {
                         .then(|| InvokingUser::with_groups(job.uid, job.gid)),
                     clear_env: true,
                     adopt: job.adopt,
+                    opened_as_user,
                 }
             })
             .collect()

@@ -1,5 +1,6 @@
 //! What users of a batch system expect from `cosched daemon`'s clients, run against a real daemon:
-//! exit statuses a script can rely on, time limits, listings filtered as squeue filters them. Each test runs its own daemon on a socket
+//! exit statuses a script can rely on, time limits, output files named by the user, listings
+//! filtered as squeue filters them. Each test runs its own daemon on a socket
 //! and state directory of its own.
 
 use cosched_service::harness::{DaemonProcess, Launch};
@@ -234,6 +235,11 @@ fn dir_for_two_users() -> Option<tempfile::TempDir> {
 
 /// `cosched ARGS…` run as uid 65534, from `/`.
 fn as_nobody(socket: &Path, args: &[&str]) -> Output {
+    as_nobody_in(Path::new("/"), socket, args)
+}
+
+/// `cosched ARGS…` run as uid 65534, from `cwd`.
+fn as_nobody_in(cwd: &Path, socket: &Path, args: &[&str]) -> Output {
     Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_cosched"))
@@ -241,7 +247,7 @@ fn as_nobody(socket: &Path, args: &[&str]) -> Output {
         .arg("--socket")
         .arg(socket)
         .args(&args[1..])
-        .current_dir("/")
+        .current_dir(cwd)
         .output()
         .unwrap()
 }
@@ -349,5 +355,72 @@ fn jobs_filter_by_user_name_and_state_show_frozen_jobs_suspended_and_cancel_by_f
     daemon.wait(vec![theirs]).unwrap();
     let all_ended = listed(&socket, &["--all", "--since", "1h", "--format", "id,state"]);
     assert_eq!(all_ended.len(), 3, "{all_ended:?}");
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn output_files_named_by_the_user_are_opened_as_the_user() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = start(dir.path());
+    let socket = daemon.socket.clone();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let submit_as_nobody = |args: &[&str]| {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        all.extend(["--", "sh", "-c", "echo out; echo err >&2"]);
+        let out = as_nobody_in(&theirs, &socket, &all);
+        submitted_id(&out)
+    };
+
+    // -o alone: both streams in one file, relative to the working directory, the user's own.
+    let together = submit_as_nobody(&["-o", "out-%j.txt"]);
+    // -o and -e apart, with the job's name and user.
+    let apart = submit_as_nobody(&["--name", "pair", "-o", "%x-%j.out", "-e", "%x-%u-%j.err"]);
+    // Where uid 65534 may not write: the job fails, and nothing is created there for it.
+    let forbidden_dir = dir.path().join("roots");
+    std::fs::create_dir(&forbidden_dir).unwrap();
+    std::fs::set_permissions(
+        &forbidden_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let forbidden = forbidden_dir.join("planted-%j.txt");
+    let refused = submit_as_nobody(&["-o", forbidden.to_str().unwrap()]);
+    let ended = daemon.wait(vec![together, apart, refused]).unwrap();
+
+    assert_eq!(ended[0].state, JobState::Done, "{:?}", ended[0]);
+    let file = theirs.join(format!("out-{together}.txt"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "out\nerr\n");
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&file).unwrap());
+    assert_eq!(owner, 65534, "{} belongs to uid {owner}", file.display());
+    assert_eq!(ended[0].stdout, file);
+
+    assert_eq!(ended[1].state, JobState::Done, "{:?}", ended[1]);
+    let out = theirs.join(format!("pair-{apart}.out"));
+    let err = theirs.join(format!("pair-nobody-{apart}.err"));
+    assert_eq!(std::fs::read_to_string(out).unwrap(), "out\n");
+    assert_eq!(std::fs::read_to_string(err).unwrap(), "err\n");
+
+    let failed = &ended[2];
+    assert_eq!(failed.state, JobState::Failed, "{failed:?}");
+    let reason = failed.error.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains("output files") && reason.contains("Permission denied"),
+        "{reason}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&forbidden_dir).unwrap().count(),
+        0,
+        "a file was created where uid 65534 may not write"
+    );
+
+    let bad = as_nobody_in(&theirs, &socket, &["submit", "-o", "out-%q", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("%q"), "{}", stderr(&bad));
     daemon.stop().unwrap();
 }

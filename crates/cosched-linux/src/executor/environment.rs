@@ -4,7 +4,7 @@
 use super::source::ArrivingJob;
 use super::Running;
 use crate::enforce::{Enforcer, Members};
-use crate::launch::{self, InvokingUser, Launch, Placeholders};
+use crate::launch::{self, InvokingUser, Launch, Output, Placeholders};
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::ffi::OsString;
@@ -71,10 +71,21 @@ impl LaunchEnvironment {
         let open = |path: &Path| {
             File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
         };
-        let stdout = open(&job.stdout)?;
-        let stderr = open(&job.stderr)?;
+        let output = |path: &PathBuf, as_user: bool| -> Result<Output, String> {
+            match as_user {
+                true => Ok(Output::AsUser(path.clone())),
+                false => open(path).map(Output::File),
+            }
+        };
+        let stdout = output(&job.stdout, job.opened_as_user.stdout)?;
+        let stderr = output(&job.stderr, job.opened_as_user.stderr)?;
         if let Some(user) = job.user.as_ref().or(self.user.as_ref()) {
-            for path in [&job.stdout, &job.stderr, &page_path] {
+            let created = [
+                (!job.opened_as_user.stdout).then_some(&job.stdout),
+                (!job.opened_as_user.stderr).then_some(&job.stderr),
+                Some(&page_path),
+            ];
+            for path in created.into_iter().flatten() {
                 let _ = user.chown(path);
             }
         }

@@ -22,7 +22,7 @@ mod slots;
 mod source;
 mod tasks;
 
-pub use source::{Adopt, ArrivingJob, JobSource, WorkloadReplay};
+pub use source::{Adopt, ArrivingJob, JobSource, OpenedAsUser, WorkloadReplay};
 
 use crate::enforce::{Enforcer, JobControl};
 use crate::interrupt::Interrupts;

@@ -34,6 +34,16 @@ pub struct ArrivingJob {
     pub clear_env: bool,
     /// An already running process group to take under control instead of starting `command`.
     pub adopt: Option<Adopt>,
+    /// Which of `stdout` and `stderr` the job's user named: those the job's own process opens once
+    /// it runs as the user, never the executor.
+    pub opened_as_user: OpenedAsUser,
+}
+
+/// Which output files of a job its user named (`cosched submit -o/-e`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenedAsUser {
+    pub stdout: bool,
+    pub stderr: bool,
 }
 
 /// A process the executor did not start, named by pid and start time so that a reused pid is never
@@ -148,6 +158,7 @@ impl WorkloadReplay {
                     user: None,
                     clear_env: false,
                     adopt: None,
+                    opened_as_user: OpenedAsUser::default(),
                 }
             })
             .collect();

@@ -16,6 +16,7 @@ without a shell (write `sh -c '…'` yourself if you want one).\n\n\
 Examples:\n  cosched submit -- ./solver --size 4096\n  \
 cosched submit --name lu --threads 2:16 --kind malleable -- ./lu\n  \
 cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
+cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
 cosched submit examples/default.toml"
 )]
 pub struct Args {
@@ -28,6 +29,13 @@ pub struct Args {
     /// `timeout`
     #[arg(short = 't', long, value_name = "TIME")]
     time: Option<String>,
+    /// Standard output to FILE instead of the daemon's log (as sbatch): relative to the current
+    /// directory, opened as you; %j job id, %x name, %u user, %A array id, %a array index, %% a %
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<String>,
+    /// Standard error to FILE, with -o's symbols [default: -o's file when -o is given]
+    #[arg(short = 'e', long, value_name = "FILE")]
+    error: Option<String>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
     #[arg(long)]
@@ -114,10 +122,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             hints: args.job.hints()?,
             labels: args.job.labels()?,
             time_limit: None,
+            output: None,
+            error: None,
         }],
     };
     for submission in &mut submissions {
         submission.time_limit = time_limit;
+        submission.output = args.output.clone();
+        submission.error = args.error.clone();
     }
     let mut ids = Vec::new();
     for submission in submissions {
@@ -177,6 +189,8 @@ fn from_workload(
                 hints: job.hints.clone(),
                 labels: labels.clone(),
                 time_limit: None,
+                output: None,
+                error: None,
             }
         })
         .collect())
