@@ -3,10 +3,13 @@
 #   PREFIX/lib/cosched/                     the OpenMP preload library and the benchmark programs
 #   PREFIX/share/man/man1/                  cosched(1) and one page per subcommand
 #   PREFIX/share/{bash-completion,zsh,fish} shell completions
+#   PREFIX/share/doc/cosched/               README.md and docs/*.md
+#   PREFIX/lib/systemd/{system,user}/       cosched.service, the system and the per-user daemon
 # cosched finds lib/cosched/ relative to its own executable (COSCHED_NATIVE_DIR overrides it).
 #
 #   make install PREFIX=$HOME/.local
 #   make install PREFIX=/usr DESTDIR=pkgroot     # staged, for packaging
+#   make deb                                     # target/deb/cosched_VERSION_ARCH.deb, with dpkg-deb
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -17,15 +20,24 @@ INSTALL_TARGET ?= target/install
 CARGO_HOME ?= $(HOME)/.cargo
 
 root := $(DESTDIR)$(PREFIX)
+bindir := $(PREFIX)/bin
+docdir := $(PREFIX)/share/doc/cosched
+# systemd looks in /usr/lib and /usr/local/lib for units; elsewhere, point these where it looks.
+SYSTEMD_SYSTEM_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+SYSTEMD_USER_UNIT_DIR ?= $(PREFIX)/lib/systemd/user
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+# Recorded in every results directory's metadata.json; empty outside a git checkout.
+GIT_REVISION := $(shell git describe --always --dirty 2>/dev/null)
 built := $(INSTALL_TARGET)/release/cosched
 natives := $(INSTALL_TARGET)/lib/cosched
 # Panic messages carry source paths; these map the build's own and the registry's to neutral names.
 remap := --remap-path-prefix=$(CURDIR)=cosched --remap-path-prefix=$(CARGO_HOME)=cargo
 
-.PHONY: build install uninstall
+.PHONY: build install uninstall deb deb-control
 
 build:
-	RUSTFLAGS="$(RUSTFLAGS) $(remap)" $(CARGO) build --release --locked -p cosched \
+	COSCHED_GIT_REVISION="$(GIT_REVISION)" RUSTFLAGS="$(RUSTFLAGS) $(remap)" \
+	  $(CARGO) build --release --locked -p cosched \
 	  --target-dir $(INSTALL_TARGET)
 
 install: build
@@ -40,9 +52,50 @@ install: build
 	$(built) completions bash > $(root)/share/bash-completion/completions/cosched
 	$(built) completions zsh > $(root)/share/zsh/site-functions/_cosched
 	$(built) completions fish > $(root)/share/fish/vendor_completions.d/cosched.fish
+	install -d $(root)/share/doc/cosched $(DESTDIR)$(SYSTEMD_SYSTEM_UNIT_DIR) \
+	  $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)
+	install -m 644 README.md docs/*.md $(root)/share/doc/cosched/
+	sed -e 's|@bindir@|$(bindir)|g' -e 's|@docdir@|$(docdir)|g' dist/cosched.service \
+	  > $(DESTDIR)$(SYSTEMD_SYSTEM_UNIT_DIR)/cosched.service
+	sed -e 's|@bindir@|$(bindir)|g' -e 's|@docdir@|$(docdir)|g' dist/cosched-user.service \
+	  > $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/cosched.service
+	chmod 644 $(DESTDIR)$(SYSTEMD_SYSTEM_UNIT_DIR)/cosched.service \
+	  $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/cosched.service
 
 uninstall:
 	rm -f $(root)/bin/cosched $(root)/share/man/man1/cosched.1 $(root)/share/man/man1/cosched-*.1 \
 	  $(root)/share/bash-completion/completions/cosched $(root)/share/zsh/site-functions/_cosched \
-	  $(root)/share/fish/vendor_completions.d/cosched.fish
-	rm -rf $(root)/lib/cosched
+	  $(root)/share/fish/vendor_completions.d/cosched.fish \
+	  $(DESTDIR)$(SYSTEMD_SYSTEM_UNIT_DIR)/cosched.service $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/cosched.service
+	rm -rf $(root)/lib/cosched $(root)/share/doc/cosched
+
+# A Debian package from a staged install under /usr, built with dpkg-deb alone.
+debroot := target/deb/root
+deb:
+	rm -rf target/deb
+	$(MAKE) install PREFIX=/usr DESTDIR=$(CURDIR)/$(debroot)
+	$(MAKE) deb-control DEBROOT=$(debroot)
+	dpkg-deb --root-owner-group -Zxz --build $(debroot) \
+	  target/deb/cosched_$(VERSION)_$$(dpkg --print-architecture).deb
+
+# DEBIAN/control and the copyright file Debian asks for, in the staged tree DEBROOT.
+deb-control:
+	install -d $(DEBROOT)/DEBIAN
+	printf '%s\n' \
+	  'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' \
+	  'Upstream-Name: cosched' '' 'Files: *' 'License: MIT' \
+	  > $(DEBROOT)/usr/share/doc/cosched/copyright
+	printf '%s\n' \
+	  'Package: cosched' \
+	  'Version: $(VERSION)' \
+	  "Architecture: $$(dpkg --print-architecture)" \
+	  'Maintainer: cosched developers <cosched@localhost>' \
+	  "Installed-Size: $$(du -sk $(DEBROOT)/usr | cut -f1)" \
+	  'Depends: libc6, libgomp1' \
+	  'Section: admin' \
+	  'Priority: optional' \
+	  'Description: user-space co-scheduler for parallel applications' \
+	  ' cosched decides which CPUs each parallel job gets, when it runs (coordinated' \
+	  ' time slices for all its threads) and how many threads it should use, on' \
+	  ' multicore and NUMA machines; real runs, simulation and a node daemon.' \
+	  > $(DEBROOT)/DEBIAN/control

@@ -320,14 +320,23 @@ impl fmt::Debug for CpuSet {
 #[error("invalid CPU list {text:?}: {reason} (expected the kernel's list format, e.g. \"0-3,8\")")]
 pub struct CpuListError {
     pub text: String,
-    pub reason: String,
+    pub reason: CpuListProblem,
+}
+
+/// What in a CPU list is not the kernel's list format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListProblem {
+    #[error("{part:?} is not a CPU number")]
+    NotACpu { part: String },
+    #[error("range {range} runs backwards")]
+    Backwards { range: String },
 }
 
 impl FromStr for CpuSet {
     type Err = CpuListError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let error = |reason: String| CpuListError {
+        let error = |reason: CpuListProblem| CpuListError {
             text: text.to_string(),
             reason,
         };
@@ -335,15 +344,19 @@ impl FromStr for CpuSet {
         for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
             let part = part.trim();
             let parse = |s: &str| {
-                s.trim()
-                    .parse::<u32>()
-                    .map_err(|_| error(format!("{s:?} is not a CPU number")))
+                s.trim().parse::<u32>().map_err(|_| {
+                    error(CpuListProblem::NotACpu {
+                        part: s.to_string(),
+                    })
+                })
             };
             match part.split_once('-') {
                 Some((lo, hi)) => {
                     let (lo, hi) = (parse(lo)?, parse(hi)?);
                     if lo > hi {
-                        return Err(error(format!("range {part} runs backwards")));
+                        return Err(error(CpuListProblem::Backwards {
+                            range: part.to_string(),
+                        }));
                     }
                     (lo..=hi).for_each(|cpu| set.insert(cpu));
                 }

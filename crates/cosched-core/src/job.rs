@@ -47,8 +47,9 @@ pub struct JobHints {
     /// Expected run time alone on the whole machine, seconds (LPT-style policies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<f64>,
-    /// Expected run time alone on one CPU with one thread, seconds (`cosched calibrate --scaling`):
-    /// beside `runtime`, how well the job scales here (`auto` gives it no CPU it cannot use well).
+    /// Expected run time alone on one CPU with one thread, seconds (`cosched calibrate --scaling`, or
+    /// fitted to the job's past runs, `crate::scaling`): beside `runtime`, how well the job scales
+    /// here (`auto` gives it no CPU it cannot use well).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_cpu_runtime: Option<f64>,
     /// Average cache footprint in MB (Scalpel, DI).

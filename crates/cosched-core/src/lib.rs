@@ -11,6 +11,7 @@ pub mod observe;
 pub mod plan;
 pub mod plan_change;
 pub mod policy;
+pub mod scaling;
 pub mod topology;
 pub mod trace;
 pub mod workload;

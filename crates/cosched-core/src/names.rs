@@ -2,17 +2,28 @@
 //! labels): what a name may be, and how any text is made a file-name part that cannot leave its
 //! directory.
 
+/// A workload or job name that cannot name output files as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error(
+        "{name:?} must be non-empty, not start with '.', and contain no '/' or '\\' (it names output files)"
+    )]
+    LeavesDirectory { name: String },
+    #[error("{name:?} contains a control character (it names output files)")]
+    ControlCharacter { name: String },
+}
+
 /// Checks a workload or job name, which names output files and directories as it is.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), NameError> {
     if name.is_empty() || name.contains(['/', '\\', '\0']) || name.starts_with('.') {
-        return Err(format!(
-            "{name:?} must be non-empty, not start with '.', and contain no '/' or '\\' (it names output files)"
-        ));
+        return Err(NameError::LeavesDirectory {
+            name: name.to_string(),
+        });
     }
     if name.chars().any(char::is_control) {
-        return Err(format!(
-            "{name:?} contains a control character (it names output files)"
-        ));
+        return Err(NameError::ControlCharacter {
+            name: name.to_string(),
+        });
     }
     Ok(())
 }

@@ -122,11 +122,21 @@ impl<W: Write> TraceWriter<W> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceReadError {
-    #[error("{source_name}:{line}: {reason}")]
+    #[error("{source_name}:{line}: {source}")]
     Malformed {
         source_name: String,
         line: usize,
-        reason: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{source_name}:{line}: trace version {version} is newer than this cosched reads \
+         ({TRACE_VERSION}); upgrade cosched"
+    )]
+    NewerVersion {
+        source_name: String,
+        line: usize,
+        version: u32,
     },
     #[error("{source_name}: {0}", source_name = .1)]
     Io(#[source] io::Error, String),
@@ -146,19 +156,17 @@ pub fn read_trace(
             continue;
         }
         let parsed: TraceLine =
-            serde_json::from_str(&line).map_err(|e| TraceReadError::Malformed {
+            serde_json::from_str(&line).map_err(|source| TraceReadError::Malformed {
                 source_name: source_name.to_string(),
                 line: i + 1,
-                reason: e.to_string(),
+                source,
             })?;
         if let Record::RunStart { version, .. } = &parsed.record {
             if *version > TRACE_VERSION {
-                return Err(TraceReadError::Malformed {
+                return Err(TraceReadError::NewerVersion {
                     source_name: source_name.to_string(),
                     line: i + 1,
-                    reason: format!(
-                        "trace version {version} is newer than this cosched reads ({TRACE_VERSION}); upgrade cosched"
-                    ),
+                    version: *version,
                 });
             }
         }

@@ -4,6 +4,7 @@
 //! (`profile`); a file may have either or both. Errors name the file, the line and the field.
 
 use crate::job::{JobHints, JobId, JobKind, JobSpec};
+use crate::names::{check_name, NameError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -168,8 +169,66 @@ pub enum WorkloadError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    /// The TOML parser's complaint, placed at its line and field where it gives one.
+    #[error("{path}: {}{message}", place(*line, key.as_deref()))]
+    Toml {
+        path: String,
+        line: Option<usize>,
+        key: Option<String>,
+        message: String,
+    },
+    #[error(
+        "{path}: no jobs; add at least one [[job]] table with a name and a command or profile"
+    )]
+    NoJobs { path: String },
+    #[error("{path}: [workload] field `name`: {problem}")]
+    WorkloadName { path: String, problem: NameError },
+    #[error("{path}: line {line}: job {job:?}: {problem}")]
+    Job {
+        path: String,
+        line: usize,
+        job: String,
+        problem: JobProblem,
+    },
+    #[error(
+        "{path}: line {line}: field `name`: job name {job:?} is already used on line {first}; names \
+         must be unique because they name the job's output files"
+    )]
+    DuplicateJob {
+        path: String,
+        line: usize,
+        job: String,
+        first: usize,
+    },
+}
+
+/// `line N: field `KEY`: ` as far as they are known.
+fn place(line: Option<usize>, key: Option<&str>) -> String {
+    match (line, key) {
+        (Some(line), Some(key)) => format!("line {line}: field `{key}`: "),
+        (Some(line), None) => format!("line {line}: "),
+        _ => String::new(),
+    }
+}
+
+/// What is wrong with one job of a workload file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobProblem {
+    #[error("field `name`: {0}")]
+    Name(NameError),
+    #[error("field `arrival`: {arrival} is not a time in seconds ≥ 0")]
+    Arrival { arrival: f64 },
+    #[error("field `min_threads`: must be at least 1")]
+    NoThreads,
+    #[error(
+        "field `max_threads`: {max} is below min_threads ({min}); raise max_threads or lower \
+         min_threads"
+    )]
+    ThreadRange { min: u32, max: u32 },
+    #[error("field `weight`: {weight} must be a positive number")]
+    Weight { weight: f64 },
+    #[error("needs `command` (to run it for real) or `profile` (to simulate it), or both")]
+    NothingToRun,
 }
 
 impl Workload {
@@ -188,42 +247,41 @@ impl Workload {
 
     /// Parses TOML text; `source_name` is used in error messages.
     pub fn parse(text: &str, source_name: &str) -> Result<Workload, WorkloadError> {
-        let invalid = |message: String| WorkloadError::Invalid {
-            path: source_name.to_string(),
-            message,
-        };
+        let path = || source_name.to_string();
         let file = parse_file(text).map_err(|e| {
-            let message = e.message().trim().to_string();
-            invalid(match e.span() {
-                Some(span) => {
-                    let line = line_of(text, span.start);
-                    match key_on_line(text, line) {
-                        Some(key) => format!("line {line}: field `{key}`: {message}"),
-                        None => format!("line {line}: {message}"),
-                    }
-                }
-                None => message,
-            })
+            let line = e.span().map(|span| line_of(text, span.start));
+            WorkloadError::Toml {
+                path: path(),
+                line,
+                key: line.and_then(|line| key_on_line(text, line)),
+                message: e.message().trim().to_string(),
+            }
         })?;
         if file.job.is_empty() {
-            return Err(invalid(
-                "no jobs; add at least one [[job]] table with a name and a command or profile"
-                    .into(),
-            ));
+            return Err(WorkloadError::NoJobs { path: path() });
         }
-        crate::names::check_name(&file.workload.name)
-            .map_err(|m| invalid(format!("[workload] field `name`: {m}")))?;
+        check_name(&file.workload.name).map_err(|problem| WorkloadError::WorkloadName {
+            path: path(),
+            problem,
+        })?;
         let mut seen = BTreeMap::new();
         let mut lines = LineCounter::new(text);
         for spanned in &file.job {
             let line = lines.line_at(spanned.span().start);
             let job = spanned.get_ref();
-            check_job(job).map_err(|m| invalid(format!("line {line}: job {:?}: {m}", job.name)))?;
+            check_job(job).map_err(|problem| WorkloadError::Job {
+                path: path(),
+                line,
+                job: job.name.clone(),
+                problem,
+            })?;
             if let Some(first) = seen.insert(job.name.clone(), line) {
-                return Err(invalid(format!(
-                    "line {line}: field `name`: job name {:?} is already used on line {first}; names must be unique because they name the job's output files",
-                    job.name
-                )));
+                return Err(WorkloadError::DuplicateJob {
+                    path: path(),
+                    line,
+                    job: job.name.clone(),
+                    first,
+                });
             }
         }
         Ok(Workload {
@@ -280,35 +338,29 @@ impl JobEntry {
     }
 }
 
-fn check_job(job: &JobEntry) -> Result<(), String> {
-    crate::names::check_name(&job.name).map_err(|m| format!("field `name`: {m}"))?;
+fn check_job(job: &JobEntry) -> Result<(), JobProblem> {
+    check_name(&job.name).map_err(JobProblem::Name)?;
     if !(job.arrival.is_finite() && job.arrival >= 0.0) {
-        return Err(format!(
-            "field `arrival`: {} is not a time in seconds ≥ 0",
-            job.arrival
-        ));
+        return Err(JobProblem::Arrival {
+            arrival: job.arrival,
+        });
     }
     if job.min_threads == 0 {
-        return Err("field `min_threads`: must be at least 1".into());
+        return Err(JobProblem::NoThreads);
     }
     if let Some(max) = job.max_threads {
         if max < job.min_threads {
-            return Err(format!(
-                "field `max_threads`: {max} is below min_threads ({}); raise max_threads or lower min_threads",
-                job.min_threads
-            ));
+            return Err(JobProblem::ThreadRange {
+                min: job.min_threads,
+                max,
+            });
         }
     }
     if !(job.weight.is_finite() && job.weight > 0.0) {
-        return Err(format!(
-            "field `weight`: {} must be a positive number",
-            job.weight
-        ));
+        return Err(JobProblem::Weight { weight: job.weight });
     }
     if job.command.is_empty() && job.profile.is_none() {
-        return Err(
-            "needs `command` (to run it for real) or `profile` (to simulate it), or both".into(),
-        );
+        return Err(JobProblem::NothingToRun);
     }
     Ok(())
 }

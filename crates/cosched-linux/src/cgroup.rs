@@ -5,6 +5,7 @@
 //! named `cosched-<pid>-<run>-<job>`, so that leftovers of a crashed run can be told apart.
 
 use cosched_core::CpuSet;
+use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,57 @@ impl CgroupKind {
     }
 }
 
+impl fmt::Display for CgroupKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why cosched cannot create the cgroups it needs in a hierarchy.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("cannot read {}", path.display())]
+    Proc {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("no cgroup2 file system is mounted")]
+    NoCgroup2,
+    #[error("no cgroup v1 hierarchy with the {controller} controller is mounted")]
+    NoV1Hierarchy { controller: &'static str },
+    #[error("/proc/self/cgroup does not name cosched's {kind} cgroup")]
+    NotInHierarchy { kind: CgroupKind },
+    #[error(
+        "the cpuset controller is not available in cgroup2 at {} (available: {available}); it is \
+         bound to a cgroup v1 hierarchy or not delegated to this cgroup",
+        base.display()
+    )]
+    CpusetNotDelegated { base: PathBuf, available: String },
+    #[error("cannot enable the cpuset controller in {}", subtree.display())]
+    CpusetNotEnabled {
+        subtree: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "cannot create a {kind} cgroup in {} (run as root, or delegate that cgroup to this user)",
+        base.display()
+    )]
+    Create {
+        kind: CgroupKind,
+        base: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{kind} cgroups in {} lack {}", base.display(), missing.join(", "))]
+    MissingFiles {
+        kind: CgroupKind,
+        base: PathBuf,
+        missing: Vec<&'static str>,
+    },
+}
+
 /// Where cosched itself sits in one hierarchy: the directory new cgroups are created in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hierarchy {
@@ -44,15 +96,19 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     /// Finds the hierarchy's mount and cosched's cgroup in it, from `/proc/self/{mounts,cgroup}`.
-    pub fn find(kind: CgroupKind) -> Result<Hierarchy, String> {
-        let mounts = fs::read_to_string("/proc/self/mounts")
-            .map_err(|e| format!("cannot read /proc/self/mounts: {e}"))?;
-        let own = fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    pub fn find(kind: CgroupKind) -> Result<Hierarchy, CgroupError> {
+        let read = |path: &str| {
+            fs::read_to_string(path).map_err(|source| CgroupError::Proc {
+                path: path.into(),
+                source,
+            })
+        };
+        let mounts = read("/proc/self/mounts")?;
+        let own = read("/proc/self/cgroup")?;
         let (mount, relative) = match kind {
             CgroupKind::V2 => {
                 let mount = mount_point(&mounts, |fstype, _| fstype == "cgroup2")
-                    .ok_or("no cgroup2 file system is mounted")?;
+                    .ok_or(CgroupError::NoCgroup2)?;
                 (mount, own_path(&own, |id, _| id == "0"))
             }
             CgroupKind::V1Cpuset | CgroupKind::V1Freezer => {
@@ -64,9 +120,7 @@ impl Hierarchy {
                 let mount = mount_point(&mounts, |fstype, options| {
                     fstype == "cgroup" && options.split(',').any(|o| o == controller)
                 })
-                .ok_or_else(|| {
-                    format!("no cgroup v1 hierarchy with the {controller} controller is mounted")
-                })?;
+                .ok_or(CgroupError::NoV1Hierarchy { controller })?;
                 (
                     mount,
                     own_path(&own, |_, controllers| {
@@ -75,12 +129,7 @@ impl Hierarchy {
                 )
             }
         };
-        let relative = relative.ok_or_else(|| {
-            format!(
-                "/proc/self/cgroup does not name cosched's {} cgroup",
-                kind.name()
-            )
-        })?;
+        let relative = relative.ok_or(CgroupError::NotInHierarchy { kind })?;
         Ok(Hierarchy {
             kind,
             base: mount.join(relative.trim_start_matches('/')),
@@ -88,67 +137,59 @@ impl Hierarchy {
     }
 
     /// Checks that cgroups can be created here and have the files the executor needs.
-    pub fn probe(&self, needs_cpuset: bool) -> Result<(), String> {
+    pub fn probe(&self, needs_cpuset: bool) -> Result<(), CgroupError> {
         if needs_cpuset && self.kind == CgroupKind::V2 {
             self.enable_v2_cpuset()?;
         }
         let dir = self
             .base
             .join(format!("cosched-{}-probe", std::process::id()));
-        fs::create_dir(&dir).map_err(|e| {
-            format!(
-                "cannot create a {} cgroup in {}: {e}",
-                self.kind.name(),
-                self.base.display()
-            )
+        fs::create_dir(&dir).map_err(|source| CgroupError::Create {
+            kind: self.kind,
+            base: self.base.clone(),
+            source,
         })?;
-        let wanted: Vec<&str> = match self.kind {
+        let wanted: Vec<&'static str> = match self.kind {
             CgroupKind::V2 if needs_cpuset => vec!["cgroup.freeze", "cpuset.cpus"],
             CgroupKind::V2 => vec!["cgroup.freeze"],
             CgroupKind::V1Cpuset => vec!["cpuset.cpus", "cpuset.mems"],
             CgroupKind::V1Freezer => vec!["freezer.state"],
         };
-        let missing: Vec<&str> = wanted
+        let missing: Vec<&'static str> = wanted
             .into_iter()
             .filter(|f| !dir.join(f).exists())
             .collect();
         let _ = fs::remove_dir(&dir);
-        match missing.as_slice() {
-            [] => Ok(()),
-            files => Err(format!(
-                "{} cgroups in {} lack {}",
-                self.kind.name(),
-                self.base.display(),
-                files.join(", ")
-            )),
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(CgroupError::MissingFiles {
+                kind: self.kind,
+                base: self.base.clone(),
+                missing,
+            })
         }
     }
 
-    fn enable_v2_cpuset(&self) -> Result<(), String> {
+    fn enable_v2_cpuset(&self) -> Result<(), CgroupError> {
         let controllers =
             fs::read_to_string(self.base.join("cgroup.controllers")).unwrap_or_default();
         if !controllers.split_whitespace().any(|c| c == "cpuset") {
-            return Err(format!(
-                "the cpuset controller is not available in cgroup2 at {} (available: {}); it is \
-bound to a cgroup v1 hierarchy or not delegated to this cgroup",
-                self.base.display(),
-                match controllers.trim() {
-                    "" => "none",
-                    list => list,
-                }
-            ));
+            return Err(CgroupError::CpusetNotDelegated {
+                base: self.base.clone(),
+                available: match controllers.trim() {
+                    "" => "none".into(),
+                    list => list.into(),
+                },
+            });
         }
         let subtree = self.base.join("cgroup.subtree_control");
         let enabled = fs::read_to_string(&subtree).unwrap_or_default();
         if enabled.split_whitespace().any(|c| c == "cpuset") {
             return Ok(());
         }
-        fs::write(&subtree, "+cpuset").map_err(|e| {
-            format!(
-                "cannot enable the cpuset controller in {}: {e}",
-                subtree.display()
-            )
-        })
+        fs::write(&subtree, "+cpuset")
+            .map_err(|source| CgroupError::CpusetNotEnabled { subtree, source })
     }
 
     /// Creates a job's cgroup; a cpuset cgroup gets its CPUs and memory nodes before any task joins.
@@ -277,6 +318,39 @@ pub fn cpuset_of(pid: i32) -> Option<CpuSet> {
         .find_map(|d| read_list(&d.join(file)).ok().filter(|c| !c.is_empty()))
 }
 
+/// The first limit that another cgroup manager (systemd, a container, a batch system) holds process
+/// `pid` to, in a hierarchy cosched would move it out of, said for a user: a cpuset narrower than
+/// the online CPUs, or, in cgroup v2, a `memory.max`, `memory.high`, `pids.max` or `cpu.max` set on
+/// its cgroup or an ancestor. `None` when nothing limits it.
+pub fn limit_of(pid: i32) -> Option<String> {
+    let online = read_list(Path::new("/sys/devices/system/cpu/online")).ok();
+    if let (Some(cpus), Some(online)) = (cpuset_of(pid), online) {
+        if cpus != online {
+            return Some(format!("its cpuset allows CPUs {cpus} only"));
+        }
+    }
+    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+    let theirs = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let mount = mount_point(&mounts, |fstype, _| fstype == "cgroup2")?;
+    let relative = own_path(&theirs, |id, _| id == "0")?;
+    let dir = mount.join(relative.trim_start_matches('/'));
+    let cgroups = dir
+        .ancestors()
+        .take_while(|d| d.starts_with(&mount) && *d != mount);
+    for cgroup in cgroups {
+        for file in ["memory.max", "memory.high", "pids.max", "cpu.max"] {
+            let Ok(value) = fs::read_to_string(cgroup.join(file)) else {
+                continue;
+            };
+            let value = value.trim();
+            if value != "max" && !value.starts_with("max ") {
+                return Some(format!("{file} is {value} in {}", cgroup.display()));
+            }
+        }
+    }
+    None
+}
+
 /// NUMA nodes holding any of `cpus`, from sysfs (empty when the machine exposes no nodes).
 pub fn numa_nodes_of(cpus: &CpuSet) -> CpuSet {
     let Ok(entries) = fs::read_dir("/sys/devices/system/node") else {
@@ -318,6 +392,33 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
             assert!(!cpus.is_empty() && cpus.is_subset(&online), "{cpus}");
         }
         assert_eq!(cpuset_of(-1), None);
+    }
+
+    #[test]
+    fn a_hierarchy_that_cannot_hold_cgroups_names_its_place_and_cause() {
+        let missing = Hierarchy {
+            kind: CgroupKind::V1Freezer,
+            base: PathBuf::from("/nonexistent/cosched"),
+        };
+        match missing.probe(false) {
+            Err(CgroupError::Create { base, source, .. }) => {
+                assert_eq!(base, missing.base);
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("cgroup.controllers"), "memory pids\n").unwrap();
+        let undelegated = Hierarchy {
+            kind: CgroupKind::V2,
+            base: dir.path().to_path_buf(),
+        };
+        match undelegated.probe(true) {
+            Err(CgroupError::CpusetNotDelegated { available, .. }) => {
+                assert_eq!(available, "memory pids")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -9,10 +9,18 @@ use crate::cgroup::{numa_nodes_of, Cgroup};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::watchdog::{OnDeath, Watchdog};
 use cosched_core::CpuSet;
+use nix::errno::Errno;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Whether every uid of process `pid` (real, effective, saved, file system) is `uid`.
+fn wholly_of(pid: i32, uid: u32) -> bool {
+    crate::procfs::uids(pid).is_ok_and(|ids| ids == [uid; 4])
+}
 
 /// Distinguishes runs made by one process (tests run several at once).
 static RUNS: AtomicU32 = AtomicU32::new(0);
@@ -34,16 +42,18 @@ pub struct Enforcer {
 pub enum Members {
     /// The process group cosched started the job as; the leader's pid is the group's id.
     Group(i32),
-    /// A process and its descendants: an attached process, whose group may hold processes of others
-    /// (all the tasks of a Slurm step share one group).
-    Tree(i32),
+    /// A process and its descendants that are wholly (real, effective, saved and file-system uid)
+    /// of the given uid, the job's owner: an attached process, whose group may hold processes of
+    /// others (all the tasks of a Slurm step share one group). A descendant that became another
+    /// user (a set-uid program) is no member, nor are its own descendants.
+    Tree(i32, u32),
 }
 
 impl Members {
     /// The job's main process.
     pub fn pid(self) -> i32 {
         match self {
-            Members::Group(pid) | Members::Tree(pid) => pid,
+            Members::Group(pid) | Members::Tree(pid, _) => pid,
         }
     }
 }
@@ -63,9 +73,9 @@ pub struct JobControl {
     /// Roots of further process trees that make up the job beside `members`: the other tasks of a
     /// Slurm step on this node, each attached on its own by the step's TaskProlog.
     pub joined: Vec<i32>,
-    /// The processes of a tree that this cosched stopped, each registered with the watchdog first:
-    /// exactly these are continued, even those that left the tree while stopped.
-    stopped: Vec<i32>,
+    /// The processes of a tree that this cosched stopped (pid and start time), each registered with
+    /// the watchdog first: exactly these are continued, even those that left the tree while stopped.
+    stopped: Vec<(i32, u64)>,
 }
 
 /// A job's control page and cgroups, created and registered before its process exists, and what the
@@ -90,11 +100,13 @@ impl Prepared {
     }
 }
 
-/// Which processes belong to which process group and which parent, from one pass over /proc.
+/// Which processes belong to which process group and which parent, and when each started, from one
+/// pass over /proc.
 #[derive(Default)]
 pub struct ProcessTable {
     groups: HashMap<i32, Vec<i32>>,
     children: HashMap<i32, Vec<i32>>,
+    start_ticks: HashMap<i32, u64>,
 }
 
 impl ProcessTable {
@@ -111,18 +123,31 @@ impl ProcessTable {
                 .entry(process.ppid)
                 .or_default()
                 .push(process.pid);
+            table.start_ticks.insert(process.pid, process.start_ticks);
         }
         table
+    }
+
+    /// Whether `pid` is still the process this table saw, and still wholly of `uid`: checked again
+    /// right before each signal or mask, so that neither a reused pid nor a process that has become
+    /// another user since is touched.
+    pub fn still_theirs(&self, pid: i32, uid: u32) -> bool {
+        let started = self.start_ticks.get(&pid);
+        crate::procfs::stat(pid).is_ok_and(|s| Some(&s.start_ticks) == started)
+            && wholly_of(pid, uid)
     }
 
     pub fn members(&self, members: Members) -> Vec<i32> {
         match members {
             Members::Group(pgid) => self.groups.get(&pgid).cloned().unwrap_or_default(),
-            Members::Tree(pid) => {
-                let mut tree = vec![pid];
+            Members::Tree(pid, uid) => {
+                let mut tree: Vec<i32> = std::iter::once(pid)
+                    .filter(|&p| wholly_of(p, uid))
+                    .collect();
                 let mut i = 0;
                 while let Some(&parent) = tree.get(i) {
-                    tree.extend(self.children.get(&parent).into_iter().flatten());
+                    let children = self.children.get(&parent).into_iter().flatten();
+                    tree.extend(children.filter(|&&child| wholly_of(child, uid)));
                     i += 1;
                 }
                 tree
@@ -221,13 +246,15 @@ impl Enforcer {
 
     /// Moves every process of a running job into the prepared cgroups (or mask).
     pub fn enclose(&self, prepared: &Prepared, job: Members) -> io::Result<()> {
-        let members = ProcessTable::read().members(job);
+        let table = ProcessTable::read();
+        let members = table.members(job);
         if members.iter().all(|&pid| crate::procfs::stat(pid).is_err()) {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("{job:?} has no process left"),
             ));
         }
+        let members = self.checked(job, &table, members);
         for procs in &prepared.join {
             for pid in &members {
                 // A process that exited meanwhile cannot be moved, and need not be.
@@ -314,7 +341,12 @@ impl Enforcer {
     /// CPUs and state (stopped with it when frozen), and an in-place job's allocation grows by the
     /// CPUs the batch system gave the new tree, so that the job is bound by all of its tasks' CPUs.
     pub fn join(&mut self, job: &mut JobControl, root: i32) -> io::Result<()> {
-        let tree = ProcessTable::read().members(Members::Tree(root));
+        let table = ProcessTable::read();
+        let uid = match job.members {
+            Members::Tree(_, uid) => uid,
+            Members::Group(_) => nix::unistd::geteuid().as_raw(),
+        };
+        let tree = table.members(Members::Tree(root, uid));
         if tree.iter().all(|&pid| crate::procfs::stat(pid).is_err()) {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -326,6 +358,7 @@ impl Enforcer {
         {
             *allocation = allocation.union(&theirs);
         }
+        let tree = self.checked(job.members, &table, tree);
         for cgroup in &job.cgroups {
             for pid in &tree {
                 // A process that exited meanwhile cannot be moved, and need not be.
@@ -335,7 +368,7 @@ impl Enforcer {
         Mask::new(&job.cpus)?.apply_to_processes(&tree)?;
         job.joined.push(root);
         if job.frozen && self.freezing_cgroup(job).is_none() {
-            self.stop_processes(job, tree);
+            self.stop_processes(job, &table, tree);
         }
         Ok(())
     }
@@ -354,15 +387,42 @@ impl Enforcer {
         job.cgroups.iter().find(|c| c.kind == kind)
     }
 
-    /// The job's processes now: its cgroup's members, or those of its group or trees.
+    /// The job's processes now: its cgroup's members, or those of its group or trees; of an attached
+    /// job, only those wholly of its owner's uid.
     pub fn members(&self, job: &JobControl, table: &ProcessTable) -> Vec<i32> {
-        match job.cgroups.first() {
-            Some(cgroup) => cgroup.pids(),
-            None => {
-                let joined = job.joined.iter().map(|&root| Members::Tree(root));
+        match (job.cgroups.first(), job.members) {
+            (Some(cgroup), Members::Group(_)) => cgroup.pids(),
+            (Some(cgroup), Members::Tree(_, uid)) => (cgroup.pids().into_iter())
+                .filter(|&pid| wholly_of(pid, uid))
+                .collect(),
+            (None, Members::Group(_)) => table.members(job.members),
+            (None, Members::Tree(_, uid)) => {
+                let joined = job.joined.iter().map(|&root| Members::Tree(root, uid));
                 std::iter::once(job.members)
                     .chain(joined)
                     .flat_map(|m| table.members(m))
+                    .collect()
+            }
+        }
+    }
+
+    /// Of an attached job's processes listed in `table`, those that are still the same processes
+    /// and still wholly of the job's owner, checked right before they are touched.
+    fn checked(&self, members: Members, table: &ProcessTable, pids: Vec<i32>) -> Vec<i32> {
+        match members {
+            Members::Group(_) => pids,
+            Members::Tree(_, uid) => {
+                // Processes of a cgroup may be missing from an older table: read them again.
+                let fresh;
+                let table = match pids.iter().all(|p| table.start_ticks.contains_key(p)) {
+                    true => table,
+                    false => {
+                        fresh = ProcessTable::read();
+                        &fresh
+                    }
+                };
+                pids.into_iter()
+                    .filter(|&pid| table.still_theirs(pid, uid))
                     .collect()
             }
         }
@@ -375,20 +435,20 @@ impl Enforcer {
     }
 
     /// Sends `signal` to every process of the job: its process group, or each process of its tree.
-    pub fn signal(&self, job: &JobControl, signal: libc::c_int) -> io::Result<()> {
+    pub fn signal(&self, job: &JobControl, signal: Signal) -> io::Result<()> {
         let targets = match job.members {
             Members::Group(pgid) => vec![-pgid],
-            Members::Tree(_) => self.members(job, &ProcessTable::read()),
+            Members::Tree(..) => {
+                let table = ProcessTable::read();
+                self.checked(job.members, &table, self.members(job, &table))
+            }
         };
         let mut result = Ok(());
         for target in targets {
-            // SAFETY: plain system call on the job's own processes.
-            if unsafe { libc::kill(target, signal) } != 0 {
-                let e = io::Error::last_os_error();
+            match kill(Pid::from_raw(target), signal) {
                 // Processes that exit meanwhile are no error.
-                if e.raw_os_error() != Some(libc::ESRCH) {
-                    result = Err(e);
-                }
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => result = Err(e.into()),
             }
         }
         result
@@ -401,17 +461,20 @@ impl Enforcer {
         if &job.cpus == cpus {
             return Ok(());
         }
-        match self.placement_cgroup(job) {
-            Some(cgroup) => {
-                cgroup.set_cpus(cpus)?;
-                // A thread bound by its OpenMP runtime (the job's own OMP_PROC_BIND) keeps that mask
-                // inside a new cpuset, so a grown partition would go unused: set it again.
-                Mask::new(cpus)?.apply_to_processes(&cgroup.pids())?
-            }
-            None => {
-                Mask::new(cpus)?.apply_to_processes(&self.members(job, &ProcessTable::read()))?
-            }
+        let cgroup = self.placement_cgroup(job);
+        if let Some(cgroup) = cgroup {
+            cgroup.set_cpus(cpus)?;
         }
+        // A thread bound by its OpenMP runtime (the job's own OMP_PROC_BIND) keeps that mask
+        // inside a new cpuset, so a grown partition would go unused: set it again.
+        let members = match (cgroup, job.members) {
+            (Some(cgroup), Members::Group(_)) => cgroup.pids(),
+            _ => {
+                let table = ProcessTable::read();
+                self.checked(job.members, &table, self.members(job, &table))
+            }
+        };
+        Mask::new(cpus)?.apply_to_processes(&members)?;
         job.cpus = cpus.clone();
         Ok(())
     }
@@ -422,7 +485,8 @@ impl Enforcer {
         if !self.reapplies(job) {
             return Ok(());
         }
-        Mask::new(&job.cpus)?.apply_to_processes(&self.members(job, table))
+        let members = self.checked(job.members, table, self.members(job, table));
+        Mask::new(&job.cpus)?.apply_to_processes(&members)
     }
 
     pub fn set_frozen(&self, job: &mut JobControl, frozen: bool) -> io::Result<()> {
@@ -431,11 +495,16 @@ impl Enforcer {
         }
         match (self.freezing_cgroup(job), job.members) {
             (Some(cgroup), _) => cgroup.set_frozen(frozen)?,
-            (None, Members::Tree(_)) if frozen => self.stop_tree(job),
-            (None, Members::Tree(_)) => self.continue_stopped(job),
-            (None, Members::Group(_)) => {
-                self.signal(job, if frozen { libc::SIGSTOP } else { libc::SIGCONT })?
-            }
+            (None, Members::Tree(..)) if frozen => self.stop_tree(job),
+            (None, Members::Tree(..)) => self.continue_stopped(job),
+            (None, Members::Group(_)) => self.signal(
+                job,
+                if frozen {
+                    Signal::SIGSTOP
+                } else {
+                    Signal::SIGCONT
+                },
+            )?,
         }
         job.frozen = frozen;
         Ok(())
@@ -444,26 +513,30 @@ impl Enforcer {
     /// Stops every process of the job's tree that the watchdog can continue if cosched dies; a tree
     /// larger than the watchdog holds keeps its other processes running.
     fn stop_tree(&self, job: &mut JobControl) {
-        let members = self.members(job, &ProcessTable::read());
-        self.stop_processes(job, members);
+        let table = ProcessTable::read();
+        let members = self.members(job, &table);
+        self.stop_processes(job, &table, members);
     }
 
-    fn stop_processes(&self, job: &mut JobControl, members: Vec<i32>) {
-        for pid in members {
+    fn stop_processes(&self, job: &mut JobControl, table: &ProcessTable, members: Vec<i32>) {
+        for pid in self.checked(job.members, table, members) {
             if !self.watchdog.note_stopped(job.entry, pid) {
                 break;
             }
-            job.stopped.push(pid);
-            // SAFETY: a process of the job's own tree; one that exited meanwhile is no error.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            job.stopped
+                .push((pid, table.start_ticks.get(&pid).copied().unwrap_or(0)));
+            // A process that exited meanwhile is no error.
+            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
         }
     }
 
-    /// Continues exactly the processes [`Enforcer::stop_tree`] stopped.
+    /// Continues exactly the processes [`Enforcer::stop_tree`] stopped that are still those
+    /// processes (same start time): a pid reused meanwhile is left alone.
     fn continue_stopped(&self, job: &mut JobControl) {
-        for pid in job.stopped.drain(..) {
-            // SAFETY: as in stop_tree.
-            unsafe { libc::kill(pid, libc::SIGCONT) };
+        for (pid, start_ticks) in job.stopped.drain(..) {
+            if crate::procfs::stat(pid).is_ok_and(|s| s.start_ticks == start_ticks) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+            }
         }
         self.watchdog.clear_stopped(job.entry);
     }
@@ -478,11 +551,8 @@ impl Enforcer {
             let _ = cgroup.set_frozen(false);
         }
         if let Members::Group(pgid) = job.members {
-            // SAFETY: signals to the job's own process group.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-                libc::kill(-pgid, libc::SIGCONT);
-            }
+            let _ = kill(Pid::from_raw(-pgid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(-pgid), Signal::SIGCONT);
         }
         self.watchdog.clear_process_group(job.entry);
         self.watchdog.clear_control_page(job.entry);
@@ -495,9 +565,9 @@ impl Enforcer {
     /// frees the job's watchdog entry once none is left.
     fn remove_cgroups(&mut self, entry: usize, cgroups: Vec<Cgroup>) {
         for cgroup in cgroups {
+            // Only processes inside the job's own cgroup are signalled.
             for pid in cgroup.pids() {
-                // SAFETY: only processes inside the job's own cgroup are signalled.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
             match cgroup.remove() {
                 Ok(()) => self.watchdog.remove_cgroup(entry, &cgroup),
@@ -527,6 +597,64 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tree_leaves_out_the_processes_of_another_user() {
+        let have_setpriv = std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok();
+        if !nix::unistd::geteuid().is_root() || !have_setpriv {
+            eprintln!("SKIPPED: needs root and setpriv to make a process of another user");
+            return;
+        }
+        // Root's shell, with a child of its own and one that became uid 65534 (with a child).
+        let mut shell = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sleep 30 & setpriv --reuid 65534 --regid 65534 --clear-groups sh -c 'sleep 30 & wait' & wait",
+            ])
+            .spawn()
+            .unwrap();
+        let sh = shell.id() as i32;
+        let everything = || ProcessTable::read().members(Members::Tree(sh, u32::MAX));
+        let all_of = |uid| ProcessTable::read().members(Members::Tree(sh, uid));
+        let descendants = |table: &ProcessTable| {
+            let mut tree = vec![sh];
+            let mut i = 0;
+            while let Some(&parent) = tree.get(i) {
+                tree.extend(table.children.get(&parent).into_iter().flatten());
+                i += 1;
+            }
+            tree
+        };
+        let mut whole = Vec::new();
+        for _ in 0..300 {
+            whole = descendants(&ProcessTable::read());
+            let nobody = whole
+                .iter()
+                .filter(|&&p| crate::procfs::uids(p).is_ok_and(|ids| ids == [65534; 4]))
+                .count();
+            if whole.len() == 4 && nobody == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let roots = all_of(0);
+        let table = ProcessTable::read();
+        let still: Vec<bool> = roots.iter().map(|&p| table.still_theirs(p, 0)).collect();
+        let as_nobody = table.still_theirs(whole[whole.len() - 1], 0);
+        assert!(everything().is_empty(), "a tree of a uid none of it has");
+        for pid in &whole {
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        let _ = shell.wait();
+        assert_eq!(whole.len(), 4, "{whole:?}");
+        // The shell and its own sleep; neither the set-uid shell nor its sleep.
+        assert_eq!(roots.len(), 2, "{roots:?} of {whole:?}");
+        assert!(still.iter().all(|&s| s), "{roots:?}");
+        assert!(!as_nobody, "a process of uid 65534 counted as root's");
+    }
+
+    #[test]
     fn a_tree_holds_a_process_and_its_descendants_not_its_group() {
         // `sh` stays in our process group; its `sleep` child is its only descendant.
         let mut shell = std::process::Command::new("sh")
@@ -536,7 +664,8 @@ mod tests {
         let sh = shell.id() as i32;
         let mut tree = Vec::new();
         for _ in 0..200 {
-            tree = ProcessTable::read().members(Members::Tree(sh));
+            let uid = nix::unistd::geteuid().as_raw();
+            tree = ProcessTable::read().members(Members::Tree(sh, uid));
             if tree.len() == 2 {
                 break;
             }

@@ -4,11 +4,14 @@
 //! run through its eventfd (write(2) is async-signal-safe). The previous handlers come back when the last
 //! run ends, so the rest of the program keeps its usual behaviour.
 
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
-const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 const MAX_RUNS: usize = 64;
 
 /// Eventfds of active runs; -1 = free.
@@ -18,7 +21,7 @@ static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 struct Installed {
     runs: usize,
-    previous: Vec<libc::sigaction>,
+    previous: Vec<SigAction>,
 }
 
 static INSTALLED: Mutex<Installed> = Mutex::new(Installed {
@@ -32,63 +35,76 @@ extern "C" fn on_signal(signal: libc::c_int) {
     for fd in &WAKE_FDS {
         let fd = fd.load(Ordering::SeqCst);
         if fd >= 0 {
-            // SAFETY: write is async-signal-safe; a full eventfd only fails with EAGAIN.
+            // A handler can only reach the descriptors through their numbers.
+            // SAFETY: write is async-signal-safe and reads 8 bytes from `one`; a slot holds a
+            // descriptor only while its run's EventFd is open, and a full eventfd only fails.
             unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
         }
     }
 }
 
+/// Installs `action` for `signal`, returning the one it replaces.
+fn swap_action(signal: Signal, action: &SigAction) -> io::Result<SigAction> {
+    // SAFETY: the actions installed are either `on_signal`, which only touches atomics and calls
+    // write(2), or the actions that were installed before, given back as they were.
+    unsafe { signal::sigaction(signal, action) }.map_err(io::Error::from)
+}
+
 /// Registration of one run; the eventfd becomes readable when a signal arrives.
 pub struct Interrupts {
-    fd: libc::c_int,
+    wake: EventFd,
     index: usize,
 }
 
 impl Interrupts {
     pub fn register() -> io::Result<Interrupts> {
-        // SAFETY: plain system call.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let wake =
+            EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
         let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
         let Some(index) = WAKE_FDS.iter().position(|slot| {
-            slot.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
+            slot.compare_exchange(-1, wake.as_raw_fd(), Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
         }) else {
-            unsafe { libc::close(fd) };
             return Err(io::Error::other(format!(
                 "more than {MAX_RUNS} runs at once in one process"
             )));
         };
         if installed.runs == 0 {
             RECEIVED.store(0, Ordering::SeqCst);
-            installed.previous = SIGNALS
-                .iter()
-                .map(|&signal| unsafe {
-                    let mut action: libc::sigaction = std::mem::zeroed();
-                    action.sa_sigaction = on_signal as *const () as usize;
-                    action.sa_flags = libc::SA_RESTART;
-                    let mut previous: libc::sigaction = std::mem::zeroed();
-                    libc::sigaction(signal, &action, &mut previous);
-                    previous
-                })
-                .collect();
+            let action = SigAction::new(
+                SigHandler::Handler(on_signal),
+                SaFlags::SA_RESTART,
+                SigSet::empty(),
+            );
+            let mut previous = Vec::with_capacity(SIGNALS.len());
+            for signal in SIGNALS {
+                match swap_action(signal, &action) {
+                    Ok(replaced) => previous.push(replaced),
+                    Err(e) => {
+                        for (signal, replaced) in SIGNALS.into_iter().zip(&previous) {
+                            let _ = swap_action(signal, replaced);
+                        }
+                        WAKE_FDS[index].store(-1, Ordering::SeqCst);
+                        return Err(e);
+                    }
+                }
+            }
+            installed.previous = previous;
         }
         installed.runs += 1;
-        Ok(Interrupts { fd, index })
+        Ok(Interrupts { wake, index })
     }
 
     pub fn fd(&self) -> libc::c_int {
-        self.fd
+        self.wake.as_raw_fd()
     }
 
     /// The signal that asked the run to stop, if one came.
     pub fn received(&self) -> Option<&'static str> {
-        match RECEIVED.load(Ordering::SeqCst) {
-            libc::SIGINT => Some("SIGINT (Ctrl-C)"),
-            libc::SIGTERM => Some("SIGTERM"),
-            libc::SIGHUP => Some("SIGHUP"),
+        match Signal::try_from(RECEIVED.load(Ordering::SeqCst)) {
+            Ok(Signal::SIGINT) => Some("SIGINT (Ctrl-C)"),
+            Ok(Signal::SIGTERM) => Some("SIGTERM"),
+            Ok(Signal::SIGHUP) => Some("SIGHUP"),
             _ => None,
         }
     }
@@ -97,12 +113,12 @@ impl Interrupts {
 impl Drop for Interrupts {
     fn drop(&mut self) {
         let mut installed = INSTALLED.lock().unwrap_or_else(|p| p.into_inner());
+        // Freed before the EventFd closes, so a handler never writes to a reused descriptor number.
         WAKE_FDS[self.index].store(-1, Ordering::SeqCst);
-        unsafe { libc::close(self.fd) };
         installed.runs -= 1;
         if installed.runs == 0 {
-            for (signal, previous) in SIGNALS.iter().zip(&installed.previous) {
-                unsafe { libc::sigaction(*signal, previous, std::ptr::null_mut()) };
+            for (signal, previous) in SIGNALS.into_iter().zip(&installed.previous) {
+                let _ = swap_action(signal, previous);
             }
         }
     }

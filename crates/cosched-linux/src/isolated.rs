@@ -13,9 +13,17 @@
 //! to ignore advice starts rigid instead of after a 2 s deadline. A daemon feeds it the same way: keep
 //! an `Observer` per job from its samples, and at its finish call [`IsolatedTimes::remember`] with
 //! `observer.job(id).behaviour()` and save.
+//!
+//! It also keeps, per machine and command line, how each run of the program scaled
+//! ([`cosched_core::scaling`]: its spells alone on its CPUs at each width, and whether they cover the
+//! whole run): [`IsolatedTimes::learn`] takes them from a finished run's trace, and every calibration
+//! adds its run alone on the whole machine (and on one CPU with `--scaling`). The fitted curve gives a
+//! job's time on one CPU where it was never measured ([`IsolatedTimes::one_cpu_seconds`]), and its time
+//! on the whole machine where no calibration measured it ([`IsolatedTimes::runtime_estimate`]).
 
 use crate::Error;
 use cosched_core::observe::{behaviours, Behaviour};
+use cosched_core::scaling::{fit, runs_from_trace, speedup, ScalingFit, ScalingRun};
 use cosched_core::trace::{Record, TraceLine};
 use cosched_core::workload::JobEntry;
 use cosched_core::{JobKind, Topology};
@@ -32,7 +40,22 @@ pub struct IsolatedTimes {
     /// What past runs showed about programs; absent in files written before it existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub behaviour: Vec<ObservedProgram>,
+    /// How past runs of programs scaled; absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<ProgramScaling>,
 }
+
+/// How runs of one command line on one machine scaled, the newest last.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgramScaling {
+    pub machine: String,
+    pub cpus: usize,
+    pub command: Vec<String>,
+    pub runs: Vec<ScalingRun>,
+}
+
+/// Runs kept per program: the newest show the program as it is now.
+const KEPT_RUNS: usize = 8;
 
 /// What runs of one command line on one machine showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,11 +88,9 @@ impl IsolatedTimes {
     /// Reads a file written by [`IsolatedTimes::save`]; a missing file is an empty set.
     pub fn load(path: &Path) -> Result<IsolatedTimes, Error> {
         match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                Error::Calibration(format!(
-                    "{}: {e}; delete it and run `cosched calibrate` again",
-                    path.display()
-                ))
+            Ok(text) => serde_json::from_str(&text).map_err(|source| Error::IsolatedTimes {
+                path: path.to_path_buf(),
+                source,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(IsolatedTimes::default()),
             Err(source) => Err(Error::Io {
@@ -134,7 +155,8 @@ impl IsolatedTimes {
         }
     }
 
-    /// Takes in what the samples of a finished run of `jobs` (job id = index) showed.
+    /// Takes in what the samples of a finished run of `jobs` (job id = index) showed: each program's
+    /// behaviour and how it scaled.
     pub fn learn(&mut self, topology: &Topology, jobs: &[JobEntry], trace: &[TraceLine]) {
         let samples = trace.iter().filter_map(|line| match &line.record {
             Record::Sample(s) => Some(s),
@@ -150,17 +172,93 @@ impl IsolatedTimes {
             }
             self.remember(topology, &entry.command, found);
         }
+        for (id, run) in runs_from_trace(trace) {
+            if let Some(entry) = jobs.get(id.0 as usize) {
+                self.add_scaling(&topology.name, topology.num_cpus(), &entry.command, run);
+            }
+        }
     }
 
-    /// Adds the time of every job that succeeded in `results` (runs on the whole machine); returns
-    /// how many failed.
+    /// Adds the time of every job that succeeded in `results` (runs on the whole machine) to the
+    /// isolated times and to the scaling history; returns how many failed.
     pub fn record(&mut self, results: Vec<Calibrated>) -> usize {
+        self.scaled_alone(&results, |time| time.cpus as u32);
         record_into(&mut self.entries, results)
     }
 
     /// As [`IsolatedTimes::record`], for runs on one CPU.
     pub fn record_one_cpu(&mut self, results: Vec<Calibrated>) -> usize {
+        self.scaled_alone(&results, |_| 1);
         record_into(&mut self.one_cpu, results)
+    }
+
+    /// Adds calibration runs, each alone on `width(time)` CPUs, to the scaling history; one with
+    /// more threads than CPUs shows how crowding slows it, not how it scales.
+    fn scaled_alone(&mut self, results: &[Calibrated], width: impl Fn(&IsolatedTime) -> u32) {
+        for result in results {
+            if let Calibrated::Time(time) = result {
+                if time.threads > width(time) {
+                    continue;
+                }
+                let run = ScalingRun::alone(width(time), time.threads, time.seconds);
+                self.add_scaling(&time.machine, time.cpus, &time.command, run);
+            }
+        }
+    }
+
+    /// Keeps one more run of a command line, dropping the oldest beyond `KEPT_RUNS`.
+    fn add_scaling(&mut self, machine: &str, cpus: usize, command: &[String], run: ScalingRun) {
+        if !run.informative() {
+            return;
+        }
+        let known = (self.scaling.iter_mut())
+            .find(|p| p.machine == machine && p.cpus == cpus && p.command == command);
+        let program = match known {
+            Some(program) => program,
+            None => {
+                self.scaling.push(ProgramScaling {
+                    machine: machine.to_string(),
+                    cpus,
+                    command: command.to_vec(),
+                    runs: Vec::new(),
+                });
+                self.scaling.last_mut().expect("just pushed")
+            }
+        };
+        program.runs.push(run);
+        let excess = program.runs.len().saturating_sub(KEPT_RUNS);
+        program.runs.drain(..excess);
+    }
+
+    /// How this command line scales here, fitted from its runs, if they tell and fit well enough.
+    pub fn scaling(&self, topology: &Topology, command: &[String]) -> Option<ScalingFit> {
+        let program = self.scaling.iter().find(|p| {
+            p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
+        })?;
+        fit(&program.runs).filter(ScalingFit::trusted)
+    }
+
+    /// The job's time alone on one CPU with one thread: measured, else from its fitted scaling and
+    /// its time alone on the whole machine.
+    pub fn one_cpu_seconds(&self, topology: &Topology, job: &JobEntry) -> Option<f64> {
+        if let Some(measured) = self.one_thread_seconds(topology, job) {
+            return Some(measured);
+        }
+        let scaling = self.scaling(topology, &job.command)?;
+        scaling.one_cpu_seconds.or_else(|| {
+            let alone = self.entry(topology, job)?;
+            let width = (alone.threads as usize).clamp(1, topology.num_cpus()) as u32;
+            Some(alone.seconds * speedup(scaling.serial, width))
+        })
+    }
+
+    /// The job's time alone on `width` CPUs of the whole machine: its isolated time, else what its
+    /// past runs' fitted scaling predicts.
+    pub fn runtime_estimate(&self, topology: &Topology, job: &JobEntry, width: u32) -> Option<f64> {
+        self.lookup(topology, job).or_else(|| {
+            let scaling = self.scaling(topology, &job.command)?;
+            Some(scaling.one_cpu_seconds? / speedup(scaling.serial, width))
+        })
     }
 
     /// Adds an entry, replacing the one for the same machine and job.
@@ -281,5 +379,127 @@ mod tests {
             IsolatedTimes::load(&path).unwrap().behaviour.is_empty(),
             "older files load"
         );
+    }
+
+    fn line(t: f64, record: Record) -> TraceLine {
+        TraceLine { t, record }
+    }
+
+    fn alone_on(cpus: &str) -> Record {
+        Record::Plan {
+            plan: cosched_core::Plan::space_sharing(vec![cosched_core::Assignment {
+                job: JobId(0),
+                cpus: cpus.parse().unwrap(),
+            }]),
+        }
+    }
+
+    fn progress(cpus: u32, rate: f64) -> Record {
+        Record::Sample(Sample::new(
+            JobId(0),
+            rate,
+            RateSource::ControlPage,
+            cpus,
+            cpus as f64,
+            1.0,
+        ))
+    }
+
+    #[test]
+    fn runs_and_calibrations_teach_the_store_how_a_program_scales() {
+        let topology = presets::machine("package:1 core:2").unwrap();
+        let workload = Workload::parse(
+            "[workload]\nname = \"w\"\n[[job]]\nname = \"a\"\ncommand = [\"x\"]\n",
+            "test",
+        )
+        .unwrap();
+        let job = &workload.jobs[0];
+        let mut store = IsolatedTimes::default();
+        store.record(vec![Calibrated::Time(IsolatedTime {
+            machine: topology.name.clone(),
+            cpus: 2,
+            job: "a".into(),
+            command: job.command.clone(),
+            threads: 2,
+            seconds: 10.0,
+        })]);
+        assert_eq!(store.scaling(&topology, &job.command), None, "one width");
+        assert_eq!(store.one_cpu_seconds(&topology, job), None);
+        // A run in which it spent 2 s on one CPU, then 2 s on both: 1.8 times the progress there.
+        let trace = vec![
+            line(0.0, alone_on("0")),
+            line(
+                0.0,
+                Record::Start {
+                    job: JobId(0),
+                    threads: 1,
+                    pid: None,
+                },
+            ),
+            line(1.0, progress(1, 10.0)),
+            line(2.0, progress(1, 10.0)),
+            line(2.0, alone_on("0-1")),
+            line(
+                2.0,
+                Record::Threads {
+                    job: JobId(0),
+                    threads: 2,
+                },
+            ),
+            line(3.0, progress(2, 18.0)),
+            line(4.0, progress(2, 18.0)),
+        ];
+        store.learn(&topology, &workload.jobs, &trace);
+        let scaling = store.scaling(&topology, &job.command).unwrap();
+        assert!((scaling.speedup(2) - 1.8).abs() < 0.01, "{scaling:?}");
+        let one_cpu = store.one_cpu_seconds(&topology, job).unwrap();
+        assert!((one_cpu - 18.0).abs() < 0.1, "{one_cpu}");
+        let other = presets::machine("package:1 core:4").unwrap();
+        assert_eq!(store.scaling(&other, &job.command), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.isolated.json");
+        store.save(&path).unwrap();
+        assert_eq!(IsolatedTimes::load(&path).unwrap(), store);
+    }
+
+    #[test]
+    fn whole_runs_at_two_widths_predict_a_time_never_measured() {
+        let topology = presets::machine("package:1 core:2").unwrap();
+        let command = vec!["x".to_string()];
+        let mut store = IsolatedTimes::default();
+        let time = |cpus: usize, threads: u32, seconds: f64| {
+            Calibrated::Time(IsolatedTime {
+                machine: topology.name.clone(),
+                cpus,
+                job: "a".into(),
+                command: command.clone(),
+                threads,
+                seconds,
+            })
+        };
+        store.record_one_cpu(vec![time(2, 1, 20.0), time(2, 2, 30.0)]);
+        assert!(
+            store.scaling[0].runs.len() == 1,
+            "two threads on one CPU are left out"
+        );
+        store.record(vec![time(2, 2, 13.0)]);
+        let entry = JobEntry {
+            command: vec!["y".into()],
+            ..Workload::parse(
+                "[workload]\nname = \"w\"\n[[job]]\nname = \"b\"\ncommand = [\"x\"]\n",
+                "test",
+            )
+            .unwrap()
+            .jobs[0]
+                .clone()
+        };
+        let same_program = JobEntry {
+            command: command.clone(),
+            ..entry.clone()
+        };
+        let predicted = store.runtime_estimate(&topology, &same_program, 2).unwrap();
+        assert!((predicted - 13.0).abs() < 0.05, "{predicted}");
+        assert_eq!(store.runtime_estimate(&topology, &entry, 2), None);
     }
 }

@@ -5,12 +5,14 @@
 use crate::affinity::Mask;
 use cosched_core::CpuSet;
 use nix::fcntl::OFlag;
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
+use nix::unistd::{chdir, setgid, setgroups, setuid, Gid, Uid};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -43,8 +45,7 @@ pub struct InvokingUser {
 impl InvokingUser {
     /// `SUDO_UID`/`SUDO_GID` when running as root under sudo, else `None` (jobs run as cosched does).
     pub fn from_sudo() -> Option<InvokingUser> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !nix::unistd::geteuid().is_root() {
             return None;
         }
         let uid: libc::uid_t = std::env::var("SUDO_UID").ok()?.parse().ok()?;
@@ -114,13 +115,13 @@ pub enum Output {
 
 impl Output {
     /// What the child starts with, and the path it is to open itself, if any.
-    fn split(self) -> io::Result<(Stdio, Option<CString>)> {
+    fn split(self) -> io::Result<(Stdio, Option<(PathBuf, CString)>)> {
         match self {
             Output::File(file) => Ok((file.into(), None)),
             Output::AsUser(path) => {
-                let path = CString::new(path.as_os_str().as_bytes())
+                let c_path = CString::new(path.as_os_str().as_bytes())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                Ok((Stdio::null(), Some(path)))
+                Ok((Stdio::null(), Some((path, c_path))))
             }
         }
     }
@@ -148,8 +149,38 @@ pub struct Launch<'a> {
     pub clear_env: bool,
 }
 
-/// Starts the job in a new process group whose id is its pid. Errors carry the OS error of the step
-/// that failed (the exec of a missing program gives "No such file or directory").
+/// The steps between fork and exec that can fail, told to the parent through a pipe so that its
+/// error names the step and not just the OS error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Step {
+    JoinCgroup = 1,
+    SetCpus = 2,
+    BecomeUser = 3,
+    EnterDirectory = 4,
+    OpenStdout = 5,
+    OpenStderr = 6,
+}
+
+impl Step {
+    fn from_byte(byte: u8) -> Option<Step> {
+        [
+            Step::JoinCgroup,
+            Step::SetCpus,
+            Step::BecomeUser,
+            Step::EnterDirectory,
+            Step::OpenStdout,
+            Step::OpenStderr,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == byte)
+    }
+}
+
+/// Starts the job in a new process group whose id is its pid. Everything after dropping to the job's
+/// user (entering its working directory, exec) is done with that user's rights only. Errors carry the
+/// OS error of the step that failed (the exec of a missing program gives "No such file or
+/// directory"; a working directory the user may not enter "Permission denied", naming it).
 pub fn spawn(launch: Launch) -> io::Result<Child> {
     let args: Vec<String> = launch
         .command
@@ -161,7 +192,8 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the job has no command"))?;
     let (stdout, stdout_path) = launch.stdout.split()?;
     let (stderr, stderr_path) = launch.stderr.split()?;
-    let named_output = stdout_path.is_some() || stderr_path.is_some();
+    let stdout_c = stdout_path.as_ref().map(|(_, c)| c.clone());
+    let stderr_c = stderr_path.as_ref().map(|(_, c)| c.clone());
     let mut command = Command::new(program);
     command
         .args(rest)
@@ -172,110 +204,146 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
     if launch.clear_env {
         command.env_clear();
     }
-    if let Some(cwd) = &launch.cwd {
-        command.current_dir(cwd);
-    }
     for (key, value) in launch.env {
         command.env(key, launch.placeholders.expand(value));
     }
     for (key, value) in launch.executor_env {
         command.env(key, value);
     }
+    let invalid = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
     let join: Vec<CString> = launch
         .join
         .iter()
         .map(|p| CString::new(p.as_os_str().as_bytes()))
         .collect::<Result<_, _>>()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        .map_err(invalid)?;
+    // Entered in the child once it is the job's user (never by root on the user's behalf).
+    let cwd = (launch.cwd.as_ref())
+        .map(|dir| CString::new(dir.as_os_str().as_bytes()))
+        .transpose()
+        .map_err(invalid)?;
     let mask = launch.mask;
     let interleave = launch.interleave.map(node_mask);
-    let user = launch.user;
-    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system calls on
-    // data prepared above.
-    unsafe {
-        command.pre_exec(move || {
-            let empty: libc::sigset_t = std::mem::zeroed();
-            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            for procs in &join {
-                write_zero(procs)?;
+    let identity = launch.user.as_ref().map(|user| {
+        let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
+        (groups, Gid::from_raw(user.gid), Uid::from_raw(user.uid))
+    });
+    let (failed_step, report_step) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    let in_child = move || -> io::Result<()> {
+        let report = &report_step;
+        let fail = |step: Step| {
+            move |e: io::Error| {
+                let _ = nix::unistd::write(report, &[step as u8]);
+                e
             }
-            if let Some(mask) = &mask {
-                mask.apply_to(0)?;
-            }
-            if let Some(nodes) = &interleave {
-                // Best effort: a kernel without NUMA support refuses, and the job runs anyway.
+        };
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+        for procs in &join {
+            write_zero(procs).map_err(fail(Step::JoinCgroup))?;
+        }
+        if let Some(mask) = &mask {
+            mask.apply_to(0).map_err(fail(Step::SetCpus))?;
+        }
+        if let Some(nodes) = &interleave {
+            // Best effort: a kernel without NUMA support refuses, and the job runs anyway.
+            // SAFETY: set_mempolicy reads `nodes.len()` words from a buffer that lives as long as
+            // the closure; no crate wraps it.
+            unsafe {
                 libc::syscall(
                     libc::SYS_set_mempolicy,
                     3, // MPOL_INTERLEAVE
                     nodes.as_ptr(),
                     (nodes.len() * 64 + 1) as libc::c_ulong,
-                );
+                )
+            };
+        }
+        if let Some((groups, gid, uid)) = &identity {
+            let become_user = || -> nix::Result<()> {
+                setgroups(groups)?;
+                setgid(*gid)?;
+                setuid(*uid)
+            };
+            become_user().map_err(|e| fail(Step::BecomeUser)(e.into()))?;
+        }
+        if let Some(dir) = &cwd {
+            chdir(dir.as_c_str()).map_err(|e| fail(Step::EnterDirectory)(e.into()))?;
+        }
+        let stdout = stdout_c.as_deref();
+        let stderr = stderr_c.as_deref();
+        if let Some(path) = stdout {
+            open_onto(path, libc::STDOUT_FILENO).map_err(|e| fail(Step::OpenStdout)(e.into()))?;
+        }
+        match stderr {
+            // One file for both, as Slurm's `-o` alone gives.
+            Some(path) if Some(path) == stdout => {
+                nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)
+                    .map_err(|e| fail(Step::OpenStderr)(e.into()))?;
             }
-            if let Some(user) = &user {
-                check(libc::setgroups(user.groups.len(), user.groups.as_ptr()))?;
-                check(libc::setgid(user.gid))?;
-                check(libc::setuid(user.uid))?;
-            }
-            open_as_user(stdout_path.as_deref(), stderr_path.as_deref())
-        });
-    }
-    command.spawn().map_err(|e| {
-        let what = match named_output {
-            true => " or open the output files named for it",
-            false => "",
+            Some(path) => open_onto(path, libc::STDERR_FILENO)
+                .map_err(|e| fail(Step::OpenStderr)(e.into()))?,
+            None => {}
+        }
+        Ok(())
+    };
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system calls
+    // on data prepared above; it allocates nothing.
+    unsafe { command.pre_exec(in_child) };
+    let spawned = command.spawn();
+    // The pipe's write end goes with the closure: what the child wrote can be read to its end.
+    drop(command);
+    spawned.map_err(|e| {
+        let mut byte = [0u8];
+        let step = match nix::unistd::read(failed_step.as_raw_fd(), &mut byte) {
+            Ok(1) => Step::from_byte(byte[0]),
+            _ => None,
         };
-        io::Error::new(e.kind(), format!("cannot start {program}{what}: {e}"))
+        let as_user = launch.user.as_ref().map(|u| format!(" as uid {}", u.uid));
+        let as_user = as_user.unwrap_or_default();
+        let what = match step {
+            Some(Step::JoinCgroup) => "cannot join the job's cgroup".to_string(),
+            Some(Step::SetCpus) => "cannot set the job's CPUs".to_string(),
+            Some(Step::BecomeUser) => format!("cannot become the job's user{as_user}"),
+            Some(Step::EnterDirectory) => format!(
+                "cannot enter the working directory {}{as_user}",
+                launch.cwd.as_deref().unwrap_or(Path::new("")).display()
+            ),
+            Some(Step::OpenStdout) => output_error(&stdout_path, "standard output", &as_user),
+            Some(Step::OpenStderr) => output_error(&stderr_path, "standard error", &as_user),
+            None => format!("cannot start {program}"),
+        };
+        io::Error::new(e.kind(), format!("{what}: {e}"))
     })
 }
 
-/// In the child, once it is the job's user: opens the output files the user named onto standard
-/// output and error (one file for both when they name the same path, as Slurm's `-o` alone does).
-fn open_as_user(stdout: Option<&CStr>, stderr: Option<&CStr>) -> io::Result<()> {
+/// In the child, once it is the job's user: opens (creates, truncates) `path` as descriptor
+/// `target`, left open across exec.
+fn open_onto(path: &CStr, target: RawFd) -> nix::Result<()> {
     let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_CLOEXEC;
-    let mode = Mode::from_bits_truncate(0o644);
-    let onto = |path: &CStr, target: RawFd| -> nix::Result<()> {
-        let fd = nix::fcntl::open(path, flags, mode)?;
-        // dup2 leaves the copy open across exec; the original closes with it.
-        nix::unistd::dup2(fd, target)?;
-        nix::unistd::close(fd)
-    };
-    if let Some(path) = stdout {
-        onto(path, libc::STDOUT_FILENO)?;
-    }
-    match stderr {
-        Some(path) if Some(path) == stdout => {
-            nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)?;
-        }
-        Some(path) => onto(path, libc::STDERR_FILENO)?,
-        None => {}
-    }
-    Ok(())
+    let fd = nix::fcntl::open(path, flags, Mode::from_bits_truncate(0o644))?;
+    nix::unistd::dup2(fd, target)?;
+    nix::unistd::close(fd)
+}
+
+fn output_error(path: &Option<(PathBuf, CString)>, stream: &str, as_user: &str) -> String {
+    let path = path.as_ref().map_or(Path::new(""), |(p, _)| p.as_path());
+    format!(
+        "cannot open {} for the job's {stream}{as_user}",
+        path.display()
+    )
 }
 
 /// Writing "0" to `cgroup.procs` moves the writing process into that cgroup.
 fn write_zero(path: &CString) -> io::Result<()> {
-    // SAFETY: path is NUL-terminated; open/write/close are async-signal-safe.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-        let error = io::Error::last_os_error();
-        libc::close(fd);
-        if written == 1 {
-            Ok(())
-        } else {
-            Err(error)
-        }
-    }
-}
-
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    let fd = nix::fcntl::open(
+        path.as_c_str(),
+        OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    // SAFETY: `open` just returned this descriptor, and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    match nix::unistd::write(&fd, b"0")? {
+        1 => Ok(()),
+        _ => Err(io::Error::other("short write to cgroup.procs")),
     }
 }
 
@@ -319,18 +387,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_missing_program_fails_with_the_os_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = || File::create(dir.path().join("out")).unwrap();
-        let err = spawn(Launch {
-            command: &["/nonexistent/program".to_string()],
-            env: &BTreeMap::new(),
-            placeholders: &Placeholders {
-                threads: 1,
-                bench: "/".into(),
-                workload_dir: "/".into(),
-            },
+    fn launch<'a>(
+        command: &'a [String],
+        output: &Path,
+        placeholders: &'a Placeholders,
+    ) -> Launch<'a> {
+        let file = || File::create(output).unwrap();
+        Launch {
+            command,
+            env: Box::leak(Box::default()),
+            placeholders,
             executor_env: Vec::new(),
             stdout: Output::File(file()),
             stderr: Output::File(file()),
@@ -340,9 +406,62 @@ mod tests {
             user: None,
             cwd: None,
             clear_env: false,
-        })
-        .unwrap_err();
+        }
+    }
+
+    fn placeholders() -> Placeholders {
+        Placeholders {
+            threads: 1,
+            bench: "/".into(),
+            workload_dir: "/".into(),
+        }
+    }
+
+    #[test]
+    fn a_missing_program_fails_with_the_os_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let command = ["/nonexistent/program".to_string()];
+        let placeholders = placeholders();
+        let err = spawn(launch(&command, &dir.path().join("out"), &placeholders)).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
         assert!(err.to_string().contains("/nonexistent/program"), "{err}");
+    }
+
+    #[test]
+    fn the_working_directory_is_entered_as_the_jobs_user() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: needs root to start a job as another user");
+            return;
+        }
+        // A readable directory inside a private one of root's: uid 65534 cannot pass through.
+        let dir = tempfile::tempdir().unwrap();
+        let inside = dir.path().join("public");
+        std::fs::create_dir(&inside).unwrap();
+        let mode = |path: &Path, mode| {
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap()
+        };
+        mode(dir.path(), 0o700);
+        mode(&inside, 0o755);
+        let command = ["true".to_string()];
+        let placeholders = placeholders();
+        let mut job = launch(&command, &dir.path().join("out"), &placeholders);
+        job.cwd = Some(inside.clone());
+        job.user = Some(InvokingUser {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+        });
+        let err = spawn(job).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        let expected = format!(
+            "cannot enter the working directory {} as uid 65534",
+            inside.display()
+        );
+        assert!(err.to_string().contains(&expected), "{err}");
+        // Root's own job enters it.
+        let mut own = launch(&command, &dir.path().join("out"), &placeholders);
+        own.cwd = Some(inside);
+        assert!(spawn(own).unwrap().wait().unwrap().success());
     }
 }

@@ -50,28 +50,50 @@ pub use executor::{
 pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes, ObservedProgram};
 pub use launch::InvokingUser;
 pub use measure::instruction_counter_status;
-pub use mechanism::{Freezer, Mechanisms, Placement};
+pub use mechanism::{Freezer, Mechanisms, Placement, Unavailable, UnknownMechanism};
 pub use watchdog::OnDeath;
 
-use cosched_core::{JobId, PlanError};
+use cosched_core::PlanError;
+use std::path::PathBuf;
+use std::process::ExitStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
-    Mechanism(String),
-    #[error("{0}")]
-    Workload(String),
+    #[error(transparent)]
+    Mechanism(#[from] Unavailable),
+    #[error(
+        "job {job:?} has no `command`, so it can only be simulated; add a command or use --sim"
+    )]
+    NoCommand { job: String },
     #[error("{what}: {source}")]
     Io {
         what: String,
         source: std::io::Error,
     },
-    #[error("cannot enforce the plan on job {job}: {source}")]
-    Enforce { job: JobId, source: std::io::Error },
     #[error("policy {policy:?} {source}")]
     Plan { policy: String, source: PlanError },
     #[error("run interrupted by {0}; every job was stopped and its cgroups removed")]
     Interrupted(&'static str),
-    #[error("{0}")]
-    Calibration(String),
+    #[error(
+        "{} is not an isolated-times file of this cosched; delete it and run `cosched calibrate` again",
+        path.display()
+    )]
+    IsolatedTimes {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{program} gave no iterations_per_s= ({status}); it printed {stdout:?}")]
+    NoRate {
+        program: String,
+        status: ExitStatus,
+        stdout: String,
+    },
+    #[error(
+        "no time slices in /proc/thread-self/schedstat; the model needs a kernel built with \
+         CONFIG_SCHEDSTATS"
+    )]
+    NoSchedstat,
+    #[error("the context-switch ping-pong between two threads pinned to CPU {cpu} failed")]
+    PingPong { cpu: u32 },
 }

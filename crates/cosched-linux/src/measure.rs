@@ -2,6 +2,7 @@
 //! counters could be used on this machine.
 
 use cosched_core::{JobId, RateSource, Sample};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 /// What a job had done at one moment; a sample is the difference between two of these.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -79,19 +80,21 @@ pub fn instruction_counter_status() -> String {
         flags: DISABLED | EXCLUDE_KERNEL | EXCLUDE_HV,
         rest: [0; 8],
     };
-    // SAFETY: the attribute struct outlives the call; a returned descriptor is closed at once.
-    let fd = unsafe {
-        libc::syscall(
+    // Neither std nor nix wraps perf_event_open.
+    // SAFETY: the attribute struct outlives the call and its size field is its real size; a
+    // descriptor returned is new and owned by nobody else, so it may be owned (and closed) here.
+    let counter = unsafe {
+        let fd = libc::syscall(
             libc::SYS_perf_event_open,
             &attr as *const Attr,
             0,
             -1,
             -1,
             0,
-        )
+        );
+        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd as RawFd))
     };
-    if fd >= 0 {
-        unsafe { libc::close(fd as libc::c_int) };
+    if counter.is_some() {
         "perf instructions counter available but not used (per-job counting is not implemented)"
             .into()
     } else {

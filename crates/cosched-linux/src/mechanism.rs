@@ -1,6 +1,6 @@
 //! The ways a plan can be enforced on this machine, and the choice among them.
 
-use crate::cgroup::{CgroupKind, Hierarchy};
+use crate::cgroup::{CgroupError, CgroupKind, Hierarchy};
 use std::fmt;
 use std::str::FromStr;
 
@@ -42,7 +42,7 @@ impl Placement {
     }
 
     /// The cgroup hierarchy it needs, or why it cannot be used here.
-    pub fn probe(self) -> Result<Option<Hierarchy>, String> {
+    pub fn probe(self) -> Result<Option<Hierarchy>, CgroupError> {
         let kind = match self {
             Placement::CgroupV2 => CgroupKind::V2,
             Placement::CgroupV1 => CgroupKind::V1Cpuset,
@@ -65,7 +65,7 @@ impl Freezer {
         }
     }
 
-    pub fn probe(self) -> Result<Option<Hierarchy>, String> {
+    pub fn probe(self) -> Result<Option<Hierarchy>, CgroupError> {
         let kind = match self {
             Freezer::CgroupV2 => CgroupKind::V2,
             Freezer::CgroupV1 => CgroupKind::V1Freezer,
@@ -87,6 +87,25 @@ impl Freezer {
     }
 }
 
+/// A mechanism name that is none of the valid ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {name:?}; valid: {}", valid.join(", "))]
+pub struct UnknownMechanism {
+    pub what: &'static str,
+    pub name: String,
+    pub valid: Vec<&'static str>,
+}
+
+/// A mechanism asked for that this machine cannot provide.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} {name} is not available here (leave the option out to pick what works)")]
+pub struct Unavailable {
+    pub what: &'static str,
+    pub name: &'static str,
+    #[source]
+    pub reason: CgroupError,
+}
+
 macro_rules! named {
     ($type:ty, $what:literal) => {
         impl fmt::Display for $type {
@@ -96,15 +115,16 @@ macro_rules! named {
         }
 
         impl FromStr for $type {
-            type Err = String;
+            type Err = UnknownMechanism;
 
-            fn from_str(text: &str) -> Result<Self, String> {
+            fn from_str(text: &str) -> Result<Self, UnknownMechanism> {
                 <$type>::ALL
                     .into_iter()
                     .find(|m| m.name() == text)
-                    .ok_or_else(|| {
-                        let valid: Vec<&str> = <$type>::ALL.iter().map(|m| m.name()).collect();
-                        format!("unknown {} {text:?}; valid: {}", $what, valid.join(", "))
+                    .ok_or_else(|| UnknownMechanism {
+                        what: $what,
+                        name: text.to_string(),
+                        valid: <$type>::ALL.iter().map(|m| m.name()).collect(),
                     })
             }
         }
@@ -130,12 +150,15 @@ impl Mechanisms {
     pub fn choose(
         placement: Option<Placement>,
         freezer: Option<Freezer>,
-    ) -> Result<Mechanisms, String> {
+    ) -> Result<Mechanisms, Unavailable> {
         let (placement, placement_hierarchy) = match placement {
             Some(p) => (
                 p,
-                p.probe()
-                    .map_err(|why| unavailable(p.name(), "placement", &why))?,
+                p.probe().map_err(|reason| Unavailable {
+                    what: "placement",
+                    name: p.name(),
+                    reason,
+                })?,
             ),
             None => Placement::ALL
                 .into_iter()
@@ -145,8 +168,11 @@ impl Mechanisms {
         let (freezer, freezer_hierarchy) = match freezer {
             Some(f) => (
                 f,
-                f.probe()
-                    .map_err(|why| unavailable(f.name(), "freezer", &why))?,
+                f.probe().map_err(|reason| Unavailable {
+                    what: "freezer",
+                    name: f.name(),
+                    reason,
+                })?,
             ),
             None => std::iter::once(Freezer::matching(placement))
                 .chain(Freezer::ALL)
@@ -166,10 +192,6 @@ impl Mechanisms {
     }
 }
 
-fn unavailable(name: &str, what: &str, why: &str) -> String {
-    format!("{what} {name} is not available here: {why}; leave the option out to pick what works")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,7 +201,7 @@ mod tests {
         for p in Placement::ALL {
             assert_eq!(p.name().parse::<Placement>(), Ok(p));
         }
-        let err = "cgroups".parse::<Freezer>().unwrap_err();
+        let err = "cgroups".parse::<Freezer>().unwrap_err().to_string();
         assert!(err.contains("cgroup-v2, cgroup-v1, signal"), "{err}");
     }
 

@@ -70,11 +70,10 @@ fn rate_of(mut command: Command) -> Result<f64, Error> {
         .find_map(|field| field.strip_prefix("iterations_per_s="))
         .and_then(|v| v.parse::<f64>().ok())
         .filter(|r| *r > 0.0 && output.status.success())
-        .ok_or_else(|| {
-            Error::Calibration(format!(
-                "{program} gave no iterations_per_s= (status {}): {stdout}",
-                output.status
-            ))
+        .ok_or_else(|| Error::NoRate {
+            program: program.clone(),
+            status: output.status,
+            stdout: stdout.trim().to_string(),
         })
 }
 
@@ -106,9 +105,7 @@ pub fn timeslice(cpu: u32, seconds: f64) -> Result<f64, Error> {
     });
     let measured: Vec<f64> = slices.into_iter().flatten().collect();
     if measured.is_empty() {
-        return Err(Error::Calibration(
-            "no time slices in /proc/thread-self/schedstat (kernel without schedstats?)".into(),
-        ));
+        return Err(Error::NoSchedstat);
     }
     Ok(measured.iter().sum::<f64>() / measured.len() as f64)
 }
@@ -172,7 +169,7 @@ pub fn context_switch(cpu: u32, round_trips: u32) -> Result<f64, Error> {
         start.elapsed().as_secs_f64()
     });
     if failed.load(Ordering::Relaxed) {
-        return Err(Error::Calibration("the switch ping-pong failed".into()));
+        return Err(Error::PingPong { cpu });
     }
     Ok(elapsed / (2.0 * f64::from(round_trips)))
 }

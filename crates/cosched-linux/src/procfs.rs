@@ -53,12 +53,9 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
 }
 
 pub fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK) {
+        Ok(Some(ticks)) if ticks > 0 => ticks as f64,
+        _ => 100.0,
     }
 }
 
@@ -140,7 +137,7 @@ mod tests {
         assert_eq!(own.pid, me);
         assert!(all_processes().iter().any(|p| p.pid == me));
         assert!(threads(me).contains(&me));
-        let me_uid = unsafe { libc::getuid() };
+        let me_uid = nix::unistd::getuid().as_raw();
         assert_eq!(uids(me).unwrap()[0], me_uid);
         let mut child = std::process::Command::new("sleep")
             .arg("5")

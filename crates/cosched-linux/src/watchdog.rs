@@ -17,10 +17,22 @@
 //! system calls on memory prepared before the fork: no allocation, no locks, no Rust I/O.
 
 use crate::cgroup::{Cgroup, CgroupKind};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::mman::{MapFlags, ProtFlags};
+use nix::sys::signal::{kill, killpg, pthread_sigmask, SigSet, SigmaskHow, Signal};
+use nix::sys::stat::Mode;
+use nix::sys::wait::waitpid;
+use nix::unistd::{ForkResult, Pid, UnlinkatFlags};
+use std::ffi::{c_void, CStr};
 use std::io;
+use std::num::NonZeroUsize;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
+use std::time::Duration;
 
 const DIR_CAPACITY: usize = 240;
 /// Cgroups per job: at most one per hierarchy (v2, v1 cpuset, v1 freezer).
@@ -34,7 +46,19 @@ pub const STOPPED_PER_JOB: usize = 256;
 struct CgroupEntry {
     /// 0 = free; otherwise a `kind_code`. Stored after `dir` is written.
     kind: AtomicU32,
-    dir: [u8; DIR_CAPACITY],
+    /// The path, NUL-terminated.
+    dir: [AtomicU8; DIR_CAPACITY],
+}
+
+impl CgroupEntry {
+    /// The path as last published, NUL-terminated (without allocating: the watchdog reads it).
+    fn path(&self) -> [u8; DIR_CAPACITY] {
+        let mut path = [0u8; DIR_CAPACITY];
+        for (byte, stored) in path.iter_mut().zip(&self.dir) {
+            *byte = stored.load(Ordering::Relaxed);
+        }
+        path
+    }
 }
 
 #[repr(C)]
@@ -57,16 +81,56 @@ pub enum OnDeath {
     Thaw,
 }
 
-pub struct Watchdog {
-    entries: *mut JobEntry,
+/// The job table, in memory shared with the watchdog (an anonymous shared mapping survives fork).
+struct SharedTable {
+    entries: NonNull<JobEntry>,
     jobs: usize,
-    map_len: usize,
-    pid: libc::pid_t,
-    write_fd: libc::c_int,
 }
 
-// The shared table is only accessed through atomics and through bytes published by them.
-unsafe impl Send for Watchdog {}
+// SAFETY: the table is only accessed through atomics, from whichever thread owns the watchdog.
+unsafe impl Send for SharedTable {}
+
+impl SharedTable {
+    fn new(jobs: usize) -> io::Result<SharedTable> {
+        let length = NonZeroUsize::new(jobs * std::mem::size_of::<JobEntry>())
+            .ok_or_else(|| io::Error::other("an empty watchdog table"))?;
+        // SAFETY: a new anonymous mapping overlaps no memory of ours; the kernel zero-fills it,
+        // and all-zero atomics are a valid (empty) table.
+        let map = unsafe {
+            nix::sys::mman::mmap_anonymous(
+                None,
+                length,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+            )
+        }?;
+        Ok(SharedTable {
+            entries: map.cast(),
+            jobs,
+        })
+    }
+
+    fn entries(&self) -> &[JobEntry] {
+        // SAFETY: the mapping holds `jobs` initialised entries and lives as long as self.
+        unsafe { std::slice::from_raw_parts(self.entries.as_ptr(), self.jobs) }
+    }
+}
+
+impl Drop for SharedTable {
+    fn drop(&mut self) {
+        let length = self.jobs * std::mem::size_of::<JobEntry>();
+        // SAFETY: the mapping was made by `new` with this length; no reference into it outlives
+        // self, which is being dropped.
+        let _ = unsafe { nix::sys::mman::munmap(self.entries.cast::<c_void>(), length) };
+    }
+}
+
+pub struct Watchdog {
+    table: SharedTable,
+    pid: Pid,
+    /// The only write end of the watchdog's pipe; closing it tells the watchdog to sweep and exit.
+    alive: Option<OwnedFd>,
+}
 
 fn kind_code(kind: CgroupKind) -> u32 {
     match kind {
@@ -79,63 +143,40 @@ fn kind_code(kind: CgroupKind) -> u32 {
 impl Watchdog {
     /// Forks the watchdog with room for `jobs` jobs.
     pub fn start(jobs: usize, on_death: OnDeath) -> io::Result<Watchdog> {
-        let jobs = jobs.max(1);
-        let map_len = jobs * std::mem::size_of::<JobEntry>();
-        // SAFETY: an anonymous shared mapping, zero-filled by the kernel; all-zero is a valid table.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let mut fds = [0; 2];
-        // SAFETY: fds has room for two descriptors.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            let e = io::Error::last_os_error();
-            unsafe { libc::munmap(map, map_len) };
-            return Err(e);
-        }
-        let entries = map.cast::<JobEntry>();
-        // SAFETY: the child only runs `watch`, which is async-signal-safe.
-        let pid = unsafe { libc::fork() };
-        match pid {
-            -1 => {
-                let e = io::Error::last_os_error();
-                unsafe {
-                    libc::close(fds[0]);
-                    libc::close(fds[1]);
-                    libc::munmap(map, map_len);
+        let table = SharedTable::new(jobs.max(1))?;
+        let (read_end, write_end) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        // nix 0.29 has neither close_range nor _exit.
+        // SAFETY: the child closes every descriptor but its read end (no Rust value of the parent's
+        // uses them again in the child), runs `watch`, which makes async-signal-safe system calls on
+        // memory prepared before the fork, and leaves with _exit, running no destructor or atexit
+        // handler of the parent's state.
+        let pid = unsafe {
+            match nix::unistd::fork()? {
+                ForkResult::Child => {
+                    // Other descriptors (other runs' pipes, terminals) must not be kept open by us.
+                    let read_fd = read_end.as_raw_fd() as u32;
+                    if read_fd > 0 {
+                        libc::syscall(libc::SYS_close_range, 0u32, read_fd - 1, 0u32);
+                    }
+                    libc::syscall(libc::SYS_close_range, read_fd + 1, u32::MAX, 0u32);
+                    watch(&read_end, &table, on_death);
+                    libc::_exit(0)
                 }
-                Err(e)
+                ForkResult::Parent { child } => child,
             }
-            0 => unsafe { watch(fds[0], entries, jobs, on_death) },
-            pid => {
-                unsafe { libc::close(fds[0]) };
-                Ok(Watchdog {
-                    entries,
-                    jobs,
-                    map_len,
-                    pid,
-                    write_fd: fds[1],
-                })
-            }
-        }
+        };
+        Ok(Watchdog {
+            table,
+            pid,
+            alive: Some(write_end),
+        })
     }
 
     fn entry(&self, job: usize) -> &JobEntry {
-        assert!(
-            job < self.jobs,
-            "job index {job} beyond the watchdog's table"
-        );
-        // SAFETY: in bounds of the mapping, which lives as long as self.
-        unsafe { &*self.entries.add(job) }
+        self.table
+            .entries()
+            .get(job)
+            .unwrap_or_else(|| panic!("job index {job} beyond the watchdog's table"))
     }
 
     pub fn set_process_group(&self, job: usize, pgid: i32) {
@@ -183,10 +224,10 @@ impl Watchdog {
     pub fn remove_cgroup(&self, job: usize, cgroup: &Cgroup) {
         let bytes = cgroup.dir.as_os_str().as_bytes();
         for slot in &self.entry(job).cgroups {
-            let stored = &slot.dir[..bytes.len().min(DIR_CAPACITY)];
+            let stored = slot.path();
             if slot.kind.load(Ordering::Acquire) != 0
-                && stored == bytes
-                && slot.dir.get(bytes.len()) == Some(&0)
+                && stored.get(..bytes.len()) == Some(bytes)
+                && stored.get(bytes.len()) == Some(&0)
             {
                 slot.kind.store(0, Ordering::Release);
             }
@@ -207,11 +248,8 @@ fn publish(slot: &CgroupEntry, path: &Path, code: u32) -> io::Result<()> {
             ),
         ));
     }
-    // SAFETY: a free slot is written only by this process, and published by the store below.
-    unsafe {
-        let dir = slot.dir.as_ptr().cast_mut();
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), dir, bytes.len());
-        *dir.add(bytes.len()) = 0;
+    for (stored, &byte) in slot.dir.iter().zip(bytes.iter().chain(&[0])) {
+        stored.store(byte, Ordering::Relaxed);
     }
     slot.kind.store(code, Ordering::Release);
     Ok(())
@@ -220,52 +258,44 @@ fn publish(slot: &CgroupEntry, path: &Path, code: u32) -> io::Result<()> {
 impl Drop for Watchdog {
     /// Closes the pipe, so the watchdog sweeps whatever is still registered (normally nothing) and exits.
     fn drop(&mut self) {
-        unsafe {
-            libc::close(self.write_fd);
-            let mut status = 0;
-            while libc::waitpid(self.pid, &mut status, 0) == -1
-                && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-            {}
-            libc::munmap(self.entries.cast(), self.map_len);
-        }
+        drop(self.alive.take());
+        while waitpid(self.pid, None) == Err(Errno::EINTR) {}
     }
 }
 
-/// The watchdog child. Never returns.
-unsafe fn watch(read_fd: libc::c_int, entries: *mut JobEntry, jobs: usize, on_death: OnDeath) -> ! {
-    for signal in [
-        libc::SIGINT,
-        libc::SIGQUIT,
-        libc::SIGHUP,
-        libc::SIGTERM,
-        libc::SIGTSTP,
-        libc::SIGTTIN,
-        libc::SIGTTOU,
-        libc::SIGPIPE,
-    ] {
-        libc::signal(signal, libc::SIG_IGN);
+/// Signals that would stop or end the watchdog with its terminal or session (Ctrl-C, hangup, job
+/// control) or a broken pipe: blocked, so that only SIGKILL ends it before it has swept.
+const IGNORED_SIGNALS: [Signal; 8] = [
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGHUP,
+    Signal::SIGTERM,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
+    Signal::SIGPIPE,
+];
+
+/// The watchdog child: waits for cosched's end, then sweeps the table.
+fn watch(read_end: &OwnedFd, table: &SharedTable, on_death: OnDeath) {
+    let mut blocked = SigSet::empty();
+    for signal in IGNORED_SIGNALS {
+        blocked.add(signal);
     }
-    let empty: libc::sigset_t = std::mem::zeroed();
-    libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-    // Other descriptors (other runs' pipes, terminals) must not be kept open by us.
-    if read_fd > 0 {
-        libc::syscall(libc::SYS_close_range, 0u32, (read_fd - 1) as u32, 0u32);
-    }
-    libc::syscall(libc::SYS_close_range, (read_fd + 1) as u32, u32::MAX, 0u32);
-    libc::prctl(libc::PR_SET_NAME, c"cosched-watch".as_ptr());
-    let mut byte = 0u8;
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&blocked), None);
+    let _ = nix::sys::prctl::set_name(c"cosched-watch");
+    let mut byte = [0u8];
     loop {
-        let n = libc::read(read_fd, (&mut byte as *mut u8).cast(), 1);
-        if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
-            break;
+        match nix::unistd::read(read_end.as_raw_fd(), &mut byte) {
+            Ok(0) => break,
+            Err(e) if e != Errno::EINTR => break,
+            _ => {}
         }
     }
-    let table = std::slice::from_raw_parts(entries, jobs);
-    sweep(table, on_death);
-    libc::_exit(0)
+    sweep(table.entries(), on_death);
 }
 
-unsafe fn sweep(table: &[JobEntry], on_death: OnDeath) {
+fn sweep(table: &[JobEntry], on_death: OnDeath) {
     for entry in table {
         for cgroup in &entry.cgroups {
             let code = cgroup.kind.load(Ordering::Acquire);
@@ -275,14 +305,14 @@ unsafe fn sweep(table: &[JobEntry], on_death: OnDeath) {
                 _ => continue,
             };
             let mut path = [0u8; DIR_CAPACITY + 32];
-            if join(&cgroup.dir, file, &mut path) {
-                write_file(&path, value);
+            if let Some(path) = join(&cgroup.path(), file, &mut path) {
+                write_file(path, value);
             }
         }
         for slot in &entry.stopped {
             let pid = slot.load(Ordering::Acquire);
             if pid > 0 {
-                libc::kill(pid, libc::SIGCONT);
+                let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
             }
         }
     }
@@ -290,19 +320,22 @@ unsafe fn sweep(table: &[JobEntry], on_death: OnDeath) {
         for entry in table {
             let pgid = entry.pgid.load(Ordering::Acquire);
             if pgid > 0 {
-                libc::kill(-pgid, libc::SIGCONT);
+                let _ = killpg(Pid::from_raw(pgid), Signal::SIGCONT);
             }
         }
         return;
     }
     for entry in table {
         if entry.page.kind.load(Ordering::Acquire) != 0 {
-            libc::unlink(entry.page.dir.as_ptr().cast());
+            let page = entry.page.path();
+            if let Ok(page) = CStr::from_bytes_until_nul(&page) {
+                let _ = nix::unistd::unlink(page);
+            }
         }
         let pgid = entry.pgid.load(Ordering::Acquire);
         if pgid > 0 {
-            libc::kill(-pgid, libc::SIGKILL);
-            libc::kill(-pgid, libc::SIGCONT);
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGCONT);
         }
     }
     // Killed processes take a moment to leave their cgroups; give them up to a second.
@@ -313,79 +346,78 @@ unsafe fn sweep(table: &[JobEntry], on_death: OnDeath) {
                 if cgroup.kind.load(Ordering::Acquire) == 0 {
                     continue;
                 }
-                kill_members(&cgroup.dir);
-                if libc::rmdir(cgroup.dir.as_ptr().cast()) == 0
-                    || *libc::__errno_location() == libc::ENOENT
-                {
-                    cgroup.kind.store(0, Ordering::Release);
-                } else {
-                    remaining += 1;
+                let dir = cgroup.path();
+                let Ok(dir) = CStr::from_bytes_until_nul(&dir) else {
+                    continue;
+                };
+                kill_members(dir.to_bytes_with_nul());
+                match nix::unistd::unlinkat(None, dir, UnlinkatFlags::RemoveDir) {
+                    Ok(()) | Err(Errno::ENOENT) => cgroup.kind.store(0, Ordering::Release),
+                    Err(_) => remaining += 1,
                 }
             }
         }
         if remaining == 0 {
             return;
         }
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 10_000_000,
-        };
-        libc::nanosleep(&pause, std::ptr::null_mut());
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
-/// Copies the NUL-terminated `dir` and then `file` (NUL-terminated) into `out`.
-fn join(dir: &[u8], file: &[u8], out: &mut [u8]) -> bool {
+/// `dir` (up to its NUL) and then `file` (NUL-terminated), written into `out`.
+fn join<'a>(dir: &[u8], file: &[u8], out: &'a mut [u8]) -> Option<&'a CStr> {
     let len = dir.iter().position(|&b| b == 0).unwrap_or(dir.len());
     if len + file.len() > out.len() {
-        return false;
+        return None;
     }
     out[..len].copy_from_slice(&dir[..len]);
     out[len..len + file.len()].copy_from_slice(file);
-    true
+    CStr::from_bytes_until_nul(out).ok()
 }
 
-unsafe fn write_file(path: &[u8], value: &[u8]) {
-    let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-    if fd >= 0 {
-        libc::write(fd, value.as_ptr().cast(), value.len());
-        libc::close(fd);
+/// Opens `path` for the watchdog (nix 0.29's open gives a bare descriptor).
+fn open(path: &CStr, flags: OFlag) -> Option<OwnedFd> {
+    let fd = nix::fcntl::open(path, flags | OFlag::O_CLOEXEC, Mode::empty()).ok()?;
+    // SAFETY: open just returned this descriptor, which nothing else owns.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn write_file(path: &CStr, value: &[u8]) {
+    if let Some(file) = open(path, OFlag::O_WRONLY) {
+        let _ = nix::unistd::write(&file, value);
     }
 }
 
 /// SIGKILLs (and SIGCONTs, for stopped ones) every process listed in the cgroup's `cgroup.procs`.
-unsafe fn kill_members(dir: &[u8]) {
+fn kill_members(dir: &[u8]) {
     let mut path = [0u8; DIR_CAPACITY + 32];
-    if !join(dir, b"/cgroup.procs\0", &mut path) {
+    let Some(path) = join(dir, b"/cgroup.procs\0", &mut path) else {
         return;
-    }
-    let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-    if fd < 0 {
+    };
+    let Some(procs) = open(path, OFlag::O_RDONLY) else {
         return;
-    }
+    };
+    let end = |pid: i32| {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+    };
     let mut buffer = [0u8; 4096];
     let mut pid: i32 = 0;
-    loop {
-        let n = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
-        if n <= 0 {
-            break;
-        }
-        for &b in &buffer[..n as usize] {
+    while let Ok(n @ 1..) = nix::unistd::read(procs.as_raw_fd(), &mut buffer) {
+        for &b in &buffer[..n] {
             if b.is_ascii_digit() {
                 pid = pid.saturating_mul(10).saturating_add(i32::from(b - b'0'));
             } else {
                 if pid > 0 {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::kill(pid, libc::SIGCONT);
+                    end(pid);
                 }
                 pid = 0;
             }
         }
     }
     if pid > 0 {
-        libc::kill(pid, libc::SIGKILL);
+        end(pid);
     }
-    libc::close(fd);
 }
 
 #[cfg(test)]
@@ -395,9 +427,11 @@ mod tests {
     #[test]
     fn paths_are_joined_within_bounds() {
         let mut out = [0u8; 16];
-        assert!(join(b"/a/b\0junk", b"/x\0", &mut out));
-        assert_eq!(&out[..7], b"/a/b/x\0");
-        assert!(!join(b"/a/very/long/dir\0", b"/cgroup.procs\0", &mut out));
+        assert_eq!(join(b"/a/b\0junk", b"/x\0", &mut out), Some(c"/a/b/x"));
+        assert_eq!(
+            join(b"/a/very/long/dir\0", b"/cgroup.procs\0", &mut out),
+            None
+        );
     }
 
     #[test]
@@ -423,7 +457,7 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGSTOP).unwrap();
         child
     }
 

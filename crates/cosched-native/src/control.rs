@@ -4,7 +4,8 @@
 //! processes write back through `libcosched-omp.so` or `cosched.h`.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -54,27 +55,79 @@ pub struct ControlPage {
     map: NonNull<libc::c_void>,
 }
 
-// The mapping is only accessed through atomics.
+// SAFETY: the mapping is only accessed through atomics, from any thread.
 unsafe impl Send for ControlPage {}
+// SAFETY: as for Send.
 unsafe impl Sync for ControlPage {}
 
 impl ControlPage {
-    /// Creates (or replaces) the page file at `path`, maps it and writes a version-1 header with no
-    /// advice. The magic is written last so a job never sees a half-initialised page as valid.
+    /// Creates the page file at `path`, which must not exist (a link there is not followed), maps it
+    /// and writes a version-1 header with no advice. The magic is written last so a job never sees
+    /// a half-initialised page as valid.
     pub fn create(path: impl AsRef<Path>) -> io::Result<ControlPage> {
-        let path = path.as_ref().to_path_buf();
+        ControlPage::create_owned(path.as_ref(), None)
+    }
+
+    /// [`ControlPage::create`] in `dir`, named `<prefix>-<random>` so that no other user can guess the
+    /// name and be there first, and given to `owner` (uid, gid) by its descriptor: a directory
+    /// everyone may write to, such as `/dev/shm`, is safe for a root executor to create pages in.
+    pub fn create_unguessable(
+        dir: &Path,
+        prefix: &str,
+        owner: Option<(u32, u32)>,
+    ) -> io::Result<ControlPage> {
+        let mut random = [0u8; 8];
+        for _ in 0..8 {
+            File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut random))
+                .map_err(|e| with_path(e, "read", Path::new("/dev/urandom")))?;
+            let path = dir.join(format!("{prefix}-{:016x}", u64::from_ne_bytes(random)));
+            match ControlPage::create_owned(&path, owner) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                created => return created,
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "cannot create a control page in {}: every name tried was taken",
+                dir.display()
+            ),
+        ))
+    }
+
+    fn create_owned(path: &Path, owner: Option<(u32, u32)>) -> io::Result<ControlPage> {
+        let path = path.to_path_buf();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| with_path(e, "create control page", &path))?;
+        let created = ControlPage::map_new(&file, &path);
+        let owned = owner.map_or(Ok(()), |(uid, gid)| {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
+                .map_err(|e| with_path(e, "give away control page", &path))
+        });
+        match (created, owned) {
+            (Ok(page), Ok(())) => Ok(page),
+            // Dropping the page removes the file.
+            (Ok(_), Err(e)) => Err(e),
+            (Err(e), _) => {
+                let _ = std::fs::remove_file(&path);
+                Err(e)
+            }
+        }
+    }
+
+    fn map_new(file: &File, path: &Path) -> io::Result<ControlPage> {
         file.set_len(PAGE_SIZE as u64)
-            .map_err(|e| with_path(e, "size control page", &path))?;
+            .map_err(|e| with_path(e, "size control page", path))?;
         let page = ControlPage {
-            map: map_shared(&file).map_err(|e| with_path(e, "map control page", &path))?,
-            path,
+            map: map_shared(file).map_err(|e| with_path(e, "map control page", path))?,
+            path: path.to_path_buf(),
         };
         let layout = page.layout();
         layout.version.store(VERSION, Ordering::Relaxed);
@@ -116,13 +169,14 @@ impl ControlPage {
     }
 
     fn layout(&self) -> &Layout {
-        // The mapping is PAGE_SIZE bytes, page-aligned, and lives as long as `self`.
+        // SAFETY: the mapping is PAGE_SIZE bytes, page-aligned, and lives as long as `self`.
         unsafe { self.map.cast::<Layout>().as_ref() }
     }
 }
 
 impl Drop for ControlPage {
     fn drop(&mut self) {
+        // SAFETY: the mapping is ours and no reference to it outlives `self`.
         unsafe {
             libc::munmap(self.map.as_ptr(), PAGE_SIZE);
         }
@@ -132,6 +186,7 @@ impl Drop for ControlPage {
 
 fn map_shared(file: &File) -> io::Result<NonNull<libc::c_void>> {
     use std::os::fd::AsRawFd;
+    // SAFETY: a fresh shared mapping of a file we hold open, checked below.
     let addr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -156,6 +211,7 @@ fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
 mod tests {
     use super::*;
     use std::mem::offset_of;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn layout_matches_the_documented_offsets() {
@@ -237,6 +293,31 @@ mod tests {
         let path = dir.path().join("page");
         drop(ControlPage::create(&path).unwrap());
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_link_where_a_page_would_go_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "precious").unwrap();
+        let link = dir.path().join("page");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = ControlPage::create(&link).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    }
+
+    #[test]
+    fn unguessable_pages_have_distinct_private_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = ControlPage::create_unguessable(dir.path(), "job-1", None).unwrap();
+        let b = ControlPage::create_unguessable(dir.path(), "job-1", None).unwrap();
+        assert_ne!(a.path(), b.path());
+        let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
+        let random = name.strip_prefix("job-1-").unwrap();
+        assert_eq!(random.len(), 16, "{name}");
+        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

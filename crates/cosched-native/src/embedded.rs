@@ -28,8 +28,7 @@ pub(crate) const ARTEFACTS: &[(&str, &[u8])] = &[
 /// Where the files are written: under the user's cache directory; as root, under `/var/cache`, since
 /// jobs that run as the user who invoked sudo must be able to read and execute them.
 fn cache_root() -> Option<PathBuf> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if nix::unistd::geteuid().is_root() {
         return Some(PathBuf::from("/var/cache/cosched"));
     }
     let cache = std::env::var_os("XDG_CACHE_HOME")

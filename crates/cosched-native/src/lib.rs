@@ -45,7 +45,7 @@ pub fn candidate_dirs() -> Vec<PathBuf> {
 /// that has them, else the copies compiled into this program, written to a cache directory (not when
 /// `COSCHED_NATIVE_DIR` names a place: that is where they must be). The error says where they were
 /// looked for and how to get them.
-pub fn locate() -> Result<PathBuf, String> {
+pub fn locate() -> Result<PathBuf, NotFound> {
     let candidates = candidate_dirs();
     if let Some(dir) = candidates
         .iter()
@@ -54,27 +54,41 @@ pub fn locate() -> Result<PathBuf, String> {
         return Ok(dir.clone());
     }
     let overridden = std::env::var_os(NATIVE_DIR_ENV).is_some_and(|d| !d.is_empty());
-    let extracted = if overridden {
-        String::new()
+    let extract = if overridden {
+        None
     } else {
         match embedded::extract() {
             Ok(dir) => return Ok(dir),
-            Err(e) => {
-                format!(", and writing the built-in copies to a cache directory failed ({e})")
-            }
+            Err(e) => Some(e),
         }
     };
-    let looked: Vec<String> = candidates.iter().map(|d| d.display().to_string()).collect();
-    Err(format!(
-        "{PRELOAD_LIBRARY_NAME} and the benchmarks are not in {}{extracted}; install cosched with \
-`make install PREFIX=...` (which puts them in PREFIX/lib/cosched), or set {NATIVE_DIR_ENV} to their \
-directory",
-        if looked.is_empty() {
-            "any known place".to_string()
-        } else {
-            looked.join(" or ")
-        }
-    ))
+    Err(NotFound {
+        looked_in: candidates,
+        extract,
+    })
+}
+
+/// The preload library and the benchmarks are nowhere cosched looks for them.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{PRELOAD_LIBRARY_NAME} and the benchmarks are not in {}{}; install cosched with `make install \
+     PREFIX=...` (which puts them in PREFIX/lib/cosched), or set {NATIVE_DIR_ENV} to their directory",
+    places(looked_in),
+    if extract.is_some() { ", and the built-in copies could not be written to a cache directory" } else { "" }
+)]
+pub struct NotFound {
+    pub looked_in: Vec<PathBuf>,
+    /// Why the built-in copies could not be written out (`None` when they were not tried).
+    #[source]
+    pub extract: Option<std::io::Error>,
+}
+
+fn places(dirs: &[PathBuf]) -> String {
+    if dirs.is_empty() {
+        return "any known place".to_string();
+    }
+    let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    names.join(" or ")
 }
 
 /// Directory holding the benchmark executables and the preload library; where they were expected

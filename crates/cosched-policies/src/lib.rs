@@ -7,6 +7,7 @@ mod advice_check;
 mod auto;
 mod bp;
 mod casas;
+mod catalog;
 mod di;
 mod eq;
 mod gang;
@@ -18,6 +19,8 @@ mod taskbag;
 #[cfg(test)]
 mod test_jobs;
 mod ue;
+
+pub use catalog::{settings, Setting};
 
 /// (name, one-line description, constructor). The order is the order `--help` and `compare` list them.
 type Entry = (&'static str, &'static str, fn() -> Box<dyn Policy>);

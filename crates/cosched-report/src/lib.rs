@@ -1,5 +1,6 @@
 //! Reports from cosched traces: figures as SVG (makespan against mean slowdown with the Pareto front,
-//! partitions over time, running jobs over time, per-job slowdown and NTT), a self-contained HTML page with the comparison table, and CSV/JSON exports.
+//! partitions over time, running jobs over time, per-job slowdown and NTT), a self-contained HTML page with the comparison table, and CSV/JSON exports
+//! with a unit in every numeric column's name.
 //!
 //! Everything is computed from traces alone, so real and simulated runs are shown by the same code.
 //! A failed job never stops a report: it is counted in the table, listed with its error, hatched red in
@@ -8,7 +9,7 @@
 //! ```no_run
 //! use cosched_report::{write_report, Run};
 //! let runs = vec![Run::load("ue.jsonl".as_ref())?, Run::load("taco.jsonl".as_ref())?];
-//! let written = write_report(&runs, "report".as_ref())?;
+//! let written = write_report(&runs, "report".as_ref(), None)?;
 //! println!("{}", written.html.display());
 //! # Ok::<(), cosched_report::ReportError>(())
 //! ```
@@ -17,18 +18,25 @@ mod bars;
 mod export;
 mod gantt;
 mod html;
+mod job_facts;
+mod metadata;
 mod pareto;
 mod run;
 mod running;
 mod svg;
 mod table;
+mod timeline;
 mod window;
 
 pub use bars::JobMetric;
 pub use export::results_json;
+pub use run::Experiment;
 pub use run::{disambiguate_labels, label_experiments, Run};
 pub use table::{comparison, text_table, ComparisonRow, BASELINE_POLICY};
 pub use window::window;
+
+pub use export::UNIT_SUFFIXES;
+pub use metadata::{RunMetadata, METADATA_FILE};
 
 use std::path::{Path, PathBuf};
 
@@ -46,8 +54,12 @@ pub enum ReportError {
     EmptyTrace(PathBuf),
     #[error("no runs to report; give at least one trace file")]
     NoRuns,
-    #[error("the traces come from different experiments ({0}), so their figures do not compare; report them separately, or add --mixed to label every row with its workload and machine")]
-    MixedExperiments(String),
+    #[error(
+        "the traces come from different experiments ({}), so their figures do not compare; report \
+         them separately, or add --mixed to label every row with its workload and machine",
+        experiments.iter().map(Experiment::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    MixedExperiments { experiments: Vec<Experiment> },
 }
 
 impl ReportError {
@@ -135,12 +147,18 @@ pub struct Written {
     pub figures: Vec<PathBuf>,
     pub jobs_csv: PathBuf,
     pub policies_csv: PathBuf,
+    pub timeline_csv: PathBuf,
     pub results_json: PathBuf,
 }
 
-/// Writes `report.html`, one SVG per figure, `jobs.csv`, `policies.csv` and `results.json` into `dir`,
-/// creating it if needed.
-pub fn write_report(runs: &[Run], dir: &Path) -> Result<Written, ReportError> {
+/// Writes `report.html`, one SVG per figure, `jobs.csv`, `policies.csv`, `timeline.csv` and
+/// `results.json` into `dir`, creating it if needed. `metadata` describes the invocation that made the
+/// runs (see [`RunMetadata`]); without it its columns stay empty.
+pub fn write_report(
+    runs: &[Run],
+    dir: &Path,
+    metadata: Option<&RunMetadata>,
+) -> Result<Written, ReportError> {
     if runs.is_empty() {
         return Err(ReportError::NoRuns);
     }
@@ -159,8 +177,12 @@ pub fn write_report(runs: &[Run], dir: &Path) -> Result<Written, ReportError> {
     Ok(Written {
         html: write("report.html", &html::render(runs, &rows, &figures))?,
         figures: figure_paths,
-        jobs_csv: write("jobs.csv", &export::jobs_csv(runs))?,
-        policies_csv: write("policies.csv", &export::policies_csv(&rows))?,
-        results_json: write("results.json", &export::results_json(runs, &rows))?,
+        jobs_csv: write("jobs.csv", &export::jobs_csv(runs, metadata))?,
+        policies_csv: write("policies.csv", &export::policies_csv(runs, &rows, metadata))?,
+        timeline_csv: write("timeline.csv", &export::timeline_csv(runs))?,
+        results_json: write(
+            "results.json",
+            &export::results_json(runs, &rows, metadata, dir),
+        )?,
     })
 }

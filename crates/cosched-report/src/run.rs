@@ -6,6 +6,7 @@ use cosched_core::metrics::{summarize, RunSummary};
 use cosched_core::plan::Plan;
 use cosched_core::trace::{read_trace, Record, TraceLine};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -132,28 +133,47 @@ fn file_stem(path: &Path) -> Option<String> {
 }
 
 /// The workload (with its seed) and machine a run belongs to.
-fn experiment(run: &Run) -> String {
-    let s = &run.summary;
-    match s.seed {
-        Some(seed) => format!("{} seed {seed} on {}", s.workload, s.machine),
-        None => format!("{} on {}", s.workload, s.machine),
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Experiment {
+    pub workload: String,
+    pub seed: Option<u64>,
+    pub machine: String,
+}
+
+impl Experiment {
+    fn of(run: &Run) -> Experiment {
+        let s = &run.summary;
+        Experiment {
+            workload: s.workload.clone(),
+            seed: s.seed,
+            machine: s.machine.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Experiment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.seed {
+            Some(seed) => write!(f, "{} seed {seed} on {}", self.workload, self.machine),
+            None => write!(f, "{} on {}", self.workload, self.machine),
+        }
     }
 }
 
 /// Runs of different workloads or machines must not share a table unnoticed: refused, naming the
 /// experiments, unless `mixed`, in which case every label says its workload and machine.
 pub fn label_experiments(runs: &mut [Run], mixed: bool) -> Result<(), ReportError> {
-    let mut experiments: Vec<String> = runs.iter().map(experiment).collect();
+    let mut experiments: Vec<Experiment> = runs.iter().map(Experiment::of).collect();
     experiments.sort();
     experiments.dedup();
     if experiments.len() < 2 {
         return Ok(());
     }
     if !mixed {
-        return Err(ReportError::MixedExperiments(experiments.join("; ")));
+        return Err(ReportError::MixedExperiments { experiments });
     }
     for run in runs.iter_mut() {
-        run.label = format!("{} [{}]", run.label, experiment(run));
+        run.label = format!("{} [{}]", run.label, Experiment::of(run));
     }
     Ok(())
 }

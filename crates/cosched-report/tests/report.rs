@@ -5,7 +5,9 @@
 use cosched_core::job::{JobHints, JobId, JobKind, JobSpec};
 use cosched_core::plan::{Assignment, Plan, Slot};
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine};
-use cosched_report::{comparison, figures, text_table, write_report, Run};
+use cosched_report::{
+    comparison, figures, text_table, write_report, Run, RunMetadata, UNIT_SUFFIXES,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -195,7 +197,7 @@ fn read(path: &Path) -> String {
 #[test]
 fn report_writes_every_file_and_figures_are_well_formed_svg() {
     let dir = tempfile::tempdir().unwrap();
-    let written = write_report(&runs(), dir.path()).unwrap();
+    let written = write_report(&runs(), dir.path(), None).unwrap();
     // makespan against slowdown, running jobs, slowdown, NTT, and one partition figure per run
     assert_eq!(written.figures.len(), 1 + 3 + 3);
     assert!(written.figures[0].ends_with("makespan-vs-slowdown.svg"));
@@ -219,7 +221,7 @@ fn report_writes_every_file_and_figures_are_well_formed_svg() {
 #[test]
 fn failed_job_shows_in_table_list_figures_and_csv() {
     let dir = tempfile::tempdir().unwrap();
-    let written = write_report(&runs(), dir.path()).unwrap();
+    let written = write_report(&runs(), dir.path(), None).unwrap();
     let html = read(&written.html);
     assert!(html.contains("<tr class=\"failed\"><td>bp</td>"), "{html}");
     assert!(html.contains("<ul id=\"failures\">"));
@@ -242,6 +244,164 @@ fn failed_job_shows_in_table_list_figures_and_csv() {
     for row in policies.lines().skip(1) {
         assert_eq!(row.split(',').count(), header_columns, "{row}");
     }
+}
+
+/// Rows of a CSV as maps from column to cell (RFC 4180 quoting, no line breaks in cells).
+fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    fn cells(line: &str) -> Vec<String> {
+        let (mut cells, mut cell, mut quoted) = (Vec::new(), String::new(), false);
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    cell.push('"');
+                    chars.next();
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => cells.push(std::mem::take(&mut cell)),
+                _ => cell.push(c),
+            }
+        }
+        cells.push(cell);
+        cells
+    }
+    let mut lines = text.lines();
+    let header = cells(lines.next().expect("a header line"));
+    let rows: Vec<Vec<String>> = lines.map(cells).collect();
+    for row in &rows {
+        assert_eq!(row.len(), header.len(), "{row:?} against {header:?}");
+    }
+    (header, rows)
+}
+
+fn column<'a>(header: &[String], rows: &'a [Vec<String>], name: &str) -> Vec<&'a str> {
+    let i = header
+        .iter()
+        .position(|c| c == name)
+        .unwrap_or_else(|| panic!("no column {name} in {header:?}"));
+    rows.iter().map(|r| r[i].as_str()).collect()
+}
+
+fn metadata() -> RunMetadata {
+    RunMetadata {
+        cosched_version: "0.1.0".into(),
+        git_revision: Some("abc1234".into()),
+        host: "node7".into(),
+        cpu_model: "Test CPU @ 2.0GHz".into(),
+        kernel: "6.1.0".into(),
+        cgroup_version: "v2".into(),
+        privileges: "root".into(),
+        date: "2026-11-28T07:00:00Z".into(),
+        command_line: "cosched compare fixture.toml --policy bp,eq,gang".into(),
+        job_commands: [("lu".to_string(), "./lu --size 'a b'".to_string())].into(),
+    }
+}
+
+/// Every CSV the report writes: a column that holds a number anywhere must say its unit. The
+/// fixture's `start_cpus` holds `1` for a job on CPU 1, so CPU lists are held to the rule too.
+#[test]
+fn every_numeric_csv_column_names_its_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    write_report(&runs(), dir.path(), Some(&metadata())).unwrap();
+    let mut csvs: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    csvs.sort();
+    assert_eq!(csvs.len(), 3, "{csvs:?}");
+    let mut numeric_columns = 0;
+    for csv in &csvs {
+        let (header, rows) = csv_rows(&read(csv));
+        assert!(!rows.is_empty(), "{} has no rows", csv.display());
+        for (i, name) in header.iter().enumerate() {
+            let numeric = rows.iter().any(|r| r[i].parse::<f64>().is_ok());
+            if !numeric {
+                continue;
+            }
+            numeric_columns += 1;
+            let has_unit = UNIT_SUFFIXES
+                .iter()
+                .any(|(suffix, _)| name.ends_with(suffix) || name == &suffix[1..]);
+            assert!(
+                has_unit,
+                "{}: numeric column {name:?} has no unit suffix (one of {:?})",
+                csv.display(),
+                UNIT_SUFFIXES.iter().map(|(s, _)| *s).collect::<Vec<_>>()
+            );
+        }
+    }
+    assert!(
+        numeric_columns >= 30,
+        "only {numeric_columns} numeric columns seen"
+    );
+}
+
+#[test]
+fn jobs_csv_has_kind_threads_cpus_at_start_command_and_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_report(&runs(), dir.path(), Some(&metadata())).unwrap();
+    let (header, rows) = csv_rows(&read(&written.jobs_csv));
+    let eq_rows: Vec<Vec<String>> = rows.into_iter().filter(|r| r[0] == "eq").collect();
+    let col = |name| column(&header, &eq_rows, name);
+    assert_eq!(col("job"), ["lu", "cg", "crash"]);
+    assert_eq!(col("kind"), ["malleable"; 3]);
+    assert_eq!(col("start_cpus"), ["0", "1", ""]);
+    assert_eq!(col("start_cpu_count"), ["1", "1", ""]);
+    assert_eq!(col("start_threads"), ["2", "2", ""]);
+    assert_eq!(col("exit_code"), ["0", "0", ""]);
+    assert_eq!(col("command"), ["./lu --size 'a b'", "", ""]);
+    assert_eq!(col("finish_s"), ["17", "14", "1"]);
+}
+
+#[test]
+fn runs_carry_the_invocations_metadata_and_relative_trace_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("traces/bp.jsonl");
+    std::fs::create_dir_all(trace.parent().unwrap()).unwrap();
+    std::fs::write(&trace, "").unwrap();
+    let runs = vec![Run::new(bp(), Some(trace)), Run::new(eq(), None)];
+    let written = write_report(&runs, dir.path(), Some(&metadata())).unwrap();
+    let (header, rows) = csv_rows(&read(&written.policies_csv));
+    assert_eq!(column(&header, &rows, "host"), ["node7", "node7"]);
+    assert_eq!(column(&header, &rows, "cgroup_version"), ["v2", "v2"]);
+    assert_eq!(column(&header, &rows, "makespan_s"), ["18", "17"]);
+    let json: serde_json::Value = serde_json::from_str(&read(&written.results_json)).unwrap();
+    assert_eq!(json["metadata"]["cpu_model"], "Test CPU @ 2.0GHz");
+    assert_eq!(json["runs"][0]["trace"], "traces/bp.jsonl");
+}
+
+/// The timeline steps where the partition figure changes colour: cg waits under BP until lu is done,
+/// and under EQ lu grows from CPU 0 to both when cg finishes.
+#[test]
+fn timeline_csv_steps_at_every_change_of_state_cpus_or_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_report(&runs(), dir.path(), None).unwrap();
+    let (header, rows) = csv_rows(&read(&written.timeline_csv));
+    let steps = |run: &str, job: &str| -> Vec<String> {
+        let pick: Vec<Vec<String>> = rows
+            .iter()
+            .filter(|r| r[0] == run && r[4] == job)
+            .cloned()
+            .collect();
+        let (t, state, cpus) = (
+            column(&header, &pick, "time_s"),
+            column(&header, &pick, "state"),
+            column(&header, &pick, "cpus"),
+        );
+        (0..pick.len())
+            .map(|i| format!("{} {} {}", t[i], state[i], cpus[i]))
+            .collect()
+    };
+    assert_eq!(
+        steps("bp", "cg"),
+        ["0 waiting ", "10 running 0-1", "18 finished "]
+    );
+    assert_eq!(
+        steps("eq", "lu"),
+        ["0 running 0", "14 running 0-1", "17 finished "]
+    );
+    assert_eq!(steps("eq", "crash"), ["1 failed "]);
 }
 
 #[test]
@@ -268,7 +428,7 @@ fn running_jobs_step_at_starts_and_finishes_only() {
 #[test]
 fn gang_slots_split_each_cpu_row_into_bands() {
     let dir = tempfile::tempdir().unwrap();
-    write_report(&runs(), dir.path()).unwrap();
+    write_report(&runs(), dir.path(), None).unwrap();
     let gantt = read(&dir.path().join("partitions-gang.svg"));
     let doc = roxmltree::Document::parse(&gantt).unwrap();
     let marks: Vec<(String, f64)> = doc
@@ -363,7 +523,7 @@ fn html_report_renders_every_figure_in_headless_chromium() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let written = write_report(&runs(), dir.path()).unwrap();
+    let written = write_report(&runs(), dir.path(), None).unwrap();
     let html = read(&written.html);
     let probed = dir.path().join("probed.html");
     std::fs::write(&probed, html.replace("</body>", &format!("{PROBE}</body>"))).unwrap();

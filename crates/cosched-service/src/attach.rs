@@ -1,7 +1,8 @@
 //! `cosched attach`: which running processes a client may hand to the daemon. The request names a pid,
 //! which is hostile input like the rest: the process must exist, be no part of the system or of
 //! cosched itself, and belong to the client (root may attach anyone's). What it is is read from /proc
-//! and never from the request.
+//! and never from the request. A process that is not the client's gets the same answer as one that
+//! does not run, so that no one learns who owns a pid.
 
 use crate::error::NotAttachable;
 use crate::protocol::Attachment;
@@ -33,29 +34,27 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, NotAttachable> {
         .ok()
         .filter(|&p| p > 0)
         .ok_or(NotAttachable::NotAPid(pid))?;
-    let gone = || NotAttachable::NoProcess(pid);
+    let gone = || NotAttachable::NotYoursOrGone(pid);
     let stat = procfs::stat(pid).map_err(|_| gone())?;
     if stat.state == 'Z' {
-        return Err(NotAttachable::Ended(pid));
+        return Err(gone());
     }
     let daemon = std::process::id() as i32;
     let ancestors = procfs::ancestors(pid);
     if pid == 1 || pid == 2 || ancestors.contains(&2) {
         return Err(NotAttachable::System(pid));
     }
+    // Every uid of the process is the client's: a set-uid program it started is not.
+    let uids = procfs::uids(pid).map_err(|_| gone())?;
+    if peer.uid != 0 && uids != [peer.uid; 4] {
+        return Err(gone());
+    }
+    let real = uids[0];
     if pid == daemon || procfs::ancestors(daemon).contains(&pid) {
         return Err(NotAttachable::Daemon(pid));
     }
     if ancestors.contains(&daemon) {
         return Err(NotAttachable::CoschedJob(pid));
-    }
-    let [real, effective, ..] = procfs::uids(pid).map_err(|_| gone())?;
-    // Who owns another user's process is not the client's to learn.
-    if peer.uid != 0 && real != peer.uid {
-        return Err(NotAttachable::NotYours(pid));
-    }
-    if peer.uid != 0 && effective != real {
-        return Err(NotAttachable::SetUid(pid));
     }
     let read = |file: &str| std::fs::read(format!("/proc/{pid}/{file}")).unwrap_or_default();
     let comm = String::from_utf8_lossy(&read("comm"))
@@ -87,6 +86,16 @@ pub fn inspect(pid: u32, peer: Peer) -> Result<Found, NotAttachable> {
         cwd,
         slurm: SlurmStep::of_process(pid),
     })
+}
+
+/// A process that another cgroup manager limits (a systemd `MemoryMax`, a container's or a batch
+/// system's cpuset) stays in its cgroups, placed by affinity and paused by signals, unless the
+/// request asks to move it (`--move`): moved into cosched's cgroups, it would escape those limits.
+pub fn in_place_under_limits(mut a: Attachment, found: &Found) -> Attachment {
+    if !a.in_place && !a.move_out && cosched_linux::cgroup::limit_of(found.pid).is_some() {
+        a.in_place = true;
+    }
+    a
 }
 
 /// A task of a Slurm job step (`docs/slurm.md`) stays in Slurm's cgroups, where Slurm's process
@@ -147,7 +156,7 @@ mod tests {
         let refused = |pid: u32| inspect(pid, me()).unwrap_err().to_string();
         assert!(refused(1).contains("init"), "{}", refused(1));
         assert!(refused(0).contains("not a process id"));
-        assert!(refused(i32::MAX as u32).contains("no process"));
+        assert!(refused(i32::MAX as u32).contains("not running"));
         // The test process plays the daemon here.
         let own = refused(std::process::id());
         assert!(own.contains("cosched daemon"), "{own}");
@@ -177,7 +186,13 @@ mod tests {
         let as_owner = inspect(pid, me());
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         let message = as_stranger.unwrap_err().to_string();
-        assert!(message.contains("only its owner or root"), "{message}");
+        assert!(message.contains("not yours or not running"), "{message}");
+        let missing = inspect(i32::MAX as u32, stranger).unwrap_err().to_string();
+        assert_eq!(
+            message.replace(&pid.to_string(), "P"),
+            missing.replace(&i32::MAX.to_string(), "P"),
+            "a stranger's process and a missing one are told apart"
+        );
         let found = as_owner.unwrap();
         assert_eq!((found.pid, found.comm.as_str()), (pid as i32, "sleep"));
         assert_eq!(found.command, ["sleep", "30"]);

@@ -19,6 +19,9 @@ pub enum ClientError {
     },
     #[error("the daemon at {socket} answered something this client cannot read ({detail}); are client and daemon the same version?")]
     Protocol { socket: String, detail: String },
+    /// The socket is not one the caller or root set up; nothing was sent.
+    #[error(transparent)]
+    Untrusted(#[from] crate::paths::UnsafePlace),
     /// The daemon refused the request; its message says why.
     #[error("{0}")]
     Refused(String),
@@ -31,6 +34,8 @@ pub fn request(socket: &Path, request: Request) -> Result<Reply, ClientError> {
         socket: name.clone(),
         source,
     };
+    let caller = nix::unistd::geteuid().as_raw();
+    crate::paths::check_client_socket(socket, caller).map_err(ClientError::Untrusted)?;
     let mut stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
         socket: name.clone(),
         source,

@@ -17,7 +17,7 @@ use cosched_linux::{Adopt, OnDeath, RunOptions, RunSetup};
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,6 +50,8 @@ pub enum DaemonError {
     Policy(#[from] cosched_policies::UnknownPolicy),
     #[error(transparent)]
     Journal(#[from] ServiceError),
+    #[error(transparent)]
+    UnsafeDirectory(#[from] crate::paths::UnsafePlace),
 }
 
 fn io_error(what: String) -> impl FnOnce(io::Error) -> DaemonError {
@@ -61,8 +63,15 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     let system = crate::paths::is_root();
     let logs = options.state.join("logs");
     let traces = options.state.join("traces");
+    let uid = nix::unistd::geteuid().as_raw();
     for dir in [&options.state, &logs, &traces] {
-        fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
+        // Never writable by group or others, whatever the umask.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(io_error(format!("cannot create {}", dir.display())))?;
+        crate::paths::check_own_dir(dir, uid)?;
     }
     // Everyone may list the log directory's ids; each log belongs to its job's user alone (umask).
     let _ = fs::set_permissions(&logs, fs::Permissions::from_mode(0o755));
@@ -214,8 +223,10 @@ fn take_lock(state: &Path) -> Result<fs::File, DaemonError> {
 }
 
 fn listen(socket: &Path, system: bool) -> Result<UnixListener, DaemonError> {
-    if let Some(dir) = socket.parent() {
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::create_dir_all(dir).map_err(io_error(format!("cannot create {}", dir.display())))?;
+        let uid = nix::unistd::geteuid().as_raw();
+        crate::paths::check_own_dir(dir, uid)?;
         if system {
             let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
         }
@@ -289,7 +300,7 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                 // Gone, or cancelled or past its time limit while the daemon went down: finish
                 // the cancellation (a job sent SIGTERM is killed without the rest of its grace).
                 for process in process.into_iter().chain(joined) {
-                    kill_unwatched(process);
+                    kill_unwatched(process, view.uid);
                 }
                 let error =
                     "ended while no cosched daemon watched it; exit status unknown".to_string();

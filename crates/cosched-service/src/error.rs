@@ -65,10 +65,10 @@ pub enum ServiceError {
 pub enum NotAttachable {
     #[error("{0} is not a process id")]
     NotAPid(u32),
-    #[error("no process {0} runs here (pids are those of the daemon's pid namespace)")]
-    NoProcess(i32),
-    #[error("process {0} has already ended")]
-    Ended(i32),
+    #[error(
+        "process {0} is not yours or not running (pids are those of the daemon's pid namespace)"
+    )]
+    NotYoursOrGone(i32),
     #[error("process {0} is init or a kernel thread; only user processes can be attached")]
     System(i32),
     #[error(
@@ -77,8 +77,4 @@ pub enum NotAttachable {
     Daemon(i32),
     #[error("process {0} belongs to a job cosched started (or is its watchdog); `cosched jobs` lists it")]
     CoschedJob(i32),
-    #[error("process {0} is not yours; only its owner or root may attach it")]
-    NotYours(i32),
-    #[error("process {0} runs set-uid; only root may attach it")]
-    SetUid(i32),
 }

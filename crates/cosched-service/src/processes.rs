@@ -2,16 +2,23 @@
 //! or one whose cancellation a restart interrupted.
 
 use cosched_linux::{Adopt, Members, ProcessTable};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 
 /// Kills a job's processes, checked by pid and start time: a started job's process group, or an
-/// attached process and its descendants.
-pub fn kill_unwatched(process: Adopt) {
+/// attached process and those of its descendants still wholly of `uid`, the job's owner.
+pub fn kill_unwatched(process: Adopt, uid: u32) {
     let targets = match process.attached {
         false => vec![-process.pid],
-        true => ProcessTable::read().members(Members::Tree(process.pid)),
+        true => {
+            let table = ProcessTable::read();
+            let tree = table.members(Members::Tree(process.pid, uid));
+            tree.into_iter()
+                .filter(|&pid| table.still_theirs(pid, uid))
+                .collect()
+        }
     };
     for target in targets {
-        // SAFETY: plain system call on the job's own processes.
-        unsafe { libc::kill(target, libc::SIGKILL) };
+        let _ = kill(Pid::from_raw(target), Signal::SIGKILL);
     }
 }

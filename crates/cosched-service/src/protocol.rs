@@ -155,6 +155,10 @@ pub struct Attachment {
     /// Leave the process in the cgroups it is in (a batch system's): it is then placed by affinity
     /// and frozen by signals instead of being moved into cosched's cgroups.
     pub in_place: bool,
+    /// Move the process into cosched's cgroups even out of cgroups that limit it (which it then
+    /// escapes); without it, a process under another cgroup manager's limits stays in place.
+    #[serde(default)]
+    pub move_out: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -211,6 +211,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
     check_served(shared, peer)?;
     let found = crate::attach::inspect(a.pid, peer)?;
     let a = crate::attach::as_slurm_task(a, &found);
+    let a = crate::attach::in_place_under_limits(a, &found);
     let submission = Submission {
         name: a.name.unwrap_or_else(|| found.comm.clone()),
         command: found.command.clone(),
@@ -342,13 +343,15 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
     for &id in ids {
         let t = now_unix();
         last = Some(shared.journal.append(&Entry::Cancelled { id, t })?);
+        let owner = registry.job(id).map(|job| job.uid);
         if let Cancelled::BeforeStart { processes } = registry.cancel(id) {
             let error = match processes.is_empty() {
                 true => "cancelled before it started",
                 false => "cancelled before this daemon took it over",
             }
             .to_string();
-            to_kill.extend(processes);
+            let owner = owner.expect("checked by check_cancel");
+            to_kill.extend(processes.into_iter().map(|process| (process, owner)));
             last = Some(shared.journal.append(&Entry::Finished {
                 id,
                 t: Some(t),
@@ -360,7 +363,9 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
         }
     }
     drop(registry);
-    to_kill.into_iter().for_each(kill_unwatched);
+    for (process, owner) in to_kill {
+        kill_unwatched(process, owner);
+    }
     if let Some(position) = last {
         shared.journal.sync(position)?;
     }

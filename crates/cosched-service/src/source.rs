@@ -138,7 +138,7 @@ impl JobSource for DaemonSource {
 
     /// SIGTERM for the jobs past their time limit, journaled as `timed_out` first; those that
     /// outlive `jobs.kill_wait_seconds` after it are killed through the cancellations.
-    fn take_signals(&mut self) -> Vec<(JobId, libc::c_int)> {
+    fn take_signals(&mut self) -> Vec<(JobId, nix::sys::signal::Signal)> {
         let t = now_unix();
         let kill_wait = self.shared.config.jobs.kill_wait_seconds;
         let mut registry = self.shared.lock();
@@ -154,7 +154,7 @@ impl JobSource for DaemonSource {
         self.sync(last);
         overdue
             .into_iter()
-            .map(|id| (JobId(id as u32), libc::SIGTERM))
+            .map(|id| (JobId(id as u32), nix::sys::signal::Signal::SIGTERM))
             .collect()
     }
 

@@ -2,7 +2,8 @@
 //! sets (A–D) and the CaSAS mixes, its makespan is at most 1.02 × the best seed policy's and its mean
 //! slowdown at most 1.02 × the best seed policy's (each best taken separately, over every seed policy
 //! for multithreaded jobs). The figures are in docs/policies.md. With run times known, a long job that
-//! scales poorly is started at once rather than left to end alone on CPUs it cannot use.
+//! scales poorly is started at once rather than left to end alone on CPUs it cannot use, and on
+//! `examples/scaling.toml` (run times declared, scaling unknown) `auto` keeps the same 2%.
 
 mod common;
 
@@ -181,4 +182,38 @@ fn with_run_times_known_a_long_job_that_scales_poorly_does_not_end_alone() {
     // seed policy is better on both measures.
     let dominates = |r: &&(String, f64, f64)| r.1 < auto.1 && r.2 < auto.2;
     assert!(!rows.iter().any(|r| dominates(&r)), "{rows:?}");
+}
+
+#[test]
+fn auto_is_within_two_percent_of_the_best_seed_policy_on_the_scaling_example() {
+    // The jobs as the file declares them: run times known, scaling not.
+    let topo = synthetic::parse("package:1 core:2").unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scaling.toml");
+    let (_, jobs) = cosched_sim::jobs::load(&path, topo.num_cpus()).unwrap();
+    let rows: Vec<(&str, f64, f64)> = POLICIES
+        .iter()
+        .map(|name| {
+            let mut policy = cosched_policies::create(name).unwrap();
+            let trace = simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
+            let summary = summarize(&trace);
+            let row = (
+                *name,
+                summary.makespan.unwrap(),
+                summary.mean_slowdown.unwrap(),
+            );
+            eprintln!(
+                "{name:11} makespan {:6.2}  mean slowdown {:5.2}",
+                row.1, row.2
+            );
+            row
+        })
+        .collect();
+    let best = |f: fn(&(&str, f64, f64)) -> f64| {
+        (rows.iter().filter(|r| r.0 != "auto"))
+            .map(f)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let auto = rows.iter().find(|r| r.0 == "auto").unwrap();
+    assert!(auto.1 <= TOLERANCE * best(|r| r.1), "{rows:?}");
+    assert!(auto.2 <= TOLERANCE * best(|r| r.2), "{rows:?}");
 }

@@ -38,7 +38,9 @@ pub fn status_of(error: &anyhow::Error) -> u8 {
         if let Some(run_error) = cause.downcast_ref::<cosched_linux::Error>() {
             return match run_error {
                 cosched_linux::Error::Interrupted(_) => INTERRUPTED,
-                cosched_linux::Error::Workload(_) | cosched_linux::Error::Mechanism(_) => BAD_INPUT,
+                cosched_linux::Error::NoCommand { .. } | cosched_linux::Error::Mechanism(_) => {
+                    BAD_INPUT
+                }
                 _ => INTERNAL,
             };
         }
@@ -55,8 +57,24 @@ pub fn status_of(error: &anyhow::Error) -> u8 {
 /// Prints the error and gives the exit status it calls for.
 pub fn report(error: &anyhow::Error) -> ExitCode {
     let status = status_of(error);
-    eprintln!("error: {error:#}");
+    eprintln!("error: {}", chain_message(error));
     ExitCode::from(status)
+}
+
+/// Every cause of the chain, from the outermost, joined by ": ", leaving out a cause whose text the
+/// messages before it already hold (some errors repeat their source in their own message).
+fn chain_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.is_empty() {
+            message = text;
+        } else if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    message
 }
 
 /// A closed pipe ends cosched quietly, as it does `cat` or `grep`: the default action of SIGPIPE.
@@ -99,5 +117,31 @@ mod tests {
             "no job 7".into(),
         ));
         assert_eq!(status_of(&refused), BAD_INPUT);
+    }
+
+    #[test]
+    fn the_printed_chain_has_every_cause_once() {
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let repeating = cosched_linux::Error::Io {
+            what: "cannot read x".into(),
+            source: missing,
+        };
+        let error = anyhow::Error::from(repeating).context("run of w failed");
+        let message = chain_message(&error);
+        assert_eq!(message.matches("entity not found").count(), 1, "{message}");
+        assert!(
+            message.starts_with("run of w failed: cannot read x"),
+            "{message}"
+        );
+        let unavailable = cosched_linux::Error::from(cosched_linux::Unavailable {
+            what: "freezer",
+            name: "cgroup-v1",
+            reason: cosched_linux::cgroup::CgroupError::NoCgroup2,
+        });
+        assert_eq!(
+            chain_message(&unavailable.into()),
+            "freezer cgroup-v1 is not available here (leave the option out to pick what works): \
+             no cgroup2 file system is mounted"
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! `cosched`: run parallel jobs under a co-scheduling policy, really or in simulation, and compare
 //! policies. Each subcommand lives in `cmd/`.
 
-mod allocator;
 mod cmd;
 mod exit;
+#[cfg(test)]
+mod help_tests;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +49,7 @@ enum Command {
     Wait(cmd::wait::Args),
     Logs(cmd::logs::Args),
     Policy(cmd::policy::Args),
+    Policies(cmd::policy_list::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Wait(args) => cmd::wait::run(args),
         Command::Logs(args) => cmd::logs::run(args),
         Command::Policy(args) => cmd::policy::run(args),
+        Command::Policies(args) => cmd::policy_list::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

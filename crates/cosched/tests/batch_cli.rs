@@ -410,7 +410,9 @@ fn output_files_named_by_the_user_are_opened_as_the_user() {
     assert_eq!(failed.state, JobState::Failed, "{failed:?}");
     let reason = failed.error.as_deref().unwrap_or_default();
     assert!(
-        reason.contains("output files") && reason.contains("Permission denied"),
+        reason.contains("cannot open")
+            && reason.contains("standard output")
+            && reason.contains("Permission denied"),
         "{reason}"
     );
     assert_eq!(

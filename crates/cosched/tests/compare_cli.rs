@@ -61,10 +61,26 @@ fn simulated_comparison_writes_one_row_and_trace_per_policy() {
         "report.html",
         "jobs.csv",
         "policies.csv",
+        "timeline.csv",
         "results.json",
+        "metadata.json",
     ] {
         assert!(out_dir.join(file).is_file(), "{file} missing");
     }
+    // The run-level CSV says which command made it, and results.json finds traces from its own
+    // directory whatever directory the command ran in.
+    let policies = std::fs::read_to_string(out_dir.join("policies.csv")).unwrap();
+    let header: Vec<&str> = policies.lines().next().unwrap().split(',').collect();
+    let command_line = header.iter().position(|c| *c == "command_line").unwrap();
+    let kernel = header.iter().position(|c| *c == "kernel").unwrap();
+    let ue_row: Vec<&str> = policies.lines().nth(1).unwrap().split(',').collect();
+    assert!(ue_row[command_line].contains("compare"), "{policies}");
+    assert!(!ue_row[kernel].is_empty(), "{policies}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results["runs"][0]["trace"], "ue.jsonl");
+    assert!(results["metadata"]["cpu_model"].is_string());
 }
 
 #[test]
@@ -125,6 +141,15 @@ command = ["sh", "-c", "exit 3"]
         isolated.contains("\"busy\"") && !isolated.contains("\"broken\""),
         "{isolated}"
     );
+    // The calibration and each policy's run are kept as scaling history of `busy`'s command line.
+    let store: serde_json::Value = serde_json::from_str(&isolated).unwrap();
+    let scaling = store["scaling"].as_array().unwrap();
+    assert_eq!(scaling.len(), 1, "{isolated}");
+    let runs = scaling[0]["runs"].as_array().unwrap();
+    assert!(runs.len() >= 2, "{isolated}");
+    assert!(runs
+        .iter()
+        .all(|r| r["spells"][0]["seconds"].as_f64().unwrap() > 0.0));
     for policy in ["ue", "taco"] {
         let row = stdout
             .lines()

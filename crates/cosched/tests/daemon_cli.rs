@@ -2,6 +2,7 @@
 //! users, and hostile requests. Each test runs its own daemon on a socket and state directory of its
 //! own.
 
+use cosched_service::client::request;
 use cosched_service::harness::{submission, DaemonProcess, Launch};
 use cosched_service::journal::Entry;
 use cosched_service::protocol::{JobState, Reply, Request, Submission};
@@ -974,7 +975,7 @@ fn an_attached_process_is_placed_time_sliced_and_readopted_after_a_restart() {
     refused("1", "init");
     refused(&daemon.pid().to_string(), "cosched daemon");
     refused(&std::process::id().to_string(), "ancestors");
-    refused("4194304", "no process");
+    refused("4194304", "not yours or not running");
     let wide_pid = show(&daemon, wide_id).pid.unwrap().to_string();
     refused(&wide_pid, "job cosched started");
 
@@ -1029,8 +1030,11 @@ fn a_user_attaches_their_own_processes_only() {
     let refused = as_nobody(&["attach", &roots.pid().to_string()]);
     assert!(!refused.status.success());
     let message = String::from_utf8_lossy(&refused.stderr);
-    assert!(message.contains("is not yours"), "{message}");
-    assert!(!message.contains("uid"), "tells who owns it: {message}");
+    // Whose it is stays untold: the same words as for a process that does not run.
+    assert!(
+        message.contains("not yours or not running") && !message.contains("uid"),
+        "{message}"
+    );
     let mut theirs = sleep_as_nobody(30);
     let out = as_nobody(&["attach", &theirs.id().to_string()]);
     assert!(
@@ -1224,7 +1228,7 @@ fn the_policy_switches_live_over_running_jobs_and_a_restart_keeps_it() {
         submit_machine_wide_spinner(&daemon, cpus),
         submit_machine_wide_spinner(&daemon, cpus),
     ];
-    // Placed and started: a plan can place a job before its process is started.
+    // Placed first, then started: the plan is journaled before the jobs it places are launched.
     assert!(poll(Duration::from_secs(10), || ids.iter().all(|&id| {
         let job = show(&daemon, id);
         job.cpus.is_some() && job.pid.is_some()
@@ -1528,4 +1532,458 @@ fn the_tasks_of_one_slurm_step_run_as_one_job_stopped_together_readopted_and_can
         "the cancelled step's task ended with {status}"
     );
     daemon.stop();
+}
+
+/// `cosched ARGS…` run as uid 65534 in directory `cwd`, entered while still root: as from a shell
+/// left in a directory its user may not enter.
+fn as_nobody_in(daemon: &Daemon, cwd: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args(NOBODY)
+        .arg(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(&args[1..])
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_job_enters_its_working_directory_as_its_user_and_reads_no_secret_through_root() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    // A readable directory inside root's private one: uid 65534 may not pass through to it.
+    let private = dir.path().join("root-home");
+    let public = private.join("public");
+    std::fs::create_dir_all(&public).unwrap();
+    set_mode(&private, 0o700);
+    set_mode(&public, 0o755);
+    std::fs::write(public.join("s.txt"), "TOPSECRET\n").unwrap();
+    set_mode(&public.join("s.txt"), 0o644);
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let out = as_nobody_in(&daemon, &public, &["submit", "--", "cat", "s.txt"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let job = daemon.wait(vec![id]).remove(0);
+    let logs = as_nobody(&daemon, &["logs", &id.to_string()]);
+    let shown = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        !shown.contains("TOPSECRET"),
+        "uid 65534 read a file only root may reach: {shown}"
+    );
+    assert_eq!(job.state, JobState::Failed, "{job:?}");
+    let error = job.error.unwrap_or_default();
+    assert!(
+        error.contains("working directory") && error.contains(&public.display().to_string()),
+        "the error does not say which directory could not be entered: {error}"
+    );
+    daemon.stop();
+}
+
+#[test]
+fn a_job_cosched_cannot_place_fails_alone_and_the_daemon_keeps_serving() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    if unsafe { libc::geteuid() } != 0 || cpus < 2 {
+        eprintln!("SKIPPED: needs root (for SCHED_DEADLINE) and 2 CPUs");
+        return;
+    }
+    if Command::new("chrt").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: chrt (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    // A SCHED_DEADLINE task refuses a CPU mask narrower than its root domain (EBUSY): started alone
+    // on every CPU, it cannot be narrowed when a second job comes.
+    let width = format!("1:{cpus}");
+    let deadline = [
+        "submit",
+        "--threads",
+        &width,
+        "--",
+        "chrt",
+        "-d",
+        "--sched-runtime",
+        "1000000",
+        "--sched-deadline",
+        "10000000",
+        "--sched-period",
+        "10000000",
+        "0",
+        "sleep",
+        "60",
+    ];
+    let out = cosched(&daemon, &deadline);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stubborn: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let is_deadline = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/sched")).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("policy") && l.ends_with(" 6"))
+        })
+    };
+    let became_deadline = poll(Duration::from_secs(10), || {
+        let job = show(&daemon, stubborn);
+        job.state.ended() || job.pid.is_some_and(is_deadline)
+    });
+    if !became_deadline || show(&daemon, stubborn).state.ended() {
+        eprintln!(
+            "SKIPPED: the job could not become SCHED_DEADLINE here: {:?}",
+            show(&daemon, stubborn)
+        );
+        return;
+    }
+    let other = daemon.submit(&["sleep", "60"]);
+    let ended = daemon.wait(vec![stubborn]).remove(0);
+    assert_eq!(ended.state, JobState::Failed, "{ended:?}");
+    let error = ended.error.clone().unwrap_or_default();
+    assert!(error.contains("plan"), "the reason is not said: {error}");
+    // The daemon goes on: the other job runs, a new one runs to its end.
+    let quick = daemon.submit(&["/bin/true"]);
+    assert_eq!(daemon.wait(vec![quick])[0].state, JobState::Done);
+    assert_eq!(show(&daemon, other).state, JobState::Running);
+    daemon.ask(Request::Cancel { ids: vec![other] }).unwrap();
+    daemon.wait(vec![other]);
+    daemon.stop();
+}
+
+/// A root-owned file a hostile user points links at, with what it holds.
+fn victim(dir: &Path) -> (PathBuf, &'static str) {
+    let path = dir.join("victim");
+    std::fs::write(&path, "precious\n").unwrap();
+    set_mode(&path, 0o644);
+    (path, "precious\n")
+}
+
+fn assert_untouched(victim: &Path, content: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(victim).unwrap();
+    let now = std::fs::read(victim).unwrap();
+    assert!(
+        now == content.as_bytes(),
+        "{} was overwritten: it holds {} bytes, {:?}…",
+        victim.display(),
+        now.len(),
+        String::from_utf8_lossy(&now[..now.len().min(16)])
+    );
+    assert_eq!(meta.uid(), 0, "{} was given away", victim.display());
+}
+
+#[test]
+fn a_link_planted_where_a_control_page_would_go_is_not_followed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let (victim, content) = victim(dir.path());
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    // Where pages used to go: /dev/shm/cosched-<daemon pid>-<run>-<job id>, ids from 0.
+    let planted: Vec<PathBuf> = (0..4)
+        .map(|id| PathBuf::from(format!("/dev/shm/cosched-{}-0-{id}", daemon.pid())))
+        .collect();
+    for link in &planted {
+        let status = Command::new("setpriv")
+            .args(NOBODY)
+            .arg("ln")
+            .arg("-s")
+            .arg(&victim)
+            .arg(link)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "uid 65534 could not plant {}",
+            link.display()
+        );
+    }
+    let report = "echo \"$COSCHED_CONTROL\"; stat -c '%u %a' \"$COSCHED_CONTROL\"";
+    let out = as_nobody(&daemon, &["submit", "--", "sh", "-c", report]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let job = daemon.wait(vec![id]).remove(0);
+    for link in &planted {
+        let _ = std::fs::remove_file(link);
+    }
+    assert_untouched(&victim, content);
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    // The job's page is its user's own, under a name nobody could plant.
+    let said = std::fs::read_to_string(&job.stdout).unwrap();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert!(!planted.iter().any(|p| p.as_os_str() == lines[0]), "{said}");
+    assert_eq!(lines[1], "65534 600", "the page: {said}");
+    daemon.stop();
+}
+
+#[test]
+fn a_daemon_refuses_a_state_directory_another_user_controls() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let (victim, content) = victim(dir.path());
+    // The other user made the state directory, and put a link where job 0's output goes.
+    let state = dir.path().join("state");
+    let logs = state.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for path in [&state, &logs] {
+        std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
+    }
+    let link = logs.join("0.stdout");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let socket = dir.path().join("cosched.sock");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["daemon", "--policy", "eq", "--socket"])
+        .arg(&socket)
+        .arg("--state")
+        .arg(&state)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let listening = poll(Duration::from_secs(20), || {
+        UnixStream::connect(&socket).is_ok() || !matches!(daemon.try_wait(), Ok(None))
+    }) && matches!(daemon.try_wait(), Ok(None));
+    if listening {
+        // It serves: what a job of root's writes goes where the other user pointed.
+        let served = request(&socket, Request::Submit(submission(&["echo", "hi"])));
+        if let Ok(Reply::Submitted { id }) = served {
+            let _ = request(&socket, Request::Wait { ids: vec![id] });
+        }
+        unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+        let _ = daemon.wait();
+        assert_untouched(&victim, content);
+        panic!("the daemon served from a state directory uid 65534 owns");
+    }
+    let out = daemon.wait_with_output().unwrap();
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        message.contains(&state.display().to_string()) && message.contains("uid 65534"),
+        "{message}"
+    );
+    assert_untouched(&victim, content);
+}
+
+#[test]
+fn a_client_sends_nothing_to_a_socket_its_user_or_root_does_not_control() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    // A directory anyone may write to, and one of a third user's.
+    for (name, mode, owner) in [("open", 0o777, 0), ("theirs", 0o755, 4242)] {
+        let planted = dir.path().join(name);
+        std::fs::create_dir(&planted).unwrap();
+        set_mode(&planted, mode);
+        std::os::unix::fs::chown(&planted, Some(owner), Some(owner)).unwrap();
+        let socket = planted.join("cosched.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        set_mode(&socket, 0o666);
+        listener.set_nonblocking(true).unwrap();
+        let mut client = Command::new("setpriv")
+            .args(NOBODY)
+            .arg(env!("CARGO_BIN_EXE_cosched"))
+            .args(["submit", "--socket"])
+            .arg(&socket)
+            .args(["--", "true"])
+            .env("SECRET_TOKEN", "hunter2")
+            .current_dir("/")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut heard = Vec::new();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) && matches!(client.try_wait(), Ok(None)) {
+            if let Ok((mut stream, _)) = listener.accept() {
+                stream.set_nonblocking(false).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                let mut chunk = [0u8; 65536];
+                if let Ok(n) = stream.read(&mut chunk) {
+                    heard.extend_from_slice(&chunk[..n]);
+                }
+                drop(stream);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = client.kill();
+        let out = client.wait_with_output().unwrap();
+        let message = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            heard.is_empty(),
+            "the client sent its request to a socket in {} (mode {mode:o}, uid {owner}): {}",
+            planted.display(),
+            String::from_utf8_lossy(&heard)
+        );
+        assert!(!out.status.success());
+        assert!(
+            message.contains(&planted.display().to_string()),
+            "the refusal does not name the directory: {message}"
+        );
+    }
+}
+
+/// `/usr/bin/sleep` copied and made set-uid root, or `None` (said) where set-uid has no effect.
+fn setuid_sleep(dir: &Path) -> Option<PathBuf> {
+    let copy = dir.join("suid-sleep");
+    std::fs::copy("/usr/bin/sleep", &copy).ok()?;
+    set_mode(&copy, 0o4755);
+    Some(copy)
+}
+
+#[test]
+fn an_attached_tree_leaves_alone_a_descendant_that_became_another_user() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let Some(suid) = setuid_sleep(dir.path()) else {
+        eprintln!("SKIPPED: cannot copy /usr/bin/sleep");
+        return;
+    };
+    let mut daemon = Daemon::start(dir.path(), "gang:slice=1");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let wide_id = submit_machine_wide_spinner(&daemon, cpus);
+    // uid 65534's spinning shell whose child becomes set-uid root a second after the attach.
+    let script = format!(
+        "(sleep 1; exec {} 120) & while :; do :; done",
+        suid.display()
+    );
+    let root = Spinner(
+        Command::new("setpriv")
+            .args(NOBODY)
+            .args(["sh", "-c", &script])
+            .spawn()
+            .unwrap(),
+    );
+    assert!(poll(Duration::from_secs(10), || {
+        cosched_linux::procfs::uids(root.pid()).is_ok_and(|ids| ids == [65534; 4])
+    }));
+    let pid = root.pid().to_string();
+    let out = as_nobody(
+        &daemon,
+        &[
+            "attach",
+            "--in-place",
+            "--threads",
+            "1",
+            "--kind",
+            "rigid",
+            &pid,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let child = || {
+        cosched_linux::procfs::all_processes()
+            .into_iter()
+            .find(|p| p.ppid == root.pid())
+            .map(|p| p.pid)
+            .filter(|&c| cosched_linux::procfs::uids(c).is_ok_and(|ids| ids[1] == 0))
+    };
+    let became_root = poll(Duration::from_secs(10), || child().is_some());
+    let Some(child) = child().filter(|_| became_root) else {
+        eprintln!("SKIPPED: set-uid has no effect here (a nosuid file system?)");
+        return;
+    };
+    // The tree's own process is stopped and continued with its slots; the set-uid one never.
+    let (mut root_stopped, mut child_stopped) = (false, false);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(8) {
+        let state = |p: i32| {
+            cosched_linux::procfs::stat(p)
+                .map(|s| s.state)
+                .unwrap_or('?')
+        };
+        root_stopped |= state(root.pid()) == 'T';
+        child_stopped |= state(child) == 'T';
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cancel = as_nobody(&daemon, &["cancel", &id.to_string()]);
+    assert!(cancel.status.success());
+    daemon.wait(vec![id]);
+    let child_survived = !poll(Duration::from_millis(500), || dead(child));
+    unsafe { libc::kill(child, libc::SIGKILL) };
+    daemon.ask(Request::Cancel { ids: vec![wide_id] }).unwrap();
+    daemon.wait(vec![wide_id]);
+    daemon.stop();
+    assert!(root_stopped, "the attached process was never stopped");
+    assert!(!child_stopped, "the set-uid descendant was stopped");
+    assert!(child_survived, "the set-uid descendant was killed");
+}
+
+#[test]
+fn attach_leaves_a_process_in_the_cgroup_that_limits_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to make a cgroup");
+        return;
+    }
+    let hierarchy = Path::new("/sys/fs/cgroup/cpuset");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    if !hierarchy.join("cpuset.cpus").exists() || cpus < 2 {
+        eprintln!("SKIPPED: needs a cgroup v1 cpuset hierarchy and 2 CPUs");
+        return;
+    }
+    // A cgroup another manager made, limiting its processes to CPU 0.
+    let limit = hierarchy.join(format!("limits-{}", std::process::id()));
+    std::fs::create_dir(&limit).unwrap();
+    let mems = std::fs::read_to_string(hierarchy.join("cpuset.mems")).unwrap();
+    std::fs::write(limit.join("cpuset.mems"), mems.trim()).unwrap();
+    std::fs::write(limit.join("cpuset.cpus"), "0").unwrap();
+    let spinner = Spinner::start();
+    std::fs::write(limit.join("cgroup.procs"), spinner.pid().to_string()).unwrap();
+    let before = std::fs::read_to_string(format!("/proc/{}/cgroup", spinner.pid())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let attached = attach(
+        &daemon,
+        &[
+            "--threads",
+            "1",
+            "--kind",
+            "rigid",
+            &spinner.pid().to_string(),
+        ],
+    );
+    let id = attached.unwrap();
+    let placed = poll(Duration::from_secs(10), || show(&daemon, id).cpus.is_some());
+    std::thread::sleep(Duration::from_millis(500));
+    let after = std::fs::read_to_string(format!("/proc/{}/cgroup", spinner.pid())).unwrap();
+    let allowed = cpus_allowed(spinner.pid());
+    drop(spinner);
+    daemon.wait(vec![id]);
+    daemon.stop();
+    let _ = poll(Duration::from_secs(5), || {
+        std::fs::remove_dir(&limit).is_ok()
+    });
+    assert!(placed);
+    assert_eq!(after, before, "attach moved the process out of its limits");
+    assert_eq!(allowed, "0", "the process left the CPUs its cgroup allows");
 }

@@ -55,6 +55,32 @@ fn easy_backfills_where_fcfs_waits() {
 }
 
 #[test]
+fn a_gzip_trace_replays_as_the_plain_one_and_a_broken_one_is_named() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = write(dir.path(), "t.swf", TRACE);
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(TRACE.as_bytes()).unwrap();
+    let packed = dir.path().join("t.swf.gz");
+    std::fs::write(&packed, encoder.finish().unwrap()).unwrap();
+    let packed = packed.to_str().unwrap();
+    let without_timing = |trace: &str| {
+        let mut m = metrics(&["replay", trace, "--batch", "easy", "--json"]);
+        m.as_object_mut().unwrap().remove("replay_seconds");
+        m
+    };
+    assert_eq!(without_timing(packed), without_timing(&plain));
+    let broken = write(dir.path(), "broken.swf.gz", TRACE);
+    let out = cosched(&["replay", &broken]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("cannot decompress") && stderr.contains("broken.swf.gz"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn out_directory_holds_the_schedule() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write(dir.path(), "t.swf", TRACE);
@@ -68,6 +94,19 @@ fn out_directory_holds_the_schedule() {
         "{csv}"
     );
     assert!(out.join("metrics.json").exists());
+    // Every column of numbers says its unit, by the report's rule.
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for (i, name) in header.iter().enumerate() {
+        let numeric = csv.lines().skip(1).any(|l| {
+            l.split(',')
+                .nth(i)
+                .is_some_and(|v| v.parse::<f64>().is_ok())
+        });
+        let has_unit = cosched_report::UNIT_SUFFIXES
+            .iter()
+            .any(|(suffix, _)| name.ends_with(suffix));
+        assert!(!numeric || has_unit, "schedule.csv: {name} has no unit");
+    }
 }
 
 #[test]

@@ -42,7 +42,10 @@ fn report_shows_a_failed_job_and_writes_next_to_the_trace() {
     let html = read(&dir.path().join("report.html"));
     assert!(html.contains("✕ broken</span> (job 1) under taco: exited with status 3"));
     let jobs = read(&dir.path().join("jobs.csv"));
-    assert!(jobs.contains("taco,taco,real,1,broken,failed,"), "{jobs}");
+    assert!(
+        jobs.contains("taco,taco,real,1,broken,rigid,,failed,3,"),
+        "{jobs}"
+    );
     for figure in [
         "running-jobs.svg",
         "slowdown.svg",
@@ -51,6 +54,33 @@ fn report_shows_a_failed_job_and_writes_next_to_the_trace() {
     ] {
         assert!(dir.path().join(figure).is_file(), "{figure} missing");
     }
+}
+
+/// The README's rule for results: an earlier report is replaced only with --force.
+#[test]
+fn an_earlier_report_is_kept_unless_forced_and_json_prints_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("taco.jsonl");
+    std::fs::write(&trace, TACO).unwrap();
+    let first = cosched().arg("report").arg(&trace).output().unwrap();
+    assert!(first.status.success());
+    let html = dir.path().join("report.html");
+    std::fs::write(&html, "mine").unwrap();
+    let again = cosched().arg("report").arg(&trace).output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    assert_eq!(read(&html), "mine");
+    let forced = cosched()
+        .arg("report")
+        .arg(&trace)
+        .args(["--force", "--json"])
+        .output()
+        .unwrap();
+    assert!(forced.status.success());
+    assert_ne!(read(&html), "mine");
+    let json: serde_json::Value = serde_json::from_slice(&forced.stdout).unwrap();
+    assert_eq!(json["runs"][0]["trace"], "taco.jsonl");
+    assert_eq!(json["comparison"][0]["policy"], "taco");
 }
 
 #[test]

@@ -52,7 +52,23 @@ fn generated_workload_simulates_with_one_row_per_policy() {
         .collect();
     assert_eq!(rows.len(), 2, "{stdout}");
     // BP runs as the reference for relative makespans, so its trace is written too.
-    assert_eq!(std::fs::read_dir(&traces).unwrap().count(), 3);
+    let traces_written = std::fs::read_dir(&traces)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "jsonl")
+        })
+        .count();
+    assert_eq!(traces_written, 3);
+    // Beside them, the record of the build and command line that made them, for `cosched report`.
+    let metadata = std::fs::read_to_string(traces.join("metadata.json")).unwrap();
+    assert!(
+        metadata.contains("\"command_line\"") && metadata.contains("eq,ue"),
+        "{metadata}"
+    );
 }
 
 #[test]

@@ -44,6 +44,40 @@ struct MachineFile {
     node: String,
 }
 
+/// What is wrong with a cluster description.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterProblem {
+    #[error(
+        "`{PREFIX}` takes the number of nodes, and `{count}` is not one; write e.g. \
+         `cluster:128 package:2 core:8`"
+    )]
+    NotACount { count: String },
+    #[error("cannot read the machine file: {source}; give an existing file or `cluster:N NODE`")]
+    Read {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{}; a machine file has two keys: `nodes = 128` and `node = \"package:2 core:8\"`",
+        source.message()
+    )]
+    MachineFile {
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("a cluster needs at least one node; give `cluster:N` with N > 0")]
+    NoNodes,
+    #[error(
+        "give each node's machine after the node count, e.g. `cluster:{nodes} package:2 core:8` \
+         or `cluster:{nodes} taco-opteron8435`"
+    )]
+    NoNodeMachine { nodes: u32 },
+    #[error("a node cannot itself be a cluster (`{node}`); give one node's machine")]
+    NestedCluster { node: String },
+    #[error("its node machine: {0}")]
+    Node(#[source] Box<TopologyError>),
+}
+
 /// Whether `spec` names a cluster (a `cluster:` prefix or a `.toml` machine file).
 pub fn is_cluster(spec: &str) -> bool {
     let spec = spec.trim();
@@ -53,7 +87,7 @@ pub fn is_cluster(spec: &str) -> bool {
 /// Reads a cluster: `cluster:N NODE` or a machine file.
 pub fn parse(spec: &str) -> Result<Cluster, TopologyError> {
     let spec = spec.trim();
-    let problem = |problem: String| TopologyError::Cluster {
+    let problem = |problem: ClusterProblem| TopologyError::Cluster {
         spec: spec.to_string(),
         problem,
     };
@@ -63,50 +97,39 @@ pub fn parse(spec: &str) -> Result<Cluster, TopologyError> {
             .split_once(char::is_whitespace)
             .unwrap_or((rest, ""));
         let nodes = count.parse::<u32>().map_err(|_| {
-            problem(format!(
-                "`{PREFIX}` takes the number of nodes, and `{count}` is not one; write e.g. \
-                 `cluster:128 package:2 core:8`"
-            ))
+            problem(ClusterProblem::NotACount {
+                count: count.to_string(),
+            })
         })?;
         return build(nodes, node.trim(), None).map_err(problem);
     }
     let path = Path::new(spec);
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        problem(format!(
-            "cannot read the machine file: {e}; give an existing file or `cluster:N NODE`"
-        ))
-    })?;
-    let file: MachineFile = toml::from_str(&text).map_err(|e| {
-        problem(format!(
-            "{}; a machine file has two keys: `nodes = 128` and `node = \"package:2 core:8\"`",
-            e.message()
-        ))
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| problem(ClusterProblem::Read { source }))?;
+    let file: MachineFile =
+        toml::from_str(&text).map_err(|e| problem(ClusterProblem::MachineFile { source: e }))?;
     build(file.nodes, file.node.trim(), path.parent()).map_err(problem)
 }
 
 /// A cluster of `nodes` nodes of machine `node`; a relative XML path is taken from `dir`.
-fn build(nodes: u32, node: &str, dir: Option<&Path>) -> Result<Cluster, String> {
+fn build(nodes: u32, node: &str, dir: Option<&Path>) -> Result<Cluster, ClusterProblem> {
     if nodes == 0 {
-        return Err("a cluster needs at least one node; give `cluster:N` with N > 0".into());
+        return Err(ClusterProblem::NoNodes);
     }
     if node.is_empty() {
-        return Err(format!(
-            "give each node's machine after the node count, e.g. `cluster:{nodes} package:2 core:8` \
-             or `cluster:{nodes} taco-opteron8435`"
-        ));
+        return Err(ClusterProblem::NoNodeMachine { nodes });
     }
     if is_cluster(node) {
-        return Err(format!(
-            "a node cannot itself be a cluster (`{node}`); give one node's machine"
-        ));
+        return Err(ClusterProblem::NestedCluster {
+            node: node.to_string(),
+        });
     }
     let relative = dir.map(|dir| dir.join(node)).filter(|path| path.is_file());
     let node = match relative {
         Some(path) => presets::machine(&path.display().to_string()),
         None => presets::machine(node),
     }
-    .map_err(|e| format!("its node machine: {e}"))?;
+    .map_err(|e| ClusterProblem::Node(Box::new(e)))?;
     Ok(Cluster { nodes, node })
 }
 

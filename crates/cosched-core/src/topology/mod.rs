@@ -15,6 +15,7 @@ pub mod xml;
 use crate::cpuset::CpuSet;
 use serde::Serialize;
 use std::fmt;
+use std::path::PathBuf;
 
 /// A level of the hierarchy, named as hwloc names it in its synthetic syntax.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -93,7 +94,7 @@ pub struct Topology {
     pub nodes: Vec<TopoNode>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
     #[error("unknown preset {name:?}; valid presets: {valid}")]
     UnknownPreset { name: String, valid: String },
@@ -103,13 +104,40 @@ pub enum TopologyError {
     )]
     UnknownMachine { name: String, presets: String },
     #[error("malformed synthetic topology {text:?}: {reason}")]
-    Synthetic { text: String, reason: String },
-    #[error("cannot read the machine topology from {path}: {reason}")]
-    Sysfs { path: String, reason: String },
-    #[error("cannot import the lstopo XML file {path}: {reason}")]
-    Xml { path: String, reason: String },
+    Synthetic {
+        text: String,
+        reason: synthetic::SyntheticError,
+    },
+    #[error("cannot read the machine topology from {}: {source}", path.display())]
+    SysfsRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the machine topology from {}: not a CPU list: {source}", path.display())]
+    SysfsCpuList {
+        path: PathBuf,
+        #[source]
+        source: crate::cpuset::CpuListError,
+    },
+    #[error("cannot read the machine topology from {}: no CPU is online", path.display())]
+    NoCpuOnline { path: PathBuf },
+    #[error("cannot read the lstopo XML file {}: {source}", path.display())]
+    XmlRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot import the lstopo XML file {}: {reason}", path.display())]
+    Xml {
+        path: PathBuf,
+        reason: xml::XmlError,
+    },
     #[error("malformed cluster {spec:?}: {problem}")]
-    Cluster { spec: String, problem: String },
+    Cluster {
+        spec: String,
+        problem: cluster::ClusterProblem,
+    },
     #[error(
         "{spec:?} is a cluster, and this command simulates one machine: give one node's machine \
          (what follows `cluster:N`), or replay a trace on the cluster with `cosched replay`"

@@ -11,6 +11,93 @@
 
 use super::{Level, Shape, Topology, TopologyError};
 
+/// What is wrong with a synthetic topology string.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyntheticError {
+    #[error("it is empty; write levels with counts, e.g. \"package:2 core:4\"")]
+    Empty,
+    #[error("it describes {cpus} CPUs; at most 1048576 are supported")]
+    TooManyCpus { cpus: u64 },
+    #[error("{token:?}: too many objects")]
+    TooManyObjects { token: String },
+    #[error("unbalanced {bracket:?} at byte {at}")]
+    Unbalanced { bracket: char, at: usize },
+    #[error("a '(' or '[' is never closed")]
+    NeverClosed,
+    #[error("{token:?} opens '[' without closing it")]
+    UnclosedBracket { token: String },
+    #[error("{token:?}: nothing may follow the closing ')'")]
+    AfterAttributes { token: String },
+    #[error("{token:?}: attributes must follow a level without a space, as in l3:1(size=6MB)")]
+    DetachedAttributes { token: String },
+    #[error("{token:?} has no type; cosched does not guess types, write e.g. core:{count}")]
+    NoType { token: String, count: String },
+    #[error("{token:?} is not of the form type:count")]
+    NotTypeCount { token: String },
+    #[error(
+        "unknown level {name:?}; hwloc's types are package (pack, socket), die, numa (node, \
+         NUMANode), group, l1..l5 caches (L2, l1d, L3Cache), core and pu"
+    )]
+    UnknownLevel { name: String },
+    #[error("the machine level is implicit; start with package (or any lower level)")]
+    ExplicitMachine,
+    #[error("{count:?} in {token:?} is not a positive count")]
+    NotPositiveCount { token: String, count: String },
+    #[error(
+        "level {level} cannot come below {above}; levels go from the top (package) down to pu{}",
+        if *level == Level::Numa || *above == Level::Numa {
+            "; write NUMA nodes as memory children of the level that holds them, e.g. \
+             \"package:2 [numa] core:4\""
+        } else {
+            ""
+        }
+    )]
+    LevelOrder { level: Level, above: Level },
+    #[error("the last level must be pu (or a core, for one thread per core)")]
+    LastLevel,
+    #[error("{token:?}: only NUMA nodes can be memory children, as in [numa(memory=1GB)]")]
+    NotNumaMemory { token: String },
+    #[error(
+        "{holder} has {count} NUMA nodes ([numa] given {count} times); cosched gives every CPU one \
+         NUMA node: keep one"
+    )]
+    SeveralNuma { holder: String, count: usize },
+    #[error(
+        "a NUMA node attached to {token:?} cannot be represented: cosched's tree holds NUMA nodes \
+         above caches and cores; attach it to the package, die or a group"
+    )]
+    NumaBelowCaches { token: String },
+    #[error(
+        "it names memory but no CPUs; put the levels around it, e.g. \
+         \"package:2 [numa(memory=1GB)] core:4 pu:1\""
+    )]
+    MemoryWithoutCpus,
+    #[error(
+        "{token:?}: indexes= (a custom OS numbering) is not supported; cosched numbers CPUs in order"
+    )]
+    Indexes { token: String },
+    #[error(
+        "{token:?}: attribute {key:?} does not apply to {level}; it takes {}",
+        if level.is_cache() { "size=" } else { "memory=" }
+    )]
+    MisplacedAttribute {
+        token: String,
+        key: String,
+        level: Level,
+    },
+    #[error("attribute {attr:?} in {token:?} is not key=value")]
+    NotKeyValue { token: String, attr: String },
+    #[error("size {text:?} does not start with a number")]
+    SizeWithoutNumber { text: String },
+    #[error(
+        "unknown unit in size {text:?}; use bytes, kB, MB, GB (powers of 1000) or KiB, MiB, GiB \
+         (powers of 1024)"
+    )]
+    SizeUnit { text: String },
+    #[error("size {text:?} is too large")]
+    SizeTooLarge { text: String },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct LevelSpec {
     level: Level,
@@ -36,16 +123,14 @@ struct Item<'a> {
 }
 
 pub fn parse(text: &str) -> Result<Topology, TopologyError> {
-    let error = |reason: String| TopologyError::Synthetic {
+    let error = |reason: SyntheticError| TopologyError::Synthetic {
         text: text.to_string(),
         reason,
     };
     let specs = level_specs(text).map_err(error)?;
     let total: u64 = specs.iter().map(|s| s.count as u64).product();
     if total > 1 << 20 {
-        return Err(error(format!(
-            "it describes {total} CPUs; at most 1048576 are supported"
-        )));
+        return Err(error(SyntheticError::TooManyCpus { cpus: total }));
     }
     let mut next_cpu = 0;
     let children = build(&specs, &mut next_cpu);
@@ -59,16 +144,16 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     ))
 }
 
-fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
+fn level_specs(text: &str) -> Result<Vec<LevelSpec>, SyntheticError> {
     let tokens = tokens(text)?;
     let mut items: Vec<Item> = Vec::new();
     let mut machine_memory = 0;
     for (i, token) in tokens.iter().enumerate() {
         if let Some(attrs) = token.strip_prefix('(') {
             if i > 0 {
-                return Err(format!(
-                    "{token:?}: attributes must follow a level without a space, as in l3:1(size=6MB)"
-                ));
+                return Err(SyntheticError::DetachedAttributes {
+                    token: token.to_string(),
+                });
             }
             check_attrs(
                 attrs.strip_suffix(')').unwrap_or(attrs),
@@ -78,7 +163,9 @@ fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
         } else if let Some(inner) = token.strip_prefix('[') {
             let inner = inner
                 .strip_suffix(']')
-                .ok_or_else(|| format!("{token:?} opens '[' without closing it"))?;
+                .ok_or_else(|| SyntheticError::UnclosedBracket {
+                    token: token.to_string(),
+                })?;
             memory_child(inner, token)?;
             match items.last_mut() {
                 Some(item) => item.memory_children += 1,
@@ -94,10 +181,12 @@ fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
     let mut specs: Vec<LevelSpec> = Vec::new();
     let mut multiplier = 1u32;
     for item in &items {
-        let count = item
-            .count
-            .checked_mul(multiplier)
-            .ok_or_else(|| format!("{:?}: too many objects", item.token))?;
+        let count =
+            item.count
+                .checked_mul(multiplier)
+                .ok_or_else(|| SyntheticError::TooManyObjects {
+                    token: item.token.to_string(),
+                })?;
         if item.memory_children > 1 {
             return Err(several_numa(item.token, item.memory_children));
         }
@@ -123,17 +212,10 @@ fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
                 continue;
             }
             if level <= previous.level {
-                let hint = if Level::Numa == level || Level::Numa == previous.level {
-                    "; write NUMA nodes as memory children of the level that holds them, e.g. \
-                     \"package:2 [numa] core:4\""
-                } else {
-                    ""
-                };
-                return Err(format!(
-                    "level {level} cannot come below {}; levels go from the top (package) down to \
-                     pu{hint}",
-                    previous.level
-                ));
+                return Err(SyntheticError::LevelOrder {
+                    level,
+                    above: previous.level,
+                });
             }
         }
         specs.push(LevelSpec {
@@ -143,11 +225,9 @@ fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
         });
         if item.memory_children == 1 && level != Level::Numa {
             if level > Level::Numa {
-                return Err(format!(
-                    "a NUMA node attached to {:?} cannot be represented: cosched's tree holds NUMA \
-                     nodes above caches and cores; attach it to the package, die or a group",
-                    item.token
-                ));
+                return Err(SyntheticError::NumaBelowCaches {
+                    token: item.token.to_string(),
+                });
             }
             specs.push(LevelSpec {
                 level: Level::Numa,
@@ -157,17 +237,13 @@ fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
         }
     }
     if multiplier != 1 || items.last().is_some_and(|i| i.kind == Kind::Transparent) {
-        return Err("the last level must be pu (or a core, for one thread per core)".into());
+        return Err(SyntheticError::LastLevel);
     }
     if specs.is_empty() && machine_memory > 0 {
-        return Err(
-            "it names memory but no CPUs; put the levels around it, e.g. \
-                    \"package:2 [numa(memory=1GB)] core:4 pu:1\""
-                .into(),
-        );
+        return Err(SyntheticError::MemoryWithoutCpus);
     }
     if specs.is_empty() {
-        return Err("it is empty; write levels with counts, e.g. \"package:2 core:4\"".into());
+        return Err(SyntheticError::Empty);
     }
     if specs.last().map(|s| s.level) != Some(Level::Pu) {
         specs.push(LevelSpec {
@@ -179,15 +255,15 @@ fn level_specs(text: &str) -> Result<Vec<LevelSpec>, String> {
     Ok(specs)
 }
 
-fn several_numa(holder: &str, count: usize) -> String {
-    format!(
-        "{holder} has {count} NUMA nodes ([numa] given {count} times); cosched gives every CPU one \
-         NUMA node: keep one"
-    )
+fn several_numa(holder: &str, count: usize) -> SyntheticError {
+    SyntheticError::SeveralNuma {
+        holder: holder.to_string(),
+        count,
+    }
 }
 
 /// Splits on spaces outside parentheses and brackets (hwloc separates attributes with spaces).
-fn tokens(text: &str) -> Result<Vec<&str>, String> {
+fn tokens(text: &str) -> Result<Vec<&str>, SyntheticError> {
     let mut tokens = Vec::new();
     let mut depth = 0i32;
     let mut start = None;
@@ -197,7 +273,7 @@ fn tokens(text: &str) -> Result<Vec<&str>, String> {
             ')' | ']' => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(format!("unbalanced {c:?} at byte {i}"));
+                    return Err(SyntheticError::Unbalanced { bracket: c, at: i });
                 }
             }
             _ => {}
@@ -211,7 +287,7 @@ fn tokens(text: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth != 0 {
-        return Err("a '(' or '[' is never closed".into());
+        return Err(SyntheticError::NeverClosed);
     }
     if let Some(s) = start {
         tokens.push(&text[s..]);
@@ -220,55 +296,59 @@ fn tokens(text: &str) -> Result<Vec<&str>, String> {
 }
 
 /// Splits `name(attrs)` into the name and the attribute text, if any.
-fn split_attrs(token: &str) -> Result<(&str, Option<&str>), String> {
+fn split_attrs(token: &str) -> Result<(&str, Option<&str>), SyntheticError> {
     match token.split_once('(') {
         Some((head, rest)) => {
             let attrs = rest
                 .strip_suffix(')')
-                .ok_or_else(|| format!("{token:?}: nothing may follow the closing ')'"))?;
+                .ok_or_else(|| SyntheticError::AfterAttributes {
+                    token: token.to_string(),
+                })?;
             Ok((head, Some(attrs)))
         }
         None => Ok((token, None)),
     }
 }
 
-fn memory_child(inner: &str, token: &str) -> Result<(), String> {
+fn memory_child(inner: &str, token: &str) -> Result<(), SyntheticError> {
     let (name, attrs) = split_attrs(inner)?;
     if parse_type(name) != Some(Kind::Level(Level::Numa)) {
-        return Err(format!(
-            "{token:?}: only NUMA nodes can be memory children, as in [numa(memory=1GB)]"
-        ));
+        return Err(SyntheticError::NotNumaMemory {
+            token: token.to_string(),
+        });
     }
     check_attrs(attrs.unwrap_or(""), Level::Numa, token)?;
     Ok(())
 }
 
-fn parse_item(token: &str) -> Result<Item<'_>, String> {
+fn parse_item(token: &str) -> Result<Item<'_>, SyntheticError> {
     let (head, attrs) = split_attrs(token)?;
     let Some((name, count)) = head.split_once(':') else {
         if !head.is_empty() && head.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!(
-                "{token:?} has no type; cosched does not guess types, write e.g. core:{head}"
-            ));
+            return Err(SyntheticError::NoType {
+                token: token.to_string(),
+                count: head.to_string(),
+            });
         }
-        return Err(format!("{token:?} is not of the form type:count"));
+        return Err(SyntheticError::NotTypeCount {
+            token: token.to_string(),
+        });
     };
-    let kind = parse_type(name).ok_or_else(|| {
-        format!(
-            "unknown level {name:?}; hwloc's types are package (pack, socket), die, numa (node, \
-             NUMANode), group, l1..l5 caches (L2, l1d, L3Cache), core and pu"
-        )
+    let kind = parse_type(name).ok_or_else(|| SyntheticError::UnknownLevel {
+        name: name.to_string(),
     })?;
     if kind == Kind::Level(Level::Machine) {
-        return Err(
-            "the machine level is implicit; start with package (or any lower level)".into(),
-        );
+        return Err(SyntheticError::ExplicitMachine);
     }
-    let count: u32 = count
-        .parse()
-        .ok()
-        .filter(|c| *c > 0)
-        .ok_or_else(|| format!("{count:?} in {token:?} is not a positive count"))?;
+    let count: u32 =
+        count
+            .parse()
+            .ok()
+            .filter(|c| *c > 0)
+            .ok_or_else(|| SyntheticError::NotPositiveCount {
+                token: token.to_string(),
+                count: count.to_string(),
+            })?;
     let cache_bytes = match (kind, attrs) {
         (Kind::Level(level), Some(attrs)) => check_attrs(attrs, level, token)?,
         _ => None,
@@ -283,7 +363,7 @@ fn parse_item(token: &str) -> Result<Item<'_>, String> {
 }
 
 /// Checks a level's attributes as hwloc would and returns the cache size, if one is given.
-fn check_attrs(attrs: &str, level: Level, token: &str) -> Result<Option<u64>, String> {
+fn check_attrs(attrs: &str, level: Level, token: &str) -> Result<Option<u64>, SyntheticError> {
     let mut cache_bytes = None;
     for attr in attrs.split_whitespace() {
         match attr.split_once('=') {
@@ -292,18 +372,23 @@ fn check_attrs(attrs: &str, level: Level, token: &str) -> Result<Option<u64>, St
                 parse_size(size)?;
             }
             Some(("indexes", _)) => {
-                return Err(format!(
-                    "{token:?}: indexes= (a custom OS numbering) is not supported; cosched numbers \
-                     CPUs in order"
-                ))
+                return Err(SyntheticError::Indexes {
+                    token: token.to_string(),
+                })
             }
             Some((key, _)) => {
-                let allowed = if level.is_cache() { "size=" } else { "memory=" };
-                return Err(format!(
-                    "{token:?}: attribute {key:?} does not apply to {level}; it takes {allowed}"
-                ));
+                return Err(SyntheticError::MisplacedAttribute {
+                    token: token.to_string(),
+                    key: key.to_string(),
+                    level,
+                });
             }
-            None => return Err(format!("attribute {attr:?} in {token:?} is not key=value")),
+            None => {
+                return Err(SyntheticError::NotKeyValue {
+                    token: token.to_string(),
+                    attr: attr.to_string(),
+                })
+            }
         }
     }
     Ok(cache_bytes)
@@ -386,14 +471,16 @@ fn build(specs: &[LevelSpec], next_cpu: &mut u32) -> Vec<Shape> {
 
 /// Sizes as hwloc 2 reads them: bytes, or decimal `kB`, `MB`, `GB`, `TB`, or binary `KiB`, `MiB`,
 /// `GiB`, `TiB` (any case).
-fn parse_size(text: &str) -> Result<u64, String> {
+fn parse_size(text: &str) -> Result<u64, SyntheticError> {
     let digits_end = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(digits_end);
     let number: u64 = number
         .parse()
-        .map_err(|_| format!("size {text:?} does not start with a number"))?;
+        .map_err(|_| SyntheticError::SizeWithoutNumber {
+            text: text.to_string(),
+        })?;
     let factor: u64 = match unit.to_ascii_lowercase().as_str() {
         "" => 1,
         "kb" => 1_000,
@@ -405,15 +492,16 @@ fn parse_size(text: &str) -> Result<u64, String> {
         "gib" => 1 << 30,
         "tib" => 1 << 40,
         _ => {
-            return Err(format!(
-                "unknown unit in size {text:?}; use bytes, kB, MB, GB (powers of 1000) or KiB, \
-                 MiB, GiB (powers of 1024)"
-            ))
+            return Err(SyntheticError::SizeUnit {
+                text: text.to_string(),
+            })
         }
     };
     number
         .checked_mul(factor)
-        .ok_or_else(|| format!("size {text:?} is too large"))
+        .ok_or_else(|| SyntheticError::SizeTooLarge {
+            text: text.to_string(),
+        })
 }
 
 /// Writes a tree back in the synthetic syntax. Only trees where all nodes of a level have the same

@@ -8,7 +8,7 @@ use super::{Grouping, Level, Topology, TopologyError};
 use crate::cpuset::CpuSet;
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub fn discover() -> Result<Topology, TopologyError> {
     discover_at(Path::new("/"))
@@ -74,18 +74,27 @@ pub fn discover_at(root: &Path) -> Result<Topology, TopologyError> {
 }
 
 fn online_cpus(cpu_dir: &Path) -> Result<CpuSet, TopologyError> {
-    let error = |path: &PathBuf, reason: String| TopologyError::Sysfs {
-        path: path.display().to_string(),
-        reason,
-    };
     let online = cpu_dir.join("online");
-    let text = fs::read_to_string(&online).map_err(|e| error(&online, e.to_string()))?;
-    let cpus: CpuSet = text
-        .trim()
-        .parse()
-        .map_err(|e| error(&online, format!("not a CPU list: {e}")))?;
+    let text = match fs::read_to_string(&online) {
+        Ok(text) => text,
+        Err(source) => {
+            return Err(TopologyError::SysfsRead {
+                path: online,
+                source,
+            })
+        }
+    };
+    let cpus: CpuSet = match text.trim().parse() {
+        Ok(cpus) => cpus,
+        Err(source) => {
+            return Err(TopologyError::SysfsCpuList {
+                path: online,
+                source,
+            })
+        }
+    };
     if cpus.is_empty() {
-        return Err(error(&online, "no CPU is online".into()));
+        return Err(TopologyError::NoCpuOnline { path: online });
     }
     Ok(cpus)
 }

@@ -9,37 +9,52 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
+/// What makes a file no topology cosched can import.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum XmlError {
+    #[error("{0}")]
+    Syntax(roxmltree::Error),
+    #[error("a PU object has no numeric os_index")]
+    PuWithoutIndex,
+    #[error("no PU objects found; is this an `lstopo --of xml` file?")]
+    NoPus,
+    #[error("malformed cpuset {text:?} (expected hwloc hex words)")]
+    Cpuset { text: String },
+}
+
 pub fn import(path: &Path) -> Result<Topology, TopologyError> {
-    let error = |reason: String| TopologyError::Xml {
-        path: path.display().to_string(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(|source| TopologyError::XmlRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
-    parse(&name, &text).map_err(error)
+    parse(&name, &text).map_err(|reason| TopologyError::Xml {
+        path: path.to_path_buf(),
+        reason,
+    })
 }
 
-pub fn parse(name: &str, text: &str) -> Result<Topology, String> {
+pub fn parse(name: &str, text: &str) -> Result<Topology, XmlError> {
     // lstopo writes `<!DOCTYPE topology SYSTEM "hwloc2.dtd">`; the DTD is only named, never fetched.
     let options = roxmltree::ParsingOptions {
         allow_dtd: true,
         ..Default::default()
     };
-    let doc = roxmltree::Document::parse_with_options(text, options).map_err(|e| e.to_string())?;
+    let doc = roxmltree::Document::parse_with_options(text, options).map_err(XmlError::Syntax)?;
     let objects = || doc.descendants().filter(|n| n.has_tag_name("object"));
     let mut cpus = CpuSet::new();
     for pu in objects().filter(|n| n.attribute("type") == Some("PU")) {
         let index = pu
             .attribute("os_index")
             .and_then(|i| i.parse().ok())
-            .ok_or("a PU object has no numeric os_index")?;
+            .ok_or(XmlError::PuWithoutIndex)?;
         cpus.insert(index);
     }
     if cpus.is_empty() {
-        return Err("no PU objects found; is this an `lstopo --of xml` file?".into());
+        return Err(XmlError::NoPus);
     }
     let mut levels: BTreeMap<Level, Vec<(CpuSet, Option<u64>)>> = BTreeMap::new();
     for object in objects() {
@@ -209,15 +224,16 @@ fn bitmap(set: &CpuSet) -> String {
 }
 
 /// hwloc bitmaps: comma-separated 32-bit hex words, most significant first (`0x000000ff,0xffffffff`).
-fn parse_bitmap(text: &str) -> Result<CpuSet, String> {
+fn parse_bitmap(text: &str) -> Result<CpuSet, XmlError> {
     let mut set = CpuSet::new();
     let words: Vec<&str> = text.split(',').collect();
     for (i, word) in words.iter().rev().enumerate() {
         let digits = word.trim().trim_start_matches("0x");
         // hwloc leaves zero words empty: `0x0000ffff,,0x0`.
         let digits = if digits.is_empty() { "0" } else { digits };
-        let value = u32::from_str_radix(digits, 16)
-            .map_err(|_| format!("malformed cpuset {text:?} (expected hwloc hex words)"))?;
+        let value = u32::from_str_radix(digits, 16).map_err(|_| XmlError::Cpuset {
+            text: text.to_string(),
+        })?;
         for bit in 0..32 {
             if value & (1 << bit) != 0 {
                 set.insert(i as u32 * 32 + bit);
@@ -312,7 +328,6 @@ mod tests {
 
     #[test]
     fn a_file_without_pus_is_rejected() {
-        let err = parse("x", "<topology/>").unwrap_err();
-        assert!(err.contains("no PU"), "{err}");
+        assert_eq!(parse("x", "<topology/>"), Err(XmlError::NoPus));
     }
 }

@@ -8,7 +8,8 @@ use crate::launch::{self, InvokingUser, Launch, Output, Placeholders};
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::ffi::OsString;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// What every job of a run shares.
@@ -34,14 +35,22 @@ impl LaunchEnvironment {
         now: f64,
     ) -> Result<Running, String> {
         let spec = &job.spec;
-        let page_path = self
-            .control_dir
-            .join(format!("{}-{}", enforcer.tag(), spec.id.0));
-        let page = ControlPage::create(&page_path).map_err(|e| e.to_string())?;
+        let user = job.user.as_ref().or(self.user.as_ref());
+        let page = ControlPage::create_unguessable(
+            &self.control_dir,
+            &format!("{}-{}", enforcer.tag(), spec.id.0),
+            user.map(|u| (u.uid, u.gid)),
+        )
+        .map_err(|e| e.to_string())?;
+        let page_path = page.path().to_path_buf();
         page.set_advice(threads);
         if let Some(adopt) = job.adopt {
             let members = match adopt.attached {
-                true => Members::Tree(adopt.pid),
+                // Its processes are touched only while they are wholly its owner's.
+                true => Members::Tree(
+                    adopt.pid,
+                    user.map_or(nix::unistd::geteuid().as_raw(), |u| u.uid),
+                ),
                 false => Members::Group(adopt.pid),
             };
             let mut prepared = enforcer
@@ -68,27 +77,14 @@ impl LaunchEnvironment {
             let control = enforcer.started(prepared, members);
             return Ok(Running::new(control, Some(adopt), page, threads, now));
         }
-        let open = |path: &Path| {
-            File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
-        };
-        let output = |path: &PathBuf, as_user: bool| -> Result<Output, String> {
+        let output = |path: &Path, as_user: bool| -> Result<Output, String> {
             match as_user {
-                true => Ok(Output::AsUser(path.clone())),
-                false => open(path).map(Output::File),
+                true => Ok(Output::AsUser(path.to_path_buf())),
+                false => create_output(path, user).map(Output::File),
             }
         };
         let stdout = output(&job.stdout, job.opened_as_user.stdout)?;
         let stderr = output(&job.stderr, job.opened_as_user.stderr)?;
-        if let Some(user) = job.user.as_ref().or(self.user.as_ref()) {
-            let created = [
-                (!job.opened_as_user.stdout).then_some(&job.stdout),
-                (!job.opened_as_user.stderr).then_some(&job.stderr),
-                Some(&page_path),
-            ];
-            for path in created.into_iter().flatten() {
-                let _ = user.chown(path);
-            }
-        }
         // A malleable job's OpenMP runtime must leave room for the advice to grow again
         // (docs/control-page.md), so it is told its maximum and the page caps each region.
         let omp_threads = match spec.kind {
@@ -158,4 +154,24 @@ impl LaunchEnvironment {
         }
         (!preload.is_empty()).then_some(preload)
     }
+}
+
+/// A job's output file, made afresh and given to the job's user by its descriptor: whatever is at
+/// `path` is removed first, and a link or file someone puts there meanwhile is never opened.
+fn create_output(path: &Path, user: Option<&InvokingUser>) -> Result<File, String> {
+    let failed = |e: std::io::Error| format!("cannot create {}: {e}", path.display());
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+        _ => {}
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(failed)?;
+    if let Some(user) = user {
+        std::os::unix::fs::fchown(&file, Some(user.uid), Some(user.gid)).map_err(failed)?;
+    }
+    Ok(file)
 }

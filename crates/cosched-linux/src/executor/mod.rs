@@ -42,6 +42,9 @@ use cosched_core::{
 };
 use cosched_native::control::ControlPage;
 use environment::LaunchEnvironment;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::BufWriter;
@@ -158,10 +161,9 @@ pub fn run_observed(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<RunReport, Error> {
     if let Some(job) = workload.jobs.iter().find(|j| j.command.is_empty()) {
-        return Err(Error::Workload(format!(
-            "job {:?} has no `command`, so it can only be simulated; add a command or use --sim",
-            job.name
-        )));
+        return Err(Error::NoCommand {
+            job: job.name.clone(),
+        });
     }
     let mut replay =
         WorkloadReplay::new(workload, topology, &options.isolated, &options.output_dir);
@@ -715,31 +717,50 @@ impl<'a> Executor<'a> {
             let Some(job) = self.jobs.get(&id) else {
                 continue;
             };
-            let status = match &job.state {
-                State::Arrived => {
-                    self.end_unstarted(id, "cancelled before it started".into())?;
-                    continue;
-                }
-                State::Running(r) => r,
-            };
-            let (pid, adopted) = (status.pid, status.adopted);
-            if let Some(r) = running_mut(&mut self.jobs, id) {
-                // A frozen process does not die of SIGKILL until it is thawed.
-                let _ = self.enforcer.set_frozen(&mut r.control, false);
-                let _ = self.enforcer.signal(&r.control, libc::SIGKILL);
+            if let State::Arrived = job.state {
+                self.end_unstarted(id, "cancelled before it started".into())?;
+                continue;
             }
-            let wait_status = match adopted {
-                None => {
-                    let mut raw = 0;
-                    // SAFETY: our child; blocks only for the instant the kill takes.
-                    unsafe { libc::waitpid(pid, &mut raw, 0) };
-                    raw
-                }
-                Some(_) => libc::SIGKILL,
-            };
+            let wait_status = self.kill_running(id);
             self.finish(id, wait_status, 0.0, Some("cancelled".into()))?;
         }
         Ok(())
+    }
+
+    /// Kills running job `id` and gives its wait status (for an attached job, whose status only
+    /// its parent learns, that of a SIGKILL).
+    fn kill_running(&mut self, id: JobId) -> libc::c_int {
+        let Some(r) = running_mut(&mut self.jobs, id) else {
+            return libc::SIGKILL;
+        };
+        // A frozen process does not die of SIGKILL until it is thawed.
+        let _ = self.enforcer.set_frozen(&mut r.control, false);
+        let _ = self.enforcer.signal(&r.control, Signal::SIGKILL);
+        match r.adopted {
+            None => {
+                // Our child; the wait lasts only the instant the kill takes.
+                match waitpid(Pid::from_raw(r.pid), None) {
+                    Ok(WaitStatus::Exited(_, code)) => code << 8,
+                    Ok(WaitStatus::Signaled(_, signal, _)) => signal as libc::c_int,
+                    _ => libc::SIGKILL,
+                }
+            }
+            Some(_) => libc::SIGKILL,
+        }
+    }
+
+    /// A plan that cannot be enforced on job `id` (a thread refuses its CPUs, a cgroup its change)
+    /// is that job's failure, never the run's: the job is ended as a cancel ends it, with the
+    /// reason, and the other jobs go on.
+    pub(super) fn end_unenforceable(
+        &mut self,
+        id: JobId,
+        source: std::io::Error,
+    ) -> Result<(), Error> {
+        let reason = format!("cosched could not enforce its plan on the job: {source}");
+        eprintln!("cosched: job {}: {reason}; the job is ended", id.0);
+        let wait_status = self.kill_running(id);
+        self.finish(id, wait_status, 0.0, Some(reason))
     }
 
     /// Records the end of job `id`, whose main process ended with wait status `status`; `stopped` says

@@ -73,10 +73,16 @@ impl Executor<'_> {
         }
         self.next_reapply = now + self.options.reapply_interval.max(0.01);
         let table = ProcessTable::read();
-        for (id, r) in self.running() {
-            self.enforcer
-                .reapply(&r.control, &table)
-                .map_err(|source| Error::Enforce { job: id, source })?;
+        let failed: Vec<_> = (self.running())
+            .filter_map(|(id, r)| {
+                self.enforcer
+                    .reapply(&r.control, &table)
+                    .err()
+                    .map(|e| (id, e))
+            })
+            .collect();
+        for (id, e) in failed {
+            self.end_unenforceable(id, e)?;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 use super::clock::{monotonic, thread_cpu_seconds};
 use super::{running_mut, Executor, State};
 use cosched_core::trace::{ExitStatus, Record};
+use nix::sys::signal::Signal;
 
 /// How long jobs get to exit after SIGTERM when a run stops early.
 const TERMINATE_GRACE: f64 = 0.5;
@@ -19,7 +20,7 @@ impl Executor<'_> {
         for &id in &running {
             if let Some(r) = running_mut(&mut self.jobs, id) {
                 let _ = self.enforcer.set_frozen(&mut r.control, false);
-                let _ = self.enforcer.signal(&r.control, libc::SIGTERM);
+                let _ = self.enforcer.signal(&r.control, Signal::SIGTERM);
             }
         }
         self.deciding = true; // the run is over: no more plans
@@ -42,7 +43,7 @@ impl Executor<'_> {
             if monotonic() > deadline {
                 for &id in &left {
                     if let Some(r) = running_mut(&mut self.jobs, id) {
-                        let _ = self.enforcer.signal(&r.control, libc::SIGKILL);
+                        let _ = self.enforcer.signal(&r.control, Signal::SIGKILL);
                     }
                 }
             }

@@ -22,19 +22,22 @@ impl Executor<'_> {
                 None => {}
             }
         }
-        let enforce_error = |job: JobId| move |source| Error::Enforce { job, source };
+        // A job whose plan cannot be enforced fails alone, once the slot holds for the others.
+        let mut failed = Vec::new();
         for &id in &freeze {
             self.account_held(id, now);
             if let Some(r) = running_mut(&mut self.jobs, id) {
-                let frozen = self.enforcer.set_frozen(&mut r.control, true);
-                frozen.map_err(enforce_error(id))?;
+                if let Err(e) = self.enforcer.set_frozen(&mut r.control, true) {
+                    failed.push((id, e));
+                }
             }
         }
         for (id, cpus) in &place {
             self.account_held(*id, now);
             if let Some(r) = running_mut(&mut self.jobs, *id) {
-                let placed = self.enforcer.place(&mut r.control, cpus);
-                placed.map_err(enforce_error(*id))?;
+                if let Err(e) = self.enforcer.place(&mut r.control, cpus) {
+                    failed.push((*id, e));
+                }
             }
         }
         let first_thaw = monotonic();
@@ -45,12 +48,16 @@ impl Executor<'_> {
             };
             if r.control.frozen {
                 thawed += 1;
-                let result = self.enforcer.set_frozen(&mut r.control, false);
-                result.map_err(enforce_error(*id))?;
+                if let Err(e) = self.enforcer.set_frozen(&mut r.control, false) {
+                    failed.push((*id, e));
+                }
             }
         }
         if switching && thawed > 0 {
             self.switch_skew.push(monotonic() - first_thaw);
+        }
+        for (id, e) in failed {
+            self.end_unenforceable(id, e)?;
         }
         let frozen: Vec<JobId> = self
             .running()

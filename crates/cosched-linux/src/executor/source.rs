@@ -95,7 +95,7 @@ pub trait JobSource {
     }
     /// Signals to send now to running jobs' processes (a time limit's SIGTERM). A frozen job gets
     /// its signal when it is next thawed.
-    fn take_signals(&mut self) -> Vec<(JobId, libc::c_int)> {
+    fn take_signals(&mut self) -> Vec<(JobId, nix::sys::signal::Signal)> {
         Vec::new()
     }
     /// A policy to take over from the running one, with every job it holds (`cosched policy P`).
@@ -136,12 +136,15 @@ impl WorkloadReplay {
             .zip(specs)
             .map(|(entry, mut spec)| {
                 let isolated = isolated_times.lookup(topology, entry);
-                // The run history: a past run of the same command alone here estimates its run time
-                // better than a declared one, which was measured elsewhere or guessed (`auto` then
+                // The run history: a past run of the same command alone here, or the scaling its past
+                // runs show, estimates its run time better than a declared one, which was measured elsewhere or guessed (`auto` then
                 // prefers the least remaining work).
-                spec.hints.runtime = isolated.or(spec.hints.runtime);
+                let width = spec.max_threads.clamp(1, topology.num_cpus() as u32);
+                spec.hints.runtime = (isolated_times.runtime_estimate(topology, entry, width))
+                    .or(spec.hints.runtime);
+                // How it scales: measured on one CPU, else fitted from its past runs.
                 spec.hints.one_cpu_runtime = isolated_times
-                    .one_thread_seconds(topology, entry)
+                    .one_cpu_seconds(topology, entry)
                     .or(spec.hints.one_cpu_runtime);
                 if let Some(known) = isolated_times.behaviour(topology, &entry.command) {
                     known.apply(&mut spec);

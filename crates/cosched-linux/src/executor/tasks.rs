@@ -47,14 +47,14 @@ impl Executor<'_> {
             job.joined.retain(|t| *t != task);
             return Ok(());
         }
-        let enforce_error = |source| Error::Enforce { job: id, source };
         // The job's allocation may have grown by the task's CPUs.
-        if let Some(cpus) = self.plan.cpus_in_slot(self.slot, id) {
-            self.enforcer
-                .place(&mut r.control, cpus)
-                .map_err(enforce_error)?;
+        let Some(cpus) = self.plan.cpus_in_slot(self.slot, id) else {
+            return Ok(());
+        };
+        match self.enforcer.place(&mut r.control, cpus) {
+            Ok(()) => Ok(()),
+            Err(e) => self.end_unenforceable(id, e),
         }
-        Ok(())
     }
 
     /// Whether an attached job has ended: none of its tasks still runs. Forgets the tasks that ended,
@@ -76,7 +76,9 @@ impl Executor<'_> {
         }
         let next = job.joined.remove(0);
         r.control.joined.retain(|&pid| pid != next.pid);
-        r.control.members = crate::enforce::Members::Tree(next.pid);
+        if let crate::enforce::Members::Tree(_, uid) = r.control.members {
+            r.control.members = crate::enforce::Members::Tree(next.pid, uid);
+        }
         r.pid = next.pid;
         r.adopted = Some(next);
         false

@@ -14,15 +14,16 @@
 //!    left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they take turns in rows
 //!    of their own instead of waiting (time sharing, as `gang` and `taco`).
 //! 3. **Known remaining work.** When every job has an estimated run time (`hints.runtime`, declared or
-//!    from the run history), the jobs with the least remaining work run first (shortest remaining
-//!    processing time, which minimises mean response time), side by side on equal shares while
-//!    enough wait (work per CPU never rises with width), except jobs that cannot shed threads and
-//!    synchronise, which wait for their full width. No job gets more CPUs than it uses well (each
-//!    added CPU gains half a CPU, by its measured or calibrated scaling), and the job whose remaining
-//!    time on those CPUs exceeds all remaining work packed on the machine starts at once rather than
-//!    last and alone (`bounding_job`). Aging: a job that has waited `AGING_FACTOR` (3) × its estimate goes before every job that
-//!    has not, oldest first. So a job waits behind shorter newcomers for at most 3 × its estimate;
-//!    after that only the urgent jobs older than itself run before it, and its slowdown is at most
+//!    from the run history), widths come from each job's scaling (`widths.rs`): those that minimise
+//!    the makespan bound max(total CPU work / CPUs, longest job), then wider ones for jobs known to
+//!    scale while the bound stays within 1%. At those widths the jobs with the least remaining work
+//!    run first (shortest remaining processing time, which minimises mean response time), except
+//!    that a job that would end after the bound in that order starts first, longest first, where a
+//!    list schedule shows that ends the set sooner. No job gets more CPUs than it uses well (each
+//!    added CPU gains half a CPU, by its measured, calibrated or learnt scaling). Aging: a job that
+//!    has waited `AGING_FACTOR` (3) × its estimate goes before every job that has not, oldest first.
+//!    So a job waits behind shorter newcomers for at most 3 × its estimate; after that only the
+//!    urgent jobs older than itself run before it, and its slowdown is at most
 //!    3 + (their remaining work) / its estimate, where estimates are right. A job that outlives its
 //!    estimate by half again (`OVERRUN_TOLERANCE`) is assumed to need as long again as it has run, so
 //!    a wrong estimate costs a doubling search, not starvation.
@@ -32,6 +33,7 @@
 
 mod remaining;
 mod scalability;
+mod widths;
 
 use crate::eq::{equal_shares, grow_in_place};
 use cosched_core::{
@@ -40,6 +42,7 @@ use cosched_core::{
 use remaining::Service;
 use rustc_hash::FxHashMap as HashMap;
 use scalability::Scalability;
+use widths::Choice;
 
 /// Slot length of coscheduled rows, seconds (`gang`'s and TACO's §3.3 slice).
 const SLICE: f64 = crate::taco::DEFAULT_SLICE;
@@ -98,7 +101,16 @@ impl Policy for Auto {
             }
             plan
         } else if known {
-            self.least_remaining_first(ctx)
+            // As for a bag of tasks: widths and order are chosen for the whole set of jobs arriving
+            // together, not for each as it comes (a moldable job started alone would keep every CPU).
+            if matches!(event, Event::Arrived { .. }) {
+                let mut plan =
+                    (self.plan.clone()).unwrap_or_else(|| Plan::space_sharing(Vec::new()));
+                plan.timer = Some(ctx.now);
+                plan
+            } else {
+                self.least_remaining_first(ctx)
+            }
         } else {
             self.shared(ctx)
         };
@@ -122,12 +134,14 @@ fn fixed_threads(job: &ActiveJob) -> Option<u32> {
     }
 }
 
-/// Whether a job's threads must not time-share CPUs: it cannot shed threads (fixed, or moldable and
-/// so started at its full width) and its threads wait for each other (spinning stalls, blocking
-/// switches context at every barrier).
-fn spins_when_crowded(job: &ActiveJob) -> bool {
-    (fixed_threads(job).is_some() || job.spec.kind == JobKind::Moldable)
-        && job.spec.hints.sync != SyncKind::None
+/// Whether a job waits until the CPUs planned for it are free rather than start on fewer: a fixed
+/// job whose threads wait for each other (spinning stalls when they time-share CPUs, blocking switches
+/// context at every barrier), and a moldable one, which keeps the threads it starts with.
+fn needs_its_width(job: &ActiveJob) -> bool {
+    match fixed_threads(job) {
+        Some(_) => job.spec.hints.sync != SyncKind::None,
+        None => job.spec.kind == JobKind::Moldable,
+    }
 }
 
 /// How wide a job runs alone: its fixed threads or its maximum, at most the machine.
@@ -136,95 +150,145 @@ fn full_width(job: &ActiveJob, machine: usize) -> usize {
 }
 
 impl Auto {
-    /// Known remaining work: least remaining first with aging, side by side. While at least as many
-    /// jobs wait as there are CPUs, each of the first gets an equal share of the machine: a job's work
-    /// per CPU never rises with its width and on most jobs falls (memory bandwidth, serial parts), so
-    /// one job per CPU finishes the set soonest. Only a fixed job that spins takes its full width, since
-    /// its threads stall when they time-share CPUs; a fixed job that does not spin runs its threads on
-    /// its share. CPUs left over widen the elastic jobs, first in order first.
+    /// Known remaining work: widths from each job's scaling (`widths.rs`: the least makespan bound,
+    /// then the widest widths within `widths::SLACK` of it), then least remaining first with aging at
+    /// those widths, except that the job that bounds the makespan starts at once. A job that spins
+    /// when crowded waits for its width; an elastic one starts on what is free and widens later.
+    /// CPUs left over widen the elastic jobs, first in order first.
     fn least_remaining_first(&mut self, ctx: &Context) -> Plan {
         let machine = ctx.topology.num_cpus();
-        let mut order: Vec<Ranked> = ctx
+        let ranked: Vec<(&ActiveJob, (bool, f64), Choice)> = ctx
             .jobs
             .iter()
             .map(|job| {
                 let runtime = job.spec.hints.runtime.unwrap_or(0.0);
                 let remaining = self.service.remaining(job.id(), runtime);
                 let key = remaining::priority(ctx.now, job.spec.arrival, runtime, remaining);
-                let (width, left) = self.useful_width(job, machine, remaining);
-                Ranked {
-                    job,
-                    key,
-                    width,
-                    left,
-                }
+                (job, key, self.choice(job, machine, remaining))
             })
             .collect();
-        if let Some(first) = bounding_job(&mut order, machine) {
-            // Not urgent (an urgent job would go first anyway): it goes before every other job
-            // that is not.
-            if first.key.0 {
-                first.key.1 = f64::NEG_INFINITY;
-            }
+        let choices: Vec<Choice> = ranked.iter().map(|r| r.2).collect();
+        let widths = widths::widths(&choices, machine);
+        let mut order: Vec<usize> = (0..ranked.len()).collect();
+        order.sort_by(|&a, &b| ranked[a].1.partial_cmp(&ranked[b].1).expect("finite keys"));
+        // Jobs that would end after the makespan bound in that order start first, longest first,
+        // where that ends the set sooner.
+        let bound = widths::bound(&choices, &widths, machine) * (1.0 + widths::SLACK);
+        let finishes = widths::finishes(&choices, &widths, &order, machine);
+        // One whose scaling is unknown only where it ends within the bound even if it scales
+        // perfectly (its time at its width is then assumed to be its full width's times its share).
+        let late = |i: usize| {
+            let movable = choices[i].known || choices[i].time(widths[i]) <= bound;
+            ranked[i].1 .0 && finishes[i] > bound && movable
+        };
+        let mut promoted = order.clone();
+        promoted.sort_by(|&a, &b| {
+            let urgent = |i: usize| !ranked[i].1 .0;
+            (urgent(b).cmp(&urgent(a)))
+                .then(late(b).cmp(&late(a)))
+                .then_with(|| match late(a) && late(b) {
+                    true => choices[b]
+                        .time(widths[b])
+                        .total_cmp(&choices[a].time(widths[a])),
+                    false => std::cmp::Ordering::Equal,
+                })
+        });
+        let makespan = |order: &[usize]| {
+            (widths::finishes(&choices, &widths, order, machine).into_iter()).fold(0.0, f64::max)
+        };
+        if makespan(&promoted) < makespan(&order) * (1.0 - 1e-9) {
+            order = promoted;
         }
-        order.sort_by(|a, b| a.key.partial_cmp(&b.key).expect("finite keys"));
-        let share = (machine / order.len().clamp(1, machine)).max(1);
+        let order: Vec<Ranked> = (order.into_iter())
+            .map(|i| Ranked {
+                job: ranked[i].0,
+                width: widths[i],
+                widest: choices[i].widest,
+            })
+            .collect();
         let mut free = machine;
         let mut wanted: Vec<(&ActiveJob, usize)> = Vec::new();
-        for &Ranked { job, width, .. } in &order {
-            let take = if spins_when_crowded(job) {
-                if width > free {
+        // A started job that can run on one CPU keeps at least one: it is never stopped for others
+        // (one that waits for its width is frozen while shorter jobs run, as least remaining first
+        // has it).
+        let keeps = |r: &Ranked| usize::from(r.job.started.is_some() && !needs_its_width(r.job));
+        let mut kept: usize = order.iter().map(keeps).sum();
+        for ranked @ &Ranked { job, width, .. } in &order {
+            kept -= keeps(ranked);
+            let spare = free.saturating_sub(kept);
+            let take = if needs_its_width(job) {
+                if width > spare {
                     continue;
                 }
                 width
             } else {
-                width.min(share).min(free)
+                width.min(spare).max(keeps(ranked).min(free))
             };
             if take > 0 {
                 wanted.push((job, take));
                 free -= take;
             }
         }
-        // A moldable job keeps the threads it starts with, so it starts with those it can use
-        // alone and does not end on a sliver of the machine; until then its threads share its CPUs.
-        let moldable_threads: HashMap<JobId, usize> = order
+        // CPUs nobody was given widen the jobs placed, first in order first: elastic ones up to
+        // their full width, a moldable one that has not started up to what it uses well (it keeps
+        // the threads it starts with).
+        let widest: HashMap<JobId, usize> = order
             .iter()
-            .filter(|r| r.job.spec.kind == JobKind::Moldable)
-            .map(|r| (r.job.id(), r.width))
+            .map(|r| {
+                let starting = r.job.spec.kind == JobKind::Moldable && r.job.started.is_none();
+                let widest = if starting {
+                    r.widest
+                } else {
+                    full_width(r.job, machine)
+                };
+                (r.job.id(), widest)
+            })
             .collect();
         for (job, take) in &mut wanted {
-            let widest = (moldable_threads.get(&job.id()).copied())
-                .unwrap_or_else(|| full_width(job, machine));
-            let more = widest.saturating_sub(*take).min(free);
+            let more = widest[&job.id()].saturating_sub(*take).min(free);
             *take += more;
             free -= more;
         }
         let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.id(), *n)).collect();
+        let plan_cpus: HashMap<JobId, usize> = wanted.iter().copied().collect();
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
+        // A moldable job starts with one thread per CPU it is given.
         for (id, threads) in &mut plan.advice {
-            if let Some(&width) = moldable_threads.get(id) {
-                *threads = width as u32;
+            let job = ctx.job(*id).expect("planned jobs are present");
+            if job.spec.kind == JobKind::Moldable && job.started.is_none() {
+                *threads = plan_cpus[id] as u32;
             }
         }
         plan.timer = self.urgency_timer(ctx);
         plan
     }
 
-    /// The widest width at which every CPU added still pays (`scalability::EFFICIENT_GAIN`), by
-    /// the job's measured serial fraction, else by its times alone on one CPU and on the whole
-    /// machine; and its `remaining` seconds (alone at full width) at that width. A job that cannot
-    /// change its threads any more keeps them.
-    fn useful_width(&self, job: &ActiveJob, machine: usize, remaining: f64) -> (usize, f64) {
+    /// The widths a job with `remaining` seconds (alone at its full width) may be given: a job that
+    /// cannot change its threads keeps them; others any width up to what they use well (each added
+    /// CPU gains `scalability::EFFICIENT_GAIN`), by their measured or learnt serial fraction.
+    fn choice(&self, job: &ActiveJob, machine: usize, remaining: f64) -> Choice {
         let full = full_width(job, machine);
-        let serial = (self.scalability.serial(job, full)).filter(|_| fixed_threads(job).is_none());
-        let Some(serial) = serial else {
-            return (full, remaining);
-        };
-        let width = scalability::efficient_width(serial, full);
-        (
-            width,
-            remaining * scalability::time_ratio(serial, width, full),
-        )
+        if fixed_threads(job).is_some() {
+            return Choice {
+                remaining,
+                full,
+                serial: 0.0,
+                narrowest: full,
+                widest: full,
+                known: false,
+                waits_for_width: needs_its_width(job),
+            };
+        }
+        let serial = self.scalability.serial(job, full);
+        Choice {
+            remaining,
+            full,
+            serial: serial.unwrap_or(0.0),
+            narrowest: 1,
+            widest: serial.map_or(full, |s| scalability::efficient_width(s, full)),
+            known: serial.is_some(),
+            waits_for_width: needs_its_width(job),
+        }
     }
 
     /// Single-threaded jobs with known run times: each is dealt to a CPU once, longest first onto the
@@ -416,29 +480,13 @@ impl Auto {
     }
 }
 
-/// A job with known remaining work, ranked for `least_remaining_first`.
+/// A job with known remaining work, in the order `least_remaining_first` places them.
 struct Ranked<'a> {
     job: &'a ActiveJob,
-    key: (bool, f64),
-    /// CPUs it can use well.
+    /// CPUs it is given.
     width: usize,
-    /// Its remaining seconds on `width` CPUs.
-    left: f64,
-}
-
-/// The job that bounds the makespan, if it must start now: on the CPUs it can use well it needs
-/// longer than the machine needs for all the work left (every job on its useful CPUs, perfectly
-/// packed). Least remaining first would run it last, alone, on a machine it cannot use.
-fn bounding_job<'r, 'a>(order: &'r mut [Ranked<'a>], machine: usize) -> Option<&'r mut Ranked<'a>> {
-    if order.len() < 2 {
-        return None;
-    }
-    let work: f64 = order.iter().map(|r| r.left * r.width as f64).sum();
-    let longest = order
-        .iter_mut()
-        .max_by(|a, b| a.left.total_cmp(&b.left))
-        .expect("two jobs");
-    (longest.left * machine as f64 > work * (1.0 + 1e-9)).then_some(longest)
+    /// CPUs it can use well.
+    widest: usize,
 }
 
 /// The elastic jobs that run side by side when nothing is known: every started one (a job is never

@@ -3,7 +3,8 @@ use crate::test_jobs::waiting;
 use cosched_core::topology::presets;
 use cosched_core::Topology;
 
-fn decide(auto: &mut Auto, topo: &Topology, now: f64, jobs: &[ActiveJob]) -> Plan {
+/// The plan for the last of `jobs` arriving at `now`.
+fn arrive(auto: &mut Auto, topo: &Topology, now: f64, jobs: &[ActiveJob]) -> Plan {
     let ctx = Context {
         topology: topo,
         now,
@@ -16,6 +17,20 @@ fn decide(auto: &mut Auto, topo: &Topology, now: f64, jobs: &[ActiveJob]) -> Pla
         },
     )
     .unwrap()
+}
+
+/// The plan once every arrival at `now` is in: after the timer a plan gathering them asks for.
+fn decide(auto: &mut Auto, topo: &Topology, now: f64, jobs: &[ActiveJob]) -> Plan {
+    let plan = arrive(auto, topo, now, jobs);
+    if plan.timer != Some(now) {
+        return plan;
+    }
+    let ctx = Context {
+        topology: topo,
+        now,
+        jobs,
+    };
+    auto.decide(&ctx, &Event::Timer).unwrap()
 }
 
 fn started(mut job: ActiveJob, threads: u32) -> ActiveJob {
@@ -194,7 +209,7 @@ fn a_known_task_bag_is_dealt_longest_first_and_each_cpu_runs_its_shortest_first(
     let jobs = vec![task(0, 1.0), task(1, 4.0), task(2, 5.0), task(3, 6.0)];
     let mut auto = Auto::default();
     for arrived in 1..=jobs.len() {
-        let gathering = decide(&mut auto, &topo, 0.0, &jobs[..arrived]);
+        let gathering = arrive(&mut auto, &topo, 0.0, &jobs[..arrived]);
         assert!(
             gathering.placed_jobs().is_empty(),
             "the bag is gathered first"

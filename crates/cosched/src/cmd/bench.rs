@@ -52,12 +52,20 @@ struct SimArgs {
     /// Job counts of the large runs, comma-separated
     #[arg(
         long,
+        value_name = "JOBS,...",
         value_delimiter = ',',
         default_value = "10000,20000,50000,100000"
     )]
     sizes: Vec<usize>,
-    /// Policies of the large runs, comma-separated
-    #[arg(long, value_delimiter = ',', default_value = "eq,taco,gang")]
+    /// Policies of the large runs, comma-separated (`cosched policies` lists them)
+    #[arg(
+        long,
+        value_name = "POLICY,...",
+        value_delimiter = ',',
+        default_value = "eq,taco,gang",
+        value_parser = super::policy_list::PolicyName,
+        hide_possible_values = true
+    )]
     policy: Vec<String>,
     /// Machine of the large runs. Without a NUMA level the model gives all CPUs one memory node,
     /// whose bandwidth then couples every job to every other
@@ -66,6 +74,9 @@ struct SimArgs {
     /// Skip the large runs
     #[arg(long)]
     sweep_only: bool,
+    /// Print the figures as one JSON object (sweep, large) instead of lines
+    #[arg(long)]
+    json: bool,
 }
 
 const SWEEP_TARGET_S: f64 = 1.0;
@@ -114,13 +125,31 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
     let (runs, events) = counts;
     let wall = median(&mut walls);
     let rate = median(&mut rates);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu_count = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Figures from two machines compare only beside what each machine is.
     let cpus = match processor_name() {
-        Some(name) => format!("{cpus} CPUs ({name})"),
-        None => format!("{cpus} CPUs"),
+        Some(name) => format!("{cpu_count} CPUs ({name})"),
+        None => format!("{cpu_count} CPUs"),
     };
-    println!(
+    let mut doc = serde_json::json!({
+        "cpus": cpu_count,
+        "processor": processor_name(),
+        "sweep": {
+            "policies": policies,
+            "runs": runs,
+            "events": events,
+            "repeats": SWEEP_REPEATS,
+            "wall_s": wall,
+            "target_wall_s": SWEEP_TARGET_S,
+            "events_per_s": events as f64 / wall,
+            "target_events_per_s": SWEEP_TARGET_EVENTS_PER_S,
+            "engine_events_per_s": rate,
+            "engine_events_per_s_range": [rates[0], rates[SWEEP_REPEATS - 1]],
+        },
+        "large": [],
+    });
+    if !args.json {
+        println!(
         "sweep: 40 jobs x 24 CPUs x {} policies ({}) x 5 seeds: {runs} runs, {events} events, on \
 {cpus}; median of {SWEEP_REPEATS}: {wall:.3} s wall, target < {SWEEP_TARGET_S} s: {:.2}x of target; {:.0} \
 events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine: {rate:.0} events/s \
@@ -133,16 +162,19 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
         rates[0],
         rates[SWEEP_REPEATS - 1],
     );
+    }
     if args.sweep_only {
-        return Ok(());
+        return print_json_if(args.json, &doc);
     }
     let dir = std::env::temp_dir().join(format!("cosched-bench-sim-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    println!(
-        "large: NAS jobs at 6000/min on {:?}, `cosched sim` with its trace written",
-        args.machine
-    );
-    println!("policy     jobs   wall s  peak MiB  ms/job  trace B/job  records/s");
+    if !args.json {
+        println!(
+            "large: NAS jobs at 6000/min on {:?}, `cosched sim` with its trace written",
+            args.machine
+        );
+        println!("policy     jobs   wall s  peak MiB  ms/job  trace B/job  records/s");
+    }
     for &jobs in &args.sizes {
         let workload = Poisson {
             jobs,
@@ -173,6 +205,24 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
                 trace.path(),
             )?))
             .count();
+            if args.json {
+                doc["large"]
+                    .as_array_mut()
+                    .expect("large is an array")
+                    .push(serde_json::json!({
+                        "policy": policy,
+                        "machine": args.machine,
+                        "jobs": jobs,
+                        "wall_s": run.wall,
+                        "peak_mib": run.peak_mib,
+                        "trace_bytes": bytes,
+                        "trace_records": records,
+                        "target_wall_s": (jobs == 100_000).then_some(LARGE_TARGET_S),
+                        "target_peak_mib": (jobs == 100_000).then_some(LARGE_MEMORY_TARGET_MIB),
+                    }));
+                std::fs::remove_dir_all(&traces)?;
+                continue;
+            }
             println!(
                 "{policy:<8} {jobs:>6} {:>8.2} {:>9.0} {:>7.3} {:>12.0} {:>10.0}{}",
                 run.wall,
@@ -194,6 +244,14 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
         }
     }
     std::fs::remove_dir_all(&dir)?;
+    print_json_if(args.json, &doc)
+}
+
+/// Prints `doc` as pretty JSON when `json`; the text was printed as it came otherwise.
+pub(super) fn print_json_if(json: bool, doc: &serde_json::Value) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(doc)?);
+    }
     Ok(())
 }
 
@@ -237,9 +295,15 @@ fn run_child_sim(
         .stderr(notes)
         .spawn()?;
     let mut status = 0;
-    // SAFETY: wait4 only writes into the status and usage we pass; the child is ours and not yet reaped.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    // The child's own peak memory is only in wait4's usage (RUSAGE_CHILDREN is the peak of all
+    // children so far), and neither std nor nix wraps wait4.
+    // SAFETY: rusage is plain integers, valid zeroed; wait4 writes only into `status` and `usage`,
+    // which outlive the call, and the child is ours and not yet reaped.
+    let (pid, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        (pid, usage)
+    };
     let wall = started.elapsed().as_secs_f64();
     if pid < 0 {
         anyhow::bail!(

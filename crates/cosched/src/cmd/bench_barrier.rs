@@ -22,24 +22,39 @@ pub struct BarrierArgs {
     /// Seconds per measurement
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Print one JSON object per barrier kind, in a list, instead of lines
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: BarrierArgs) -> anyhow::Result<()> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let mut kinds = Vec::new();
     for kind in ["spin", "spin-block", "block"] {
         let start = || start_barrier(kind, threads, &args);
         let alone = iterations_per_s(start()?)?;
         let (a, b) = (start()?, start()?);
         let together = [iterations_per_s(a)?, iterations_per_s(b)?];
         let ratio = (together[0] + together[1]) / 2.0 / alone;
+        if args.json {
+            kinds.push(serde_json::json!({
+                "kind": kind,
+                "threads": threads,
+                "interval_us": args.interval,
+                "alone_iterations_per_s": alone,
+                "together_iterations_per_s": together,
+                "ratio": ratio,
+            }));
+            continue;
+        }
         println!(
             "kind={kind} threads={threads} interval_us={} alone={alone:.0} together={:.0},{:.0} ratio={ratio:.3}",
             args.interval, together[0], together[1]
         );
     }
-    Ok(())
+    super::bench::print_json_if(args.json, &serde_json::Value::from(kinds))
 }
 
 fn start_barrier(kind: &str, threads: usize, args: &BarrierArgs) -> anyhow::Result<Child> {

@@ -52,8 +52,14 @@ pub struct DaemonArgs {
     /// Length of the idle measurement, seconds
     #[arg(long, default_value_t = 20.0)]
     idle_seconds: f64,
-    /// Policy of the submission and idle daemon
-    #[arg(long, default_value = "eq")]
+    /// Policy of the submission and idle daemon (`cosched policies` lists them)
+    #[arg(
+        long,
+        value_name = "POLICY",
+        default_value = "eq",
+        value_parser = super::policy_list::PolicyName,
+        hide_possible_values = true
+    )]
     policy: String,
     /// Also measure slot-switch lateness with and without hostile clients
     #[arg(long)]

@@ -28,6 +28,9 @@ pub struct ExecutorArgs {
     seconds: f64,
     #[command(flatten)]
     mechanism: MechanismArgs,
+    /// Print one JSON object per run, in a list, instead of lines
+    #[arg(long)]
+    json: bool,
 }
 
 const CPU_TARGET_PERCENT: f64 = 1.0;
@@ -44,6 +47,7 @@ pub fn run(args: ExecutorArgs) -> anyhow::Result<()> {
         cosched_native::NATIVE_DIR_ENV
     );
     let dir = std::env::temp_dir().join(format!("cosched-bench-executor-{}", std::process::id()));
+    let mut figures = Vec::new();
     for jobs in [args.jobs, 2 * args.jobs] {
         let mut text = String::from("[workload]\nname = \"bench-executor\"\n");
         for i in 0..jobs {
@@ -62,10 +66,32 @@ pub fn run(args: ExecutorArgs) -> anyhow::Result<()> {
             length: args.slot_ms / 1000.0,
         });
         let report = cosched_linux::run(&workload, &topology, policy, &options)?;
-        print_figures(jobs, &args, &report);
+        if args.json {
+            figures.push(figures_json(jobs, &args, &report));
+        } else {
+            print_figures(jobs, &args, &report);
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+    super::bench::print_json_if(args.json, &serde_json::Value::from(figures))
+}
+
+fn figures_json(jobs: usize, args: &ExecutorArgs, report: &RunReport) -> serde_json::Value {
+    let ms = |v: &[f64], q: f64| quantile(v, q) * 1e3;
+    let spread = |v: &[f64]| serde_json::json!({ "median": ms(v, 0.5), "p99": ms(v, 0.99), "max": ms(v, 1.0) });
+    serde_json::json!({
+        "jobs": jobs,
+        "slot_ms": args.slot_ms,
+        "wall_s": report.wall_seconds,
+        "mechanism": report.mechanism,
+        "executor_cpu_s": report.overhead_seconds,
+        "executor_cpu_pct": 100.0 * report.overhead_seconds / report.wall_seconds,
+        "target_cpu_pct": CPU_TARGET_PERCENT,
+        "switches": report.switch_skew.len(),
+        "skew_ms": spread(&report.switch_skew),
+        "target_skew_ms": SKEW_TARGET_MS,
+        "lateness_ms": spread(&report.switch_lateness),
+    })
 }
 
 fn print_figures(jobs: usize, args: &ExecutorArgs, report: &RunReport) {

@@ -14,8 +14,14 @@ figures.\n\nExamples:\n  cargo run --release -p cosched -- bench policy\n  \
 cosched bench policy --policy taco-basic --jobs 5000 --machine 'package:32 l3:1 core:64'"
 )]
 pub struct PolicyArgs {
-    /// Policy to time (any name `cosched sim` accepts)
-    #[arg(long, default_value = "taco")]
+    /// Policy to time (`cosched policies` lists them)
+    #[arg(
+        long,
+        value_name = "POLICY",
+        default_value = "taco",
+        value_parser = super::policy_list::PolicyName,
+        hide_possible_values = true
+    )]
     policy: String,
     /// Jobs that arrive and then leave
     #[arg(long, default_value_t = 1000)]
@@ -23,6 +29,9 @@ pub struct PolicyArgs {
     /// Preset or synthetic machine
     #[arg(long, default_value = "package:16 l3:1(size=32MiB) core:64")]
     machine: String,
+    /// Print the figures as one JSON object instead of a line
+    #[arg(long)]
+    json: bool,
 }
 
 const TARGET: Duration = Duration::from_millis(1);
@@ -78,6 +87,19 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
     let total: Duration = times.iter().sum();
     let mean = total / times.len().max(1) as u32;
     let max = times.iter().max().copied().unwrap_or_default();
+    if args.json {
+        let doc = serde_json::json!({
+            "policy": args.policy,
+            "machine": args.machine,
+            "cpus": topology.num_cpus(),
+            "events": times.len(),
+            "mean_ms": mean.as_secs_f64() * 1e3,
+            "max_ms": max.as_secs_f64() * 1e3,
+            "target_mean_ms": TARGET.as_secs_f64() * 1e3,
+            "met": mean < TARGET,
+        });
+        return super::bench::print_json_if(true, &doc);
+    }
     println!(
         "policy {} on {} ({} CPUs): {} events, mean {:.3} ms, max {:.3} ms per decision; target mean < {} ms: {}",
         args.policy,

@@ -1,7 +1,7 @@
 //! `cosched calibrate`: each job of a workload alone on this machine, for slowdown and NTT; with
 //! `--model`, the simulator's machine-specific constants from short runs of the bundled benchmarks.
 
-use super::run::MechanismArgs;
+use super::run::{IsolatedArgs, MechanismArgs};
 use crate::exit::JobsFailed;
 use cosched_core::topology::sysfs;
 use cosched_core::workload::Workload;
@@ -37,7 +37,8 @@ pub struct Args {
         conflicts_with = "model"
     )]
     workload: Option<PathBuf>,
-    /// Also run each job alone on one CPU, to measure how it scales here (for the simulator)
+    /// Also run each job alone on one CPU, to measure how it scales here (for `auto` and the
+    /// simulator; real runs add to what is known of it)
     #[arg(long, conflicts_with = "model")]
     scaling: bool,
     /// Fit the simulator's machine model on this machine instead of timing a workload's jobs
@@ -52,21 +53,26 @@ pub struct Args {
     out: Option<PathBuf>,
     #[command(flatten)]
     mechanism: MechanismArgs,
+    #[command(flatten)]
+    isolated: IsolatedArgs,
+    /// Print the medians (or with --model the fitted constants) as one JSON object instead of tables
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let Some(workload_path) = &args.workload else {
-        return super::calibrate_model::run(args.out.as_deref(), args.repeat);
+        return super::calibrate_model::run(args.out.as_deref(), args.repeat, args.json);
     };
     let workload = Workload::load(workload_path)?;
     let topology = sysfs::discover()?;
-    cosched_native::locate().map_err(anyhow::Error::msg)?;
+    cosched_native::locate()?;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!("calibrate-{}", workload.info.name))
     });
     let path = args
-        .mechanism
         .isolated
+        .file
         .clone()
         .unwrap_or_else(|| IsolatedTimes::default_path(workload_path));
     let mut times = IsolatedTimes::load(&path)?;
@@ -77,7 +83,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         topology.name,
         topology.num_cpus()
     );
+    let json = args.json;
     let mut print = |result: &Calibrated| match result {
+        _ if json => {}
         Calibrated::Time(t) => println!(
             "{:<24} {:>9.3} s  ({} threads)",
             t.job, t.seconds, t.threads
@@ -116,9 +124,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let mut failed = 0;
+    let mut json_widths = Vec::new();
     for ((what, _, _), results) in widths.iter().zip(&rounds) {
         let medians = median_over_rounds(results);
-        if args.repeat > 1 {
+        if json {
+            json_widths.push(serde_json::json!({
+                "alone_on": if what.starts_with("all") { "all CPUs" } else { "one CPU" },
+                "jobs": medians.iter().map(median_json).collect::<Vec<_>>(),
+            }));
+        } else if args.repeat > 1 {
             println!("median of {} runs alone on {what}:", args.repeat);
             for m in &medians {
                 report_median(m);
@@ -132,7 +146,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
     }
     times.save(&path)?;
-    println!("isolated times: {}", path.display());
+    if json {
+        let doc = serde_json::json!({
+            "isolated_times": path.display().to_string(),
+            "repeat": args.repeat,
+            "widths": json_widths,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("isolated times: {}", path.display());
+    }
     if failed > 0 {
         eprintln!(
             "{failed} job(s) failed alone (see above and {}); the times of the others are stored",
@@ -162,6 +185,20 @@ fn report_median(m: &Repeated) {
         m.high,
         spread * 100.0
     );
+}
+
+/// A job's median as JSON: seconds and threads with the range, or the error of a job that failed.
+fn median_json(m: &Repeated) -> serde_json::Value {
+    match &m.result {
+        Calibrated::Time(t) => serde_json::json!({
+            "job": t.job,
+            "seconds": t.seconds,
+            "threads": t.threads,
+            "low_seconds": m.low,
+            "high_seconds": m.high,
+        }),
+        Calibrated::Failed { job, error } => serde_json::json!({ "job": job, "error": error }),
+    }
 }
 
 /// Range over median beyond which a job's calibration runs are not trusted.

@@ -19,14 +19,14 @@ const BANDWIDTH_MB_PER_THREAD: usize = 64;
 /// LLC size to refill where the topology does not say, bytes.
 const DEFAULT_LLC_BYTES: u64 = 8 << 20;
 
-pub fn run(out: Option<&Path>, repeat: u32) -> anyhow::Result<()> {
+pub fn run(out: Option<&Path>, repeat: u32, json: bool) -> anyhow::Result<()> {
     let topology = sysfs::discover()?;
     let cpus = topology.num_cpus();
     anyhow::ensure!(
         cpus >= 2,
         "a machine model needs at least 2 CPUs (this one has {cpus}): a spinning team must be able to run on CPUs of its own"
     );
-    let bench = cosched_native::locate().map_err(anyhow::Error::msg)?;
+    let bench = cosched_native::locate()?;
     let team = cpus.min(u32::MAX as usize) as u32;
     let mut m = Measurements {
         team_threads: team,
@@ -64,6 +64,21 @@ the machine skews the figures",
     }
     std::fs::write(&path, model.to_toml())
         .with_context(|| format!("cannot write {}", path.display()))?;
+    if json {
+        let constants: serde_json::Map<String, serde_json::Value> = (model.fitted.iter())
+            .map(|(name, f)| {
+                let fitted = serde_json::json!({ "value": f.value, "low": f.low, "high": f.high });
+                (name.clone(), fitted)
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "model": path.display().to_string(),
+            "seconds": started.elapsed().as_secs_f64(),
+            "constants": constants,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
     println!("{:<20} {:>12} {:>25}", "constant", "value", "range");
     for (name, f) in &model.fitted {
         println!(

@@ -3,7 +3,8 @@
 
 use super::machine_model::{self, ModelArgs};
 use super::output::{default_results_dir, prepare_results_dir};
-use super::run::{progress_bar, show, MechanismArgs};
+use super::policy_list::PolicyName;
+use super::run::{progress_bar, show, IsolatedArgs, MechanismArgs};
 use crate::exit::JobsFailed;
 use anyhow::Context as _;
 use cosched_core::names::file_name_part;
@@ -27,7 +28,8 @@ use std::time::{Duration, Instant};
 simulates them with --sim) and prints one line per policy: makespan (and as % of BP's), mean and max \
 slowdown, ANTT, STP, Jain fairness, reconfigurations, failed jobs and executor overhead. Writes the \
 traces (<policy>.jsonl), each job's output (<policy>/), report.html with figures, jobs.csv, \
-policies.csv and results.json to the output directory; a job that fails is shown as failed, the \
+policies.csv, timeline.csv, results.json and metadata.json to the output directory (see `cosched \
+report --help`); a job that fails is shown as failed, the \
 others go on.\n\n\
 Real runs need each job's isolated time (alone on the whole machine) for slowdowns: those missing \
 from WORKLOAD.isolated.json are measured first and stored there (see `cosched calibrate`).\n\n\
@@ -40,9 +42,16 @@ pub struct Args {
     /// Workload file (TOML) [default: the bundled examples/default.toml, sized to this machine]
     #[arg(value_name = "WORKLOAD")]
     workload: Option<PathBuf>,
-    /// Policies to compare, comma-separated, in the order to run them [default: ue,bp,eq,ta,taco,gang,auto;
-    /// with only single-threaded jobs, the task-bag policies too (as `cosched sim`)]
-    #[arg(long, value_delimiter = ',', value_name = "P1,P2,...")]
+    /// Policies to compare, comma-separated, in the order to run them (`cosched policies` lists them)
+    /// [default: ue,bp,eq,ta,taco,gang,auto; with only single-threaded jobs, the task-bag policies too
+    /// (as `cosched sim`)]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "POLICY,...",
+        value_parser = PolicyName,
+        hide_possible_values = true
+    )]
     policy: Vec<String>,
     /// Simulate instead of running real processes
     #[arg(long)]
@@ -64,9 +73,12 @@ pub struct Args {
     /// Print the comparison and every run's summary as JSON (results.json) instead of a table
     #[arg(long)]
     json: bool,
-    /// Real runs only: how plans are enforced, and where isolated times live
+    /// Real runs only: how plans are enforced
     #[command(flatten)]
     mechanism: MechanismArgs,
+    /// Real runs only: where isolated times live
+    #[command(flatten)]
+    isolated: IsolatedArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -135,6 +147,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let policies = super::policies::chosen(&args.policy, &specs)?;
     let out = (args.out.clone()).unwrap_or_else(|| default_results_dir(&[&workload.info.name]));
     prepare_results_dir(&out, args.force)?;
+    let metadata = super::provenance::collect(&workload.jobs);
+    super::provenance::write(&out, &metadata)?;
     let (mut runs, incomplete) = match simulated_jobs {
         Some(jobs) => (
             compare_simulated(
@@ -157,10 +171,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )?,
     };
     disambiguate_labels(&mut runs);
-    let written = write_report(&runs, &out)?;
+    let written = write_report(&runs, &out, Some(&metadata))?;
     let rows = comparison(&runs);
     if args.json {
-        print!("{}", results_json(&runs, &rows));
+        print!("{}", results_json(&runs, &rows, Some(&metadata), &out));
     } else {
         print!("{}", text_table(&rows));
         println!("report: {}", written.html.display());
@@ -208,7 +222,7 @@ fn compare_real(
     out: &Path,
 ) -> anyhow::Result<(Vec<Run>, Option<cosched_linux::Error>)> {
     warn_if_busy();
-    cosched_native::locate().map_err(anyhow::Error::msg)?;
+    cosched_native::locate()?;
     let isolated = isolated_times(isolated_path, workload, topology, mechanism, out)?;
     eprintln!(
         "comparing {} ({} jobs) on {} ({} CPUs), real runs: {}",
@@ -363,7 +377,7 @@ fn bundled_workload() -> Workload {
 /// `--isolated`, else next to the workload file; the bundled workload's in the user's cache
 /// directory, since an installed cosched has no writable place of its own.
 fn isolated_path(args: &Args) -> PathBuf {
-    if let Some(path) = &args.mechanism.isolated {
+    if let Some(path) = &args.isolated.file {
         return path.clone();
     }
     if let Some(path) = &args.workload {

@@ -19,9 +19,14 @@ cosched daemon --config /etc/cosched/daemon.toml\n  \
 sudo systemctl enable --now cosched"
 )]
 pub struct Args {
-    /// Scheduling policy (`cosched sim --help` lists them) [default: the last one set, as the journal
+    /// Scheduling policy (`cosched policies` lists them) [default: the last one set, as the journal
     /// keeps it, else auto]
-    #[arg(long)]
+    #[arg(
+        long,
+        value_name = "POLICY",
+        value_parser = super::policy_list::PolicyName,
+        hide_possible_values = true
+    )]
     policy: Option<String>,
     /// Socket to listen on [default: by mode, see below]
     #[arg(long, value_name = "PATH")]
@@ -53,7 +58,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => DaemonConfig::default(),
     };
-    crate::allocator::serve_from_the_system_allocator();
     daemon::run(&DaemonOptions {
         socket: args.socket.unwrap_or(socket),
         state: args.state.unwrap_or(state),

@@ -226,19 +226,8 @@ pub fn state_name(state: JobState) -> &'static str {
 
 /// A Unix time as a local `YYYY-MM-DDTHH:MM:SS`, as `sacct` shows times (and `--since` reads them).
 fn local_time(unix: f64) -> String {
-    let seconds = unix as libc::time_t;
-    // SAFETY: tm is plain data that localtime_r fills in; both pointers are to locals.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&seconds, &mut tm) }.is_null() {
-        return format!("@{seconds}");
-    }
-    format!(
-        "{}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
+    jiff::Timestamp::from_second(unix as i64).map_or_else(
+        |_| format!("@{unix}"),
+        |t| jiff::tz::TimeZone::system().to_datetime(t).to_string(),
     )
 }

@@ -8,7 +8,10 @@ use std::io::{Read, Seek, SeekFrom, Write};
 /// Print a job's standard output (and with --stderr its standard error)
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  cosched logs 12\n  cosched logs 12 --follow\n  cosched logs 12 --stderr"
+    after_help = "With --json, each piece of output read is one JSON line: {\"id\": ID, \
+\"stream\": \"stdout\" or \"stderr\", \"text\": ...} (bytes that are not UTF-8 replaced by U+FFFD).\n\n\
+Examples:\n  cosched logs 12\n  cosched logs 12 --follow\n  cosched logs 12 --stderr\n  \
+cosched logs 12 --follow --json | jq -r .text"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -36,10 +39,12 @@ parent sent it",
         &job.stdout
     }
     .clone();
+    let stream = if args.stderr { "stderr" } else { "stdout" };
+    let json = args.client.json.then_some((job.id, stream));
     let mut offset = 0;
     let mut out = std::io::stdout();
     loop {
-        offset += copy_from(&path, offset, &mut out)?;
+        offset += copy_from(&path, offset, &mut out, json)?;
         if !args.follow || job.state.ended() {
             return Ok(());
         }
@@ -55,8 +60,14 @@ fn show(args: &Args) -> anyhow::Result<JobView> {
     }
 }
 
-/// Copies what `path` holds beyond `offset`; a log not created yet holds nothing.
-fn copy_from(path: &std::path::Path, offset: u64, out: &mut impl Write) -> anyhow::Result<u64> {
+/// Copies what `path` holds beyond `offset`, as it is or, given the job's id and stream, as one JSON
+/// line; a log not created yet holds nothing.
+fn copy_from(
+    path: &std::path::Path,
+    offset: u64,
+    out: &mut impl Write,
+    json: Option<(u64, &str)>,
+) -> anyhow::Result<u64> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -69,7 +80,15 @@ fn copy_from(path: &std::path::Path, offset: u64, out: &mut impl Write) -> anyho
     file.seek(SeekFrom::Start(offset))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
-    out.write_all(&bytes)?;
+    match json {
+        Some(_) if bytes.is_empty() => {}
+        Some((id, stream)) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let line = serde_json::json!({ "id": id, "stream": stream, "text": text });
+            writeln!(out, "{line}")?;
+        }
+        None => out.write_all(&bytes)?,
+    }
     out.flush()?;
     Ok(bytes.len() as u64)
 }

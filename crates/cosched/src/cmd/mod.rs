@@ -19,6 +19,8 @@ pub mod machine_model;
 pub mod output;
 pub mod policies;
 pub mod policy;
+pub mod policy_list;
+pub mod provenance;
 pub mod replay;
 pub mod report;
 pub mod run;

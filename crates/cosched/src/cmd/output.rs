@@ -40,6 +40,28 @@ fn holds_something(dir: &Path) -> bool {
 
 /// `YYYYMMDD-HHMMSS` in UTC for seconds since the epoch, for directory names that sort by time.
 fn utc_timestamp(secs: u64) -> String {
+    let (year, month, day, rem) = utc_date(secs);
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch.
+pub fn rfc3339_utc(secs: u64) -> String {
+    let (year, month, day, rem) = utc_date(secs);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The civil date in UTC of seconds since the epoch, and the seconds since that day's midnight.
+fn utc_date(secs: u64) -> (i64, i64, i64, u64) {
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -51,12 +73,7 @@ fn utc_timestamp(secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    (year, month, day, rem)
 }
 
 #[cfg(test)]
@@ -68,6 +85,7 @@ mod tests {
         assert_eq!(utc_timestamp(0), "19700101-000000");
         assert_eq!(utc_timestamp(951_782_400 + 3_723), "20000229-010203");
         assert_eq!(utc_timestamp(1_767_225_599), "20251231-235959");
+        assert_eq!(rfc3339_utc(951_782_400 + 3_723), "2000-02-29T01:02:03Z");
     }
 
     #[test]

@@ -14,7 +14,12 @@ Examples:\n  cosched policy\n  sudo cosched policy gang\n  sudo cosched policy t
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,
-    /// Switch to this policy
+    /// Switch to this policy (`cosched policies` lists them)
+    #[arg(
+        value_name = "POLICY",
+        value_parser = super::policy_list::PolicyName,
+        hide_possible_values = true
+    )]
     policy: Option<String>,
 }
 

@@ -9,10 +9,11 @@ use cosched_core::Policy;
 use cosched_sim::cluster::{self as replay, BatchMetrics, BatchPolicy, Coordination, NodeSharing};
 use cosched_sim::cluster::{ClusterOptions, Placement};
 use cosched_sim::swf::{self, SwfJob, SwfTrace};
+use flate2::bufread::GzDecoder;
 use serde::Serialize;
-use std::io::Write as _;
+use std::fs::File;
+use std::io::{BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 /// The node policy that lets each job have its nodes to itself.
@@ -22,7 +23,7 @@ const EXCLUSIVE: &str = "exclusive";
 /// nodes, a cosched policy inside each node
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Each job of TRACE (Standard Workload Format; .gz is read through gzip) \
+    after_help = "Each job of TRACE (Standard Workload Format; .gz is decompressed as it is read) \
 becomes a rigid job: its requested processors (allocated ones when unknown) for its recorded run time, \
 with its requested time as the estimate EASY reserves by. Jobs whose run time or size is unknown are \
 left out and counted. A job of P processors on nodes of C CPUs takes ceil(P/C) whole nodes.\n\n\
@@ -198,22 +199,23 @@ fn machine(args: &Args, trace: &SwfTrace) -> anyhow::Result<(String, Cluster)> {
 }
 
 fn read_trace(path: &Path) -> anyhow::Result<String> {
+    let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut text = String::new();
     if path.extension().is_some_and(|e| e == "gz") {
-        let output =
-            Command::new("gzip").arg("-dc").arg(path).output().context(
-                "cannot run gzip to read a .gz trace; install gzip or decompress it first",
-            )?;
-        if !output.status.success() {
-            bail!(
-                "gzip could not decompress {}: {}",
-                path.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        return String::from_utf8(output.stdout)
-            .with_context(|| format!("{} is not text once decompressed", path.display()));
+        GzDecoder::new(BufReader::new(file))
+            .read_to_string(&mut text)
+            .with_context(|| {
+                format!(
+                    "cannot decompress {} (is it a gzip file of text?)",
+                    path.display()
+                )
+            })?;
+    } else {
+        BufReader::new(file)
+            .read_to_string(&mut text)
+            .with_context(|| format!("cannot read {} (is it text?)", path.display()))?;
     }
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    Ok(text)
 }
 
 fn write_schedule(
@@ -223,7 +225,8 @@ fn write_schedule(
     schedules: &[Vec<Placement>],
 ) -> anyhow::Result<()> {
     let mut csv = String::from(
-        "job,submit,procs,run,estimate,start,end,wait,bounded_slowdown,node_policy,nodes\n",
+        "job_id,submit_s,procs_count,run_s,estimate_s,start_s,end_s,wait_s,bounded_slowdown_ratio,\
+node_policy,node_ids\n",
     );
     for (row, placements) in rows.iter().zip(schedules) {
         let policy = file_name_part(&row.node_policy);

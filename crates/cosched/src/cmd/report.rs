@@ -4,7 +4,8 @@ use anyhow::Context as _;
 use cosched_core::trace::read_trace;
 use cosched_report::window;
 use cosched_report::{
-    comparison, disambiguate_labels, label_experiments, text_table, write_report, Run,
+    comparison, disambiguate_labels, label_experiments, results_json, text_table, write_report,
+    Run, RunMetadata,
 };
 use std::fs::File;
 use std::io::BufReader;
@@ -15,11 +16,17 @@ use std::path::PathBuf;
 #[command(
     after_help = "Writes into DIR: report.html (one file, figures inlined), running-jobs.svg, \
 slowdown.svg, ntt.svg, partitions-<run>.svg, jobs.csv (one line per job and run), policies.csv (one \
-line per run) and results.json. Traces of different workloads or machines are refused unless \
---mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl\n  \
+line per run, with the metadata.json found beside the first trace: version, host, CPU model, kernel, \
+cgroup version, privileges, date, command line), timeline.csv (every job's state, CPUs and threads \
+whenever one changes) and results.json (trace paths relative to DIR). Every numeric CSV column ends \
+in its unit: _s seconds, _ms, _mib, _pct percent, _ratio a ratio of times (slowdown, NTT) or an \
+index of them (STP, fairness), _count, _threads, _cpus a CPU list (0-3,8), _id, _ids, _code an exit code. \
+An existing report.html is kept unless --force is given. Traces of different workloads or machines \
+are refused unless --mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl --force\n  \
 cosched report ue.jsonl taco.jsonl -o figures/\n  cosched report --since 1h        # the daemon's jobs of the last hour, into daemon-report/\n  \
-cosched report --since '2026-11-23 08:00' --until '2026-11-23 12:00' --state /var/lib/cosched\n  python3 -c \"import pandas; \
-print(pandas.read_csv('figures/jobs.csv'))\""
+cosched report --since '2026-11-23 08:00' --until '2026-11-23 12:00' --state /var/lib/cosched\n  \
+python3 -c \"import pandas; print(pandas.read_csv('figures/jobs.csv'))\"\n  \
+python3 examples/analysis.py figures/       # the main figures as PNG, with pandas and matplotlib"
 )]
 pub struct Args {
     /// Trace files (JSON Lines) written by `cosched run`, `cosched sim` or `cosched compare`
@@ -42,6 +49,12 @@ pub struct Args {
     /// Accept traces of different workloads or machines, each row labelled with its own
     #[arg(long)]
     mixed: bool,
+    /// Replace an earlier report in DIR
+    #[arg(long)]
+    force: bool,
+    /// Print the comparison and every run's summary as JSON (results.json) instead of a table
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -60,10 +73,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     label_experiments(&mut runs, args.mixed)?;
     disambiguate_labels(&mut runs);
+    let metadata = match &args.since {
+        Some(_) => None,
+        None => RunMetadata::load_from(&default_dir),
+    };
     let dir = args.out.unwrap_or(default_dir);
-    let written = write_report(&runs, &dir)?;
-    print!("{}", text_table(&comparison(&runs)));
-    println!("report: {}", written.html.display());
+    let earlier = dir.join("report.html");
+    anyhow::ensure!(
+        args.force || !earlier.exists(),
+        "{} already exists; choose another -o/--out, or add --force to replace it",
+        earlier.display()
+    );
+    let written = write_report(&runs, &dir, metadata.as_ref())?;
+    let rows = comparison(&runs);
+    if args.json {
+        print!("{}", results_json(&runs, &rows, metadata.as_ref(), &dir));
+    } else {
+        print!("{}", text_table(&rows));
+        println!("report: {}", written.html.display());
+    }
     Ok(())
 }
 
@@ -142,31 +170,13 @@ pub(super) fn when(text: &str, now: f64) -> anyhow::Result<f64> {
 
 /// `YYYY-MM-DD[ T]HH:MM[:SS]` in the local time zone, as Unix seconds.
 fn local_time(text: &str) -> Option<f64> {
-    let (date, time) = text.split_once([' ', 'T'])?;
-    let mut date = date.splitn(3, '-').map(|p| p.parse::<i32>().ok());
-    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
-    let mut time = time.splitn(3, ':').map(|p| p.parse::<i32>().ok());
-    let (hour, minute) = (time.next()??, time.next()??);
-    let second = time.next().unwrap_or(Some(0))?;
-    let valid = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
-        && (0..24).contains(&hour)
-        && (0..60).contains(&minute)
-        && (0..=60).contains(&second);
-    if !valid {
+    // A date alone would parse as its midnight; a window edge names its time of day.
+    if !text.contains([' ', 'T']) {
         return None;
     }
-    // SAFETY: tm is plain data; mktime reads it and normalises it in place.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    tm.tm_year = year - 1900;
-    tm.tm_mon = month - 1;
-    tm.tm_mday = day;
-    tm.tm_hour = hour;
-    tm.tm_min = minute;
-    tm.tm_sec = second;
-    tm.tm_isdst = -1;
-    let seconds = unsafe { libc::mktime(&mut tm) };
-    (seconds != -1).then_some(seconds as f64)
+    let civil: jiff::civil::DateTime = text.replacen(' ', "T", 1).parse().ok()?;
+    let instant = jiff::tz::TimeZone::system().to_timestamp(civil).ok()?;
+    Some(instant.as_second() as f64)
 }
 
 #[cfg(test)]
@@ -189,6 +199,7 @@ mod tests {
             "yesterday",
             "2026-13-01 10:00",
             "2026-11-23",
+            "2026-02-30 10:00",
         ] {
             assert!(when(bad, 0.0).is_err(), "{bad}");
         }

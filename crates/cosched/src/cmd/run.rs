@@ -1,6 +1,7 @@
 //! `cosched run`: run a workload's jobs for real on this machine under one policy.
 
 use super::output::{default_results_dir, prepare_results_dir};
+use super::policy_list::PolicyName;
 use crate::exit::JobsFailed;
 use anyhow::Context as _;
 use cosched_core::topology::sysfs;
@@ -18,7 +19,8 @@ use std::path::{Path, PathBuf};
 #[command(
     after_help = "Launches each job at its arrival time once the policy places it, keeps it on \
 the CPUs of its partition (cgroup cpuset or sched_setaffinity), freezes and thaws it for time slots, \
-and writes the trace (trace.jsonl), each job's stdout/stderr and a summary into the output directory. \
+and writes the trace (trace.jsonl), each job's stdout/stderr, the run's metadata (metadata.json: \
+version, host, kernel, command line, …) and a summary into the output directory. \
 Whatever ends cosched (Ctrl-C, SIGTERM, a crash, SIGKILL), no job stays frozen and no cgroup is left; \
 see docs/executor.md. Under sudo the jobs run as the invoking user. Exits with 1 when a job failed \
 (README, \"Exit status\").\n\n\
@@ -31,8 +33,14 @@ pub struct Args {
     /// Workload file (TOML; every job needs a `command`)
     #[arg(value_name = "WORKLOAD")]
     workload: PathBuf,
-    /// Policy to run (see `cosched sim --help` or docs/policies.md for the list)
-    #[arg(long, value_name = "P", default_value = cosched_policies::DEFAULT_POLICY)]
+    /// Policy to run (`cosched policies` lists them)
+    #[arg(
+        long,
+        value_name = "POLICY",
+        default_value = cosched_policies::DEFAULT_POLICY,
+        value_parser = PolicyName,
+        hide_possible_values = true
+    )]
     policy: String,
     /// Output directory [default: results/<workload>-<policy>-<UTC time>]
     #[arg(short, long, value_name = "DIR")]
@@ -45,8 +53,10 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     mechanism: MechanismArgs,
+    #[command(flatten)]
+    isolated: IsolatedArgs,
     /// Seconds between two measurements of every job
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     sample_interval: f64,
 }
 
@@ -58,13 +68,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--sample-interval must be a positive number of seconds"
     );
     let topology = sysfs::discover()?;
-    cosched_native::locate().map_err(anyhow::Error::msg)?;
+    cosched_native::locate()?;
     let out = (args.out.clone())
         .unwrap_or_else(|| default_results_dir(&[&workload.info.name, &args.policy]));
     prepare_results_dir(&out, args.force)?;
+    let metadata = super::provenance::collect(&workload.jobs);
+    super::provenance::write(&out, &metadata)?;
     let isolated_path = args
-        .mechanism
         .isolated
+        .file
         .clone()
         .unwrap_or_else(|| IsolatedTimes::default_path(&args.workload));
     let isolated = IsolatedTimes::load(&isolated_path)?;
@@ -109,7 +121,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|j| j.status == ExitStatus::Failed)
         .collect();
     if args.json {
-        print!("{}", results_json(&runs, &comparison(&runs)));
+        let rows = comparison(&runs);
+        print!("{}", results_json(&runs, &rows, Some(&metadata), &out));
         return JobsFailed::check(failed.len(), report.jobs.len());
     }
     print!("{}", text_table(&comparison(&runs)));
@@ -163,24 +176,25 @@ pub fn show(bar: &ProgressBar, p: &Progress) {
     ));
 }
 
-/// The options every real-run subcommand shares: how plans are enforced, and where isolated times live.
+/// How plans are enforced, for every subcommand that runs jobs for real.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct MechanismArgs {
     /// How jobs are kept on their CPUs: cgroup-v2, cgroup-v1 (cpuset) or affinity
     /// (sched_setaffinity, no privileges needed) [default: the first that works here, in that order]
-    #[arg(long, value_name = "M", value_parser = parse::<Placement>)]
+    #[arg(long, value_name = "MECHANISM")]
     pub mechanism: Option<Placement>,
     /// How jobs are stopped outside their time slots: cgroup-v2 (cgroup.freeze), cgroup-v1 (freezer)
     /// or signal (SIGSTOP/SIGCONT) [default: the placement's cgroup version, else the first that works]
-    #[arg(long, value_name = "F", value_parser = parse::<Freezer>)]
+    #[arg(long, value_name = "FREEZER")]
     pub freezer: Option<Freezer>,
-    /// Isolated times file [default: WORKLOAD with the extension .isolated.json]
-    #[arg(long, value_name = "FILE")]
-    pub isolated: Option<PathBuf>,
 }
 
-fn parse<T: std::str::FromStr<Err = String>>(text: &str) -> Result<T, String> {
-    text.parse()
+/// Where the jobs' isolated times live, for the subcommands that compute slowdowns of real runs.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct IsolatedArgs {
+    /// Isolated times file [default: WORKLOAD with the extension .isolated.json]
+    #[arg(long = "isolated", value_name = "FILE")]
+    pub file: Option<PathBuf>,
 }
 
 impl MechanismArgs {

@@ -42,9 +42,16 @@ pub struct Args {
     /// machine, as `cosched compare --sim`]
     #[arg(long, value_name = "PRESET|FILE|SYNTHETIC")]
     machine: Option<String>,
-    /// Policies to compare, comma-separated [default: the scenario's; else ue,bp,eq,ta,taco,gang,auto,
-    /// and with only single-threaded jobs the task-bag policies too, as `cosched compare`]
-    #[arg(long, value_name = "P[,P...]", value_delimiter = ',')]
+    /// Policies to compare, comma-separated (`cosched policies` lists them) [default: the scenario's;
+    /// else ue,bp,eq,ta,taco,gang,auto, and with only single-threaded jobs the task-bag policies too,
+    /// as `cosched compare`]
+    #[arg(
+        long,
+        value_name = "POLICY,...",
+        value_delimiter = ',',
+        value_parser = super::policy_list::PolicyName,
+        hide_possible_values = true
+    )]
     policy: Vec<String>,
     /// Number of generated workloads (consecutive seeds); scenarios with a [generator] or [[set]]s only
     #[arg(long, value_name = "N")]
@@ -90,6 +97,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut policies = super::policies::chosen(&named, &[])?;
     if let Some(dir) = &args.out {
         prepare_results_dir(dir, args.force)?;
+        // Simulated jobs run no command; the record says which build and command line made them.
+        super::provenance::write(dir, &super::provenance::collect(&[]))?;
     }
     let mut model = scenario
         .as_ref()

