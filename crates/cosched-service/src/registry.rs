@@ -593,4 +593,21 @@ mod tests {
         assert_eq!(registry.job(1).unwrap().state, JobState::Running);
         assert!(registry.take_overdue(1e9, 5.0).is_empty(), "no limit");
     }
+
+    #[test]
+    fn a_queued_job_says_whether_its_users_limit_or_the_cpus_hold_it() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for uid in [1000, 1000] {
+            let tracked = job(&registry, uid);
+            registry.enqueue(tracked);
+        }
+        assert_eq!(registry.pending_reason(0, 1), Some("resources"));
+        assert_eq!(taken(&mut registry, 1), [0]);
+        // Taken by the executor, not started: the policy has no CPUs for it yet.
+        assert_eq!(registry.pending_reason(0, 1), Some("resources"));
+        assert_eq!(registry.pending_reason(1, 1), Some("user_limit"));
+        assert_eq!(registry.pending_reason(1, 2), Some("resources"));
+        registry.mark_started(0, 100, 1, 2.0);
+        assert_eq!(registry.pending_reason(0, 1), None);
+    }
 }
