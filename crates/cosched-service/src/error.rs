@@ -27,6 +27,8 @@ pub enum ServiceError {
     BadThreads { min: u32, max: u32 },
     #[error("weight {0} must be a positive number")]
     BadWeight(f64),
+    #[error("job {0} is not the first element of an array of yours")]
+    NoSuchArray(u64),
     #[error("output file {pattern:?}: {why}")]
     BadOutputPattern { pattern: String, why: String },
     #[error("time limit {0} s: give from 1 s to 100 years; without --time a job has no limit")]

@@ -254,5 +254,6 @@ pub fn submission(command: &[&str]) -> Submission {
         time_limit: None,
         output: None,
         error: None,
+        array: None,
     }
 }

@@ -13,6 +13,8 @@ pub struct JobNames<'a> {
     pub id: u64,
     pub name: &'a str,
     pub user: &'a str,
+    /// The array's id and the job's index there, for an element of an array.
+    pub array: Option<(u64, u64)>,
 }
 
 /// `pattern` with its symbols replaced, relative to `cwd` when not absolute.
@@ -32,10 +34,14 @@ pub fn expand(pattern: &str, job: &JobNames, cwd: &Path) -> Result<PathBuf, Serv
             continue;
         }
         match chars.next() {
-            Some('j') | Some('A') => expanded.push_str(&job.id.to_string()),
+            Some('j') => expanded.push_str(&job.id.to_string()),
+            Some('A') => expanded.push_str(&job.array.map_or(job.id, |(a, _)| a).to_string()),
             Some('x') => expanded.push_str(job.name),
             Some('u') => expanded.push_str(job.user),
-            Some('a') => expanded.push_str(NO_ARRAY_INDEX),
+            Some('a') => match job.array {
+                Some((_, index)) => expanded.push_str(&index.to_string()),
+                None => expanded.push_str(NO_ARRAY_INDEX),
+            },
             Some('%') => expanded.push('%'),
             Some(other) => {
                 return Err(bad(&format!(
@@ -66,6 +72,7 @@ mod tests {
             id: 42,
             name: "lu",
             user: "ana",
+            array: None,
         };
         let cwd = Path::new("/home/ana/run");
         let path = |p: &str| expand(p, &job, cwd).unwrap();
@@ -73,6 +80,14 @@ mod tests {
         assert_eq!(path("/tmp/%u/%x.%j"), Path::new("/tmp/ana/lu.42"));
         assert_eq!(path("%A_%a"), Path::new("/home/ana/run/42_4294967294"));
         assert_eq!(path("100%%-%j"), Path::new("/home/ana/run/100%-42"));
+        let element = JobNames {
+            array: Some((40, 2)),
+            ..job
+        };
+        assert_eq!(
+            expand("%A_%a", &element, cwd).unwrap(),
+            Path::new("/home/ana/run/40_2")
+        );
         for bad in ["out-%q", "out-%", ""] {
             let message = expand(bad, &job, cwd).unwrap_err().to_string();
             assert!(message.contains("output"), "{bad}: {message}");

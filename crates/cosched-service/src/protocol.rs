@@ -105,6 +105,18 @@ pub struct Submission {
     /// Where standard error goes (`--error`); `None` with an `output`: the same file, as in Slurm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// An element of a job array (`submit --array`, `--each-line`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayElement>,
+}
+
+/// Where a job stands in its array: the array is named by the id of its first element, which
+/// the client learns when it submits that one (`of: None`) and names for the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayElement {
+    pub index: u64,
+    pub of: Option<u64>,
 }
 
 impl Submission {
@@ -133,6 +145,7 @@ impl Submission {
             time_limit: None,
             output: None,
             error: None,
+            array: None,
         }
     }
 }
@@ -275,6 +288,11 @@ pub struct JobView {
     /// `user_limit` (its user runs `limits.running_jobs_per_user` jobs already).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The array it belongs to (the id of its first element) and its index there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_index: Option<u64>,
 }
 
 impl JobView {
@@ -315,6 +333,8 @@ impl JobView {
             slowdown: None,
             time_limit: submission.time_limit,
             reason: None,
+            array_id: submission.array.map(|a| a.of.unwrap_or(id)),
+            array_index: submission.array.map(|a| a.index),
         }
     }
 

@@ -148,6 +148,7 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
         .then(|| crate::output_paths::user_name(peer.uid));
     let mut registry = shared.lock();
     check_queue(shared, &registry, peer.uid)?;
+    check_array(&registry, &submission, peer.uid)?;
     let id = registry.next_id();
     let t = now_unix();
     let (stdout, stderr) = output_files(shared, &submission, id, user.as_deref())?;
@@ -176,6 +177,18 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     Ok(Reply::Submitted { id })
 }
 
+/// A later element of an array names its first element, which must be the same user's and
+/// begin an array.
+fn check_array(registry: &Registry, s: &Submission, uid: u32) -> Result<(), ServiceError> {
+    let Some(first) = s.array.and_then(|a| a.of) else {
+        return Ok(());
+    };
+    match registry.job(first) {
+        Some(job) if job.uid == uid && job.array_id == Some(first) => Ok(()),
+        _ => Err(ServiceError::NoSuchArray(first)),
+    }
+}
+
 /// Where job `id` writes: the files its user named (Slurm's `-o`/`-e`; standard error to standard
 /// output's file unless named apart), else `<id>.stdout` and `<id>.stderr` in the state directory.
 /// `user`: the submitter's name, needed when the user named a file.
@@ -193,6 +206,7 @@ fn output_files(
         id,
         name: &s.name,
         user,
+        array: s.array.map(|a| (a.of.unwrap_or(id), a.index)),
     };
     let expand = |pattern: &str| crate::output_paths::expand(pattern, &job, &s.cwd);
     let stdout = match &s.output {
@@ -227,6 +241,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         time_limit: None,
         output: None,
         error: None,
+        array: None,
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;

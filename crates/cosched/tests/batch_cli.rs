@@ -1,6 +1,6 @@
 //! What users of a batch system expect from `cosched daemon`'s clients, run against a real daemon:
 //! exit statuses a script can rely on, time limits, output files named by the user, listings
-//! filtered as squeue filters them. Each test runs its own daemon on a socket
+//! filtered as squeue filters them, job arrays. Each test runs its own daemon on a socket
 //! and state directory of its own.
 
 use cosched_service::harness::{DaemonProcess, Launch};
@@ -424,5 +424,109 @@ fn output_files_named_by_the_user_are_opened_as_the_user() {
     let bad = as_nobody_in(&theirs, &socket, &["submit", "-o", "out-%q", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("%q"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
+}
+
+/// The ids `cosched submit ARGS…` printed, one a line.
+fn submitted_ids(out: &Output) -> Vec<u64> {
+    assert!(out.status.success(), "{}", stderr(out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+    let socket = daemon.socket.clone();
+    let print = "echo \"$COSCHED_ARRAY_TASK_ID ${SLURM_ARRAY_TASK_ID:-unset} ${COSCHED_ENTRY:-}\"";
+    let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["submit", "--socket"])
+        .arg(&socket)
+        .args([
+            "--array",
+            "1-4",
+            "-o",
+            "out-%A_%a.txt",
+            "--",
+            "sh",
+            "-c",
+            print,
+        ])
+        .env("SLURM_ARRAY_TASK_ID", "99")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let ids = submitted_ids(&out);
+    assert_eq!(ids.len(), 4);
+    let array = ids[0];
+    let ended = daemon.wait(ids.clone()).unwrap();
+    for (job, index) in ended.iter().zip(1..) {
+        assert_eq!(job.state, JobState::Done, "{job:?}");
+        assert_eq!((job.array_id, job.array_index), (Some(array), Some(index)));
+        let file = dir.path().join(format!("out-{array}_{index}.txt"));
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text.trim_end(),
+            format!("{index} unset"),
+            "{}",
+            file.display()
+        );
+    }
+    let shown = listed(&socket, &["--all", "--format", "id"]);
+    let shown: Vec<&str> = shown.iter().map(|r| r[0].as_str()).collect();
+    let expected: Vec<String> = (1..=4).map(|i| format!("{array}_{i}")).collect();
+    assert_eq!(shown, expected);
+
+    // One line, one job.
+    let lines = dir.path().join("inputs.txt");
+    std::fs::write(&lines, "alpha\nbeta\n").unwrap();
+    let out = cosched(
+        &socket,
+        &[
+            "submit",
+            "--each-line",
+            lines.to_str().unwrap(),
+            "-o",
+            dir.path().join("line-%a.txt").to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            print,
+        ],
+    );
+    let ids = submitted_ids(&out);
+    daemon.wait(ids).unwrap();
+    for (index, line) in ["alpha", "beta"].iter().enumerate() {
+        let text = std::fs::read_to_string(dir.path().join(format!("line-{index}.txt"))).unwrap();
+        assert_eq!(text.trim_end(), format!("{index} unset {line}"));
+    }
+
+    // Cancelled one element at a time, then as a whole.
+    let ids = submitted_ids(&cosched(
+        &socket,
+        &["submit", "--array", "0-4:2", "--", "sleep", "60"],
+    ));
+    assert_eq!(ids.len(), 3);
+    let array = ids[0];
+    let one = cosched(&socket, &["cancel", &format!("{array}_2")]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let ended = daemon.wait(vec![ids[1]]).unwrap();
+    assert_eq!(ended[0].state, JobState::Cancelled);
+    assert_eq!(show(&daemon, ids[0]).state, JobState::Running);
+    let all = cosched(&socket, &["cancel", &array.to_string()]);
+    assert!(all.status.success(), "{}", stderr(&all));
+    let ended = daemon.wait(vec![ids[0], ids[2]]).unwrap();
+    assert!(
+        ended.iter().all(|j| j.state == JobState::Cancelled),
+        "{ended:?}"
+    );
+
+    let bad = cosched(&socket, &["submit", "--array", "1-4%2", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("not supported"), "{}", stderr(&bad));
     daemon.stop().unwrap();
 }

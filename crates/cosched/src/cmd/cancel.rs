@@ -3,7 +3,8 @@
 
 use super::client::{unexpected, ClientArgs};
 use super::jobs::FilterArgs;
-use cosched_service::protocol::{Reply, Request};
+use anyhow::Context as _;
+use cosched_service::protocol::{JobView, Reply, Request};
 
 /// Cancel jobs: queued ones never start, running ones are killed
 #[derive(clap::Args, Debug)]
@@ -17,12 +18,25 @@ pub struct Args {
     client: ClientArgs,
     #[command(flatten)]
     filter: FilterArgs,
+    /// Job ids; an array's id cancels every element, ARRAY_INDEX one
     #[arg(required_unless_present_any = ["user", "state", "name", "since"])]
-    ids: Vec<u64>,
+    ids: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let mut ids = args.ids.clone();
+    let mut ids = Vec::new();
+    if !args.ids.is_empty() {
+        let listed = match args.client.request(Request::Jobs {
+            all: false,
+            filter: Default::default(),
+        })? {
+            Reply::Jobs { jobs } => jobs,
+            other => return Err(unexpected(other)),
+        };
+        for text in &args.ids {
+            ids.extend(chosen(text, &listed)?);
+        }
+    }
     if !args.filter.is_empty() {
         let mut filter = args.filter.filter()?;
         let me = nix::unistd::getuid().as_raw();
@@ -38,6 +52,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    ids.sort_unstable();
+    ids.dedup();
     match args.client.request(Request::Cancel { ids })? {
         Reply::Cancelled { ids } => {
             if !args
@@ -50,4 +66,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         other => Err(unexpected(other)),
     }
+}
+
+/// The ids `text` names among the jobs not ended: `ID` (with every element of the array it begins),
+/// or `ARRAY_INDEX`. An id that names nothing running is kept, for the daemon to say why.
+fn chosen(text: &str, listed: &[JobView]) -> anyhow::Result<Vec<u64>> {
+    let number = |s: &str| {
+        s.parse::<u64>()
+            .with_context(|| format!("{text}: write a job id, or ARRAY_INDEX for one element"))
+    };
+    if let Some((array, index)) = text.split_once('_') {
+        let (array, index) = (number(array)?, number(index)?);
+        return listed
+            .iter()
+            .find(|j| j.array_id == Some(array) && j.array_index == Some(index))
+            .map(|j| vec![j.id])
+            .with_context(|| {
+                format!("{text}: no element {index} of array {array} is queued or running")
+            });
+    }
+    let id = number(text)?;
+    let ids: Vec<u64> = listed
+        .iter()
+        .filter(|j| j.id == id || j.array_id == Some(id))
+        .map(|j| j.id)
+        .collect();
+    Ok(if ids.is_empty() { vec![id] } else { ids })
 }

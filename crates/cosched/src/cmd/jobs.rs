@@ -11,7 +11,7 @@ use std::collections::HashMap;
 #[command(
     after_help = "States: pending (not started; `reason` says why), running, suspended \
 (running, frozen between its slots), done, failed, cancelled, timeout.\n\n\
-Fields for --format: id, name, user, uid, state, reason, cpus, threads, elapsed, time_limit, \
+Fields for --format: id (ARRAY_INDEX for an element of an array), job_id, name, user, uid, state, reason, cpus, threads, elapsed, time_limit, \
 submitted, started, finished, exit_code, error, slowdown, labels.\n\n\
 Examples:\n  cosched jobs\n  cosched jobs --user ana --state running,suspended\n  \
 cosched jobs --all --since 1h --format id,name,state,elapsed,exit_code\n  \
@@ -175,7 +175,11 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let time = |t: Option<f64>| or_dash(t.map(local_time));
     Ok(match field {
-        "id" => job.id.to_string(),
+        "id" => match (job.array_id, job.array_index) {
+            (Some(array), Some(index)) => format!("{array}_{index}"),
+            _ => job.id.to_string(),
+        },
+        "job_id" => job.id.to_string(),
         "name" => job.name.clone(),
         "user" => names.name(job.uid),
         "uid" => job.uid.to_string(),

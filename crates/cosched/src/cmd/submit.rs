@@ -4,7 +4,7 @@ use super::client::{unexpected, ClientArgs};
 use anyhow::Context as _;
 use cosched_core::workload::Workload;
 use cosched_core::{JobHints, JobKind};
-use cosched_service::protocol::{JobView, Reply, Request, Submission};
+use cosched_service::protocol::{ArrayElement, JobView, Reply, Request, Submission};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -17,6 +17,8 @@ Examples:\n  cosched submit -- ./solver --size 4096\n  \
 cosched submit --name lu --threads 2:16 --kind moldable -- ./lu\n  \
 cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
 cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
+cosched submit --array 1-100:2 -o run-%A_%a.out -- ./sweep\n  \
+cosched submit --each-line inputs.txt -- sh -c './solve \"$COSCHED_ENTRY\"'\n  \
 cosched submit examples/default.toml"
 )]
 pub struct Args {
@@ -36,6 +38,19 @@ pub struct Args {
     /// Standard error to FILE, with -o's symbols [default: -o's file when -o is given]
     #[arg(short = 'e', long, value_name = "FILE")]
     error: Option<String>,
+    /// A job array (as sbatch): one job per index of FIRST-LAST[:STEP], comma-separated, each
+    /// with COSCHED_ARRAY_TASK_ID set; the array's id is its first job's
+    #[arg(
+        short = 'a',
+        long,
+        value_name = "INDEXES",
+        conflicts_with = "each_line"
+    )]
+    array: Option<String>,
+    /// One job per line of FILE (as HyperQueue), with COSCHED_ENTRY set to the line and
+    /// COSCHED_ARRAY_TASK_ID to its number from 0
+    #[arg(long, value_name = "FILE")]
+    each_line: Option<PathBuf>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
     #[arg(long)]
@@ -129,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             time_limit: None,
             output: None,
             error: None,
+            array: None,
         }],
     };
     for submission in &mut submissions {
@@ -136,8 +152,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         submission.output = args.output.clone();
         submission.error = args.error.clone();
     }
-    let mut ids = Vec::new();
-    for submission in submissions {
+    let elements = match (&args.array, &args.each_line) {
+        (Some(spec), _) => array_indexes(spec)?
+            .into_iter()
+            .map(|i| (i, None))
+            .collect(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("--each-line {}", file.display()))?
+            .lines()
+            .enumerate()
+            .map(|(i, line)| (i as u64, Some(line.to_string())))
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    if !elements.is_empty() {
+        let [single] = <[Submission; 1]>::try_from(submissions).map_err(|_| {
+            anyhow::anyhow!("--array and --each-line take a command, not a workload")
+        })?;
+        submissions = elements
+            .into_iter()
+            .map(|(index, entry)| array_element(&single, index, entry))
+            .collect();
+    }
+    let mut ids: Vec<u64> = Vec::new();
+    for mut submission in submissions {
+        // The array is named by its first job's id, known once that one is in.
+        if let (Some(element), Some(&first)) = (submission.array.as_mut(), ids.first()) {
+            element.of = Some(first);
+        }
         match args.client.request(Request::Submit(submission))? {
             Reply::Submitted { id } => ids.push(id),
             other => return Err(unexpected(other)),
@@ -155,6 +197,66 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let jobs = super::wait::wait_for(&args.client, ids)?;
     args.client.print_json(&jobs);
     exit_with_first_failure(&jobs)
+}
+
+/// The most elements one array may have.
+const MAX_ARRAY: usize = 10_000;
+
+/// The indexes of an sbatch `--array`: `FIRST-LAST[:STEP]` or `N`, comma-separated.
+fn array_indexes(spec: &str) -> anyhow::Result<Vec<u64>> {
+    let hint = "write FIRST-LAST[:STEP] or N, comma-separated (1-100, 0-30:10, 1,5,9)";
+    anyhow::ensure!(
+        !spec.contains('%'),
+        "--array {spec}: a %MAX of elements run at once is not supported; without it all may run"
+    );
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .with_context(|| format!("--array {spec}: {s:?} is not a whole number; {hint}"))
+    };
+    let mut indexes = Vec::new();
+    for part in spec.split(',') {
+        let (range, step) = match part.split_once(':') {
+            Some((range, step)) => (range, number(step)?),
+            None => (part, 1),
+        };
+        anyhow::ensure!(step > 0, "--array {spec}: a STEP of 0; {hint}");
+        let (first, last) = match range.split_once('-') {
+            Some((first, last)) => (number(first)?, number(last)?),
+            None => (number(range)?, number(range)?),
+        };
+        anyhow::ensure!(
+            first <= last,
+            "--array {spec}: {first} is after {last}; {hint}"
+        );
+        let mut index = first;
+        while index <= last {
+            indexes.push(index);
+            anyhow::ensure!(
+                indexes.len() <= MAX_ARRAY,
+                "--array {spec}: more than {MAX_ARRAY} elements"
+            );
+            index += step;
+        }
+    }
+    Ok(indexes)
+}
+
+/// Element `index` of an array of `job`: its index (and line) in its environment, and Slurm's
+/// own array variables gone, so that a program that reads them does not take Slurm's for cosched's.
+fn array_element(job: &Submission, index: u64, entry: Option<String>) -> Submission {
+    let mut element = job.clone();
+    element
+        .env
+        .retain(|key, _| !key.starts_with("SLURM_ARRAY_"));
+    element
+        .env
+        .insert("COSCHED_ARRAY_TASK_ID".into(), index.to_string());
+    if let Some(line) = entry {
+        element.env.insert("COSCHED_ENTRY".into(), line);
+    }
+    element.array = Some(ArrayElement { index, of: None });
+    element
 }
 
 /// Ends the process with the status of the first job that did not succeed.
@@ -196,6 +298,7 @@ fn from_workload(
                 time_limit: None,
                 output: None,
                 error: None,
+                array: None,
             }
         })
         .collect())
