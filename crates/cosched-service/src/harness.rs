@@ -255,5 +255,6 @@ pub fn submission(command: &[&str]) -> Submission {
         output: None,
         error: None,
         array: None,
+        dependency: Vec::new(),
     }
 }

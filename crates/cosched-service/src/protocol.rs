@@ -108,6 +108,50 @@ pub struct Submission {
     /// An element of a job array (`submit --array`, `--each-line`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<ArrayElement>,
+    /// Jobs that must end first, and how (Slurm's `--dependency`); all must be met.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependency: Vec<Dependency>,
+}
+
+/// A job this one waits for (Slurm's `afterok`, `afterany`, `afternotok`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dependency {
+    pub after: After,
+    pub id: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum After {
+    /// Once it has ended done (exit 0).
+    Ok,
+    /// Once it has ended, however.
+    Any,
+    /// Once it has ended other than done.
+    NotOk,
+}
+
+impl Dependency {
+    /// Whether a job that ended in `state` meets it.
+    pub fn met_by(&self, state: JobState) -> bool {
+        match self.after {
+            After::Any => true,
+            After::Ok => state == JobState::Done,
+            After::NotOk => state != JobState::Done,
+        }
+    }
+}
+
+impl std::fmt::Display for Dependency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let after = match self.after {
+            After::Ok => "afterok",
+            After::Any => "afterany",
+            After::NotOk => "afternotok",
+        };
+        write!(f, "{after}:{}", self.id)
+    }
 }
 
 /// Where a job stands in its array: the array is named by the id of its first element, which
@@ -146,6 +190,7 @@ impl Submission {
             output: None,
             error: None,
             array: None,
+            dependency: Vec::new(),
         }
     }
 }
@@ -284,8 +329,9 @@ pub struct JobView {
     /// Seconds it may run ([`Submission::time_limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<u64>,
-    /// Why a queued job has not started: `resources` (the policy has no CPUs for it yet) or
-    /// `user_limit` (its user runs `limits.running_jobs_per_user` jobs already).
+    /// Why a queued job has not started: `dependency` (a job it depends on has not ended),
+    /// `resources` (the policy has no CPUs for it yet) or `user_limit` (its user runs
+    /// `limits.running_jobs_per_user` jobs already).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The array it belongs to (the id of its first element) and its index there.

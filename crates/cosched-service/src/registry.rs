@@ -63,6 +63,13 @@ pub struct Incoming {
     pub adopt: Option<Adopt>,
 }
 
+/// Where a queued job's dependencies stand.
+enum Dependencies {
+    Met,
+    Waiting,
+    Never(String),
+}
+
 /// What cancelling a job did.
 pub enum Cancelled {
     /// The executor has it: it is to kill it.
@@ -97,6 +104,10 @@ pub struct Registry {
     takeable: bool,
     /// Running jobs to kill.
     cancelled: Vec<u64>,
+    /// Whether a queued job waits for others to end: then each end may let it start.
+    dependents_held: bool,
+    /// Queued jobs whose dependencies can no longer be met, with why, to be cancelled.
+    unsatisfiable: Vec<(u64, String)>,
     /// Running jobs with a time limit, not yet killed for it.
     limited: Vec<u64>,
     /// Processes that joined a job (further tasks of its Slurm step), not yet handed to the executor.
@@ -119,6 +130,8 @@ impl Registry {
             incoming: VecDeque::new(),
             takeable: false,
             cancelled: Vec::new(),
+            dependents_held: false,
+            unsatisfiable: Vec::new(),
             limited: Vec::new(),
             joins: Vec::new(),
             policy,
@@ -218,6 +231,9 @@ impl Registry {
         if job.view.state != JobState::Queued {
             return None;
         }
+        if matches!(self.dependencies_of(id), Dependencies::Waiting) {
+            return Some("dependency");
+        }
         let held = job.submission.is_some()
             && job.adopt.is_none()
             && job.view.uid != 0
@@ -257,7 +273,21 @@ impl Registry {
         }
         let ids: Vec<u64> = self.incoming.drain(..).collect();
         let mut taken = Vec::with_capacity(ids.len());
+        self.dependents_held = false;
         for id in ids {
+            match self.dependencies_of(id) {
+                Dependencies::Met => {}
+                Dependencies::Waiting => {
+                    self.dependents_held = true;
+                    self.incoming.push_back(id);
+                    continue;
+                }
+                Dependencies::Never(why) => {
+                    self.unsatisfiable.push((id, why));
+                    self.incoming.push_back(id);
+                    continue;
+                }
+            }
             let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
@@ -283,6 +313,35 @@ impl Registry {
             });
         }
         taken
+    }
+
+    /// Whether the jobs queued job `id` depends on have ended as it asks.
+    fn dependencies_of(&self, id: u64) -> Dependencies {
+        let Some(submission) = self.jobs.get(&id).and_then(|j| j.submission.as_ref()) else {
+            return Dependencies::Met;
+        };
+        for dependency in &submission.dependency {
+            let Some(job) = self.jobs.get(&dependency.id) else {
+                return Dependencies::Never(format!("{dependency}: job forgotten"));
+            };
+            let view = &job.view;
+            if !view.state.ended() || view.finished.is_none() {
+                return Dependencies::Waiting;
+            }
+            if !dependency.met_by(view.state) {
+                let state = format!("{:?}", view.state).to_lowercase();
+                return Dependencies::Never(format!(
+                    "dependency {dependency} never satisfied: job {} ended {state}",
+                    dependency.id
+                ));
+            }
+        }
+        Dependencies::Met
+    }
+
+    /// Queued jobs found, at the last take, never to be able to start, with why.
+    pub fn take_unsatisfiable(&mut self) -> Vec<(u64, String)> {
+        std::mem::take(&mut self.unsatisfiable)
     }
 
     /// Jobs not yet handed to the executor.
@@ -393,8 +452,9 @@ impl Registry {
             let load = self.users.entry(job.view.uid).or_default();
             load.running -= 1;
             may_start = load.queued > 0;
-            self.takeable |= may_start;
         }
+        may_start |= self.dependents_held;
+        self.takeable |= may_start;
         job.submission = None;
         self.limited.retain(|&limited| limited != id);
         // Killed like a cancelled job, but for its time limit: say so, as a kill.

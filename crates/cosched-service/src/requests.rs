@@ -149,6 +149,18 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     let mut registry = shared.lock();
     check_queue(shared, &registry, peer.uid)?;
     check_array(&registry, &submission, peer.uid)?;
+    for dependency in &submission.dependency {
+        match registry.job(dependency.id) {
+            Some(job) if job.uid == peer.uid || peer.uid == 0 => {}
+            Some(job) => {
+                return Err(ServiceError::NotOwner {
+                    id: dependency.id,
+                    owner: job.uid,
+                })
+            }
+            None => return Err(ServiceError::NoSuchJob(dependency.id)),
+        }
+    }
     let id = registry.next_id();
     let t = now_unix();
     let (stdout, stderr) = output_files(shared, &submission, id, user.as_deref())?;
@@ -242,6 +254,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         output: None,
         error: None,
         array: None,
+        dependency: Vec::new(),
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;

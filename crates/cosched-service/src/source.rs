@@ -41,7 +41,31 @@ impl JobSource for DaemonSource {
     fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob> {
         self.shared.clear_wake();
         let running_per_user = self.shared.config.limits.running_jobs_per_user;
-        let taken = self.shared.lock().take_incoming(running_per_user);
+        let mut registry = self.shared.lock();
+        let taken = registry.take_incoming(running_per_user);
+        let unsatisfiable = registry.take_unsatisfiable();
+        let mut last = None;
+        for (id, why) in unsatisfiable {
+            // Cancelled as `cosched cancel` cancels a queued job, with the reason as its error.
+            let t = now_unix();
+            last = self.append(Entry::Cancelled { id, t }).or(last);
+            last = self
+                .append(Entry::Finished {
+                    id,
+                    t: Some(t),
+                    ok: false,
+                    exit_code: None,
+                    error: Some(why.clone()),
+                })
+                .or(last);
+            registry.cancel(id);
+            registry.finish(id, Some(t), false, None, Some(why));
+        }
+        drop(registry);
+        if last.is_some() {
+            self.sync(last);
+            self.shared.notify_ended();
+        }
         taken
             .into_iter()
             .map(|job| {

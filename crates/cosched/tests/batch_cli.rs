@@ -1,6 +1,6 @@
 //! What users of a batch system expect from `cosched daemon`'s clients, run against a real daemon:
 //! exit statuses a script can rely on, time limits, output files named by the user, listings
-//! filtered as squeue filters them, job arrays. Each test runs its own daemon on a socket
+//! filtered as squeue filters them, job arrays and dependencies. Each test runs its own daemon on a socket
 //! and state directory of its own.
 
 use cosched_service::harness::{DaemonProcess, Launch};
@@ -528,5 +528,72 @@ fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
     let bad = cosched(&socket, &["submit", "--array", "1-4%2", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("not supported"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn a_dependent_job_waits_pending_and_one_whose_dependency_fails_is_cancelled_saying_why() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+    let socket = daemon.socket.clone();
+    let first = submitted_id(&cosched(&socket, &["submit", "--", "sleep", "2"]));
+    let after_first = format!("afterok:{first}");
+    let then = submitted_id(&cosched(
+        &socket,
+        &["submit", "-d", &after_first, "--", "true"],
+    ));
+    let rows = listed(&socket, &["--format", "job_id,state,reason"]);
+    assert!(
+        rows.contains(&vec![
+            then.to_string(),
+            "pending".into(),
+            "dependency".into()
+        ]),
+        "{rows:?}"
+    );
+    let failing = submitted_id(&cosched(&socket, &["submit", "--", "sh", "-c", "exit 1"]));
+    let never = submitted_id(&cosched(
+        &socket,
+        &[
+            "submit",
+            "--dependency",
+            &format!("afterok:{failing}"),
+            "--",
+            "true",
+        ],
+    ));
+    let on_failure = submitted_id(&cosched(
+        &socket,
+        &[
+            "submit",
+            "--dependency",
+            &format!("afternotok:{failing},afterany:{first}"),
+            "--",
+            "true",
+        ],
+    ));
+    let ended = daemon.wait(vec![first, then, never, on_failure]).unwrap();
+    assert_eq!(ended[0].state, JobState::Done);
+    assert_eq!(ended[1].state, JobState::Done, "{:?}", ended[1]);
+    assert!(
+        ended[1].started.unwrap() >= ended[0].finished.unwrap(),
+        "started before its dependency ended: {:?}",
+        ended[1]
+    );
+    assert_eq!(ended[2].state, JobState::Cancelled, "{:?}", ended[2]);
+    let why = ended[2].error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains(&format!("afterok:{failing}")) && why.contains("never satisfied"),
+        "{why}"
+    );
+    assert!(ended[2].started.is_none());
+    assert_eq!(ended[3].state, JobState::Done, "{:?}", ended[3]);
+
+    let bad = cosched(&socket, &["submit", "-d", "afterok:999", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("no job 999"), "{}", stderr(&bad));
+    let bad = cosched(&socket, &["submit", "-d", "after:1", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
     daemon.stop().unwrap();
 }

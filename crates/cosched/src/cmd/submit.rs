@@ -4,7 +4,9 @@ use super::client::{unexpected, ClientArgs};
 use anyhow::Context as _;
 use cosched_core::workload::Workload;
 use cosched_core::{JobHints, JobKind};
-use cosched_service::protocol::{ArrayElement, JobView, Reply, Request, Submission};
+use cosched_service::protocol::{
+    After, ArrayElement, Dependency, JobView, Reply, Request, Submission,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -18,6 +20,7 @@ cosched submit --name lu --threads 2:16 --kind moldable -- ./lu\n  \
 cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
 cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
 cosched submit --array 1-100:2 -o run-%A_%a.out -- ./sweep\n  \
+cosched submit -d afterok:12:13 -- ./postprocess\n  \
 cosched submit --each-line inputs.txt -- sh -c './solve \"$COSCHED_ENTRY\"'\n  \
 cosched submit examples/default.toml"
 )]
@@ -51,6 +54,11 @@ pub struct Args {
     /// COSCHED_ARRAY_TASK_ID to its number from 0
     #[arg(long, value_name = "FILE")]
     each_line: Option<PathBuf>,
+    /// Start only after other jobs end (as sbatch): afterok:ID[:ID…] (each done),
+    /// afterany:ID (ended however), afternotok:ID (ended failed, cancelled or timed out),
+    /// comma-separated; one that can no longer be met cancels the job
+    #[arg(short = 'd', long, value_name = "TYPE:ID,…")]
+    dependency: Option<String>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
     #[arg(long)]
@@ -145,9 +153,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             output: None,
             error: None,
             array: None,
+            dependency: Vec::new(),
         }],
     };
+    let dependency = match &args.dependency {
+        Some(text) => dependencies(text)?,
+        None => Vec::new(),
+    };
     for submission in &mut submissions {
+        submission.dependency = dependency.clone();
         submission.time_limit = time_limit;
         submission.output = args.output.clone();
         submission.error = args.error.clone();
@@ -197,6 +211,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let jobs = super::wait::wait_for(&args.client, ids)?;
     args.client.print_json(&jobs);
     exit_with_first_failure(&jobs)
+}
+
+/// sbatch's `--dependency` list: `afterok:ID[:ID…]`, `afterany:…`, `afternotok:…`, comma-separated.
+fn dependencies(text: &str) -> anyhow::Result<Vec<Dependency>> {
+    let hint = "write afterok:ID[:ID…], afterany:ID or afternotok:ID, comma-separated";
+    let mut all = Vec::new();
+    for part in text.split(',') {
+        let mut fields = part.trim().split(':');
+        let after = match fields.next().unwrap_or_default() {
+            "afterok" => After::Ok,
+            "afterany" => After::Any,
+            "afternotok" => After::NotOk,
+            other => {
+                anyhow::bail!("--dependency {text}: {other:?} is not a kind cosched knows; {hint}")
+            }
+        };
+        let ids: Vec<&str> = fields.collect();
+        anyhow::ensure!(!ids.is_empty(), "--dependency {text}: no job id; {hint}");
+        for id in ids {
+            let id = id
+                .parse::<u64>()
+                .with_context(|| format!("--dependency {text}: {id:?} is not a job id; {hint}"))?;
+            all.push(Dependency { after, id });
+        }
+    }
+    Ok(all)
 }
 
 /// The most elements one array may have.
@@ -299,6 +339,7 @@ fn from_workload(
                 output: None,
                 error: None,
                 array: None,
+                dependency: Vec::new(),
             }
         })
         .collect())
