@@ -9,10 +9,10 @@ use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
 use nix::unistd::{chdir, setgid, setgroups, setuid, Gid, Uid};
 use std::collections::BTreeMap;
-use std::ffi::{CString, OsString};
+use std::ffi::{CStr, CString, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -104,6 +104,29 @@ pub fn placement_env(job: u32, cpus: &CpuSet) -> Vec<(String, OsString)> {
     ]
 }
 
+/// Where a job's standard output or error goes.
+pub enum Output {
+    /// A file the executor opened.
+    File(File),
+    /// A path the job's user named: opened (created, truncated) by the job's own process once it
+    /// runs as that user, so that it reaches only what the user may write.
+    AsUser(PathBuf),
+}
+
+impl Output {
+    /// What the child starts with, and the path it is to open itself, if any.
+    fn split(self) -> io::Result<(Stdio, Option<(PathBuf, CString)>)> {
+        match self {
+            Output::File(file) => Ok((file.into(), None)),
+            Output::AsUser(path) => {
+                let c_path = CString::new(path.as_os_str().as_bytes())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                Ok((Stdio::null(), Some((path, c_path))))
+            }
+        }
+    }
+}
+
 /// Everything needed to start one job.
 pub struct Launch<'a> {
     pub command: &'a [String],
@@ -111,8 +134,8 @@ pub struct Launch<'a> {
     pub placeholders: &'a Placeholders,
     /// Extra environment set by the executor (OMP_NUM_THREADS, COSCHED_CONTROL, LD_PRELOAD).
     pub executor_env: Vec<(String, OsString)>,
-    pub stdout: File,
-    pub stderr: File,
+    pub stdout: Output,
+    pub stderr: Output,
     /// `cgroup.procs` files the process joins before exec.
     pub join: Vec<PathBuf>,
     /// CPU mask set before exec (affinity placement).
@@ -135,6 +158,8 @@ enum Step {
     SetCpus = 2,
     BecomeUser = 3,
     EnterDirectory = 4,
+    OpenStdout = 5,
+    OpenStderr = 6,
 }
 
 impl Step {
@@ -144,6 +169,8 @@ impl Step {
             Step::SetCpus,
             Step::BecomeUser,
             Step::EnterDirectory,
+            Step::OpenStdout,
+            Step::OpenStderr,
         ]
         .into_iter()
         .find(|s| *s as u8 == byte)
@@ -163,12 +190,16 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
     let (program, rest) = args
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the job has no command"))?;
+    let (stdout, stdout_path) = launch.stdout.split()?;
+    let (stderr, stderr_path) = launch.stderr.split()?;
+    let stdout_c = stdout_path.as_ref().map(|(_, c)| c.clone());
+    let stderr_c = stderr_path.as_ref().map(|(_, c)| c.clone());
     let mut command = Command::new(program);
     command
         .args(rest)
         .stdin(Stdio::null())
-        .stdout(launch.stdout)
-        .stderr(launch.stderr)
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0);
     if launch.clear_env {
         command.env_clear();
@@ -237,6 +268,21 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         if let Some(dir) = &cwd {
             chdir(dir.as_c_str()).map_err(|e| fail(Step::EnterDirectory)(e.into()))?;
         }
+        let stdout = stdout_c.as_deref();
+        let stderr = stderr_c.as_deref();
+        if let Some(path) = stdout {
+            open_onto(path, libc::STDOUT_FILENO).map_err(|e| fail(Step::OpenStdout)(e.into()))?;
+        }
+        match stderr {
+            // One file for both, as Slurm's `-o` alone gives.
+            Some(path) if Some(path) == stdout => {
+                nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)
+                    .map_err(|e| fail(Step::OpenStderr)(e.into()))?;
+            }
+            Some(path) => open_onto(path, libc::STDERR_FILENO)
+                .map_err(|e| fail(Step::OpenStderr)(e.into()))?,
+            None => {}
+        }
         Ok(())
     };
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system calls
@@ -261,10 +307,29 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
                 "cannot enter the working directory {}{as_user}",
                 launch.cwd.as_deref().unwrap_or(Path::new("")).display()
             ),
+            Some(Step::OpenStdout) => output_error(&stdout_path, "standard output", &as_user),
+            Some(Step::OpenStderr) => output_error(&stderr_path, "standard error", &as_user),
             None => format!("cannot start {program}"),
         };
         io::Error::new(e.kind(), format!("{what}: {e}"))
     })
+}
+
+/// In the child, once it is the job's user: opens (creates, truncates) `path` as descriptor
+/// `target`, left open across exec.
+fn open_onto(path: &CStr, target: RawFd) -> nix::Result<()> {
+    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::open(path, flags, Mode::from_bits_truncate(0o644))?;
+    nix::unistd::dup2(fd, target)?;
+    nix::unistd::close(fd)
+}
+
+fn output_error(path: &Option<(PathBuf, CString)>, stream: &str, as_user: &str) -> String {
+    let path = path.as_ref().map_or(Path::new(""), |(p, _)| p.as_path());
+    format!(
+        "cannot open {} for the job's {stream}{as_user}",
+        path.display()
+    )
 }
 
 /// Writing "0" to `cgroup.procs` moves the writing process into that cgroup.
@@ -333,8 +398,8 @@ mod tests {
             env: Box::leak(Box::default()),
             placeholders,
             executor_env: Vec::new(),
-            stdout: file(),
-            stderr: file(),
+            stdout: Output::File(file()),
+            stderr: Output::File(file()),
             join: Vec::new(),
             mask: None,
             interleave: None,

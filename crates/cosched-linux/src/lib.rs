@@ -44,8 +44,8 @@ mod watchdog;
 pub use calibrate::{calibrate, median_over_rounds, Repeated};
 pub use enforce::{Members, ProcessTable};
 pub use executor::{
-    execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, Progress, RunOptions,
-    RunReport, RunSetup, RunStats, WorkloadReplay,
+    execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, OpenedAsUser, Progress,
+    RunOptions, RunReport, RunSetup, RunStats, WorkloadReplay,
 };
 pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes, ObservedProgram};
 pub use launch::InvokingUser;

@@ -1,6 +1,6 @@
 //! The daemon's configuration file (`/etc/cosched/daemon.toml` for a system daemon, or the file
-//! `--config` names): per-user limits, what users see of each other's jobs, and how long finished
-//! jobs are kept. Every key is optional; an unknown key is an error, so that a typo is not silently
+//! `--config` names): per-user limits, what users see of each other's jobs, how long finished
+//! jobs are kept, and how jobs past their time limit are ended. Every key is optional; an unknown key is an error, so that a typo is not silently
 //! ignored. `docs/service.md` lists the keys and their defaults.
 
 use serde::Deserialize;
@@ -16,6 +16,7 @@ pub struct DaemonConfig {
     pub limits: Limits,
     pub privacy: Privacy,
     pub history: History,
+    pub jobs: Jobs,
 }
 
 /// What one user may hold of the daemon at once. Root is held to none of them, and has connections
@@ -74,6 +75,23 @@ impl Default for History {
     fn default() -> History {
         History {
             retention_seconds: 7.0 * 86400.0,
+        }
+    }
+}
+
+/// How the daemon ends jobs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Jobs {
+    /// Seconds between the SIGTERM a job gets at its time limit and the SIGKILL that follows if it
+    /// still runs (Slurm's `KillWait`).
+    pub kill_wait_seconds: f64,
+}
+
+impl Default for Jobs {
+    fn default() -> Jobs {
+        Jobs {
+            kill_wait_seconds: 30.0,
         }
     }
 }
@@ -153,6 +171,14 @@ impl DaemonConfig {
                 "must exceed limits.connections_reserved_for_root, or no other user could connect",
             ));
         }
+        let kill_wait = self.jobs.kill_wait_seconds;
+        if !(kill_wait.is_finite() && (0.0..=86400.0).contains(&kill_wait)) {
+            return Err(invalid(
+                "jobs.kill_wait_seconds",
+                kill_wait.to_string(),
+                "must be a number of seconds from 0 to 86400",
+            ));
+        }
         let retention = self.history.retention_seconds;
         if !(retention.is_finite() && (0.0..=1e10).contains(&retention)) {
             return Err(invalid(
@@ -214,5 +240,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(negative.contains("history.retention_seconds"), "{negative}");
+        let endless = load("[jobs]\nkill_wait_seconds = inf\n")
+            .unwrap_err()
+            .to_string();
+        assert!(endless.contains("jobs.kill_wait_seconds"), "{endless}");
     }
 }

@@ -253,8 +253,8 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
         let id = job.view.id;
         let settled = match job.view.state {
             JobState::Done | JobState::Failed => true,
-            JobState::Cancelled => job.view.finished.is_some(),
-            JobState::Queued | JobState::Running => false,
+            JobState::Cancelled | JobState::Timeout => job.view.finished.is_some(),
+            JobState::Queued | JobState::Running | JobState::Suspended => false,
         };
         if settled {
             // Its processes have ended: none to look for (most of a long history).
@@ -292,10 +292,13 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                 let tracked = Tracked::new(view, job.gid, Some(job.submission), Some(process));
                 registry.restore(tracked, joined);
             }
-            (JobState::Queued | JobState::Running | JobState::Cancelled, _, process)
-                if unfinished =>
-            {
-                // Gone, or cancelled while the daemon went down: finish the cancellation.
+            (
+                JobState::Queued | JobState::Running | JobState::Cancelled | JobState::Timeout,
+                _,
+                process,
+            ) if unfinished => {
+                // Gone, or cancelled or past its time limit while the daemon went down: finish
+                // the cancellation (a job sent SIGTERM is killed without the rest of its grace).
                 for process in process.into_iter().chain(joined) {
                     kill_unwatched(process, view.uid);
                 }

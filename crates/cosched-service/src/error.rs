@@ -27,6 +27,12 @@ pub enum ServiceError {
     BadThreads { min: u32, max: u32 },
     #[error("weight {0} must be a positive number")]
     BadWeight(f64),
+    #[error("job {0} is not the first element of an array of yours")]
+    NoSuchArray(u64),
+    #[error("output file {pattern:?}: {why}")]
+    BadOutputPattern { pattern: String, why: String },
+    #[error("time limit {0} s: give from 1 s to 100 years; without --time a job has no limit")]
+    BadTimeLimit(u64),
     #[error("weight {weight} is above 1; only root or the daemon's own user (uid {daemon}) may weigh a job above others")]
     WeightAboveOne { weight: f64, daemon: u32 },
     #[error("uid {uid} has {limit} jobs queued, the most one user may (limits.queued_jobs_per_user in the daemon's configuration); wait until some have started, or cancel some")]

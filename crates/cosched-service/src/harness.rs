@@ -251,5 +251,10 @@ pub fn submission(command: &[&str]) -> Submission {
         coschedule: true,
         hints: Default::default(),
         labels: Default::default(),
+        time_limit: None,
+        output: None,
+        error: None,
+        array: None,
+        dependency: Vec::new(),
     }
 }

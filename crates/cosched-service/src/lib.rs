@@ -10,6 +10,7 @@
 //! - [`attach`]: which running processes a client may hand to the daemon (`cosched attach`).
 //! - [`journal`]: the fsynced append-only history, replayed at start and compacted to its retention.
 //! - [`notify`]: readiness and status for systemd (`Type=notify`).
+//! - [`output_paths`]: output files users name, with Slurm's `%j`-style symbols.
 //! - [`slowdown`]: a job's slowdown so far, from the daemon's history.
 //! - [`source`]: the executor's job source fed by submissions.
 //! - [`switches`]: how late slot switches came, for `cosched bench daemon`.
@@ -28,6 +29,7 @@ pub mod error;
 pub mod harness;
 pub mod journal;
 pub mod notify;
+pub mod output_paths;
 pub mod paths;
 pub mod processes;
 pub mod protocol;

@@ -23,9 +23,12 @@ pub struct Envelope {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     Submit(Submission),
-    /// Every job of the daemon's history with `all`, else those queued or running.
+    /// Every job of the daemon's history with `all`, else those queued or running; those `filter`
+    /// keeps.
     Jobs {
         all: bool,
+        #[serde(default)]
+        filter: JobFilter,
     },
     Show {
         id: u64,
@@ -45,6 +48,30 @@ pub enum Request {
     Switches {},
     /// Adopt a running process and its descendants as a job (the process's owner or root only).
     Attach(Attachment),
+}
+
+/// Which jobs a listing keeps: each list that is not empty must hold the job's value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JobFilter {
+    pub users: Vec<u32>,
+    /// States as listed (`suspended` is a running job frozen between its slots).
+    pub states: Vec<JobState>,
+    pub names: Vec<String>,
+    /// Jobs that had not ended by this Unix time.
+    pub since: Option<f64>,
+}
+
+impl JobFilter {
+    /// Whether `view`, listed in `state`, is kept.
+    pub fn keeps(&self, view: &JobView, state: JobState) -> bool {
+        (self.users.is_empty() || self.users.contains(&view.uid))
+            && (self.states.is_empty() || self.states.contains(&state))
+            && (self.names.is_empty() || self.names.contains(&view.name))
+            && self
+                .since
+                .is_none_or(|t| !view.state.ended() || view.finished.is_none_or(|f| f >= t))
+    }
 }
 
 /// A job as a client submits it. The daemon adds who submitted it (from the socket's credentials).
@@ -67,6 +94,80 @@ pub struct Submission {
     /// itself ignores them.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Seconds the job may run (Slurm's `--time`): then it is sent SIGTERM, and SIGKILL after the
+    /// daemon's `jobs.kill_wait_seconds`. `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<u64>,
+    /// Where standard output goes (Slurm's `--output`), relative to `cwd`, with `%j`-style symbols
+    /// (`output_paths.rs`); the file is opened as the job's user. `None`: the state directory's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Where standard error goes (`--error`); `None` with an `output`: the same file, as in Slurm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// An element of a job array (`submit --array`, `--each-line`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayElement>,
+    /// Jobs that must end first, and how (Slurm's `--dependency`); all must be met.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependency: Vec<Dependency>,
+}
+
+/// A job this one waits for (Slurm's `afterok`, `afterany`, `afternotok`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dependency {
+    pub after: After,
+    pub id: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum After {
+    /// Once it has ended done (exit 0).
+    Ok,
+    /// Once it has ended, however.
+    Any,
+    /// Once it has ended other than done.
+    NotOk,
+}
+
+impl Dependency {
+    /// Whether a job that ended in `state` meets it.
+    pub fn met_by(&self, state: JobState) -> bool {
+        match self.after {
+            After::Any => true,
+            After::Ok => state == JobState::Done,
+            After::NotOk => state != JobState::Done,
+        }
+    }
+}
+
+impl std::fmt::Display for Dependency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let after = match self.after {
+            After::Ok => "afterok",
+            After::Any => "afterany",
+            After::NotOk => "afternotok",
+        };
+        write!(f, "{after}:{}", self.id)
+    }
+}
+
+/// Where a job stands in its array: the array is named by the id of its first element, which
+/// the client learns when it submits that one (`of: None`) and names for the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayElement {
+    pub index: u64,
+    pub of: Option<u64>,
+}
+
+impl Submission {
+    /// Whether the user named the output files, which are then opened with the user's rights.
+    pub fn names_its_output(&self) -> bool {
+        self.output.is_some() || self.error.is_some()
+    }
 }
 
 #[cfg(test)]
@@ -85,6 +186,11 @@ impl Submission {
             coschedule: true,
             hints: Default::default(),
             labels: Default::default(),
+            time_limit: None,
+            output: None,
+            error: None,
+            array: None,
+            dependency: Vec::new(),
         }
     }
 }
@@ -157,19 +263,30 @@ pub enum Reply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Not started: `reason` in its view says why (Slurm's `PENDING`).
     Queued,
     Running,
+    /// Running, but frozen now between its slots (only as listed, never journaled).
+    Suspended,
     Done,
     Failed,
     Cancelled,
+    /// Its time limit passed: it was sent SIGTERM (and SIGKILL if it outlived the grace).
+    Timeout,
 }
 
 impl JobState {
     pub fn ended(self) -> bool {
         matches!(
             self,
-            JobState::Done | JobState::Failed | JobState::Cancelled
+            JobState::Done | JobState::Failed | JobState::Cancelled | JobState::Timeout
         )
+    }
+
+    /// Whether the daemon ended the job (cancelled, timed out): its state stays so whatever its
+    /// process's exit says.
+    pub fn ended_by_daemon(self) -> bool {
+        matches!(self, JobState::Cancelled | JobState::Timeout)
     }
 }
 
@@ -209,6 +326,19 @@ pub struct JobView {
     /// daemon's history goes (`slowdown.rs`); none for a command never seen to finish.
     #[serde(default)]
     pub slowdown: Option<f64>,
+    /// Seconds it may run ([`Submission::time_limit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit: Option<u64>,
+    /// Why a queued job has not started: `dependency` (a job it depends on has not ended),
+    /// `resources` (the policy has no CPUs for it yet) or `user_limit` (its user runs
+    /// `limits.running_jobs_per_user` jobs already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The array it belongs to (the id of its first element) and its index there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_index: Option<u64>,
 }
 
 impl JobView {
@@ -247,16 +377,22 @@ impl JobView {
             tasks: Vec::new(),
             labels: submission.labels.clone(),
             slowdown: None,
+            time_limit: submission.time_limit,
+            reason: None,
+            array_id: submission.array.map(|a| a.of.unwrap_or(id)),
+            array_index: submission.array.map(|a| a.index),
         }
     }
 
     /// The exit status `cosched wait` gives for this job: its own exit code, 128 + signal when
-    /// killed, 1 for any other failure, and 0 while it has not ended.
+    /// killed, 1 for any other failure (a job cancelled or timed out that exited 0 included), and 0
+    /// while it has not ended.
     pub fn wait_status(&self) -> i32 {
         match (self.state, self.exit_code) {
+            (state, Some(0)) if state.ended_by_daemon() => 1,
             (_, Some(code)) => code,
             (JobState::Done, None) => 0,
-            (JobState::Queued | JobState::Running, None) => 0,
+            (JobState::Queued | JobState::Running | JobState::Suspended, None) => 0,
             _ => self
                 .error
                 .as_deref()
@@ -281,7 +417,13 @@ mod tests {
     fn unknown_fields_and_versionless_requests_are_refused() {
         let ok: Envelope =
             serde_json::from_str(r#"{"version":1,"request":{"jobs":{"all":true}}}"#).unwrap();
-        assert_eq!(ok.request, Request::Jobs { all: true });
+        assert_eq!(
+            ok.request,
+            Request::Jobs {
+                all: true,
+                filter: JobFilter::default()
+            }
+        );
         for bad in [
             r#"{"version":1,"request":{"jobs":{"all":true,"extra":1}}}"#,
             r#"{"version":1,"request":{"jobs":{"all":true}},"x":2}"#,

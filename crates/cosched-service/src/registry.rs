@@ -28,6 +28,8 @@ pub struct Tracked {
     adopt: Option<Adopt>,
     /// Handed to the executor and not ended: counted among its user's running jobs.
     running: bool,
+    /// When it was sent SIGTERM for passing its time limit.
+    terminated: Option<f64>,
 }
 
 impl Tracked {
@@ -45,6 +47,7 @@ impl Tracked {
             submission: submission.map(Box::new),
             adopt,
             running: false,
+            terminated: None,
         }
     }
 }
@@ -58,6 +61,13 @@ pub struct Incoming {
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     pub adopt: Option<Adopt>,
+}
+
+/// Where a queued job's dependencies stand.
+enum Dependencies {
+    Met,
+    Waiting,
+    Never(String),
 }
 
 /// What cancelling a job did.
@@ -94,6 +104,12 @@ pub struct Registry {
     takeable: bool,
     /// Running jobs to kill.
     cancelled: Vec<u64>,
+    /// Whether a queued job waits for others to end: then each end may let it start.
+    dependents_held: bool,
+    /// Queued jobs whose dependencies can no longer be met, with why, to be cancelled.
+    unsatisfiable: Vec<(u64, String)>,
+    /// Running jobs with a time limit, not yet killed for it.
+    limited: Vec<u64>,
     /// Processes that joined a job (further tasks of its Slurm step), not yet handed to the executor.
     joins: Vec<(u64, Adopt)>,
     /// The policy's name, as the last `--policy` or `cosched policy P` gave it.
@@ -114,6 +130,9 @@ impl Registry {
             incoming: VecDeque::new(),
             takeable: false,
             cancelled: Vec::new(),
+            dependents_held: false,
+            unsatisfiable: Vec::new(),
+            limited: Vec::new(),
             joins: Vec::new(),
             policy,
             policy_switch: None,
@@ -205,6 +224,23 @@ impl Registry {
         self.jobs.range(from..).map(|(_, j)| &j.view)
     }
 
+    /// Why queued job `id` has not started: held back for its user's running jobs
+    /// (`running_per_user`), else waiting for the policy to give it CPUs.
+    pub fn pending_reason(&self, id: u64, running_per_user: usize) -> Option<&'static str> {
+        let job = self.jobs.get(&id)?;
+        if job.view.state != JobState::Queued {
+            return None;
+        }
+        if matches!(self.dependencies_of(id), Dependencies::Waiting) {
+            return Some("dependency");
+        }
+        let held = job.submission.is_some()
+            && job.adopt.is_none()
+            && job.view.uid != 0
+            && self.load_of(job.view.uid).running >= running_per_user;
+        Some(if held { "user_limit" } else { "resources" })
+    }
+
     /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
     pub fn waiting(&self) -> (usize, usize) {
         let adopted = self
@@ -237,7 +273,21 @@ impl Registry {
         }
         let ids: Vec<u64> = self.incoming.drain(..).collect();
         let mut taken = Vec::with_capacity(ids.len());
+        self.dependents_held = false;
         for id in ids {
+            match self.dependencies_of(id) {
+                Dependencies::Met => {}
+                Dependencies::Waiting => {
+                    self.dependents_held = true;
+                    self.incoming.push_back(id);
+                    continue;
+                }
+                Dependencies::Never(why) => {
+                    self.unsatisfiable.push((id, why));
+                    self.incoming.push_back(id);
+                    continue;
+                }
+            }
             let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
@@ -265,6 +315,35 @@ impl Registry {
         taken
     }
 
+    /// Whether the jobs queued job `id` depends on have ended as it asks.
+    fn dependencies_of(&self, id: u64) -> Dependencies {
+        let Some(submission) = self.jobs.get(&id).and_then(|j| j.submission.as_ref()) else {
+            return Dependencies::Met;
+        };
+        for dependency in &submission.dependency {
+            let Some(job) = self.jobs.get(&dependency.id) else {
+                return Dependencies::Never(format!("{dependency}: job forgotten"));
+            };
+            let view = &job.view;
+            if !view.state.ended() || view.finished.is_none() {
+                return Dependencies::Waiting;
+            }
+            if !dependency.met_by(view.state) {
+                let state = format!("{:?}", view.state).to_lowercase();
+                return Dependencies::Never(format!(
+                    "dependency {dependency} never satisfied: job {} ended {state}",
+                    dependency.id
+                ));
+            }
+        }
+        Dependencies::Met
+    }
+
+    /// Queued jobs found, at the last take, never to be able to start, with why.
+    pub fn take_unsatisfiable(&mut self) -> Vec<(u64, String)> {
+        std::mem::take(&mut self.unsatisfiable)
+    }
+
     /// Jobs not yet handed to the executor.
     pub fn incoming_len(&self) -> usize {
         self.incoming.len()
@@ -287,6 +366,37 @@ impl Registry {
         std::mem::take(&mut self.cancelled)
     }
 
+    /// Running jobs past their time limit at `now` that are to be sent SIGTERM now; each is
+    /// `timeout` from then on. Those sent it `kill_wait` seconds ago or more are handed to the
+    /// executor to kill, as cancelled jobs are.
+    pub fn take_overdue(&mut self, now: f64, kill_wait: f64) -> Vec<u64> {
+        let mut overdue = Vec::new();
+        let jobs = &mut self.jobs;
+        let cancelled = &mut self.cancelled;
+        self.limited.retain(|id| {
+            let Some(job) = jobs.get_mut(id) else {
+                return false;
+            };
+            let view = &mut job.view;
+            match (job.terminated, view.started, view.time_limit) {
+                (Some(sent), _, _) if now >= sent + kill_wait => {
+                    cancelled.push(*id);
+                    false
+                }
+                (None, Some(started), Some(limit)) if now >= started + limit as f64 => {
+                    job.terminated = Some(now);
+                    if !view.state.ended_by_daemon() {
+                        view.state = JobState::Timeout;
+                    }
+                    overdue.push(*id);
+                    true
+                }
+                _ => true,
+            }
+        });
+        overdue
+    }
+
     /// Records that the executor started (or adopted) job `id`; whether it was adopted, or `None`
     /// for a job the registry does not hold.
     pub fn mark_started(&mut self, id: u64, pid: u32, threads: u32, t: f64) -> Option<bool> {
@@ -294,13 +404,16 @@ impl Registry {
         // An attached process is adopted when a later daemon takes it over again.
         let adopted = job.adopt.is_some() && (!job.view.attached || job.view.started.is_some());
         let view = &mut job.view;
-        if view.state != JobState::Cancelled {
+        if !view.state.ended_by_daemon() {
             view.state = JobState::Running;
         }
         view.pid = Some(pid);
         view.threads = Some(threads);
         view.started.get_or_insert(t);
         view.adopted = adopted;
+        if view.time_limit.is_some() && !self.limited.contains(&id) {
+            self.limited.push(id);
+        }
         Some(adopted)
     }
 
@@ -339,11 +452,25 @@ impl Registry {
             let load = self.users.entry(job.view.uid).or_default();
             load.running -= 1;
             may_start = load.queued > 0;
-            self.takeable |= may_start;
         }
+        may_start |= self.dependents_held;
+        self.takeable |= may_start;
         job.submission = None;
+        self.limited.retain(|&limited| limited != id);
+        // Killed like a cancelled job, but for its time limit: say so, as a kill.
+        let killed = error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("killed by signal"));
+        let error = match job.terminated {
+            Some(_) if exit_code.is_none() && !killed => Some(format!(
+                "killed by signal {} (SIGKILL): still running when the grace after its time \
+                 limit ended",
+                libc::SIGKILL
+            )),
+            _ => error,
+        };
         let view = &mut job.view;
-        if view.state != JobState::Cancelled {
+        if !view.state.ended_by_daemon() {
             view.state = if ok { JobState::Done } else { JobState::Failed };
         }
         view.finished = t;
@@ -499,5 +626,48 @@ mod tests {
         assert_eq!(registry.forget_ended_before(100.0), 1);
         assert!(registry.job(2).is_some(), "job 2 has not ended");
         assert_eq!(registry.next_id(), 3);
+    }
+
+    #[test]
+    fn a_job_past_its_limit_is_terminated_once_then_killed_after_the_grace_and_stays_timeout() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for limit in [Some(10), None] {
+            let mut tracked = job(&registry, 1000);
+            tracked.view.time_limit = limit;
+            registry.enqueue(tracked);
+        }
+        taken(&mut registry, 10);
+        registry.mark_started(0, 100, 1, 1000.0);
+        registry.mark_started(1, 101, 1, 1000.0);
+        assert!(registry.take_overdue(1009.9, 5.0).is_empty());
+        assert_eq!(registry.take_overdue(1010.0, 5.0), [0]);
+        assert_eq!(registry.job(0).unwrap().state, JobState::Timeout);
+        assert!(registry.take_overdue(1014.0, 5.0).is_empty(), "sent once");
+        assert!(registry.take_cancelled().is_empty(), "within the grace");
+        assert!(registry.take_overdue(1015.0, 5.0).is_empty());
+        assert_eq!(registry.take_cancelled(), [0]);
+        registry.finish(0, Some(1015.1), false, None, Some("cancelled".into()));
+        let view = registry.job(0).unwrap();
+        assert_eq!(view.state, JobState::Timeout);
+        assert_eq!(view.wait_status(), 128 + libc::SIGKILL);
+        assert_eq!(registry.job(1).unwrap().state, JobState::Running);
+        assert!(registry.take_overdue(1e9, 5.0).is_empty(), "no limit");
+    }
+
+    #[test]
+    fn a_queued_job_says_whether_its_users_limit_or_the_cpus_hold_it() {
+        let mut registry = Registry::new("eq".into(), 0);
+        for uid in [1000, 1000] {
+            let tracked = job(&registry, uid);
+            registry.enqueue(tracked);
+        }
+        assert_eq!(registry.pending_reason(0, 1), Some("resources"));
+        assert_eq!(taken(&mut registry, 1), [0]);
+        // Taken by the executor, not started: the policy has no CPUs for it yet.
+        assert_eq!(registry.pending_reason(0, 1), Some("resources"));
+        assert_eq!(registry.pending_reason(1, 1), Some("user_limit"));
+        assert_eq!(registry.pending_reason(1, 2), Some("resources"));
+        registry.mark_started(0, 100, 1, 2.0);
+        assert_eq!(registry.pending_reason(0, 1), None);
     }
 }

@@ -7,7 +7,9 @@
 use crate::error::ServiceError;
 use crate::journal::Entry;
 use crate::processes::kill_unwatched;
-use crate::protocol::{now_unix, Attachment, JobView, Reply, Request, Submission};
+use crate::protocol::{
+    now_unix, Attachment, JobFilter, JobState, JobView, Reply, Request, Submission,
+};
 use crate::registry::{Cancelled, Peer, Registry, Tracked};
 use crate::state::Shared;
 use cosched_linux::Adopt;
@@ -19,7 +21,7 @@ use std::sync::MutexGuard;
 pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
     let result = match request {
         Request::Submit(submission) => submit(shared, submission, peer),
-        Request::Jobs { all } => Ok(jobs(shared, all, peer)),
+        Request::Jobs { all, filter } => Ok(jobs(shared, all, &filter, peer)),
         Request::Show { id } => show(shared, id, peer),
         Request::Cancel { ids } => cancel(shared, &ids, peer),
         Request::Wait { ids } => wait(shared, &ids, peer),
@@ -64,8 +66,10 @@ fn as_seen_by(shared: &Shared, peer: Peer, mut view: JobView) -> JobView {
 /// Jobs copied per hold of the registry's lock: a long history is listed in turns with the executor.
 const LISTED_PER_LOCK: usize = 1024;
 
-fn jobs(shared: &Shared, all: bool, peer: Peer) -> Reply {
+fn jobs(shared: &Shared, all: bool, filter: &JobFilter, peer: Peer) -> Reply {
     let now = now_unix();
+    let suspended = shared.suspended();
+    let running_per_user = shared.config.limits.running_jobs_per_user;
     let mut jobs = Vec::new();
     let mut from = 0;
     loop {
@@ -74,9 +78,23 @@ fn jobs(shared: &Shared, all: bool, peer: Peer) -> Reply {
         for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
             scanned += 1;
             from = view.id + 1;
-            if all || !view.state.ended() {
-                jobs.push(registry.with_slowdown(view.clone(), now));
+            if !all && view.state.ended() {
+                continue;
             }
+            let state = match view.state {
+                JobState::Running if suspended.contains(&view.id) => JobState::Suspended,
+                state => state,
+            };
+            // Filtered before the copy: a filtered listing of a long history copies little.
+            if !filter.keeps(view, state) {
+                continue;
+            }
+            let mut listed = registry.with_slowdown(view.clone(), now);
+            listed.state = state;
+            listed.reason = registry
+                .pending_reason(view.id, running_per_user)
+                .map(String::from);
+            jobs.push(listed);
         }
         if scanned < LISTED_PER_LOCK {
             break;
@@ -124,12 +142,28 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     check_submission(&submission)?;
     check_served(shared, peer)?;
     check_weight(shared, submission.weight, peer)?;
+    // Looked up before the lock: the user database may be a network service.
+    let user = submission
+        .names_its_output()
+        .then(|| crate::output_paths::user_name(peer.uid));
     let mut registry = shared.lock();
     check_queue(shared, &registry, peer.uid)?;
+    check_array(&registry, &submission, peer.uid)?;
+    for dependency in &submission.dependency {
+        match registry.job(dependency.id) {
+            Some(job) if job.uid == peer.uid || peer.uid == 0 => {}
+            Some(job) => {
+                return Err(ServiceError::NotOwner {
+                    id: dependency.id,
+                    owner: job.uid,
+                })
+            }
+            None => return Err(ServiceError::NoSuchJob(dependency.id)),
+        }
+    }
     let id = registry.next_id();
     let t = now_unix();
-    let stdout = shared.logs.join(format!("{id}.stdout"));
-    let stderr = shared.logs.join(format!("{id}.stderr"));
+    let (stdout, stderr) = output_files(shared, &submission, id, user.as_deref())?;
     let position = shared.journal.append(&Entry::Submitted {
         id,
         t,
@@ -155,6 +189,50 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     Ok(Reply::Submitted { id })
 }
 
+/// A later element of an array names its first element, which must be the same user's and
+/// begin an array.
+fn check_array(registry: &Registry, s: &Submission, uid: u32) -> Result<(), ServiceError> {
+    let Some(first) = s.array.and_then(|a| a.of) else {
+        return Ok(());
+    };
+    match registry.job(first) {
+        Some(job) if job.uid == uid && job.array_id == Some(first) => Ok(()),
+        _ => Err(ServiceError::NoSuchArray(first)),
+    }
+}
+
+/// Where job `id` writes: the files its user named (Slurm's `-o`/`-e`; standard error to standard
+/// output's file unless named apart), else `<id>.stdout` and `<id>.stderr` in the state directory.
+/// `user`: the submitter's name, needed when the user named a file.
+fn output_files(
+    shared: &Shared,
+    s: &Submission,
+    id: u64,
+    user: Option<&str>,
+) -> Result<(PathBuf, PathBuf), ServiceError> {
+    let default = |stream: &str| shared.logs.join(format!("{id}.{stream}"));
+    let Some(user) = user else {
+        return Ok((default("stdout"), default("stderr")));
+    };
+    let job = crate::output_paths::JobNames {
+        id,
+        name: &s.name,
+        user,
+        array: s.array.map(|a| (a.of.unwrap_or(id), a.index)),
+    };
+    let expand = |pattern: &str| crate::output_paths::expand(pattern, &job, &s.cwd);
+    let stdout = match &s.output {
+        Some(pattern) => expand(pattern)?,
+        None => default("stdout"),
+    };
+    let stderr = match (&s.error, &s.output) {
+        (Some(pattern), _) => expand(pattern)?,
+        (None, Some(_)) => stdout.clone(),
+        (None, None) => default("stderr"),
+    };
+    Ok((stdout, stderr))
+}
+
 fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceError> {
     check_served(shared, peer)?;
     let found = crate::attach::inspect(a.pid, peer)?;
@@ -172,6 +250,11 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         coschedule: a.coschedule,
         hints: a.hints,
         labels: a.labels,
+        time_limit: None,
+        output: None,
+        error: None,
+        array: None,
+        dependency: Vec::new(),
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;
@@ -333,6 +416,9 @@ fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError>
     }
 }
 
+/// The longest time limit taken: 100 years, in seconds.
+const MAX_TIME_LIMIT: u64 = 100 * 365 * 86400;
+
 fn check_submission(s: &Submission) -> Result<(), ServiceError> {
     if s.command.first().is_none_or(|p| p.is_empty()) {
         return Err(ServiceError::NoCommand);
@@ -350,6 +436,9 @@ fn check_submission(s: &Submission) -> Result<(), ServiceError> {
     }
     if !(s.weight.is_finite() && s.weight > 0.0) {
         return Err(ServiceError::BadWeight(s.weight));
+    }
+    if let Some(limit) = s.time_limit.filter(|l| !(1..=MAX_TIME_LIMIT).contains(l)) {
+        return Err(ServiceError::BadTimeLimit(limit));
     }
     check_labels(&s.labels)
 }

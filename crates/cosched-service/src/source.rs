@@ -6,7 +6,7 @@ use crate::protocol::now_unix;
 use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
 use cosched_core::{JobId, JobSpec, Policy};
-use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource};
+use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource, OpenedAsUser};
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -41,11 +41,40 @@ impl JobSource for DaemonSource {
     fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob> {
         self.shared.clear_wake();
         let running_per_user = self.shared.config.limits.running_jobs_per_user;
-        let taken = self.shared.lock().take_incoming(running_per_user);
+        let mut registry = self.shared.lock();
+        let taken = registry.take_incoming(running_per_user);
+        let unsatisfiable = registry.take_unsatisfiable();
+        let mut last = None;
+        for (id, why) in unsatisfiable {
+            // Cancelled as `cosched cancel` cancels a queued job, with the reason as its error.
+            let t = now_unix();
+            last = self.append(Entry::Cancelled { id, t }).or(last);
+            last = self
+                .append(Entry::Finished {
+                    id,
+                    t: Some(t),
+                    ok: false,
+                    exit_code: None,
+                    error: Some(why.clone()),
+                })
+                .or(last);
+            registry.cancel(id);
+            registry.finish(id, Some(t), false, None, Some(why));
+        }
+        drop(registry);
+        if last.is_some() {
+            self.sync(last);
+            self.shared.notify_ended();
+        }
         taken
             .into_iter()
             .map(|job| {
                 let s = job.submission;
+                // `-o` alone sends standard error to the same file, as in Slurm.
+                let opened_as_user = OpenedAsUser {
+                    stdout: s.output.is_some(),
+                    stderr: s.names_its_output(),
+                };
                 let max = s.max_threads.unwrap_or(self.cpus as u32).max(1);
                 ArrivingJob {
                     spec: JobSpec {
@@ -71,6 +100,7 @@ impl JobSource for DaemonSource {
                         .then(|| InvokingUser::with_groups(job.uid, job.gid)),
                     clear_env: true,
                     adopt: job.adopt,
+                    opened_as_user,
                 }
             })
             .collect()
@@ -128,6 +158,38 @@ impl JobSource for DaemonSource {
     fn take_cancelled(&mut self) -> Vec<JobId> {
         let cancelled = self.shared.lock().take_cancelled();
         cancelled.into_iter().map(|id| JobId(id as u32)).collect()
+    }
+
+    /// SIGTERM for the jobs past their time limit, journaled as `timed_out` first; those that
+    /// outlive `jobs.kill_wait_seconds` after it are killed through the cancellations.
+    fn take_signals(&mut self) -> Vec<(JobId, nix::sys::signal::Signal)> {
+        let t = now_unix();
+        let kill_wait = self.shared.config.jobs.kill_wait_seconds;
+        let mut registry = self.shared.lock();
+        let overdue = registry.take_overdue(t, kill_wait);
+        if overdue.is_empty() {
+            return Vec::new();
+        }
+        let mut last = None;
+        for &id in &overdue {
+            last = self.append(Entry::TimedOut { id, t }).or(last);
+        }
+        drop(registry);
+        self.sync(last);
+        overdue
+            .into_iter()
+            .map(|id| (JobId(id as u32), nix::sys::signal::Signal::SIGTERM))
+            .collect()
+    }
+
+    fn slot_enforced(&mut self, frozen: &[JobId]) {
+        let mut suspended = self
+            .shared
+            .suspended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        suspended.clear();
+        suspended.extend(frozen.iter().map(|id| u64::from(id.0)));
     }
 
     fn slot_switched(&mut self, lateness: f64) {

@@ -6,6 +6,7 @@ use crate::config::DaemonConfig;
 use crate::journal::Journal;
 use crate::registry::Registry;
 use crate::switches::SwitchLog;
+use std::collections::HashSet;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -22,6 +23,9 @@ pub struct Shared {
     pub daemon_uid: u32,
     pub switches: Mutex<SwitchLog>,
     pub config: DaemonConfig,
+    /// Running jobs the slot in force leaves frozen, as the executor last said; apart from the
+    /// registry, so that the executor never waits on a request to say it.
+    pub suspended: Mutex<HashSet<u64>>,
 }
 
 impl Shared {
@@ -45,7 +49,16 @@ impl Shared {
             daemon_uid: unsafe { libc::geteuid() },
             switches: Mutex::default(),
             config,
+            suspended: Mutex::default(),
         }
+    }
+
+    /// The running jobs frozen between their slots now.
+    pub fn suspended(&self) -> HashSet<u64> {
+        self.suspended
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Registry> {

@@ -1,5 +1,6 @@
 //! What cosched's exit status says (README, "Exit status"): 0 every job succeeded, 1 a job failed or was
-//! cancelled, 2 bad usage or input, 3 an internal error, 130 interrupted by a signal.
+//! cancelled, 2 bad usage or input, 3 an internal error or a daemon that cannot be reached, 130
+//! interrupted by a signal.
 
 use std::process::ExitCode;
 
@@ -40,6 +41,12 @@ pub fn status_of(error: &anyhow::Error) -> u8 {
                 cosched_linux::Error::NoCommand { .. } | cosched_linux::Error::Mechanism(_) => {
                     BAD_INPUT
                 }
+                _ => INTERNAL,
+            };
+        }
+        if let Some(client_error) = cause.downcast_ref::<cosched_service::client::ClientError>() {
+            return match client_error {
+                cosched_service::client::ClientError::Refused(_) => BAD_INPUT,
                 _ => INTERNAL,
             };
         }
@@ -101,6 +108,15 @@ mod tests {
         });
         assert_eq!(status_of(&stalled), INTERNAL);
         assert_eq!(status_of(&anyhow::anyhow!("no such file")), BAD_INPUT);
+        let unreachable = anyhow::Error::from(cosched_service::client::ClientError::Connect {
+            socket: "/run/cosched/cosched.sock".into(),
+            source: std::io::ErrorKind::NotFound.into(),
+        });
+        assert_eq!(status_of(&unreachable), INTERNAL);
+        let refused = anyhow::Error::from(cosched_service::client::ClientError::Refused(
+            "no job 7".into(),
+        ));
+        assert_eq!(status_of(&refused), BAD_INPUT);
     }
 
     #[test]

@@ -736,7 +736,10 @@ fn systemd_hears_ready_once_the_socket_listens_and_stopping_at_the_end() {
     assert!(ready.contains("STATUS=serving"), "{messages:?}");
     // Ready means clients are served: a request made right after READY=1 is answered.
     assert!(matches!(
-        daemon.ask(Request::Jobs { all: true }),
+        daemon.ask(Request::Jobs {
+            all: true,
+            filter: Default::default()
+        }),
         Ok(Reply::Jobs { .. })
     ));
     daemon.stop();

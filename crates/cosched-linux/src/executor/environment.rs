@@ -4,7 +4,7 @@
 use super::source::ArrivingJob;
 use super::Running;
 use crate::enforce::{Enforcer, Members};
-use crate::launch::{self, InvokingUser, Launch, Placeholders};
+use crate::launch::{self, InvokingUser, Launch, Output, Placeholders};
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::ffi::OsString;
@@ -77,8 +77,14 @@ impl LaunchEnvironment {
             let control = enforcer.started(prepared, members);
             return Ok(Running::new(control, Some(adopt), page, threads, now));
         }
-        let stdout = create_output(&job.stdout, user)?;
-        let stderr = create_output(&job.stderr, user)?;
+        let output = |path: &Path, as_user: bool| -> Result<Output, String> {
+            match as_user {
+                true => Ok(Output::AsUser(path.to_path_buf())),
+                false => create_output(path, user).map(Output::File),
+            }
+        };
+        let stdout = output(&job.stdout, job.opened_as_user.stdout)?;
+        let stderr = output(&job.stderr, job.opened_as_user.stderr)?;
         // A malleable job's OpenMP runtime must leave room for the advice to grow again
         // (docs/control-page.md), so it is told its maximum and the page caps each region.
         let omp_threads = match spec.kind {

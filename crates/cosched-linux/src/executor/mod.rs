@@ -22,7 +22,7 @@ mod slots;
 mod source;
 mod tasks;
 
-pub use source::{Adopt, ArrivingJob, JobSource, WorkloadReplay};
+pub use source::{Adopt, ArrivingJob, JobSource, OpenedAsUser, WorkloadReplay};
 
 use crate::enforce::{Enforcer, JobControl};
 use crate::interrupt::Interrupts;
@@ -426,6 +426,7 @@ impl<'a> Executor<'a> {
             }
             self.reap_exited()?;
             self.cancel_asked()?;
+            self.signal_asked();
             self.switch_policy_if_asked()?;
             self.notice_thread_changes()?;
             self.arrive_due()?;
@@ -697,6 +698,17 @@ impl<'a> Executor<'a> {
         self.source.finished(job.outcome);
         self.report_progress(true);
         self.decide(Event::Finished { job: id })
+    }
+
+    /// Sends the signals the source asked for to its running jobs; one that ended meanwhile is
+    /// skipped. A signal asks a job to end and the source kills it later if it does not, so one
+    /// that cannot be sent is left to that kill.
+    fn signal_asked(&mut self) {
+        for (id, signal) in self.source.take_signals() {
+            if let Some(r) = running_mut(&mut self.jobs, id) {
+                let _ = self.enforcer.signal(&r.control, signal);
+            }
+        }
     }
 
     /// Stops the jobs the source cancelled: an arrived one never starts, a running one is killed.

@@ -59,6 +59,12 @@ impl Executor<'_> {
         for (id, e) in failed {
             self.end_unenforceable(id, e)?;
         }
+        let frozen: Vec<JobId> = self
+            .running()
+            .filter(|(_, r)| r.control.frozen)
+            .map(|(id, _)| id)
+            .collect();
+        self.source.slot_enforced(&frozen);
         Ok(())
     }
 

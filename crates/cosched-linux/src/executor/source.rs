@@ -34,6 +34,16 @@ pub struct ArrivingJob {
     pub clear_env: bool,
     /// An already running process group to take under control instead of starting `command`.
     pub adopt: Option<Adopt>,
+    /// Which of `stdout` and `stderr` the job's user named: those the job's own process opens once
+    /// it runs as the user, never the executor.
+    pub opened_as_user: OpenedAsUser,
+}
+
+/// Which output files of a job its user named (`cosched submit -o/-e`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenedAsUser {
+    pub stdout: bool,
+    pub stderr: bool,
 }
 
 /// A process the executor did not start, named by pid and start time so that a reused pid is never
@@ -83,12 +93,20 @@ pub trait JobSource {
     fn take_cancelled(&mut self) -> Vec<JobId> {
         Vec::new()
     }
+    /// Signals to send now to running jobs' processes (a time limit's SIGTERM). A frozen job gets
+    /// its signal when it is next thawed.
+    fn take_signals(&mut self) -> Vec<(JobId, nix::sys::signal::Signal)> {
+        Vec::new()
+    }
     /// A policy to take over from the running one, with every job it holds (`cosched policy P`).
     fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
         None
     }
     /// Every trace record of the run, as it is written.
     fn observe(&mut self, _record: &Record) {}
+    /// The slot in force holds: `frozen` are the running jobs it leaves frozen (suspended between
+    /// their slots).
+    fn slot_enforced(&mut self, _frozen: &[JobId]) {}
     /// The loop moved to the next slot `lateness` seconds after that slot's deadline.
     fn slot_switched(&mut self, _lateness: f64) {}
 }
@@ -143,6 +161,7 @@ impl WorkloadReplay {
                     user: None,
                     clear_env: false,
                     adopt: None,
+                    opened_as_user: OpenedAsUser::default(),
                 }
             })
             .collect();

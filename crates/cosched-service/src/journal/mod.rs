@@ -93,6 +93,11 @@ pub enum Entry {
         id: u64,
         t: f64,
     },
+    /// Its time limit passed and it was sent SIGTERM.
+    TimedOut {
+        id: u64,
+        t: f64,
+    },
     /// The daemon's policy from now on (`--policy` at start, or `cosched policy P` by `uid`).
     Policy {
         t: f64,

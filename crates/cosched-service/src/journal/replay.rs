@@ -169,7 +169,8 @@ impl Replay {
             | Entry::Placed { id, .. }
             | Entry::Threads { id, .. }
             | Entry::Finished { id, .. }
-            | Entry::Cancelled { id, .. } => id,
+            | Entry::Cancelled { id, .. }
+            | Entry::TimedOut { id, .. } => id,
         };
         if let Some(&at) = self.index.get(&id) {
             update(&mut self.history.jobs[at], entry);
@@ -235,7 +236,7 @@ fn update(job: &mut Replayed, entry: Entry) {
             error,
             ..
         } => {
-            if view.state != JobState::Cancelled {
+            if !view.state.ended_by_daemon() {
                 view.state = if ok { JobState::Done } else { JobState::Failed };
             }
             view.finished = t;
@@ -246,6 +247,11 @@ fn update(job: &mut Replayed, entry: Entry) {
             job.submission.env = BTreeMap::new();
         }
         Entry::Cancelled { .. } => view.state = JobState::Cancelled,
+        Entry::TimedOut { .. } => {
+            if view.state != JobState::Cancelled {
+                view.state = JobState::Timeout;
+            }
+        }
         Entry::Submitted { .. }
         | Entry::Attached { .. }
         | Entry::Policy { .. }
@@ -302,11 +308,16 @@ impl Replayed {
                 cpus: cpus.clone(),
             });
         }
-        if view.state == JobState::Cancelled {
-            entries.push(Entry::Cancelled {
+        match view.state {
+            JobState::Cancelled => entries.push(Entry::Cancelled {
                 id,
                 t: view.submitted,
-            });
+            }),
+            JobState::Timeout => entries.push(Entry::TimedOut {
+                id,
+                t: view.submitted,
+            }),
+            _ => {}
         }
         if self.ended {
             entries.push(Entry::Finished {

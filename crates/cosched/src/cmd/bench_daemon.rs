@@ -485,7 +485,10 @@ fn restart(dir: &Path, jobs: usize) -> anyhow::Result<HistoryFigures> {
     let journal_bytes = write_history(&full.join("state"), jobs)?;
     let (mut daemon, restart_s, rss_mib) = timed_start(&full)?;
     let listed = Instant::now();
-    let count = match daemon.ask(Request::Jobs { all: true })? {
+    let count = match daemon.ask(Request::Jobs {
+        all: true,
+        filter: Default::default(),
+    })? {
         Reply::Jobs { jobs } => jobs.len(),
         other => anyhow::bail!("the daemon answered {other:?} to `jobs`"),
     };

@@ -36,35 +36,10 @@ impl ClientArgs {
     }
 }
 
-/// One line per job: id, name, user, state, CPUs now, threads, elapsed.
+/// One line per job, with `cosched jobs`' default fields.
 pub fn print_jobs(jobs: &[JobView]) {
-    println!(
-        "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9} {:>8}  labels",
-        "id", "name", "uid", "state", "cpus", "threads", "elapsed s", "slowdown"
-    );
-    let now = cosched_service::protocol::now_unix();
-    for job in jobs {
-        let elapsed = job
-            .started
-            .map(|s| job.finished.unwrap_or(now) - s)
-            .map_or("-".to_string(), |e| format!("{e:.1}"));
-        let mut labels: Vec<String> = job.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        if !job.tasks.is_empty() {
-            labels.push(format!("tasks={}", job.tasks.len() + 1));
-        }
-        println!(
-            "{:>6}  {:<16} {:>6}  {:<9} {:<10} {:>7} {:>9} {:>8}  {}",
-            job.id,
-            job.name,
-            job.uid,
-            format!("{:?}", job.state).to_lowercase(),
-            job.cpus.as_deref().unwrap_or("-"),
-            job.threads.map_or("-".into(), |t| t.to_string()),
-            elapsed,
-            job.slowdown.map_or("-".into(), |s| format!("{s:.2}")),
-            labels.join(",")
-        );
-    }
+    super::jobs::print_table(jobs, super::jobs::DEFAULT_FIELDS)
+        .expect("the default fields are all known");
 }
 
 pub fn unexpected(reply: Reply) -> anyhow::Error {

@@ -27,6 +27,7 @@ pub mod run;
 pub mod show;
 pub mod sim;
 mod sim_tables;
+mod slurm_time;
 pub mod submit;
 pub mod topo;
 pub mod wait;

@@ -144,7 +144,7 @@ fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<Vec<Run>> {
 
 /// Unix seconds of WHEN: a duration back from `now` (`90s`, `30m`, `1h`, `2d`), `@SECONDS`, or a
 /// local date and time `YYYY-MM-DD[ T]HH:MM[:SS]`.
-fn when(text: &str, now: f64) -> anyhow::Result<f64> {
+pub(super) fn when(text: &str, now: f64) -> anyhow::Result<f64> {
     let text = text.trim();
     if let Some(seconds) = text.strip_prefix('@') {
         return seconds

@@ -4,7 +4,9 @@ use super::client::{unexpected, ClientArgs};
 use anyhow::Context as _;
 use cosched_core::workload::Workload;
 use cosched_core::{JobHints, JobKind};
-use cosched_service::protocol::{JobView, Reply, Request, Submission};
+use cosched_service::protocol::{
+    After, ArrayElement, Dependency, JobView, Reply, Request, Submission,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -15,14 +17,50 @@ use std::path::PathBuf;
 without a shell (write `sh -c '…'` yourself if you want one).\n\n\
 Examples:\n  cosched submit -- ./solver --size 4096\n  \
 cosched submit --name lu --threads 2:16 --kind moldable -- ./lu\n  \
-cosched submit --wait -- make -j8\n  cosched submit examples/default.toml"
+cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
+cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
+cosched submit --array 1-100:2 -o run-%A_%a.out -- ./sweep\n  \
+cosched submit -d afterok:12:13 -- ./postprocess\n  \
+cosched submit --each-line inputs.txt -- sh -c './solve \"$COSCHED_ENTRY\"'\n  \
+cosched submit examples/default.toml"
 )]
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,
     #[command(flatten)]
     job: JobArgs,
-    /// Wait for the job(s) to end and exit with the status of the first that failed
+    /// Time limit (as sbatch): MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS; at it the job
+    /// gets SIGTERM, then SIGKILL after the daemon's grace (30 s unless configured), and is
+    /// `timeout`
+    #[arg(short = 't', long, value_name = "TIME")]
+    time: Option<String>,
+    /// Standard output to FILE instead of the daemon's log (as sbatch): relative to the current
+    /// directory, opened as you; %j job id, %x name, %u user, %A array id, %a array index, %% a %
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<String>,
+    /// Standard error to FILE, with -o's symbols [default: -o's file when -o is given]
+    #[arg(short = 'e', long, value_name = "FILE")]
+    error: Option<String>,
+    /// A job array (as sbatch): one job per index of FIRST-LAST[:STEP], comma-separated, each
+    /// with COSCHED_ARRAY_TASK_ID set; the array's id is its first job's
+    #[arg(
+        short = 'a',
+        long,
+        value_name = "INDEXES",
+        conflicts_with = "each_line"
+    )]
+    array: Option<String>,
+    /// One job per line of FILE (as HyperQueue), with COSCHED_ENTRY set to the line and
+    /// COSCHED_ARRAY_TASK_ID to its number from 0
+    #[arg(long, value_name = "FILE")]
+    each_line: Option<PathBuf>,
+    /// Start only after other jobs end (as sbatch): afterok:ID[:ID…] (each done),
+    /// afterany:ID (ended however), afternotok:ID (ended failed, cancelled or timed out),
+    /// comma-separated; one that can no longer be met cancels the job
+    #[arg(short = 'd', long, value_name = "TYPE:ID,…")]
+    dependency: Option<String>,
+    /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
+    /// are printed on standard error first
     #[arg(long)]
     wait: bool,
     /// The command and its arguments after `--`, or one workload file (.toml)
@@ -89,7 +127,11 @@ type Labels = BTreeMap<String, String>;
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let env: BTreeMap<String, String> = std::env::vars().collect();
-    let submissions = match args.command.as_slice() {
+    let time_limit = match &args.time {
+        Some(text) => super::slurm_time::parse_time_limit(text)?,
+        None => None,
+    };
+    let mut submissions = match args.command.as_slice() {
         [file] if file.ends_with(".toml") => from_workload(file, &cwd, &env, &args.job.labels()?)?,
         command => vec![Submission {
             name: args.job.name.clone().unwrap_or_else(|| {
@@ -107,10 +149,51 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             coschedule: !args.job.no_coschedule,
             hints: args.job.hints()?,
             labels: args.job.labels()?,
+            time_limit: None,
+            output: None,
+            error: None,
+            array: None,
+            dependency: Vec::new(),
         }],
     };
-    let mut ids = Vec::new();
-    for submission in submissions {
+    let dependency = match &args.dependency {
+        Some(text) => dependencies(text)?,
+        None => Vec::new(),
+    };
+    for submission in &mut submissions {
+        submission.dependency = dependency.clone();
+        submission.time_limit = time_limit;
+        submission.output = args.output.clone();
+        submission.error = args.error.clone();
+    }
+    let elements = match (&args.array, &args.each_line) {
+        (Some(spec), _) => array_indexes(spec)?
+            .into_iter()
+            .map(|i| (i, None))
+            .collect(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("--each-line {}", file.display()))?
+            .lines()
+            .enumerate()
+            .map(|(i, line)| (i as u64, Some(line.to_string())))
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    if !elements.is_empty() {
+        let [single] = <[Submission; 1]>::try_from(submissions).map_err(|_| {
+            anyhow::anyhow!("--array and --each-line take a command, not a workload")
+        })?;
+        submissions = elements
+            .into_iter()
+            .map(|(index, entry)| array_element(&single, index, entry))
+            .collect();
+    }
+    let mut ids: Vec<u64> = Vec::new();
+    for mut submission in submissions {
+        // The array is named by its first job's id, known once that one is in.
+        if let (Some(element), Some(&first)) = (submission.array.as_mut(), ids.first()) {
+            element.of = Some(first);
+        }
         match args.client.request(Request::Submit(submission))? {
             Reply::Submitted { id } => ids.push(id),
             other => return Err(unexpected(other)),
@@ -122,9 +205,98 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    // First, so that a user who interrupts the wait still knows which jobs are theirs.
+    let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
+    eprintln!("submitted {}", listed.join(" "));
     let jobs = super::wait::wait_for(&args.client, ids)?;
     args.client.print_json(&jobs);
     exit_with_first_failure(&jobs)
+}
+
+/// sbatch's `--dependency` list: `afterok:ID[:ID…]`, `afterany:…`, `afternotok:…`, comma-separated.
+fn dependencies(text: &str) -> anyhow::Result<Vec<Dependency>> {
+    let hint = "write afterok:ID[:ID…], afterany:ID or afternotok:ID, comma-separated";
+    let mut all = Vec::new();
+    for part in text.split(',') {
+        let mut fields = part.trim().split(':');
+        let after = match fields.next().unwrap_or_default() {
+            "afterok" => After::Ok,
+            "afterany" => After::Any,
+            "afternotok" => After::NotOk,
+            other => {
+                anyhow::bail!("--dependency {text}: {other:?} is not a kind cosched knows; {hint}")
+            }
+        };
+        let ids: Vec<&str> = fields.collect();
+        anyhow::ensure!(!ids.is_empty(), "--dependency {text}: no job id; {hint}");
+        for id in ids {
+            let id = id
+                .parse::<u64>()
+                .with_context(|| format!("--dependency {text}: {id:?} is not a job id; {hint}"))?;
+            all.push(Dependency { after, id });
+        }
+    }
+    Ok(all)
+}
+
+/// The most elements one array may have.
+const MAX_ARRAY: usize = 10_000;
+
+/// The indexes of an sbatch `--array`: `FIRST-LAST[:STEP]` or `N`, comma-separated.
+fn array_indexes(spec: &str) -> anyhow::Result<Vec<u64>> {
+    let hint = "write FIRST-LAST[:STEP] or N, comma-separated (1-100, 0-30:10, 1,5,9)";
+    anyhow::ensure!(
+        !spec.contains('%'),
+        "--array {spec}: a %MAX of elements run at once is not supported; without it all may run"
+    );
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .with_context(|| format!("--array {spec}: {s:?} is not a whole number; {hint}"))
+    };
+    let mut indexes = Vec::new();
+    for part in spec.split(',') {
+        let (range, step) = match part.split_once(':') {
+            Some((range, step)) => (range, number(step)?),
+            None => (part, 1),
+        };
+        anyhow::ensure!(step > 0, "--array {spec}: a STEP of 0; {hint}");
+        let (first, last) = match range.split_once('-') {
+            Some((first, last)) => (number(first)?, number(last)?),
+            None => (number(range)?, number(range)?),
+        };
+        anyhow::ensure!(
+            first <= last,
+            "--array {spec}: {first} is after {last}; {hint}"
+        );
+        let mut index = first;
+        while index <= last {
+            indexes.push(index);
+            anyhow::ensure!(
+                indexes.len() <= MAX_ARRAY,
+                "--array {spec}: more than {MAX_ARRAY} elements"
+            );
+            index += step;
+        }
+    }
+    Ok(indexes)
+}
+
+/// Element `index` of an array of `job`: its index (and line) in its environment, and Slurm's
+/// own array variables gone, so that a program that reads them does not take Slurm's for cosched's.
+fn array_element(job: &Submission, index: u64, entry: Option<String>) -> Submission {
+    let mut element = job.clone();
+    element
+        .env
+        .retain(|key, _| !key.starts_with("SLURM_ARRAY_"));
+    element
+        .env
+        .insert("COSCHED_ARRAY_TASK_ID".into(), index.to_string());
+    if let Some(line) = entry {
+        element.env.insert("COSCHED_ENTRY".into(), line);
+    }
+    element.array = Some(ArrayElement { index, of: None });
+    element
 }
 
 /// Ends the process with the status of the first job that did not succeed.
@@ -163,6 +335,11 @@ fn from_workload(
                 coschedule: job.coschedule,
                 hints: job.hints.clone(),
                 labels: labels.clone(),
+                time_limit: None,
+                output: None,
+                error: None,
+                array: None,
+                dependency: Vec::new(),
             }
         })
         .collect())

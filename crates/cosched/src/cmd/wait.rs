@@ -6,7 +6,10 @@ use cosched_service::protocol::{JobView, Reply, Request};
 /// Wait for jobs to end; exits with the job's exit status (128+N if killed by signal N)
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  cosched wait 12\n  cosched wait 12 13 14 && echo all succeeded"
+    after_help = "Exit status: that of the first job that did not succeed (its exit code, 128+N \
+when signal N killed it, 1 for any other failure), else 0; 3 when the daemon cannot be reached or \
+closes the connection, 2 when it refuses the request (no such job).\n\n\
+Examples:\n  cosched wait 12\n  cosched wait 12 13 14 && echo all succeeded"
 )]
 pub struct Args {
     #[command(flatten)]

@@ -1,0 +1,599 @@
+//! What users of a batch system expect from `cosched daemon`'s clients, run against a real daemon:
+//! exit statuses a script can rely on, time limits, output files named by the user, listings
+//! filtered as squeue filters them, job arrays and dependencies. Each test runs its own daemon on a socket
+//! and state directory of its own.
+
+use cosched_service::harness::{DaemonProcess, Launch};
+use cosched_service::protocol::{JobState, JobView, Reply, Request};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The daemons raise the executor to SCHED_FIFO and load the CPUs: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn start(dir: &Path) -> DaemonProcess {
+    start_configured(dir, "")
+}
+
+/// A daemon under `eq` reading `config` as its daemon.toml.
+fn start_configured(dir: &Path, config: &str) -> DaemonProcess {
+    start_with_policy(dir, "eq", config)
+}
+
+fn start_with_policy(dir: &Path, policy: &str, config: &str) -> DaemonProcess {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, config).unwrap();
+    Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
+        .args(["--idle-timeout", "1", "--policy", policy, "--config"])
+        .args([&path])
+        .start()
+        .unwrap()
+}
+
+fn show(daemon: &DaemonProcess, id: u64) -> JobView {
+    match daemon.ask(Request::Show { id }).unwrap() {
+        Reply::Job { job } => *job,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Calls `done` until it holds or `limit` passes; whether it held.
+fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// Process `pid` and every process descended from it, by parent pid.
+fn tree_of(pid: i32) -> Vec<i32> {
+    let all = cosched_linux::procfs::all_processes();
+    let mut tree = vec![pid];
+    let mut at = 0;
+    while at < tree.len() {
+        let parent = tree[at];
+        tree.extend(all.iter().filter(|p| p.ppid == parent).map(|p| p.pid));
+        at += 1;
+    }
+    tree
+}
+
+fn alive(pid: i32) -> bool {
+    cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z')
+}
+
+fn submitted_id(out: &Output) -> u64 {
+    assert!(out.status.success(), "{}", stderr(out));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// `cosched ARGS…` against `socket`.
+fn cosched(socket: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(socket)
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn wait_tells_an_unreachable_daemon_from_a_failed_job_and_submit_wait_names_the_job_first() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+
+    let out = cosched(
+        &daemon.socket,
+        &["submit", "--wait", "--", "sh", "-c", "exit 2"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let printed = stderr(&out);
+    let id: u64 = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted "))
+        .unwrap_or_else(|| panic!("no id on standard error: {printed:?}"))
+        .trim()
+        .parse()
+        .unwrap();
+    match daemon.ask(Request::Show { id }).unwrap() {
+        Reply::Job { job } => assert_eq!((job.state, job.exit_code), (JobState::Failed, Some(2))),
+        other => panic!("{other:?}"),
+    }
+
+    let refused = cosched(&daemon.socket, &["wait", &(id + 1000).to_string()]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+
+    daemon.stop().unwrap();
+    let unreachable = cosched(&daemon.socket, &["wait", &id.to_string()]);
+    assert_eq!(
+        unreachable.status.code(),
+        Some(3),
+        "{}",
+        stderr(&unreachable)
+    );
+    assert!(
+        stderr(&unreachable).contains("no cosched daemon answers"),
+        "{}",
+        stderr(&unreachable)
+    );
+}
+
+#[test]
+fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let kill_wait = 2.0;
+    let mut daemon = start_configured(
+        dir.path(),
+        &format!("[jobs]\nkill_wait_seconds = {kill_wait}\n"),
+    );
+    let tree = "sleep 100 & sleep 100; wait";
+    let polite = submitted_id(&cosched(
+        &daemon.socket,
+        &["submit", "-t", "0:02", "--", "sh", "-c", tree],
+    ));
+    let stubborn_script = format!("trap '' TERM; {tree}");
+    let stubborn = submitted_id(&cosched(
+        &daemon.socket,
+        &[
+            "submit",
+            "--time",
+            "0:02",
+            "--",
+            "sh",
+            "-c",
+            &stubborn_script,
+        ],
+    ));
+    let unlimited = submitted_id(&cosched(&daemon.socket, &["submit", "--", "sleep", "100"]));
+
+    // Each tree as it runs: the shell, its background sleep and its foreground one.
+    let mut trees = Vec::new();
+    for id in [polite, stubborn] {
+        let mut tree = Vec::new();
+        assert!(
+            poll(Duration::from_secs(10), || {
+                tree = show(&daemon, id)
+                    .pid
+                    .map_or(Vec::new(), |p| tree_of(p as i32));
+                tree.len() == 3
+            }),
+            "job {id} never ran its three processes: {tree:?}"
+        );
+        assert_eq!(show(&daemon, id).time_limit, Some(2));
+        trees.push(tree);
+    }
+
+    let ended = daemon.wait(vec![polite, stubborn]).unwrap();
+    for (job, tree) in ended.iter().zip(&trees) {
+        assert_eq!(job.state, JobState::Timeout, "{job:?}");
+        let ran = job.finished.unwrap() - job.started.unwrap();
+        assert!(
+            ran >= 2.0,
+            "job {} ended after {ran:.1} s, before its limit",
+            job.id
+        );
+        assert!(
+            poll(Duration::from_secs(5), || tree.iter().all(|&p| !alive(p))),
+            "processes of job {} outlived it: {:?}",
+            job.id,
+            tree.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
+        );
+    }
+    // SIGTERM ended the first; the second ignored it and lived until SIGKILL, the grace later.
+    let ran = |job: &JobView| job.finished.unwrap() - job.started.unwrap();
+    assert!(ran(&ended[0]) < 2.0 + kill_wait, "{:?}", ended[0]);
+    assert!(ran(&ended[1]) >= 2.0 + kill_wait, "{:?}", ended[1]);
+    assert_eq!(ended[0].wait_status(), 128 + libc::SIGTERM);
+    assert_eq!(ended[1].wait_status(), 128 + libc::SIGKILL);
+    assert_eq!(show(&daemon, unlimited).state, JobState::Running);
+
+    // A restarted daemon still knows them as timed out.
+    daemon.cancel(&[unlimited]).unwrap();
+    daemon.wait(vec![unlimited]).unwrap();
+    daemon.stop().unwrap();
+    let mut daemon = start_configured(dir.path(), "");
+    assert_eq!(show(&daemon, polite).state, JobState::Timeout);
+    assert_eq!(show(&daemon, stubborn).state, JobState::Timeout);
+
+    let bad = cosched(&daemon.socket, &["submit", "-t", "1h", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("HH:MM:SS"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
+}
+
+/// A directory uid 65534 may enter, or `None` (saying why) where a second user cannot be had.
+fn dir_for_two_users() -> Option<tempfile::TempDir> {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to run a second user");
+        return None;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: setpriv (util-linux) is not installed");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    Some(dir)
+}
+
+/// `cosched ARGS…` run as uid 65534, from `/`.
+fn as_nobody(socket: &Path, args: &[&str]) -> Output {
+    as_nobody_in(Path::new("/"), socket, args)
+}
+
+/// `cosched ARGS…` run as uid 65534, from `cwd`.
+fn as_nobody_in(cwd: &Path, socket: &Path, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(socket)
+        .args(&args[1..])
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+/// The rows of `cosched jobs ARGS…` as printed, header left out, each split into its cells.
+fn listed(socket: &Path, args: &[&str]) -> Vec<Vec<String>> {
+    let mut all = vec!["jobs"];
+    all.extend_from_slice(args);
+    let out = cosched(socket, &all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn jobs_filter_by_user_name_and_state_show_frozen_jobs_suspended_and_cancel_by_filter() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = start_with_policy(dir.path(), "gang", "");
+    let socket = daemon.socket.clone();
+    // Two spinners as wide as the machine: gang gives each every other slot, so one is frozen.
+    let cpus = std::thread::available_parallelism()
+        .unwrap()
+        .get()
+        .to_string();
+    let spin = |name: &str| {
+        submitted_id(&cosched(
+            &socket,
+            &[
+                "submit",
+                "--name",
+                name,
+                "--threads",
+                &cpus,
+                "--kind",
+                "rigid",
+                "--",
+                "sh",
+                "-c",
+                "while :; do :; done",
+            ],
+        ))
+    };
+    let spinners = [spin("spin"), spin("spin")];
+    let theirs = as_nobody(
+        &socket,
+        &["submit", "--name", "theirs", "--", "sleep", "60"],
+    );
+    assert!(theirs.status.success(), "{}", stderr(&theirs));
+    let theirs: u64 = String::from_utf8_lossy(&theirs.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+
+    let mut suspended = Vec::new();
+    assert!(
+        poll(Duration::from_secs(15), || {
+            suspended = listed(&socket, &["--state", "suspended", "--format", "id,state"]);
+            !suspended.is_empty()
+        }),
+        "no job was ever listed suspended under gang"
+    );
+    for row in &suspended {
+        assert_eq!(row[1], "suspended");
+        let id: u64 = row[0].parse().unwrap();
+        assert!(spinners.contains(&id) || id == theirs, "{row:?}");
+    }
+
+    let by_user = listed(&socket, &["--user", "nobody", "--format", "id,user,name"]);
+    assert_eq!(
+        by_user,
+        [vec![theirs.to_string(), "nobody".into(), "theirs".into()]]
+    );
+    let by_name = listed(&socket, &["--name", "spin", "--format", "id,user"]);
+    let ids: Vec<u64> = by_name.iter().map(|r| r[0].parse().unwrap()).collect();
+    assert_eq!(ids, spinners);
+    assert!(by_name.iter().all(|r| r[1] == "root"), "{by_name:?}");
+    let bad = cosched(&socket, &["jobs", "--state", "sleeping"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("pending, running"),
+        "{}",
+        stderr(&bad)
+    );
+
+    // A user's filters choose among their own jobs only.
+    let out = as_nobody(&socket, &["cancel", "--name", "spin"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no job matches"), "{}", stderr(&out));
+    let out = cosched(&socket, &["cancel", "--name", "spin"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ended = daemon.wait(spinners.to_vec()).unwrap();
+    assert!(
+        ended.iter().all(|j| j.state == JobState::Cancelled),
+        "{ended:?}"
+    );
+    assert_eq!(show(&daemon, theirs).state, JobState::Running);
+    let out = as_nobody(&socket, &["cancel", "--state", "running"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    daemon.wait(vec![theirs]).unwrap();
+    let all_ended = listed(&socket, &["--all", "--since", "1h", "--format", "id,state"]);
+    assert_eq!(all_ended.len(), 3, "{all_ended:?}");
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn output_files_named_by_the_user_are_opened_as_the_user() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = start(dir.path());
+    let socket = daemon.socket.clone();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let submit_as_nobody = |args: &[&str]| {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        all.extend(["--", "sh", "-c", "echo out; echo err >&2"]);
+        let out = as_nobody_in(&theirs, &socket, &all);
+        submitted_id(&out)
+    };
+
+    // -o alone: both streams in one file, relative to the working directory, the user's own.
+    let together = submit_as_nobody(&["-o", "out-%j.txt"]);
+    // -o and -e apart, with the job's name and user.
+    let apart = submit_as_nobody(&["--name", "pair", "-o", "%x-%j.out", "-e", "%x-%u-%j.err"]);
+    // Where uid 65534 may not write: the job fails, and nothing is created there for it.
+    let forbidden_dir = dir.path().join("roots");
+    std::fs::create_dir(&forbidden_dir).unwrap();
+    std::fs::set_permissions(
+        &forbidden_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let forbidden = forbidden_dir.join("planted-%j.txt");
+    let refused = submit_as_nobody(&["-o", forbidden.to_str().unwrap()]);
+    let ended = daemon.wait(vec![together, apart, refused]).unwrap();
+
+    assert_eq!(ended[0].state, JobState::Done, "{:?}", ended[0]);
+    let file = theirs.join(format!("out-{together}.txt"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "out\nerr\n");
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&file).unwrap());
+    assert_eq!(owner, 65534, "{} belongs to uid {owner}", file.display());
+    assert_eq!(ended[0].stdout, file);
+
+    assert_eq!(ended[1].state, JobState::Done, "{:?}", ended[1]);
+    let out = theirs.join(format!("pair-{apart}.out"));
+    let err = theirs.join(format!("pair-nobody-{apart}.err"));
+    assert_eq!(std::fs::read_to_string(out).unwrap(), "out\n");
+    assert_eq!(std::fs::read_to_string(err).unwrap(), "err\n");
+
+    let failed = &ended[2];
+    assert_eq!(failed.state, JobState::Failed, "{failed:?}");
+    let reason = failed.error.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains("cannot open")
+            && reason.contains("standard output")
+            && reason.contains("Permission denied"),
+        "{reason}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&forbidden_dir).unwrap().count(),
+        0,
+        "a file was created where uid 65534 may not write"
+    );
+
+    let bad = as_nobody_in(&theirs, &socket, &["submit", "-o", "out-%q", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("%q"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
+}
+
+/// The ids `cosched submit ARGS…` printed, one a line.
+fn submitted_ids(out: &Output) -> Vec<u64> {
+    assert!(out.status.success(), "{}", stderr(out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+    let socket = daemon.socket.clone();
+    let print = "echo \"$COSCHED_ARRAY_TASK_ID ${SLURM_ARRAY_TASK_ID:-unset} ${COSCHED_ENTRY:-}\"";
+    let out = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["submit", "--socket"])
+        .arg(&socket)
+        .args([
+            "--array",
+            "1-4",
+            "-o",
+            "out-%A_%a.txt",
+            "--",
+            "sh",
+            "-c",
+            print,
+        ])
+        .env("SLURM_ARRAY_TASK_ID", "99")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let ids = submitted_ids(&out);
+    assert_eq!(ids.len(), 4);
+    let array = ids[0];
+    let ended = daemon.wait(ids.clone()).unwrap();
+    for (job, index) in ended.iter().zip(1..) {
+        assert_eq!(job.state, JobState::Done, "{job:?}");
+        assert_eq!((job.array_id, job.array_index), (Some(array), Some(index)));
+        let file = dir.path().join(format!("out-{array}_{index}.txt"));
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text.trim_end(),
+            format!("{index} unset"),
+            "{}",
+            file.display()
+        );
+    }
+    let shown = listed(&socket, &["--all", "--format", "id"]);
+    let shown: Vec<&str> = shown.iter().map(|r| r[0].as_str()).collect();
+    let expected: Vec<String> = (1..=4).map(|i| format!("{array}_{i}")).collect();
+    assert_eq!(shown, expected);
+
+    // One line, one job.
+    let lines = dir.path().join("inputs.txt");
+    std::fs::write(&lines, "alpha\nbeta\n").unwrap();
+    let out = cosched(
+        &socket,
+        &[
+            "submit",
+            "--each-line",
+            lines.to_str().unwrap(),
+            "-o",
+            dir.path().join("line-%a.txt").to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            print,
+        ],
+    );
+    let ids = submitted_ids(&out);
+    daemon.wait(ids).unwrap();
+    for (index, line) in ["alpha", "beta"].iter().enumerate() {
+        let text = std::fs::read_to_string(dir.path().join(format!("line-{index}.txt"))).unwrap();
+        assert_eq!(text.trim_end(), format!("{index} unset {line}"));
+    }
+
+    // Cancelled one element at a time, then as a whole.
+    let ids = submitted_ids(&cosched(
+        &socket,
+        &["submit", "--array", "0-4:2", "--", "sleep", "60"],
+    ));
+    assert_eq!(ids.len(), 3);
+    let array = ids[0];
+    let one = cosched(&socket, &["cancel", &format!("{array}_2")]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let ended = daemon.wait(vec![ids[1]]).unwrap();
+    assert_eq!(ended[0].state, JobState::Cancelled);
+    assert_eq!(show(&daemon, ids[0]).state, JobState::Running);
+    let all = cosched(&socket, &["cancel", &array.to_string()]);
+    assert!(all.status.success(), "{}", stderr(&all));
+    let ended = daemon.wait(vec![ids[0], ids[2]]).unwrap();
+    assert!(
+        ended.iter().all(|j| j.state == JobState::Cancelled),
+        "{ended:?}"
+    );
+
+    let bad = cosched(&socket, &["submit", "--array", "1-4%2", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("not supported"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn a_dependent_job_waits_pending_and_one_whose_dependency_fails_is_cancelled_saying_why() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+    let socket = daemon.socket.clone();
+    let first = submitted_id(&cosched(&socket, &["submit", "--", "sleep", "2"]));
+    let after_first = format!("afterok:{first}");
+    let then = submitted_id(&cosched(
+        &socket,
+        &["submit", "-d", &after_first, "--", "true"],
+    ));
+    let rows = listed(&socket, &["--format", "job_id,state,reason"]);
+    assert!(
+        rows.contains(&vec![
+            then.to_string(),
+            "pending".into(),
+            "dependency".into()
+        ]),
+        "{rows:?}"
+    );
+    let failing = submitted_id(&cosched(&socket, &["submit", "--", "sh", "-c", "exit 1"]));
+    let never = submitted_id(&cosched(
+        &socket,
+        &[
+            "submit",
+            "--dependency",
+            &format!("afterok:{failing}"),
+            "--",
+            "true",
+        ],
+    ));
+    let on_failure = submitted_id(&cosched(
+        &socket,
+        &[
+            "submit",
+            "--dependency",
+            &format!("afternotok:{failing},afterany:{first}"),
+            "--",
+            "true",
+        ],
+    ));
+    let ended = daemon.wait(vec![first, then, never, on_failure]).unwrap();
+    assert_eq!(ended[0].state, JobState::Done);
+    assert_eq!(ended[1].state, JobState::Done, "{:?}", ended[1]);
+    assert!(
+        ended[1].started.unwrap() >= ended[0].finished.unwrap(),
+        "started before its dependency ended: {:?}",
+        ended[1]
+    );
+    assert_eq!(ended[2].state, JobState::Cancelled, "{:?}", ended[2]);
+    let why = ended[2].error.as_deref().unwrap_or_default();
+    assert!(
+        why.contains(&format!("afterok:{failing}")) && why.contains("never satisfied"),
+        "{why}"
+    );
+    assert!(ended[2].started.is_none());
+    assert_eq!(ended[3].state, JobState::Done, "{:?}", ended[3]);
+
+    let bad = cosched(&socket, &["submit", "-d", "afterok:999", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("no job 999"), "{}", stderr(&bad));
+    let bad = cosched(&socket, &["submit", "-d", "after:1", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    daemon.stop().unwrap();
+}
