@@ -258,7 +258,7 @@ impl Auto {
             let choice = choices_by_job[&job.id()];
             let unknown = !choice.known
                 && *take >= choice.full
-                && fixed_threads(job).is_none()
+                && job.fixed_threads().is_none()
                 && !needs_its_width(job);
             let probe = (self.probes).width(ctx.now, job.id(), *take, unknown, choice.time(*take));
             if probe < *take {
