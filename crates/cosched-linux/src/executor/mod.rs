@@ -1,20 +1,26 @@
 //! The event loop of a real run: arrivals, plans, slot switches, samples, timers and exits, in the
 //! order the simulator handles them, written to the same trace.
 //!
-//! Each pass of the loop, in this order:
-//! 1. reap jobs whose main process ended (`finish`, the policy hears `Finished`);
-//! 2. notice thread-count changes reported on control pages (`sampling`);
-//! 3. take the jobs that arrived from the [`JobSource`] (the policy hears `Arrived`);
-//! 4. switch to the next slot when its deadline passed (`slots`);
-//! 5. fire the policy's timer;
-//! 6. sample every running job and re-apply affinity masks when due (`sampling`);
-//! 7. sleep until the next deadline, exit, signal or news from the source (`clock`).
+//! Each pass of the loop (`Executor::run_loop`), in this order:
+//! 1. end jobs: reap those whose main process ended, kill those the source cancelled, pass on the
+//!    signals it asked for (`ending`; the policy hears `Finished`);
+//! 2. take a policy the source switched to;
+//! 3. notice thread-count changes reported on control pages (`sampling`);
+//! 4. take the jobs that arrived from the [`JobSource`] (the policy hears `Arrived`), and the tasks
+//!    that joined a job (`tasks`);
+//! 5. switch to the next slot when its deadline passed (`slots`);
+//! 6. fire the policy's timer;
+//! 7. sample every running job and re-apply affinity masks when due (`sampling`), retry enforcement
+//!    the kernel reported busy, report progress;
+//! 8. stop when no job is left and none will come, else check for a stall and sleep until the next
+//!    deadline, exit, signal or news from the source (`clock`).
 //!
 //! Applying a plan goes one way: the plan is validated (`cosched_core::guard`), then enforced on the
 //! running jobs ([`crate::enforce`], which registers with the watchdog whatever must be undone), then
 //! newly placed jobs are launched into their enforcement (`environment`). `shutdown` ends a run.
 
 mod clock;
+mod ending;
 mod environment;
 mod sampling;
 mod shutdown;
@@ -42,9 +48,6 @@ use cosched_core::{
 };
 use cosched_native::control::ControlPage;
 use environment::LaunchEnvironment;
-use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::Pid;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::BufWriter;
@@ -660,172 +663,6 @@ impl<'a> Executor<'a> {
             .map_err(|e| self.plan_error(e))?;
         self.sample_all()?;
         self.decide(Event::Timer)
-    }
-
-    fn reap_exited(&mut self) -> Result<(), Error> {
-        for id in self.running_ids() {
-            let Some(r) = running_mut(&mut self.jobs, id) else {
-                continue;
-            };
-            let (pid, adopted) = (r.pid, r.adopted);
-            let ended = match adopted {
-                None => shutdown::try_wait(pid),
-                Some(_) => self.attached_job_ended(id).then_some((UNKNOWN_STATUS, 0.0)),
-            };
-            let Some((status, cpu)) = ended else {
-                continue;
-            };
-            self.finish(id, status, cpu, None)?;
-        }
-        Ok(())
-    }
-
-    /// Ends arrived job `id` that never ran (it could not start, or was cancelled): a failed `finish`.
-    fn end_unstarted(&mut self, id: JobId, error: String) -> Result<(), Error> {
-        let Some(mut job) = self.jobs.remove(&id) else {
-            return Ok(());
-        };
-        job.outcome.error = Some(error.clone());
-        job.outcome.finished = Some(self.now());
-        self.active.retain(|a| a.spec.id != id);
-        self.emit(Record::Finish {
-            job: id,
-            status: ExitStatus::Failed,
-            exit_code: None,
-            error: Some(error),
-        })?;
-        self.failed += 1;
-        self.source.finished(job.outcome);
-        self.report_progress(true);
-        self.decide(Event::Finished { job: id })
-    }
-
-    /// Sends the signals the source asked for to its running jobs; one that ended meanwhile is
-    /// skipped. A signal asks a job to end and the source kills it later if it does not, so one
-    /// that cannot be sent is left to that kill.
-    fn signal_asked(&mut self) {
-        for (id, signal) in self.source.take_signals() {
-            if let Some(r) = running_mut(&mut self.jobs, id) {
-                let _ = self.enforcer.signal(&r.control, signal);
-            }
-        }
-    }
-
-    /// Stops the jobs the source cancelled: an arrived one never starts, a running one is killed.
-    fn cancel_asked(&mut self) -> Result<(), Error> {
-        for id in self.source.take_cancelled() {
-            let Some(job) = self.jobs.get(&id) else {
-                continue;
-            };
-            if let State::Arrived = job.state {
-                self.end_unstarted(id, "cancelled before it started".into())?;
-                continue;
-            }
-            let wait_status = self.kill_running(id);
-            self.finish(id, wait_status, 0.0, Some("cancelled".into()))?;
-        }
-        Ok(())
-    }
-
-    /// Kills running job `id` and gives its wait status (for an attached job, whose status only
-    /// its parent learns, that of a SIGKILL).
-    fn kill_running(&mut self, id: JobId) -> libc::c_int {
-        let Some(r) = running_mut(&mut self.jobs, id) else {
-            return libc::SIGKILL;
-        };
-        // A frozen process does not die of SIGKILL until it is thawed.
-        let _ = self.enforcer.set_frozen(&mut r.control, false);
-        let _ = self.enforcer.signal(&r.control, Signal::SIGKILL);
-        match r.adopted {
-            None => {
-                // Our child; the wait lasts only the instant the kill takes.
-                match waitpid(Pid::from_raw(r.pid), None) {
-                    Ok(WaitStatus::Exited(_, code)) => code << 8,
-                    Ok(WaitStatus::Signaled(_, signal, _)) => signal as libc::c_int,
-                    _ => libc::SIGKILL,
-                }
-            }
-            Some(_) => libc::SIGKILL,
-        }
-    }
-
-    /// A plan that cannot be enforced on job `id` (a thread refuses its CPUs, a cgroup its change)
-    /// is that job's failure, never the run's: the job is ended as a cancel ends it, with the
-    /// reason, and the other jobs go on.
-    pub(super) fn end_unenforceable(
-        &mut self,
-        id: JobId,
-        source: std::io::Error,
-    ) -> Result<(), Error> {
-        let reason = format!("cosched could not enforce its plan on the job: {source}");
-        eprintln!("cosched: job {}: {reason}; the job is ended", id.0);
-        let wait_status = self.kill_running(id);
-        self.finish(id, wait_status, 0.0, Some(reason))
-    }
-
-    /// Records the end of job `id`, whose main process ended with wait status `status`; `stopped` says
-    /// why the run stopped it, if it did.
-    fn finish(
-        &mut self,
-        id: JobId,
-        status: libc::c_int,
-        cpu_seconds: f64,
-        stopped: Option<String>,
-    ) -> Result<(), Error> {
-        let now = self.now();
-        self.account_held(id, now);
-        let Some(job) = self.jobs.remove(&id) else {
-            return Ok(());
-        };
-        let State::Running(r) = job.state else {
-            return Ok(());
-        };
-        let Running {
-            control,
-            page,
-            mark,
-            held_total,
-            adopted,
-            ..
-        } = *r;
-        self.enforcer.release(control);
-        let final_reading = Reading {
-            t: now,
-            cpu_seconds: cpu_seconds.max(mark.cpu_seconds),
-            progress: page.counters().progress(),
-            regions_started: page.counters().regions_started,
-            held: held_total,
-        };
-        drop(page);
-        if let Some(sample) = mark.sample_until(&final_reading, id) {
-            self.emit(Record::Sample(sample))?;
-        }
-        let (status, mut exit_code, error) = shutdown::describe_wait_status(status);
-        if adopted.is_some() && stopped.is_none() {
-            // Not our child: it ended, but how is known only to its parent.
-            exit_code = None;
-        }
-        let mut outcome = job.outcome;
-        outcome.finished = Some(now);
-        outcome.status = status.clone();
-        outcome.exit_code = exit_code;
-        outcome.error = stopped.or(error.clone());
-        outcome.cpu_seconds = cpu_seconds;
-        if status == ExitStatus::Ok {
-            self.done += 1;
-        } else {
-            self.failed += 1;
-        }
-        self.source.finished(outcome);
-        self.active.retain(|a| a.spec.id != id);
-        self.emit(Record::Finish {
-            job: id,
-            status,
-            exit_code,
-            error,
-        })?;
-        self.report_progress(true);
-        self.decide(Event::Finished { job: id })
     }
 
     fn report_progress(&mut self, force: bool) {
