@@ -9,8 +9,24 @@ use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
+use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+/// Why a job could not be started; the job fails with it, the run goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("cannot create its control page: {0}")]
+    ControlPage(io::Error),
+    #[error("cannot prepare its CPUs and cgroups: {0}")]
+    Enforcement(io::Error),
+    #[error("cannot adopt process {pid}: {source}")]
+    Adopt { pid: i32, source: io::Error },
+    #[error("cannot create {}: {source}", path.display())]
+    Output { path: PathBuf, source: io::Error },
+    #[error("{0}")]
+    Spawn(io::Error),
+}
 
 /// What every job of a run shares.
 pub struct LaunchEnvironment {
@@ -33,7 +49,7 @@ impl LaunchEnvironment {
         threads: u32,
         enforcer: &mut Enforcer,
         now: f64,
-    ) -> Result<Running, String> {
+    ) -> Result<Running, LaunchError> {
         let spec = &job.spec;
         let user = job.user.as_ref().or(self.user.as_ref());
         let page = ControlPage::create_unguessable(
@@ -41,7 +57,7 @@ impl LaunchEnvironment {
             &format!("{}-{}", enforcer.tag(), spec.id.0),
             user.map(|u| (u.uid, u.gid)),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(LaunchError::ControlPage)?;
         let page_path = page.path().to_path_buf();
         page.set_advice(threads);
         if let Some(adopt) = job.adopt {
@@ -55,29 +71,35 @@ impl LaunchEnvironment {
             };
             let mut prepared = enforcer
                 .prepare(cpus, &page_path, adopt.in_place)
-                .map_err(|e| e.to_string())?;
+                .map_err(LaunchError::Enforcement)?;
             // Left in a batch system's cgroups, it must also stay on the CPUs they allow it.
             let allocation = adopt
                 .in_place
                 .then(|| crate::cgroup::cpuset_of(adopt.pid))
                 .flatten();
-            if let Some(Err(e)) = allocation.map(|a| prepared.confine(a)) {
+            if let Some(Err(source)) = allocation.map(|a| prepared.confine(a)) {
                 enforcer.abandon(prepared);
-                return Err(format!("cannot adopt process {}: {e}", adopt.pid));
+                return Err(LaunchError::Adopt {
+                    pid: adopt.pid,
+                    source,
+                });
             }
             // Checked again as it is enclosed: the pid may have been reused since the request.
             let enclosed = match adopt.is_alive() {
                 true => enforcer.enclose(&prepared, members),
-                false => Err(std::io::Error::other("it has ended")),
+                false => Err(io::Error::other("it has ended")),
             };
-            if let Err(e) = enclosed {
+            if let Err(source) = enclosed {
                 enforcer.abandon(prepared);
-                return Err(format!("cannot adopt process {}: {e}", adopt.pid));
+                return Err(LaunchError::Adopt {
+                    pid: adopt.pid,
+                    source,
+                });
             }
             let control = enforcer.started(prepared, members);
             return Ok(Running::new(control, Some(adopt), page, threads, now));
         }
-        let output = |path: &Path, as_user: bool| -> Result<Output, String> {
+        let output = |path: &Path, as_user: bool| -> Result<Output, LaunchError> {
             match as_user {
                 true => Ok(Output::AsUser(path.to_path_buf())),
                 false => create_output(path, user).map(Output::File),
@@ -99,7 +121,7 @@ impl LaunchEnvironment {
         env.extend(launch::placement_env(spec.id.0, cpus));
         let mut prepared = enforcer
             .prepare(cpus, &page_path, false)
-            .map_err(|e| e.to_string())?;
+            .map_err(LaunchError::Enforcement)?;
         let placeholders = Placeholders {
             threads: omp_threads,
             bench: self.bench.clone(),
@@ -127,7 +149,7 @@ impl LaunchEnvironment {
             Ok(child) => child,
             Err(e) => {
                 enforcer.abandon(prepared);
-                return Err(e.to_string());
+                return Err(LaunchError::Spawn(e));
             }
         };
         let pid = child.id() as i32;
@@ -158,10 +180,13 @@ impl LaunchEnvironment {
 
 /// A job's output file, made afresh and given to the job's user by its descriptor: whatever is at
 /// `path` is removed first, and a link or file someone puts there meanwhile is never opened.
-fn create_output(path: &Path, user: Option<&InvokingUser>) -> Result<File, String> {
-    let failed = |e: std::io::Error| format!("cannot create {}: {e}", path.display());
+fn create_output(path: &Path, user: Option<&InvokingUser>) -> Result<File, LaunchError> {
+    let failed = |source: io::Error| LaunchError::Output {
+        path: path.to_path_buf(),
+        source,
+    };
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(failed(e)),
         _ => {}
     }
     let file = OpenOptions::new()

@@ -648,7 +648,7 @@ impl<'a> Executor<'a> {
                 }
                 Ok(())
             }
-            Err(error) => self.end_unstarted(id, error),
+            Err(error) => self.end_unstarted(id, error.to_string()),
         }
     }
 
