@@ -5,6 +5,8 @@ use cosched_core::JobKind;
 use cosched_sim::generate::Poisson;
 use cosched_sim::runner;
 use cosched_sim::scenario::ModelConfig;
+use std::io::BufRead;
+use std::path::Path;
 use std::time::Instant;
 
 /// Measure how fast cosched's parts run, against their targets
@@ -187,24 +189,7 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
         for policy in &args.policy {
             let traces = dir.join(format!("traces-{jobs}-{policy}"));
             let run = run_child_sim(&file, &args.machine, policy, &traces)?;
-            let trace = std::fs::read_dir(&traces)?
-                .filter_map(Result::ok)
-                .find(|e| {
-                    e.file_name()
-                        .to_string_lossy()
-                        .ends_with(&format!("-{policy}.jsonl"))
-                })
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "cosched sim wrote no trace for {policy} in {}",
-                        traces.display()
-                    )
-                })?;
-            let bytes = trace.metadata()?.len();
-            let records = std::io::BufRead::lines(std::io::BufReader::new(std::fs::File::open(
-                trace.path(),
-            )?))
-            .count();
+            let (bytes, records) = trace_size(&traces, policy)?;
             if args.json {
                 doc["large"]
                     .as_array_mut()
@@ -245,6 +230,28 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
     }
     std::fs::remove_dir_all(&dir)?;
     print_json_if(args.json, &doc)
+}
+
+/// The bytes and records of the trace `cosched sim` wrote for `policy` into `traces`.
+fn trace_size(traces: &Path, policy: &str) -> anyhow::Result<(u64, usize)> {
+    let trace = std::fs::read_dir(traces)?
+        .filter_map(Result::ok)
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(&format!("-{policy}.jsonl"))
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "cosched sim wrote no trace for {policy} in {}",
+                traces.display()
+            )
+        })?;
+    let bytes = trace.metadata()?.len();
+    let records = std::io::BufReader::new(std::fs::File::open(trace.path())?)
+        .lines()
+        .count();
+    Ok((bytes, records))
 }
 
 /// Prints `doc` as pretty JSON when `json`; the text was printed as it came otherwise.

@@ -5,9 +5,11 @@ use super::output::prepare_results_dir;
 use super::sim_tables;
 use anyhow::{bail, Context as _};
 use cosched_core::topology::presets;
+use cosched_core::Topology;
 use cosched_sim::jobs::{self, Instance};
 use cosched_sim::runner;
 use cosched_sim::scenario::{self, ModelConfig, PaperFigures, ScenarioFile};
+use cosched_sim::sweep::Sweep;
 use cosched_sim::Mode;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
@@ -122,54 +124,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut progress = Progress::new();
     let paper = scenario.as_ref().and_then(|f| f.paper.as_ref());
     if let Some(file) = scenario.as_ref().filter(|f| !f.sets.is_empty()) {
-        let results = runner::run_sets(
-            &topology,
-            &file.sets,
-            args.seeds.unwrap_or(file.scenario.seeds),
-            &policies,
-            &model,
-            args.out.as_deref(),
-            &mut |done, total| progress.update(done, total),
-        )?;
-        progress.finish();
-        let seeds = results.first().map_or(0, |r| r.workloads.len());
-        let mut header = format!(
-            "machine {} ({cpus} CPUs), {} sets × {seeds} workload(s)",
-            topology.name,
-            results.len()
-        );
-        for set in &file.sets {
-            header += &format!("\nset {}: {}", set.name, set.description);
-        }
-        let papers: Vec<_> = file.sets.iter().map(|s| s.paper.as_ref()).collect();
-        return print_results(&args, &results, &header, paper, || {
-            sim_tables::sets_table(&results, &papers)
-        });
+        return run_sets(&args, file, &topology, &policies, &model, &mut progress);
     }
     if let Some(sweep) = scenario.as_ref().and_then(|f| f.sweep.as_ref()) {
-        if args.seeds.is_some() {
-            bail!("--seeds applies to generated workloads; a [sweep] scenario has one workload per point");
-        }
-        sweep
-            .validate(&policies, cpus)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))?;
-        let points = runner::run_sweep(
-            &topology,
+        return run_sweep(
+            &args,
             sweep,
+            &topology,
             &policies,
             &model,
-            args.out.as_deref(),
-            &mut |done, total| progress.update(done, total),
-        )?;
-        progress.finish();
-        let header = format!(
-            "machine {} ({cpus} CPUs), {} points",
-            topology.name,
-            points.len()
+            paper,
+            &mut progress,
         );
-        return print_results(&args, &points, &header, paper, || {
-            sim_tables::sweep_tables(sweep, &points, &policies)
-        });
     }
     let instances = match &scenario {
         Some(file) => match (&file.generator, &file.scenario.workload) {
@@ -232,6 +198,79 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     print_results(&args, &rows, &header, paper, || {
         sim_tables::policy_table(&rows, paper)
+    })
+}
+
+/// A scenario's sets of generated workloads, each run under every policy for each seed.
+fn run_sets(
+    args: &Args,
+    file: &ScenarioFile,
+    topology: &Topology,
+    policies: &[String],
+    model: &ModelConfig,
+    progress: &mut Progress,
+) -> anyhow::Result<()> {
+    let cpus = topology.num_cpus();
+    let results = runner::run_sets(
+        topology,
+        &file.sets,
+        args.seeds.unwrap_or(file.scenario.seeds),
+        policies,
+        model,
+        args.out.as_deref(),
+        &mut |done, total| progress.update(done, total),
+    )?;
+    progress.finish();
+    let seeds = results.first().map_or(0, |r| r.workloads.len());
+    let mut header = format!(
+        "machine {} ({cpus} CPUs), {} sets × {seeds} workload(s)",
+        topology.name,
+        results.len()
+    );
+    for set in &file.sets {
+        header += &format!("\nset {}: {}", set.name, set.description);
+    }
+    let papers: Vec<_> = file.sets.iter().map(|s| s.paper.as_ref()).collect();
+    print_results(args, &results, &header, file.paper.as_ref(), || {
+        sim_tables::sets_table(&results, &papers)
+    })
+}
+
+/// A scenario's sweep: one workload per point, run under every policy.
+fn run_sweep(
+    args: &Args,
+    sweep: &Sweep,
+    topology: &Topology,
+    policies: &[String],
+    model: &ModelConfig,
+    paper: Option<&PaperFigures>,
+    progress: &mut Progress,
+) -> anyhow::Result<()> {
+    let cpus = topology.num_cpus();
+    if args.seeds.is_some() {
+        bail!(
+            "--seeds applies to generated workloads; a [sweep] scenario has one workload per point"
+        );
+    }
+    sweep
+        .validate(policies, cpus)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))?;
+    let points = runner::run_sweep(
+        topology,
+        sweep,
+        policies,
+        model,
+        args.out.as_deref(),
+        &mut |done, total| progress.update(done, total),
+    )?;
+    progress.finish();
+    let header = format!(
+        "machine {} ({cpus} CPUs), {} points",
+        topology.name,
+        points.len()
+    );
+    print_results(args, &points, &header, paper, || {
+        sim_tables::sweep_tables(sweep, &points, policies)
     })
 }
 
