@@ -41,7 +41,11 @@ impl JobSource for DaemonSource {
     fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob> {
         self.shared.clear_wake();
         let running_per_user = self.shared.config.limits.running_jobs_per_user;
-        let taken = self.shared.lock().take_incoming(running_per_user);
+        // A user's jobs handed over and not started: enough to fill every CPU at once.
+        let taken = self
+            .shared
+            .lock()
+            .take_incoming(running_per_user, self.cpus);
         taken
             .into_iter()
             .map(|job| {
@@ -56,7 +60,7 @@ impl JobSource for DaemonSource {
                         min_threads: s.min_threads.unwrap_or(1).min(max),
                         max_threads: max,
                         coschedule: s.coschedule,
-                        weight: s.weight,
+                        weight: job.weight,
                         hints: s.hints,
                     },
                     command: s.command,
@@ -109,6 +113,14 @@ impl JobSource for DaemonSource {
         }
     }
 
+    fn take_reweighted(&mut self) -> Vec<(JobId, f64)> {
+        let reweighted = self.shared.lock().take_reweighted();
+        reweighted
+            .into_iter()
+            .map(|(id, weight)| (JobId(id as u32), weight))
+            .collect()
+    }
+
     fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
         self.shared.lock().take_policy_switch()
     }
@@ -152,6 +164,9 @@ impl JobSource for DaemonSource {
                 let Some(adopted) = registry.mark_started(id, pid, *threads, t) else {
                     return;
                 };
+                if registry.takeable() {
+                    self.shared.wake_executor();
+                }
                 let position = self.append(Entry::Started {
                     id,
                     t,
