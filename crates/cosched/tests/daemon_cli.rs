@@ -780,6 +780,17 @@ fn bench_daemon_prints_every_figure() {
         );
     }
     assert!(attack["hostile_requests"].as_u64().unwrap() > 0);
+    let users = &attack["users"];
+    if users.is_null() {
+        eprintln!("SKIPPED: the hostile users need root and setpriv");
+    } else {
+        // The per-user connection limit (64 by default) holds the hostile user, and the others
+        // get in beside it.
+        assert_eq!(users["hostile_connections_held"], 64, "{users}");
+        assert_eq!(users["polite_users_connected"], 3, "{users}");
+        assert_eq!(users["fair_share"].as_array().unwrap().len(), 3, "{users}");
+        assert!(users["switches"].as_u64().unwrap() > 0, "{users}");
+    }
     let history = &figures["history"];
     assert_eq!(history["jobs"], 500);
     for figure in ["restart_s", "rss_mib", "empty_restart_s", "list_all_s"] {
