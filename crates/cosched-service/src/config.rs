@@ -1,9 +1,11 @@
 //! The daemon's configuration file (`/etc/cosched/daemon.toml` for a system daemon, or the file
-//! `--config` names): per-user limits, what users see of each other's jobs, how long finished
-//! jobs are kept, and how jobs past their time limit are ended. Every key is optional; an unknown key is an error, so that a typo is not silently
+//! `--config` names): per-user limits, each user's share of the machine, what users see of each
+//! other's jobs, how long finished jobs are kept, and how jobs past their time limit are ended. Every
+//! key is optional; an unknown key is an error, so that a typo is not silently
 //! ignored. `docs/service.md` lists the keys and their defaults.
 
 use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,9 +16,13 @@ pub const SYSTEM_CONFIG: &str = "/etc/cosched/daemon.toml";
 #[serde(default, deny_unknown_fields)]
 pub struct DaemonConfig {
     pub limits: Limits,
+    pub shares: Shares,
     pub privacy: Privacy,
     pub history: History,
     pub jobs: Jobs,
+    /// `shares` with its names resolved, when the file was loaded.
+    #[serde(skip)]
+    pub share_table: ShareTable,
 }
 
 /// What one user may hold of the daemon at once. Root is held to none of them, and has connections
@@ -45,6 +51,35 @@ impl Default for Limits {
             connections: 512,
             connections_reserved_for_root: 8,
         }
+    }
+}
+
+/// Each user's share of the machine against the other users' (as Slurm's fair-share `Shares`), by
+/// user or by primary group; a user named in neither has a share of 1.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Shares {
+    /// By user name (or uid, as digits).
+    pub users: BTreeMap<String, f64>,
+    /// By group name (or gid, as digits), for users not named in `users`.
+    pub groups: BTreeMap<String, f64>,
+}
+
+/// [`Shares`] with the names resolved to ids, as the daemon looks them up.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShareTable {
+    users: HashMap<u32, f64>,
+    groups: HashMap<u32, f64>,
+}
+
+impl ShareTable {
+    /// The share of user `uid` whose primary group is `gid`.
+    pub fn of(&self, uid: u32, gid: u32) -> f64 {
+        self.users
+            .get(&uid)
+            .or_else(|| self.groups.get(&gid))
+            .copied()
+            .unwrap_or(1.0)
     }
 }
 
@@ -122,6 +157,13 @@ pub enum ConfigError {
         value: String,
         rule: &'static str,
     },
+    #[error("daemon configuration {path}: shares.{table}: no {table_kind} is called {name}; name one that exists on this machine, or give its number")]
+    UnknownName {
+        path: PathBuf,
+        table: &'static str,
+        table_kind: &'static str,
+        name: String,
+    },
 }
 
 impl DaemonConfig {
@@ -144,6 +186,8 @@ impl DaemonConfig {
             reason,
         })?;
         config.check(path)?;
+        let mut config = config;
+        config.share_table = config.shares.resolve(path)?;
         Ok(config)
     }
 
@@ -179,6 +223,21 @@ impl DaemonConfig {
                 "must be a number of seconds from 0 to 86400",
             ));
         }
+        for (table, shares) in [
+            ("shares.users", &self.shares.users),
+            ("shares.groups", &self.shares.groups),
+        ] {
+            if let Some((_, share)) = shares
+                .iter()
+                .find(|(_, share)| !(share.is_finite() && (1e-6..=1e6).contains(*share)))
+            {
+                return Err(invalid(
+                    table,
+                    share.to_string(),
+                    "a share must be a number from 1e-6 to 1e6",
+                ));
+            }
+        }
         let retention = self.history.retention_seconds;
         if !(retention.is_finite() && (0.0..=1e10).contains(&retention)) {
             return Err(invalid(
@@ -188,6 +247,44 @@ impl DaemonConfig {
             ));
         }
         Ok(())
+    }
+}
+
+impl Shares {
+    /// The table with every name resolved to its id; `path` names the file in errors.
+    pub fn resolve(&self, path: &Path) -> Result<ShareTable, ConfigError> {
+        let unknown = |table, table_kind, name: &str| ConfigError::UnknownName {
+            path: path.to_path_buf(),
+            table,
+            table_kind,
+            name: name.to_string(),
+        };
+        let mut resolved = ShareTable::default();
+        for (name, &share) in &self.users {
+            let uid = match name.parse::<u32>() {
+                Ok(uid) => uid,
+                Err(_) => nix::unistd::User::from_name(name)
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| unknown("users", "user", name))?
+                    .uid
+                    .as_raw(),
+            };
+            resolved.users.insert(uid, share);
+        }
+        for (name, &share) in &self.groups {
+            let gid = match name.parse::<u32>() {
+                Ok(gid) => gid,
+                Err(_) => nix::unistd::Group::from_name(name)
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| unknown("groups", "group", name))?
+                    .gid
+                    .as_raw(),
+            };
+            resolved.groups.insert(gid, share);
+        }
+        Ok(resolved)
     }
 }
 
@@ -244,5 +341,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(endless.contains("jobs.kill_wait_seconds"), "{endless}");
+        let share = load("[shares.users]\nroot = 0\n").unwrap_err().to_string();
+        assert!(share.contains("shares.users"), "{share}");
+        let nobody = load("[shares.users]\nno-such-user-here = 2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(nobody.contains("no-such-user-here"), "{nobody}");
+    }
+
+    #[test]
+    fn shares_are_by_user_then_by_primary_group_then_one() {
+        let path = Path::new("daemon.toml");
+        let config =
+            load("[shares.users]\nroot = 3\n\"1000\" = 2\n[shares.groups]\n\"100\" = 5\n").unwrap();
+        assert_eq!(config.share_table, config.shares.resolve(path).unwrap());
+        let table = config.share_table;
+        assert_eq!(table.of(0, 0), 3.0);
+        assert_eq!(table.of(1000, 100), 2.0);
+        assert_eq!(table.of(1001, 100), 5.0);
+        assert_eq!(table.of(1001, 1001), 1.0);
     }
 }

@@ -99,7 +99,11 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             uid: unsafe { libc::geteuid() },
         })?;
     }
-    let registry = Registry::new(policy_name.clone(), history.next_id);
+    let registry = Registry::new(
+        policy_name.clone(),
+        history.next_id,
+        options.config.share_table.clone(),
+    );
     let shared = Arc::new(Shared::new(
         registry,
         journal,

@@ -1,7 +1,9 @@
-//! The daemon's jobs as clients see them, and what the executor has yet to take: submissions,
-//! processes that joined a job, cancellations, a policy switch. A plain data structure: the caller
+//! The daemon's jobs as clients see them, and what the executor has yet to take: submissions (handed
+//! over fairly among users), processes that joined a job, cancellations, new weights, a policy
+//! switch. A plain data structure: the caller
 //! holds the lock (`state.rs`) and journals each change (`requests.rs`, `source.rs`).
 
+use crate::config::ShareTable;
 use crate::error::ServiceError;
 use crate::protocol::{JobState, JobView, Submission};
 use crate::slowdown::ShortestRuns;
@@ -30,6 +32,12 @@ pub struct Tracked {
     running: bool,
     /// When it was sent SIGTERM for passing its time limit.
     terminated: Option<f64>,
+    /// Handed to the executor, which has not started it yet.
+    awaiting_start: bool,
+    /// The weight it was submitted with.
+    weight: f64,
+    /// The weight the executor was last given for it.
+    fair_weight: f64,
 }
 
 impl Tracked {
@@ -42,12 +50,15 @@ impl Tracked {
         adopt: Option<Adopt>,
     ) -> Tracked {
         Tracked {
+            weight: submission.as_ref().map_or(1.0, |s| s.weight),
             view,
             gid,
             submission: submission.map(Box::new),
             adopt,
             running: false,
             terminated: None,
+            awaiting_start: false,
+            fair_weight: f64::NAN,
         }
     }
 }
@@ -58,6 +69,8 @@ pub struct Incoming {
     pub uid: u32,
     pub gid: u32,
     pub submission: Submission,
+    /// The weight the policy is to see: the job's share of its user's share (`fair_weights`).
+    pub weight: f64,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     pub adopt: Option<Adopt>,
@@ -93,6 +106,13 @@ pub struct Registry {
     /// mostly ended jobs' views.
     jobs: BTreeMap<u64, Box<Tracked>>,
     users: HashMap<u32, UserLoad>,
+    /// Each user's jobs handed to the executor and not ended.
+    running_of: HashMap<u32, Vec<u64>>,
+    /// Each user's jobs handed to the executor and not started yet.
+    awaiting_start: HashMap<u32, usize>,
+    shares: ShareTable,
+    /// New weights of jobs the executor has, not yet handed to it.
+    reweighted: Vec<(u64, f64)>,
     /// Ended jobs in the order they ended, with when, to forget them after the retention.
     ended: VecDeque<(f64, u64)>,
     shortest: ShortestRuns,
@@ -120,10 +140,14 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry whose first job gets `next_id`.
-    pub fn new(policy: String, next_id: u64) -> Registry {
+    pub fn new(policy: String, next_id: u64, shares: ShareTable) -> Registry {
         Registry {
             jobs: BTreeMap::new(),
             users: HashMap::new(),
+            running_of: HashMap::new(),
+            awaiting_start: HashMap::new(),
+            shares,
+            reweighted: Vec::new(),
             ended: VecDeque::new(),
             shortest: ShortestRuns::default(),
             next_id,
@@ -264,53 +288,116 @@ impl Registry {
         self.users.get(&uid).copied().unwrap_or_default()
     }
 
-    /// Hands the queued jobs to the executor, in order, but for jobs of users (root excepted) who
-    /// already run `running_per_user` jobs: those stay queued, in order, until one of theirs ends.
-    /// A running process to adopt is always taken: it runs whether or not cosched watches it.
-    pub fn take_incoming(&mut self, running_per_user: usize) -> Vec<Incoming> {
+    /// Hands queued jobs to the executor fairly among users, as a fair-share queue orders them: the
+    /// next job is always the oldest of the user who runs the fewest jobs for their share. A user
+    /// (root included) has at most `awaiting_per_user` jobs handed over and not yet started, so that
+    /// no user's backlog waits in the executor's queue ahead of another user's first job; a user
+    /// (root excepted) who runs `running_per_user` jobs gets none until one of theirs ends. A running
+    /// process to adopt is always taken: it runs whether or not cosched watches it.
+    pub fn take_incoming(
+        &mut self,
+        running_per_user: usize,
+        awaiting_per_user: usize,
+    ) -> Vec<Incoming> {
         if !std::mem::take(&mut self.takeable) {
             return Vec::new();
         }
-        let ids: Vec<u64> = self.incoming.drain(..).collect();
-        let mut taken = Vec::with_capacity(ids.len());
         self.dependents_held = false;
+        let ids: Vec<u64> = self.incoming.drain(..).collect();
+        // Jobs whose dependencies hold them back keep their place in the queue.
+        let mut held = Vec::new();
+        let mut queues: BTreeMap<u32, VecDeque<u64>> = BTreeMap::new();
+        let mut chosen = Vec::new();
         for id in ids {
             match self.dependencies_of(id) {
                 Dependencies::Met => {}
                 Dependencies::Waiting => {
                     self.dependents_held = true;
-                    self.incoming.push_back(id);
+                    held.push(id);
                     continue;
                 }
                 Dependencies::Never(why) => {
                     self.unsatisfiable.push((id, why));
-                    self.incoming.push_back(id);
+                    held.push(id);
                     continue;
                 }
             }
-            let Some(job) = self.jobs.get_mut(&id) else {
+            let Some(job) = self.jobs.get(&id) else {
                 continue;
             };
-            let load = self.users.entry(job.view.uid).or_default();
-            if job.view.uid != 0 && job.adopt.is_none() && load.running >= running_per_user {
-                self.incoming.push_back(id);
-                continue;
+            if job.adopt.is_some() {
+                chosen.push(id);
+            } else {
+                queues.entry(job.view.uid).or_default().push_back(id);
             }
+        }
+        let mut handed: HashMap<u32, usize> = HashMap::new();
+        loop {
+            let next = queues
+                .iter()
+                .filter_map(|(&uid, queue)| {
+                    let load = self.users.get(&uid).copied().unwrap_or_default();
+                    let running = load.running + handed.get(&uid).copied().unwrap_or(0);
+                    let awaiting = self.awaiting_start.get(&uid).copied().unwrap_or(0)
+                        + handed.get(&uid).copied().unwrap_or(0);
+                    let eligible =
+                        (uid == 0 || running < running_per_user) && awaiting < awaiting_per_user;
+                    let gid = self.jobs[queue.front()?].gid;
+                    let usage = running as f64 / self.shares.of(uid, gid);
+                    let front = *queue.front()?;
+                    eligible.then_some((usage, front, uid))
+                })
+                .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let Some((_, id, uid)) = next else {
+                break;
+            };
+            let queue = queues.get_mut(&uid).expect("chosen from the queues");
+            queue.pop_front();
+            if queue.is_empty() {
+                queues.remove(&uid);
+            }
+            *handed.entry(uid).or_default() += 1;
+            chosen.push(id);
+        }
+        held.extend(queues.into_values().flatten());
+        held.sort_unstable();
+        self.incoming.extend(held);
+        let mut taken = Vec::with_capacity(chosen.len());
+        let mut users = Vec::new();
+        for id in chosen {
+            let job = self.jobs.get_mut(&id).expect("queued jobs are held");
             let Some(submission) = job.submission.take() else {
                 continue;
             };
+            let uid = job.view.uid;
+            let load = self.users.entry(uid).or_default();
             load.queued -= 1;
             load.running += 1;
             job.running = true;
+            if job.adopt.is_none() {
+                job.awaiting_start = true;
+                *self.awaiting_start.entry(uid).or_default() += 1;
+            }
+            self.running_of.entry(uid).or_default().push(id);
+            users.push(uid);
             taken.push(Incoming {
                 id,
-                uid: job.view.uid,
+                uid,
                 gid: job.gid,
                 submission: *submission,
+                weight: 1.0,
                 stdout: job.view.stdout.clone(),
                 stderr: job.view.stderr.clone(),
                 adopt: job.adopt,
             });
+        }
+        users.sort_unstable();
+        users.dedup();
+        for uid in users {
+            self.reweigh(uid);
+        }
+        for job in &mut taken {
+            job.weight = self.jobs[&job.id].fair_weight;
         }
         taken
     }
@@ -342,6 +429,38 @@ impl Registry {
     /// Queued jobs found, at the last take, never to be able to start, with why.
     pub fn take_unsatisfiable(&mut self) -> Vec<(u64, String)> {
         std::mem::take(&mut self.unsatisfiable)
+    }
+
+    /// Gives each running job of `uid` its fair weight: the user's share, divided among their
+    /// running jobs in proportion to the weights they were submitted with. The user's CPU time then
+    /// does not grow with the number of jobs they run.
+    fn reweigh(&mut self, uid: u32) {
+        let Some(ids) = self.running_of.get(&uid) else {
+            return;
+        };
+        let total: f64 = ids.iter().map(|id| self.jobs[id].weight).sum();
+        let Some(first) = ids.first() else {
+            return;
+        };
+        let share = self.shares.of(uid, self.jobs[first].gid);
+        for id in ids {
+            let job = self.jobs.get_mut(id).expect("running jobs are held");
+            let weight = share * job.weight / total;
+            if job.fair_weight != weight {
+                job.fair_weight = weight;
+                self.reweighted.push((*id, weight));
+            }
+        }
+    }
+
+    /// The jobs whose fair weight changed since the last call, with the new weight.
+    pub fn take_reweighted(&mut self) -> Vec<(u64, f64)> {
+        std::mem::take(&mut self.reweighted)
+    }
+
+    /// Whether the next [`Registry::take_incoming`] may hand over a job it held back.
+    pub fn takeable(&self) -> bool {
+        self.takeable
     }
 
     /// Jobs not yet handed to the executor.
@@ -401,6 +520,14 @@ impl Registry {
     /// for a job the registry does not hold.
     pub fn mark_started(&mut self, id: u64, pid: u32, threads: u32, t: f64) -> Option<bool> {
         let job = self.jobs.get_mut(&id)?;
+        if std::mem::take(&mut job.awaiting_start) {
+            let uid = job.view.uid;
+            if let Some(awaiting) = self.awaiting_start.get_mut(&uid) {
+                *awaiting -= 1;
+            }
+            self.takeable |= self.users.get(&uid).is_some_and(|l| l.queued > 0);
+        }
+        let job = self.jobs.get_mut(&id)?;
         // An attached process is adopted when a later daemon takes it over again.
         let adopted = job.adopt.is_some() && (!job.view.attached || job.view.started.is_some());
         let view = &mut job.view;
@@ -448,13 +575,13 @@ impl Registry {
             return false;
         };
         let mut may_start = false;
-        if std::mem::take(&mut job.running) {
-            let load = self.users.entry(job.view.uid).or_default();
-            load.running -= 1;
-            may_start = load.queued > 0;
+        let uid = job.view.uid;
+        if std::mem::take(&mut job.awaiting_start) {
+            if let Some(awaiting) = self.awaiting_start.get_mut(&uid) {
+                *awaiting -= 1;
+            }
         }
-        may_start |= self.dependents_held;
-        self.takeable |= may_start;
+        let was_running = std::mem::take(&mut job.running);
         job.submission = None;
         self.limited.retain(|&limited| limited != id);
         // Killed like a cancelled job, but for its time limit: say so, as a kill.
@@ -480,6 +607,20 @@ impl Registry {
         self.ended
             .push_back((view.finished.unwrap_or(view.submitted), id));
         self.shortest.record(view);
+        if was_running {
+            let load = self.users.entry(uid).or_default();
+            load.running -= 1;
+            may_start = load.queued > 0;
+            if let Some(running) = self.running_of.get_mut(&uid) {
+                running.retain(|&r| r != id);
+                if running.is_empty() {
+                    self.running_of.remove(&uid);
+                }
+            }
+            self.reweigh(uid);
+        }
+        may_start |= self.dependents_held;
+        self.takeable |= may_start;
         may_start
     }
 
@@ -566,7 +707,7 @@ mod tests {
 
     fn taken(registry: &mut Registry, limit: usize) -> Vec<u64> {
         registry
-            .take_incoming(limit)
+            .take_incoming(limit, usize::MAX)
             .into_iter()
             .map(|j| j.id)
             .collect()
@@ -574,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_users_jobs_past_the_running_limit_wait_in_order_and_start_as_others_end() {
-        let mut registry = Registry::new("eq".into(), 0);
+        let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
         for uid in [1000, 1000, 1000, 1001, 0, 0] {
             let tracked = job(&registry, uid);
             registry.enqueue(tracked);
@@ -611,8 +752,40 @@ mod tests {
     }
 
     #[test]
+    fn users_are_served_in_turn_and_share_the_weight_of_their_jobs() {
+        let shares = ShareTable::default();
+        let mut registry = Registry::new("gang".into(), 0, shares);
+        // User 1000's backlog of four, then user 1001's first job.
+        for uid in [1000, 1000, 1000, 1000, 1001] {
+            let tracked = job(&registry, uid);
+            registry.enqueue(tracked);
+        }
+        // Two handed over per user before one starts: 1001's job comes second, not fifth.
+        assert_eq!(
+            registry
+                .take_incoming(100, 2)
+                .iter()
+                .map(|j| (j.id, j.weight))
+                .collect::<Vec<_>>(),
+            [(0, 0.5), (4, 1.0), (1, 0.5)]
+        );
+        registry.take_reweighted();
+        assert!(taken(&mut registry, 100).is_empty(), "1000 has 2 awaiting");
+        registry.mark_started(0, 10, 1, 2.0);
+        assert_eq!(registry.take_incoming(100, 2)[0].weight, 1.0 / 3.0);
+        // Its earlier jobs now weigh a third each too, and a half again once one ends.
+        let mut reweighted = registry.take_reweighted();
+        reweighted.sort_by_key(|r| r.0);
+        assert_eq!(reweighted, [(0, 1.0 / 3.0), (1, 1.0 / 3.0), (2, 1.0 / 3.0)]);
+        registry.finish(1, Some(3.0), true, Some(0), None);
+        let mut reweighted = registry.take_reweighted();
+        reweighted.sort_by_key(|r| r.0);
+        assert_eq!(reweighted, [(0, 0.5), (2, 0.5)]);
+    }
+
+    #[test]
     fn ended_jobs_are_forgotten_after_the_retention_and_their_ids_stay_used() {
-        let mut registry = Registry::new("eq".into(), 0);
+        let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
         for _ in 0..3 {
             let tracked = job(&registry, 1000);
             registry.enqueue(tracked);
@@ -630,7 +803,7 @@ mod tests {
 
     #[test]
     fn a_job_past_its_limit_is_terminated_once_then_killed_after_the_grace_and_stays_timeout() {
-        let mut registry = Registry::new("eq".into(), 0);
+        let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
         for limit in [Some(10), None] {
             let mut tracked = job(&registry, 1000);
             tracked.view.time_limit = limit;
@@ -656,7 +829,7 @@ mod tests {
 
     #[test]
     fn a_queued_job_says_whether_its_users_limit_or_the_cpus_hold_it() {
-        let mut registry = Registry::new("eq".into(), 0);
+        let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
         for uid in [1000, 1000] {
             let tracked = job(&registry, uid);
             registry.enqueue(tracked);

@@ -42,7 +42,7 @@ impl JobSource for DaemonSource {
         self.shared.clear_wake();
         let running_per_user = self.shared.config.limits.running_jobs_per_user;
         let mut registry = self.shared.lock();
-        let taken = registry.take_incoming(running_per_user);
+        let taken = registry.take_incoming(running_per_user, self.cpus);
         let unsatisfiable = registry.take_unsatisfiable();
         let mut last = None;
         for (id, why) in unsatisfiable {
@@ -85,7 +85,7 @@ impl JobSource for DaemonSource {
                         min_threads: s.min_threads.unwrap_or(1).min(max),
                         max_threads: max,
                         coschedule: s.coschedule,
-                        weight: s.weight,
+                        weight: job.weight,
                         hints: s.hints,
                     },
                     command: s.command,
@@ -137,6 +137,14 @@ impl JobSource for DaemonSource {
         if may_start {
             self.shared.wake_executor();
         }
+    }
+
+    fn take_reweighted(&mut self) -> Vec<(JobId, f64)> {
+        let reweighted = self.shared.lock().take_reweighted();
+        reweighted
+            .into_iter()
+            .map(|(id, weight)| (JobId(id as u32), weight))
+            .collect()
     }
 
     fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
@@ -214,6 +222,9 @@ impl JobSource for DaemonSource {
                 let Some(adopted) = registry.mark_started(id, pid, *threads, t) else {
                     return;
                 };
+                if registry.takeable() {
+                    self.shared.wake_executor();
+                }
                 let position = self.append(Entry::Started {
                     id,
                     t,

@@ -784,6 +784,17 @@ fn bench_daemon_prints_every_figure() {
         );
     }
     assert!(attack["hostile_requests"].as_u64().unwrap() > 0);
+    let users = &attack["users"];
+    if users.is_null() {
+        eprintln!("SKIPPED: the hostile users need root and setpriv");
+    } else {
+        // The per-user connection limit (64 by default) holds the hostile user, and the others
+        // get in beside it.
+        assert_eq!(users["hostile_connections_held"], 64, "{users}");
+        assert_eq!(users["polite_users_connected"], 3, "{users}");
+        assert_eq!(users["fair_share"].as_array().unwrap().len(), 3, "{users}");
+        assert!(users["switches"].as_u64().unwrap() > 0, "{users}");
+    }
     let history = &figures["history"];
     assert_eq!(history["jobs"], 500);
     for figure in ["restart_s", "rss_mib", "empty_restart_s", "list_all_s"] {
@@ -1986,4 +1997,71 @@ fn attach_leaves_a_process_in_the_cgroup_that_limits_it() {
     assert!(placed);
     assert_eq!(after, before, "attach moved the process out of its limits");
     assert_eq!(allowed, "0", "the process left the CPUs its cgroup allows");
+}
+
+/// Under gang, a user's many jobs share that user's half of the machine: root's one job, submitted
+/// after another user's twelve, gets about half of the CPU time the jobs get (first come first
+/// served, with equal weights per job, would give it a thirteenth).
+#[test]
+fn one_users_many_jobs_do_not_starve_another_users_one_job() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let mut daemon = Daemon::start(dir.path(), "gang");
+    let spin = [
+        "submit",
+        "--threads",
+        "2",
+        "--kind",
+        "rigid",
+        "--",
+        "sh",
+        "-c",
+    ];
+    let mut theirs = Vec::new();
+    for _ in 0..12 {
+        let mut args = spin.to_vec();
+        args.push("while :; do :; done");
+        let out = as_nobody(&daemon, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        theirs.push(
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse::<u64>()
+                .unwrap(),
+        );
+    }
+    let ours = submit_machine_wide_spinner(&daemon, 2);
+    let pid_of = |id: u64| show(&daemon, id).pid.filter(|&p| p != 0).map(|p| p as i32);
+    let all: Vec<u64> = theirs.iter().copied().chain([ours]).collect();
+    assert!(
+        poll(Duration::from_secs(30), || all
+            .iter()
+            .all(|&id| pid_of(id).is_some())),
+        "every job starts (gang has rows for thirteen)"
+    );
+    let pids: Vec<i32> = all.iter().map(|&id| pid_of(id).unwrap()).collect();
+    let ticks = |pids: &[i32]| pids.iter().map(|&p| cpu_ticks(p)).collect::<Vec<u64>>();
+    let before = ticks(&pids);
+    std::thread::sleep(Duration::from_secs(6));
+    let after = ticks(&pids);
+    let used: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let total: u64 = used.iter().sum();
+    let root_fraction = *used.last().unwrap() as f64 / total.max(1) as f64;
+    let ids: Vec<String> = all.iter().map(u64::to_string).collect();
+    let mut cancel = vec!["cancel"];
+    cancel.extend(ids.iter().map(String::as_str));
+    cosched(&daemon, &cancel);
+    daemon.stop();
+    assert!(total > 0, "the jobs ran");
+    assert!(
+        root_fraction >= 0.35,
+        "root's one job got {root_fraction:.2} of the jobs' CPU time beside another user's 12 \
+         (ticks {used:?}); its user's share is 0.5"
+    );
 }

@@ -53,6 +53,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// How to run a workload for real.
 #[derive(Debug, Clone)]
@@ -511,6 +512,9 @@ impl<'a> Executor<'a> {
     }
 
     fn decide(&mut self, event: Event) -> Result<(), Error> {
+        if matches!(event, Event::Arrived { .. } | Event::Finished { .. }) {
+            self.reweight_asked();
+        }
         self.events.push_back(event);
         if self.deciding {
             return Ok(());
@@ -529,6 +533,17 @@ impl<'a> Executor<'a> {
         }
         self.deciding = false;
         Ok(())
+    }
+
+    /// Gives the jobs the weights the source changed, for the decision about to be made to read.
+    fn reweight_asked(&mut self) {
+        for (id, weight) in self.source.take_reweighted() {
+            if let Some(a) = self.active.iter_mut().find(|a| a.spec.id == id) {
+                if a.spec.weight != weight {
+                    Arc::make_mut(&mut a.spec).weight = weight;
+                }
+            }
+        }
     }
 
     /// Hands every job to the policy the source switched to, and applies the plan it makes of them.

@@ -98,6 +98,12 @@ pub trait JobSource {
     fn take_signals(&mut self) -> Vec<(JobId, nix::sys::signal::Signal)> {
         Vec::new()
     }
+    /// New weights of jobs already handed over (a daemon sharing the machine among users changes a
+    /// job's weight as its user's other jobs come and go). Asked before each arrival or end is
+    /// decided, which is when a user's jobs change.
+    fn take_reweighted(&mut self) -> Vec<(JobId, f64)> {
+        Vec::new()
+    }
     /// A policy to take over from the running one, with every job it holds (`cosched policy P`).
     fn take_policy(&mut self) -> Option<Box<dyn Policy>> {
         None

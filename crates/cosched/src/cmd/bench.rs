@@ -23,6 +23,9 @@ enum BenchCommand {
     Executor(super::bench_executor::ExecutorArgs),
     Policy(super::bench_policy::PolicyArgs),
     Daemon(super::bench_daemon::DaemonArgs),
+    /// One user's side of `bench daemon --attack`, run as that user
+    #[command(hide = true)]
+    DaemonUser(super::bench_users::UserArgs),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -32,6 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         BenchCommand::Executor(args) => super::bench_executor::run(args),
         BenchCommand::Policy(args) => super::bench_policy::run(args),
         BenchCommand::Daemon(args) => super::bench_daemon::run(args),
+        BenchCommand::DaemonUser(args) => super::bench_users::run_user(args),
     }
 }
 

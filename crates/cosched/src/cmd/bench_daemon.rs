@@ -2,6 +2,7 @@
 //! wait, and how late its slot switches come while hostile clients attack its socket.
 
 use super::bench_executor::quantile;
+use super::bench_users;
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
@@ -30,7 +31,12 @@ over IDLE-SECONDS, as a share of one CPU (target < 0.5%).\n\
 3. With --attack: a second daemon under gang time-slices two sleeping jobs as wide as the machine; how late its slot switches \
 come against their deadlines (p50/p99/max) over ATTACK-SECONDS quiet, then over ATTACK-SECONDS while \
 200 idle connections, silent clients, malformed JSON, unknown fields and 1 MB request lines hit the \
-socket.\n4. With --history N: a journal of N ended jobs (each submitted, started, placed and \
+socket.\nThen hostile users (as root, with setpriv): under gang, with running_jobs_per_user = 4, uid \
+65534 opens 1,000 connections (the per-user limit refuses most) and submits 10,000 spinning jobs as \
+wide as the machine, while uids 60001-60003 each connect, submit one such job and time 50 \
+submissions; then over ATTACK-SECONDS each other user's CPU time against a quarter of all the jobs' \
+(target >= 0.9), their submission latency (target p99 < 10 ms) and slot-switch lateness (target p99 \
+< 1 ms).\n4. With --history N: a journal of N ended jobs (each submitted, started, placed and \
 finished, within the retention) is written and a daemon started on it: the time until it listens \
 (target < 2 s) and its resident memory then (target < 100 MiB), against a daemon started on an \
 empty journal in the same run; then the time `cosched jobs --all` takes to list them.\n\
@@ -112,14 +118,14 @@ struct HistoryFigures {
 }
 
 #[derive(Serialize)]
-struct Spread {
-    p50: f64,
-    p99: f64,
-    max: f64,
+pub(super) struct Spread {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
 }
 
 impl Spread {
-    fn of_ms(seconds: &[f64]) -> Spread {
+    pub(super) fn of_ms(seconds: &[f64]) -> Spread {
         Spread {
             p50: quantile(seconds, 0.5) * 1e3,
             p99: quantile(seconds, 0.99) * 1e3,
@@ -133,6 +139,8 @@ struct AttackFigures {
     quiet: Switches,
     attacked: Switches,
     hostile_requests: usize,
+    /// `None` where the bench cannot run other users (not root, or no setpriv).
+    users: Option<bench_users::UsersFigures>,
 }
 
 #[derive(Serialize)]
@@ -238,6 +246,9 @@ fn print_figures(f: &Figures) {
             "  during the attack: {IDLE_CONNECTIONS} idle connections and {} hostile requests",
             a.hostile_requests
         );
+        if let Some(users) = &a.users {
+            bench_users::print(users);
+        }
     }
     if let Some(h) = &f.history {
         println!(
@@ -365,10 +376,12 @@ fn attack(dir: &Path, seconds: f64) -> anyhow::Result<AttackFigures> {
             lateness_ms: Spread::of_ms(values),
         }
     };
+    let users = bench_users::hostile_users(&dir.join("users"), seconds)?;
     Ok(AttackFigures {
         quiet: latest(quiet, quiet_end - start),
         attacked: latest(attacked, attacked_end - quiet_end),
         hostile_requests,
+        users,
     })
 }
 
