@@ -89,6 +89,32 @@ fn spinner(cpus: u32) -> Submission {
 
 /// `cosched bench daemon-user`.
 pub fn run_user(args: UserArgs) -> anyhow::Result<()> {
+    // The jobs first, then the connections held while the others submit: a user who held every
+    // connection of theirs first could not submit at all.
+    let cpus = sysfs::discover()?.num_cpus() as u32;
+    let socket = &args.socket;
+    let results: Vec<(Vec<u64>, usize)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..args.threads)
+            .map(|t| {
+                let share =
+                    args.spinners / args.threads + usize::from(t < args.spinners % args.threads);
+                scope.spawn(move || {
+                    let (mut ids, mut refused) = (Vec::new(), 0);
+                    for _ in 0..share {
+                        match request(socket, Request::Submit(spinner(cpus))) {
+                            Ok(Reply::Submitted { id }) => ids.push(id),
+                            _ => refused += 1,
+                        }
+                    }
+                    (ids, refused)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("no panic"))
+            .collect()
+    });
     let mut connections = Vec::with_capacity(args.connections);
     for _ in 0..args.connections {
         connections.push(UnixStream::connect(&args.socket)?);
@@ -114,30 +140,6 @@ pub fn run_user(args: UserArgs) -> anyhow::Result<()> {
     )?;
     writeln!(out)?;
     out.flush()?;
-    let cpus = sysfs::discover()?.num_cpus() as u32;
-    let socket = &args.socket;
-    let results: Vec<(Vec<u64>, usize)> = std::thread::scope(|scope| {
-        let threads: Vec<_> = (0..args.threads)
-            .map(|t| {
-                let share =
-                    args.spinners / args.threads + usize::from(t < args.spinners % args.threads);
-                scope.spawn(move || {
-                    let (mut ids, mut refused) = (Vec::new(), 0);
-                    for _ in 0..share {
-                        match request(socket, Request::Submit(spinner(cpus))) {
-                            Ok(Reply::Submitted { id }) => ids.push(id),
-                            _ => refused += 1,
-                        }
-                    }
-                    (ids, refused)
-                })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .map(|t| t.join().expect("no panic"))
-            .collect()
-    });
     let mut probe_latencies = Vec::with_capacity(args.probes);
     for _ in 0..args.probes {
         let sent = Instant::now();
@@ -214,7 +216,8 @@ fn running_pids(daemon: &DaemonProcess) -> anyhow::Result<Vec<(u32, u32)>> {
     })? {
         Reply::Jobs { jobs } => Ok(jobs
             .iter()
-            .filter(|j| j.state == JobState::Running)
+            // A job frozen between its gang slots is listed as suspended; it runs all the same.
+            .filter(|j| matches!(j.state, JobState::Running | JobState::Suspended))
             .filter_map(|j| Some((j.uid, j.pid.filter(|&p| p != 0)?)))
             .collect()),
         other => anyhow::bail!("the daemon answered {other:?} to `jobs`"),
@@ -223,8 +226,8 @@ fn running_pids(daemon: &DaemonProcess) -> anyhow::Result<Vec<(u32, u32)>> {
 
 /// The four users against one gang daemon; `None` (saying why) unless run as root with setpriv.
 pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFigures>> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
+    if !nix::unistd::geteuid().is_root()
+        || Command::new("setpriv").arg("--version").output().is_err()
     {
         eprintln!("hostile users: SKIPPED: needs root and setpriv (util-linux) to run other users");
         return Ok(None);
@@ -336,7 +339,12 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         Reply::Jobs { jobs } => jobs,
         other => anyhow::bail!("the daemon answered {other:?} to `jobs`"),
     };
-    ids.extend(jobs.iter().filter(|j| !j.state.ended()).map(|j| j.id));
+    // Spinners never end by themselves; a probe may end between the listing and the cancel.
+    ids.extend(
+        jobs.iter()
+            .filter(|j| !j.state.ended() && j.name == "spin")
+            .map(|j| j.id),
+    );
     ids.sort_unstable();
     ids.dedup();
     for chunk in ids.chunks(2000) {
