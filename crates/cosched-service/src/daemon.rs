@@ -320,3 +320,20 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_daemon_on_the_same_state_is_refused_until_the_first_ends() {
+        let state = tempfile::tempdir().unwrap();
+        let first = take_lock(state.path()).unwrap();
+        assert!(matches!(
+            take_lock(state.path()),
+            Err(DaemonError::AlreadyRunning(_))
+        ));
+        drop(first);
+        assert!(take_lock(state.path()).is_ok());
+    }
+}
