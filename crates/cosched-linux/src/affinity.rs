@@ -6,26 +6,31 @@
 
 use crate::procfs;
 use cosched_core::CpuSet;
+use nix::sched::{sched_setaffinity, CpuSet as KernelCpuSet};
+use nix::unistd::Pid;
 use std::io;
 
 /// A kernel CPU mask built once and applied to many threads.
 pub struct Mask {
-    set: libc::cpu_set_t,
+    set: KernelCpuSet,
 }
 
 impl Mask {
     pub fn new(cpus: &CpuSet) -> io::Result<Mask> {
-        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        let capacity = 8 * std::mem::size_of::<libc::cpu_set_t>() as u32;
+        let mut set = KernelCpuSet::new();
+        let capacity = KernelCpuSet::count();
         for cpu in cpus.iter() {
-            if cpu >= capacity {
-                return Err(io::Error::new(
+            let beyond = || {
+                io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!("CPU {cpu} is beyond the {capacity} CPUs sched_setaffinity can name"),
-                ));
+                )
+            };
+            let index = usize::try_from(cpu).map_err(|_| beyond())?;
+            if index >= capacity {
+                return Err(beyond());
             }
-            unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+            set.set(index).map_err(|_| beyond())?;
         }
         Ok(Mask { set })
     }
@@ -33,15 +38,7 @@ impl Mask {
     /// Applies the mask to one thread (0 = the calling thread). Async-signal-safe, so it may run between
     /// fork and exec.
     pub fn apply_to(&self, tid: i32) -> io::Result<()> {
-        // SAFETY: the mask is a valid cpu_set_t of the size passed.
-        let rc = unsafe {
-            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &self.set)
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        sched_setaffinity(Pid::from_raw(tid), &self.set).map_err(io::Error::from)
     }
 
     /// Applies the mask to every thread of every process in `pids`. Threads that exit meanwhile are
@@ -107,8 +104,7 @@ mod tests {
             .unwrap();
         let first: CpuSet = online.take(1);
         let handle = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
+            let tid = nix::unistd::gettid().as_raw();
             Mask::new(&first).unwrap().apply_to(0).unwrap();
             let pid = std::process::id() as i32;
             (allowed_cpus(pid, tid).unwrap(), first)

@@ -644,7 +644,10 @@ mod tests {
         let as_nobody = table.still_theirs(whole[whole.len() - 1], 0);
         assert!(everything().is_empty(), "a tree of a uid none of it has");
         for pid in &whole {
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         let _ = shell.wait();
         assert_eq!(whole.len(), 4, "{whole:?}");
@@ -675,7 +678,10 @@ mod tests {
         let group =
             ProcessTable::read().members(Members::Group(crate::procfs::stat(me).unwrap().pgid));
         for pid in &tree {
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         let _ = shell.wait();
         assert_eq!(tree.len(), 2, "{tree:?}");

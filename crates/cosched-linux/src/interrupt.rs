@@ -7,7 +7,7 @@
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
@@ -95,8 +95,8 @@ impl Interrupts {
         Ok(Interrupts { wake, index })
     }
 
-    pub fn fd(&self) -> libc::c_int {
-        self.wake.as_raw_fd()
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.wake.as_fd()
     }
 
     /// The signal that asked the run to stop, if one came.

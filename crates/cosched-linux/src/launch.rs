@@ -7,7 +7,7 @@ use cosched_core::CpuSet;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
-use nix::unistd::{chdir, setgid, setgroups, setuid, Gid, Uid};
+use nix::unistd::{chdir, getgrouplist, setgid, setgroups, setuid, Gid, Uid, User};
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsString};
 use std::fs::File;
@@ -72,23 +72,15 @@ impl InvokingUser {
 }
 
 fn supplementary_groups(uid: libc::uid_t, gid: libc::gid_t) -> Vec<libc::gid_t> {
-    // SAFETY: getpwuid_r writes into the buffers we own; getgrouplist into `groups`, sized by `count`.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut buffer = vec![0 as libc::c_char; 16 * 1024];
-        let mut found = std::ptr::null_mut();
-        libc::getpwuid_r(uid, &mut pwd, buffer.as_mut_ptr(), buffer.len(), &mut found);
-        if found.is_null() {
-            return vec![gid];
-        }
-        let mut groups = vec![0 as libc::gid_t; 256];
-        let mut count = groups.len() as libc::c_int;
-        if libc::getgrouplist(pwd.pw_name, gid, groups.as_mut_ptr(), &mut count) < 0 {
-            return vec![gid];
-        }
-        groups.truncate(count.max(0) as usize);
-        groups
-    }
+    let groups = User::from_uid(Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .and_then(|user| CString::new(user.name).ok())
+        .and_then(|name| getgrouplist(&name, Gid::from_raw(gid)).ok());
+    groups.map_or_else(
+        || vec![gid],
+        |groups| groups.iter().map(|g| g.as_raw()).collect(),
+    )
 }
 
 /// The environment that tells a job where it runs: `COSCHED_JOB_ID` and `COSCHED_CPUS` (its partition at

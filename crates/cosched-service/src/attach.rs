@@ -146,8 +146,8 @@ mod tests {
     fn me() -> Peer {
         Peer {
             pid: std::process::id() as i32,
-            uid: unsafe { libc::getuid() },
-            gid: unsafe { libc::getgid() },
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
         }
     }
 
@@ -184,7 +184,10 @@ mod tests {
         };
         let as_stranger = inspect(pid, stranger);
         let as_owner = inspect(pid, me());
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let message = as_stranger.unwrap_err().to_string();
         assert!(message.contains("not yours or not running"), "{message}");
         let missing = inspect(i32::MAX as u32, stranger).unwrap_err().to_string();

@@ -14,9 +14,10 @@ use crate::source::DaemonSource;
 use crate::state::Shared;
 use cosched_core::topology::{sysfs, TopologyError};
 use cosched_linux::{Adopt, OnDeath, RunOptions, RunSetup};
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::stat::{umask, Mode};
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -75,8 +76,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     }
     // Everyone may list the log directory's ids; each log belongs to its job's user alone (umask).
     let _ = fs::set_permissions(&logs, fs::Permissions::from_mode(0o755));
-    // SAFETY: umask has no preconditions.
-    unsafe { libc::umask(0o077) };
+    umask(Mode::from_bits_truncate(0o077));
     let _lock = take_lock(&options.state)?;
     notify::tell("STATUS=replaying the journal");
     let retention = options.config.history.retention();
@@ -95,8 +95,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         journal.write(&Entry::Policy {
             t: now_unix(),
             name: policy_name.clone(),
-            // SAFETY: geteuid has no preconditions.
-            uid: unsafe { libc::geteuid() },
+            uid: nix::unistd::geteuid().as_raw(),
         })?;
     }
     let registry = Registry::new(
@@ -210,7 +209,7 @@ fn forget_ended_jobs(shared: Arc<Shared>, retention: Duration) -> Result<(), Dae
 }
 
 /// One daemon per state directory: an exclusive lock on `<state>/lock`, held while the daemon lives.
-fn take_lock(state: &Path) -> Result<fs::File, DaemonError> {
+fn take_lock(state: &Path) -> Result<Flock<fs::File>, DaemonError> {
     let path = state.join("lock");
     let file = fs::OpenOptions::new()
         .create(true)
@@ -218,12 +217,10 @@ fn take_lock(state: &Path) -> Result<fs::File, DaemonError> {
         .write(true)
         .open(&path)
         .map_err(io_error(format!("cannot open {}", path.display())))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(DaemonError::AlreadyRunning(state.to_path_buf()));
-    }
+    let locked = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|_| DaemonError::AlreadyRunning(state.to_path_buf()))?;
     let _ = fs::write(&path, format!("{}\n", std::process::id()));
-    Ok(file)
+    Ok(locked)
 }
 
 fn listen(socket: &Path, system: bool) -> Result<UnixListener, DaemonError> {
@@ -326,4 +323,21 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
         shared.journal.sync(position)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_daemon_on_the_same_state_is_refused_until_the_first_ends() {
+        let state = tempfile::tempdir().unwrap();
+        let first = take_lock(state.path()).unwrap();
+        assert!(matches!(
+            take_lock(state.path()),
+            Err(DaemonError::AlreadyRunning(_))
+        ));
+        drop(first);
+        assert!(take_lock(state.path()).is_ok());
+    }
 }

@@ -5,6 +5,8 @@
 use crate::client::{request, ClientError};
 use crate::journal::Entry;
 use crate::protocol::{JobView, Reply, Request, Submission};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::net::UnixStream;
@@ -198,8 +200,7 @@ impl DaemonProcess {
 
     /// Stops it with SIGTERM; it must end well.
     pub fn stop(&mut self) -> Result<(), HarnessError> {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        let _ = kill(Pid::from_raw(self.pid()), Signal::SIGTERM);
         let status = self.child.wait().map_err(|source| HarnessError::Io {
             what: "cannot wait for the daemon".into(),
             source,
@@ -212,8 +213,7 @@ impl DaemonProcess {
 
     /// Kills it with SIGKILL, as a crash would.
     pub fn kill(&mut self) {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.pid(), libc::SIGKILL) };
+        let _ = kill(Pid::from_raw(self.pid()), Signal::SIGKILL);
         let _ = self.child.wait();
     }
 }
@@ -221,8 +221,7 @@ impl DaemonProcess {
 impl Drop for DaemonProcess {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            // SAFETY: a signal to our own child.
-            unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+            let _ = kill(Pid::from_raw(self.pid()), Signal::SIGTERM);
             let _ = self.child.wait();
         }
     }

@@ -9,9 +9,9 @@ use crate::error::ServiceError;
 use crate::protocol::{Envelope, Reply, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 use crate::registry::Peer;
 use crate::state::Shared;
+use nix::sys::socket::{getsockopt, sockopt};
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -122,25 +122,11 @@ impl Read for DeadlineReader {
 
 /// The credentials of the process at the other end (SO_PEERCRED).
 pub fn peer_of(stream: &UnixStream) -> io::Result<Peer> {
-    // SAFETY: ucred is plain data; getsockopt writes at most `len` bytes into it.
-    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let cred = getsockopt(stream, sockopt::PeerCredentials)?;
     Ok(Peer {
-        pid: cred.pid,
-        uid: cred.uid,
-        gid: cred.gid,
+        pid: cred.pid(),
+        uid: cred.uid(),
+        gid: cred.gid(),
     })
 }
 

@@ -8,7 +8,7 @@ use cosched_core::trace::{ExitStatus, Record};
 use cosched_core::{JobId, JobSpec, Policy};
 use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource, OpenedAsUser};
 use std::collections::BTreeMap;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 pub struct DaemonSource {
@@ -151,7 +151,7 @@ impl JobSource for DaemonSource {
         self.shared.lock().take_policy_switch()
     }
 
-    fn wake_fd(&self) -> Option<RawFd> {
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.shared.wake_fd())
     }
 

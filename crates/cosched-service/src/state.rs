@@ -6,8 +6,9 @@ use crate::config::DaemonConfig;
 use crate::journal::Journal;
 use crate::registry::Registry;
 use crate::switches::SwitchLog;
+use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::collections::HashSet;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -17,7 +18,7 @@ pub struct Shared {
     ended: Condvar,
     pub journal: Journal,
     /// Readable when the executor has news to take (an eventfd).
-    wake: OwnedFd,
+    wake: EventFd,
     pub logs: PathBuf,
     /// The uid the daemon runs as; a user daemon serves that user only.
     pub daemon_uid: u32,
@@ -35,18 +36,15 @@ impl Shared {
         logs: PathBuf,
         config: DaemonConfig,
     ) -> Shared {
-        // SAFETY: plain system call; the descriptor is owned below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        assert!(fd >= 0, "eventfd: {}", std::io::Error::last_os_error());
+        let wake = EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .unwrap_or_else(|e| panic!("eventfd: {e}"));
         Shared {
             registry: Mutex::new(registry),
             ended: Condvar::new(),
             journal,
-            // SAFETY: `fd` is a new descriptor nothing else owns.
-            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            wake,
             logs,
-            // SAFETY: geteuid has no preconditions.
-            daemon_uid: unsafe { libc::geteuid() },
+            daemon_uid: nix::unistd::geteuid().as_raw(),
             switches: Mutex::default(),
             config,
             suspended: Mutex::default(),
@@ -82,19 +80,17 @@ impl Shared {
         self.ended.notify_all();
     }
 
-    pub fn wake_fd(&self) -> RawFd {
-        self.wake.as_raw_fd()
+    pub fn wake_fd(&self) -> BorrowedFd<'_> {
+        self.wake.as_fd()
     }
 
     pub fn wake_executor(&self) {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes to our eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        // Only a counter at its maximum refuses, and then the executor is woken already.
+        let _ = self.wake.write(1);
     }
 
     pub fn clear_wake(&self) {
-        let mut count = 0u64;
-        // SAFETY: reading 8 bytes from our non-blocking eventfd.
-        unsafe { libc::read(self.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+        // EAGAIN when there was no news is expected.
+        let _ = self.wake.read();
     }
 }

@@ -51,7 +51,7 @@ use environment::LaunchEnvironment;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::BufWriter;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -487,7 +487,7 @@ impl<'a> Executor<'a> {
             .collect();
         let fds: Vec<_> = std::iter::once(self.interrupts.fd())
             .chain(self.source.wake_fd())
-            .chain(pidfds.iter().map(|fd| fd.as_raw_fd()))
+            .chain(pidfds.iter().map(|fd| fd.as_fd()))
             .collect();
         // Whoever reads the trace of a long run (a daemon's) sees every record made before this sleep.
         let _ = self.trace.flush();

@@ -97,9 +97,14 @@ impl Drop for Executor<'_> {
 /// Reaps `pid` if it has ended: its wait status and the CPU seconds of it and its waited-for children.
 pub(super) fn try_wait(pid: i32) -> Option<(libc::c_int, f64)> {
     let mut status = 0;
-    // SAFETY: wait4 writes into status and usage.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+    // The usage of one reaped child is only in wait4's answer, and neither std nor nix wraps wait4.
+    // SAFETY: rusage is plain integers, valid zeroed; wait4 writes only into `status` and `usage`,
+    // which outlive the call.
+    let (reaped, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let reaped = libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage);
+        (reaped, usage)
+    };
     if reaped != pid {
         return None;
     }

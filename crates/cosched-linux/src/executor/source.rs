@@ -9,7 +9,7 @@ use cosched_core::trace::Record;
 use cosched_core::workload::Workload;
 use cosched_core::{JobId, JobSpec, Policy, Topology};
 use std::collections::BTreeMap;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 
 /// A job handed to the executor: what the policy sees and how to start it.
@@ -81,7 +81,7 @@ pub trait JobSource {
     /// A job is done (finished, failed to start, cancelled, or stopped with the run).
     fn finished(&mut self, outcome: JobOutcome);
     /// A descriptor that becomes readable when the source has news (arrivals, cancellations).
-    fn wake_fd(&self) -> Option<RawFd> {
+    fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
         None
     }
     /// Running processes that joined a job already handed over, as further tasks of it (the other
