@@ -1,0 +1,147 @@
+use super::*;
+
+fn job(registry: &Registry, uid: u32) -> Tracked {
+    let id = registry.next_id();
+    let submission = Submission::of("/bin/true");
+    let view = JobView::queued(id, uid, 1.0, &submission, "o".into(), "e".into());
+    Tracked::new(view, uid, Some(submission), None)
+}
+
+fn taken(registry: &mut Registry, limit: usize) -> Vec<u64> {
+    registry
+        .take_incoming(limit, usize::MAX)
+        .into_iter()
+        .map(|j| j.id)
+        .collect()
+}
+
+#[test]
+fn a_users_jobs_past_the_running_limit_wait_in_order_and_start_as_others_end() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for uid in [1000, 1000, 1000, 1001, 0, 0] {
+        let tracked = job(&registry, uid);
+        registry.enqueue(tracked);
+    }
+    // One running job per user, root excepted: 0 and 3 start, 1 and 2 wait, root's both start.
+    assert_eq!(taken(&mut registry, 1), [0, 3, 4, 5]);
+    assert_eq!(
+        registry.load_of(1000),
+        UserLoad {
+            queued: 2,
+            running: 1
+        }
+    );
+    assert!(taken(&mut registry, 1).is_empty());
+    assert!(
+        registry.finish(0, Some(2.0), true, Some(0), None),
+        "1 may start"
+    );
+    assert_eq!(taken(&mut registry, 1), [1]);
+    // A job cancelled while it waits leaves the queue and its count.
+    assert!(matches!(registry.cancel(2), Cancelled::BeforeStart { .. }));
+    assert_eq!(
+        registry.load_of(1000),
+        UserLoad {
+            queued: 0,
+            running: 1
+        }
+    );
+    assert!(
+        !registry.finish(1, Some(3.0), true, Some(0), None),
+        "none waits"
+    );
+    assert_eq!(registry.load_of(1000), UserLoad::default());
+}
+
+#[test]
+fn users_are_served_in_turn_and_share_the_weight_of_their_jobs() {
+    let shares = ShareTable::default();
+    let mut registry = Registry::new("gang".into(), 0, shares);
+    // User 1000's backlog of four, then user 1001's first job.
+    for uid in [1000, 1000, 1000, 1000, 1001] {
+        let tracked = job(&registry, uid);
+        registry.enqueue(tracked);
+    }
+    // Two handed over per user before one starts: 1001's job comes second, not fifth.
+    assert_eq!(
+        registry
+            .take_incoming(100, 2)
+            .iter()
+            .map(|j| (j.id, j.weight))
+            .collect::<Vec<_>>(),
+        [(0, 0.5), (4, 1.0), (1, 0.5)]
+    );
+    registry.take_reweighted();
+    assert!(taken(&mut registry, 100).is_empty(), "1000 has 2 awaiting");
+    registry.mark_started(0, 10, 1, 2.0);
+    assert_eq!(registry.take_incoming(100, 2)[0].weight, 1.0 / 3.0);
+    // Its earlier jobs now weigh a third each too, and a half again once one ends.
+    let mut reweighted = registry.take_reweighted();
+    reweighted.sort_by_key(|r| r.0);
+    assert_eq!(reweighted, [(0, 1.0 / 3.0), (1, 1.0 / 3.0), (2, 1.0 / 3.0)]);
+    registry.finish(1, Some(3.0), true, Some(0), None);
+    let mut reweighted = registry.take_reweighted();
+    reweighted.sort_by_key(|r| r.0);
+    assert_eq!(reweighted, [(0, 0.5), (2, 0.5)]);
+}
+
+#[test]
+fn ended_jobs_are_forgotten_after_the_retention_and_their_ids_stay_used() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for _ in 0..3 {
+        let tracked = job(&registry, 1000);
+        registry.enqueue(tracked);
+    }
+    taken(&mut registry, 10);
+    registry.finish(0, Some(10.0), true, Some(0), None);
+    registry.finish(1, Some(20.0), true, Some(0), None);
+    assert_eq!(registry.forget_ended_before(15.0), 1);
+    let ids: Vec<u64> = registry.jobs().map(|j| j.id).collect();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(registry.forget_ended_before(100.0), 1);
+    assert!(registry.job(2).is_some(), "job 2 has not ended");
+    assert_eq!(registry.next_id(), 3);
+}
+
+#[test]
+fn a_job_past_its_limit_is_terminated_once_then_killed_after_the_grace_and_stays_timeout() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for limit in [Some(10), None] {
+        let mut tracked = job(&registry, 1000);
+        tracked.view.time_limit = limit;
+        registry.enqueue(tracked);
+    }
+    taken(&mut registry, 10);
+    registry.mark_started(0, 100, 1, 1000.0);
+    registry.mark_started(1, 101, 1, 1000.0);
+    assert!(registry.take_overdue(1009.9, 5.0).is_empty());
+    assert_eq!(registry.take_overdue(1010.0, 5.0), [0]);
+    assert_eq!(registry.job(0).unwrap().state, JobState::Timeout);
+    assert!(registry.take_overdue(1014.0, 5.0).is_empty(), "sent once");
+    assert!(registry.take_cancelled().is_empty(), "within the grace");
+    assert!(registry.take_overdue(1015.0, 5.0).is_empty());
+    assert_eq!(registry.take_cancelled(), [0]);
+    registry.finish(0, Some(1015.1), false, None, Some("cancelled".into()));
+    let view = registry.job(0).unwrap();
+    assert_eq!(view.state, JobState::Timeout);
+    assert_eq!(view.wait_status(), 128 + libc::SIGKILL);
+    assert_eq!(registry.job(1).unwrap().state, JobState::Running);
+    assert!(registry.take_overdue(1e9, 5.0).is_empty(), "no limit");
+}
+
+#[test]
+fn a_queued_job_says_whether_its_users_limit_or_the_cpus_hold_it() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for uid in [1000, 1000] {
+        let tracked = job(&registry, uid);
+        registry.enqueue(tracked);
+    }
+    assert_eq!(registry.pending_reason(0, 1), Some("resources"));
+    assert_eq!(taken(&mut registry, 1), [0]);
+    // Taken by the executor, not started: the policy has no CPUs for it yet.
+    assert_eq!(registry.pending_reason(0, 1), Some("resources"));
+    assert_eq!(registry.pending_reason(1, 1), Some("user_limit"));
+    assert_eq!(registry.pending_reason(1, 2), Some("resources"));
+    registry.mark_started(0, 100, 1, 2.0);
+    assert_eq!(registry.pending_reason(0, 1), None);
+}
