@@ -34,14 +34,14 @@ pub struct Args {
 #[derive(clap::Args, Debug)]
 pub struct FilterArgs {
     /// Jobs of these users, by name or uid, comma-separated
-    #[arg(short, long, value_name = "USER,…")]
+    #[arg(short, long, value_name = "USER,...")]
     pub user: Option<String>,
     /// Jobs in these states, comma-separated (pending, running, suspended, done, failed,
     /// cancelled, timeout)
-    #[arg(short = 't', long, value_name = "STATE,…")]
+    #[arg(short = 't', long, value_name = "STATE,...")]
     pub state: Option<String>,
     /// Jobs with these names, comma-separated
-    #[arg(short, long, value_name = "NAME,…")]
+    #[arg(short, long, value_name = "NAME,...")]
     pub name: Option<String>,
     /// Jobs not ended by WHEN: a time back from now (90s, 30m, 1h, 2d), a local time
     /// (2026-11-23 14:00) or @UNIX-SECONDS

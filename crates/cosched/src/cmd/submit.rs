@@ -57,7 +57,7 @@ pub struct Args {
     /// Start only after other jobs end (as sbatch): afterok:ID[:ID…] (each done),
     /// afterany:ID (ended however), afternotok:ID (ended failed, cancelled or timed out),
     /// comma-separated; one that can no longer be met cancels the job
-    #[arg(short = 'd', long, value_name = "TYPE:ID,…")]
+    #[arg(short = 'd', long, value_name = "DEPENDENCY,...")]
     dependency: Option<String>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
