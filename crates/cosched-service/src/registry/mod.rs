@@ -362,6 +362,7 @@ impl Registry {
         held.extend(queues.into_values().flatten());
         held.sort_unstable();
         self.incoming.extend(held);
+        let users_before = self.running_of.len();
         let mut taken = Vec::with_capacity(chosen.len());
         let mut users = Vec::new();
         for id in chosen {
@@ -393,9 +394,7 @@ impl Registry {
         }
         users.sort_unstable();
         users.dedup();
-        for uid in users {
-            self.reweigh(uid);
-        }
+        self.reweigh_after(users_before, users);
         for job in &mut taken {
             job.weight = self.jobs[&job.id].fair_weight;
         }
@@ -443,13 +442,31 @@ impl Registry {
             return;
         };
         let share = self.shares.of(uid, self.jobs[first].gid);
+        // A user alone on the machine shares it with no one: their jobs keep their own weights.
+        let alone = self.running_of.len() <= 1;
         for id in ids {
             let job = self.jobs.get_mut(id).expect("running jobs are held");
-            let weight = share * job.weight / total;
+            let weight = match alone {
+                true => job.weight,
+                false => share * job.weight / total,
+            };
             if job.fair_weight != weight {
                 job.fair_weight = weight;
                 self.reweighted.push((*id, weight));
             }
+        }
+    }
+
+    /// Reweighs `changed` users, or every user when the machine went from one user to several or
+    /// back (`users_before` had running jobs before the change).
+    fn reweigh_after(&mut self, users_before: usize, changed: Vec<u32>) {
+        let crossed = (users_before <= 1) != (self.running_of.len() <= 1);
+        let users = match crossed {
+            true => self.running_of.keys().copied().collect(),
+            false => changed,
+        };
+        for uid in users {
+            self.reweigh(uid);
         }
     }
 
@@ -607,6 +624,7 @@ impl Registry {
         self.ended
             .push_back((view.finished.unwrap_or(view.submitted), id));
         self.shortest.record(view);
+        let users_before = self.running_of.len();
         if was_running {
             let load = self.users.entry(uid).or_default();
             load.running -= 1;
@@ -617,7 +635,7 @@ impl Registry {
                     self.running_of.remove(&uid);
                 }
             }
-            self.reweigh(uid);
+            self.reweigh_after(users_before, vec![uid]);
         }
         may_start |= self.dependents_held;
         self.takeable |= may_start;
