@@ -966,10 +966,10 @@ fn wait_attached(daemon: &Daemon, ids: &[u64]) {
     let started = Instant::now();
     loop {
         let jobs = daemon.jobs();
-        if ids
-            .iter()
-            .all(|&id| attached(&jobs, id).is_some_and(|j| j["state"] == "running"))
-        {
+        if ids.iter().all(|&id| {
+            attached(&jobs, id)
+                .is_some_and(|j| matches!(j["state"].as_str(), Some("running" | "suspended")))
+        }) {
             return;
         }
         assert!(
@@ -1152,7 +1152,7 @@ fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() 
         let still_running: Vec<_> = ids
             .iter()
             .map(|&id| attached(&jobs, id).expect("listed"))
-            .filter(|view| view["state"] == "running")
+            .filter(|view| matches!(view["state"].as_str(), Some("running" | "suspended")))
             .collect();
         if still_running.is_empty() {
             break;
@@ -1225,7 +1225,10 @@ OMP_WAIT_POLICY=active srun -n 2 -c 1 {} --size 200 --iterations {LONG}",
         let jobs = step_job(&daemon.jobs(), step, "0");
         let pids = tasks();
         if let [view] = jobs.as_slice() {
-            if pids.len() == 2 && job_pids(view) == pids && view["state"] == "running" {
+            if pids.len() == 2
+                && job_pids(view) == pids
+                && matches!(view["state"].as_str(), Some("running" | "suspended"))
+            {
                 break view.clone();
             }
         }
@@ -1268,7 +1271,10 @@ OMP_WAIT_POLICY=active srun -n 2 -c 1 {} --size 200 --iterations {LONG}",
     let started = Instant::now();
     loop {
         let jobs = step_job(&daemon.jobs(), step, "0");
-        if jobs.len() == 1 && jobs[0]["state"] == "running" && job_pids(&jobs[0]) == pids {
+        if jobs.len() == 1
+            && matches!(jobs[0]["state"].as_str(), Some("running" | "suspended"))
+            && job_pids(&jobs[0]) == pids
+        {
             break;
         }
         assert!(
