@@ -236,24 +236,28 @@ fn unexpected(request: &'static str, reply: Reply) -> HarnessError {
 
 /// A one-thread job running `command` from `/` with only `PATH` set, named after its program.
 pub fn submission(command: &[&str]) -> Submission {
-    Submission {
-        name: Path::new(command[0])
-            .file_name()
-            .map_or_else(|| command[0].into(), |n| n.to_string_lossy().into()),
-        command: command.iter().map(|s| s.to_string()).collect(),
-        cwd: "/".into(),
-        env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
-        min_threads: Some(1),
-        max_threads: Some(1),
-        kind: Default::default(),
-        weight: 1.0,
-        coschedule: true,
-        hints: Default::default(),
-        labels: Default::default(),
-        time_limit: None,
-        output: None,
-        error: None,
-        array: None,
-        dependency: Vec::new(),
+    let mut submission = Submission::of(command[0]);
+    if let Some(name) = Path::new(command[0]).file_name() {
+        submission.name = name.to_string_lossy().into();
     }
+    submission.command = command.iter().map(|s| s.to_string()).collect();
+    submission.env = BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]);
+    submission.min_threads = Some(1);
+    submission.max_threads = Some(1);
+    submission
+}
+
+/// Whether tests can play a second user (uid 65534, through `setpriv`), saying `SKIPPED` and why on
+/// standard error when they cannot; when they can, `dir` is opened to that user (mode 755).
+pub fn open_to_a_second_user(dir: &Path) -> io::Result<bool> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root to run a second user");
+        return Ok(false);
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: setpriv (util-linux) is not installed");
+        return Ok(false);
+    }
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    Ok(true)
 }

@@ -170,10 +170,10 @@ impl Submission {
     }
 }
 
-#[cfg(test)]
 impl Submission {
-    /// One program without arguments, with every other field at its default: what unit tests need.
-    pub(crate) fn of(program: &str) -> Submission {
+    /// One program without arguments, from `/`, with every other field at its default: what tests
+    /// and benches build on.
+    pub fn of(program: &str) -> Submission {
         Submission {
             name: program.into(),
             command: vec![program.into()],

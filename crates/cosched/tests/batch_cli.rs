@@ -216,21 +216,10 @@ fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
 
 /// A directory uid 65534 may enter, or `None` (saying why) where a second user cannot be had.
 fn dir_for_two_users() -> Option<tempfile::TempDir> {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to run a second user");
-        return None;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: setpriv (util-linux) is not installed");
-        return None;
-    }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    Some(dir)
+    cosched_service::harness::open_to_a_second_user(dir.path())
+        .unwrap()
+        .then_some(dir)
 }
 
 /// `cosched ARGS…` run as uid 65534, from `/`.

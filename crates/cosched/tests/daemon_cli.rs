@@ -287,24 +287,12 @@ fn a_sigkilled_daemon_leaves_jobs_thawed_and_its_successor_adopts_them() {
     successor.stop();
 }
 
-/// A test directory the second user can reach, or `None` (with the reason printed) where a second
-/// user cannot be had.
+/// A directory uid 65534 may enter, or `None` (saying why) where a second user cannot be had.
 fn dir_for_two_users() -> Option<tempfile::TempDir> {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root to run a second user");
-        return None;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: setpriv (util-linux) is not installed");
-        return None;
-    }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    Some(dir)
+    cosched_service::harness::open_to_a_second_user(dir.path())
+        .unwrap()
+        .then_some(dir)
 }
 
 const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
