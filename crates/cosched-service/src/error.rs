@@ -33,6 +33,10 @@ pub enum ServiceError {
     BadOutputPattern { pattern: String, why: String },
     #[error("time limit {0} s: give from 1 s to 100 years; without --time a job has no limit")]
     BadTimeLimit(u64),
+    #[error("nice {0}: give from -2147483645 to 2147483645")]
+    BadNice(i32),
+    #[error("an array's limit of elements run at once (%MAX) must be at least 1")]
+    BadArrayLimit,
     #[error("weight {weight} is above 1; only root or the daemon's own user (uid {daemon}) may weigh a job above others")]
     WeightAboveOne { weight: f64, daemon: u32 },
     #[error("uid {uid} has {limit} jobs queued, the most one user may (limits.queued_jobs_per_user in the daemon's configuration); wait until some have started, or cancel some")]

@@ -60,6 +60,9 @@ pub struct JobFilter {
     pub names: Vec<String>,
     /// Jobs that had not ended by this Unix time.
     pub since: Option<f64>,
+    /// Elements of these arrays (by the array's id).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub arrays: Vec<u64>,
 }
 
 impl JobFilter {
@@ -68,6 +71,7 @@ impl JobFilter {
         (self.users.is_empty() || self.users.contains(&view.uid))
             && (self.states.is_empty() || self.states.contains(&state))
             && (self.names.is_empty() || self.names.contains(&view.name))
+            && (self.arrays.is_empty() || view.array_id.is_some_and(|a| self.arrays.contains(&a)))
             && self
                 .since
                 .is_none_or(|t| !view.state.ended() || view.finished.is_none_or(|f| f >= t))
@@ -111,6 +115,24 @@ pub struct Submission {
     /// Jobs that must end first, and how (Slurm's `--dependency`); all must be met.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependency: Vec<Dependency>,
+    /// Lowers the job's priority by this much (Slurm's `--nice`); below 0 (root or the daemon's own
+    /// user only) raises it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub nice: i32,
+    /// The job's priority before its `nice` (Slurm's `--priority`; root or the daemon's own user
+    /// only); `None`: [`DEFAULT_PRIORITY`]. A user's queued jobs start highest priority first,
+    /// then in submission order; users' turns stay fair whatever their jobs' priorities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+}
+
+/// The priority of a job submitted without `--priority`.
+pub const DEFAULT_PRIORITY: u32 = 0;
+/// The largest `nice` either way, as in Slurm.
+pub const MAX_NICE: i32 = 2_147_483_645;
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 /// A job this one waits for (Slurm's `afterok`, `afterany`, `afternotok`).
@@ -161,9 +183,18 @@ impl std::fmt::Display for Dependency {
 pub struct ArrayElement {
     pub index: u64,
     pub of: Option<u64>,
+    /// At most this many elements of the array run at once (sbatch's `--array …%MAX`); the others
+    /// wait `pending`, reason `array_task_limit`. Every element carries the array's limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 impl Submission {
+    /// The priority its queued job is ordered by: `priority` less `nice`.
+    pub fn effective_priority(&self) -> i64 {
+        i64::from(self.priority.unwrap_or(DEFAULT_PRIORITY)) - i64::from(self.nice)
+    }
+
     /// Whether the user named the output files, which are then opened with the user's rights.
     pub fn names_its_output(&self) -> bool {
         self.output.is_some() || self.error.is_some()
@@ -191,6 +222,8 @@ impl Submission {
             error: None,
             array: None,
             dependency: Vec::new(),
+            nice: 0,
+            priority: None,
         }
     }
 }
@@ -330,8 +363,9 @@ pub struct JobView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<u64>,
     /// Why a queued job has not started: `dependency` (a job it depends on has not ended),
-    /// `resources` (the policy has no CPUs for it yet) or `user_limit` (its user runs
-    /// `limits.running_jobs_per_user` jobs already).
+    /// `array_task_limit` (its array runs as many elements as its limit), `resources` (the policy
+    /// has no CPUs for it yet) or `user_limit` (its user runs `limits.running_jobs_per_user` jobs
+    /// already).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The array it belongs to (the id of its first element) and its index there.
@@ -339,6 +373,12 @@ pub struct JobView {
     pub array_id: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_index: Option<u64>,
+    /// The order it starts in among its user's queued jobs, highest first
+    /// ([`Submission::effective_priority`]), and the `nice` that lowered it.
+    #[serde(default)]
+    pub priority: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub nice: i32,
 }
 
 impl JobView {
@@ -381,6 +421,8 @@ impl JobView {
             reason: None,
             array_id: submission.array.map(|a| a.of.unwrap_or(id)),
             array_index: submission.array.map(|a| a.index),
+            priority: submission.effective_priority(),
+            nice: submission.nice,
         }
     }
 

@@ -8,7 +8,7 @@ use crate::error::ServiceError;
 use crate::journal::Entry;
 use crate::processes::kill_unwatched;
 use crate::protocol::{
-    now_unix, Attachment, JobFilter, JobState, JobView, Reply, Request, Submission,
+    now_unix, Attachment, JobFilter, JobState, JobView, Reply, Request, Submission, MAX_NICE,
 };
 use crate::registry::{Cancelled, Peer, Registry, Tracked};
 use crate::state::Shared;
@@ -129,6 +129,23 @@ fn check_weight(shared: &Shared, weight: f64, peer: Peer) -> Result<(), ServiceE
     Ok(())
 }
 
+/// A negative nice or a priority puts a job ahead of its user's others, as Slurm lets only its
+/// administrators: root and the daemon's own user only.
+fn check_priority(shared: &Shared, s: &Submission, peer: Peer) -> Result<(), ServiceError> {
+    let action = match (s.nice < 0, s.priority.is_some()) {
+        (_, true) => "give a job a --priority",
+        (true, false) => "give a job a negative --nice",
+        (false, false) => return Ok(()),
+    };
+    if !shared.privileged(peer.uid) {
+        return Err(ServiceError::NotPrivileged {
+            daemon: shared.daemon_uid,
+            action,
+        });
+    }
+    Ok(())
+}
+
 /// Whether `uid` may queue one more job (`limits.queued_jobs_per_user`; root has no limit).
 fn check_queue(shared: &Shared, registry: &Registry, uid: u32) -> Result<(), ServiceError> {
     let limit = shared.config.limits.queued_jobs_per_user;
@@ -142,6 +159,7 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     check_submission(&submission)?;
     check_served(shared, peer)?;
     check_weight(shared, submission.weight, peer)?;
+    check_priority(shared, &submission, peer)?;
     // Looked up before the lock: the user database may be a network service.
     let user = submission
         .names_its_output()
@@ -255,6 +273,8 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         error: None,
         array: None,
         dependency: Vec::new(),
+        nice: 0,
+        priority: None,
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;
@@ -439,6 +459,12 @@ fn check_submission(s: &Submission) -> Result<(), ServiceError> {
     }
     if let Some(limit) = s.time_limit.filter(|l| !(1..=MAX_TIME_LIMIT).contains(l)) {
         return Err(ServiceError::BadTimeLimit(limit));
+    }
+    if !(-MAX_NICE..=MAX_NICE).contains(&s.nice) {
+        return Err(ServiceError::BadNice(s.nice));
+    }
+    if s.array.is_some_and(|a| a.limit == Some(0)) {
+        return Err(ServiceError::BadArrayLimit);
     }
     check_labels(&s.labels)
 }

@@ -1,6 +1,7 @@
 //! What users of a batch system expect from `cosched daemon`'s clients, run against a real daemon:
 //! exit statuses a script can rely on, time limits, output files named by the user, listings
-//! filtered as squeue filters them, job arrays and dependencies. Each test runs its own daemon on a socket
+//! filtered as squeue filters them, job arrays (with a limit of elements run at once, named as
+//! ARRAY_INDEX), dependencies and the order of a user's pending jobs (nice, priority). Each test runs its own daemon on a socket
 //! and state directory of its own.
 
 use cosched_service::harness::{DaemonProcess, Launch};
@@ -514,9 +515,6 @@ fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
         "{ended:?}"
     );
 
-    let bad = cosched(&socket, &["submit", "--array", "1-4%2", "--", "true"]);
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(stderr(&bad).contains("not supported"), "{}", stderr(&bad));
     daemon.stop().unwrap();
 }
 
@@ -585,4 +583,151 @@ fn a_dependent_job_waits_pending_and_one_whose_dependency_fails_is_cancelled_say
     let bad = cosched(&socket, &["submit", "-d", "after:1", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
     daemon.stop().unwrap();
+}
+
+/// The most jobs of `jobs` running at one time, by the start and end the daemon recorded.
+fn most_at_once(jobs: &[JobView]) -> usize {
+    jobs.iter()
+        .filter_map(|j| j.started)
+        .map(|t| {
+            jobs.iter()
+                .filter(|j| j.started.is_some_and(|s| s <= t) && j.finished.is_none_or(|f| f > t))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_array_limit_runs_at_most_max_elements_and_array_index_names_them_in_wait_and_show() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+    let socket = daemon.socket.clone();
+    let ids = submitted_ids(&cosched(
+        &socket,
+        &["submit", "--array", "1-4%2", "--", "sleep", "1"],
+    ));
+    assert_eq!(ids.len(), 4);
+    let array = ids[0].to_string();
+    let mut rows = Vec::new();
+    let two_held = poll(Duration::from_secs(10), || {
+        rows = listed(&socket, &["--format", "id,state,reason"]);
+        let count = |state: &str, reason: &str| {
+            rows.iter()
+                .filter(|r| r[1] == state && r[2] == reason)
+                .count()
+        };
+        count("running", "-") == 2 && count("pending", "array_task_limit") == 2
+    });
+    assert!(
+        two_held,
+        "never two running and two held by the limit: {rows:?}"
+    );
+
+    let out = cosched(&socket, &["wait", &array]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let jobs = daemon.wait(ids.clone()).unwrap();
+    assert!(jobs.iter().all(|j| j.state == JobState::Done), "{jobs:?}");
+    assert_eq!(most_at_once(&jobs), 2, "{jobs:?}");
+
+    // ARRAY_INDEX names one element, the array's id all of them.
+    let out = cosched(&socket, &["show", "--json", &format!("{array}_3")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown: JobView = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown.id, ids[2]);
+    let out = cosched(&socket, &["show", "--json", &array]);
+    let shown: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<JobView>(l).unwrap().id)
+        .collect();
+    assert_eq!(shown, ids);
+    let out = cosched(&socket, &["show", &format!("{array}_9")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no element 9"), "{}", stderr(&out));
+
+    // Waiting on one element gives its status; on the array, the first failure's.
+    let exits = submitted_ids(&cosched(
+        &socket,
+        &[
+            "submit",
+            "--array",
+            "0-1",
+            "--",
+            "sh",
+            "-c",
+            "exit $COSCHED_ARRAY_TASK_ID",
+        ],
+    ));
+    let array = exits[0].to_string();
+    let status = |name: String| cosched(&socket, &["wait", &name]).status.code();
+    assert_eq!(status(format!("{array}_0")), Some(0));
+    assert_eq!(status(format!("{array}_1")), Some(1));
+    assert_eq!(status(array.clone()), Some(1));
+
+    let bad = cosched(&socket, &["submit", "--array", "1-4%0", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("%MAX"), "{}", stderr(&bad));
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn a_nicer_job_submitted_first_starts_after_a_plain_one_across_a_restart() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    // One running job per user (root has no limit): uid 65534's jobs start one at a time.
+    let config = "[limits]\nrunning_jobs_per_user = 1\n";
+    let mut daemon = start_configured(dir.path(), config);
+    let socket = daemon.socket.clone();
+    let go = dir.path().join("go");
+    let hold = format!("while [ ! -e {} ]; do sleep 0.1; done", go.display());
+    let blocker = submitted_id(&as_nobody(&socket, &["submit", "--", "sh", "-c", &hold]));
+    assert!(poll(Duration::from_secs(10), || show(&daemon, blocker)
+        .state
+        == JobState::Running));
+    let nicer = submitted_id(&as_nobody(
+        &socket,
+        &["submit", "--nice", "50", "--", "true"],
+    ));
+    let plain = submitted_id(&as_nobody(&socket, &["submit", "--", "true"]));
+    let expected = vec![
+        vec![nicer.to_string(), "-50".into(), "50".into()],
+        vec![plain.to_string(), "0".into(), "0".into()],
+    ];
+    let pending = ["--state", "pending", "--format", "job_id,priority,nice"];
+    assert_eq!(listed(&socket, &pending), expected);
+
+    // Only root may raise a job above its user's others.
+    for raise in [&["--nice=-5"][..], &["--priority", "10"]] {
+        let mut args = vec!["submit"];
+        args.extend_from_slice(raise);
+        args.extend(["--", "true"]);
+        let refused = as_nobody(&socket, &args);
+        assert_eq!(refused.status.code(), Some(2), "{raise:?}");
+        assert!(
+            stderr(&refused).contains("only root"),
+            "{}",
+            stderr(&refused)
+        );
+    }
+    let raised = submitted_id(&cosched(
+        &socket,
+        &["submit", "--priority", "7", "--nice=-2", "--", "true"],
+    ));
+    assert_eq!(daemon.wait(vec![raised]).unwrap()[0].priority, 9);
+
+    // The order is journaled: a restarted daemon keeps it.
+    daemon.stop().unwrap();
+    let daemon = start_configured(dir.path(), config);
+    assert_eq!(listed(&socket, &pending), expected);
+    std::fs::write(&go, "").unwrap();
+    let ended = daemon.wait(vec![blocker, nicer, plain]).unwrap();
+    assert!(ended.iter().all(|j| j.state == JobState::Done), "{ended:?}");
+    let (nicer, plain) = (&ended[1], &ended[2]);
+    assert!(
+        nicer.started.unwrap() >= plain.finished.unwrap(),
+        "the nicer job started first: {nicer:?} {plain:?}"
+    );
 }

@@ -9,6 +9,7 @@ use crate::protocol::{JobState, JobView, Submission};
 use crate::slowdown::ShortestRuns;
 use cosched_core::Policy;
 use cosched_linux::Adopt;
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 
@@ -248,8 +249,9 @@ impl Registry {
         self.jobs.range(from..).map(|(_, j)| &j.view)
     }
 
-    /// Why queued job `id` has not started: held back for its user's running jobs
-    /// (`running_per_user`), else waiting for the policy to give it CPUs.
+    /// Why queued job `id` has not started: waiting for its dependencies, held back for its array's
+    /// limit or its user's running jobs (`running_per_user`), else waiting for the policy to give
+    /// it CPUs.
     pub fn pending_reason(&self, id: u64, running_per_user: usize) -> Option<&'static str> {
         let job = self.jobs.get(&id)?;
         if job.view.state != JobState::Queued {
@@ -258,11 +260,25 @@ impl Registry {
         if matches!(self.dependencies_of(id), Dependencies::Waiting) {
             return Some("dependency");
         }
+        let limit = job.submission.as_ref().and_then(|s| s.array?.limit);
+        let array = job.view.array_id;
+        if limit.is_some_and(|limit| self.running_in_array(job.view.uid, array) >= limit as usize) {
+            return Some("array_task_limit");
+        }
         let held = job.submission.is_some()
             && job.adopt.is_none()
             && job.view.uid != 0
             && self.load_of(job.view.uid).running >= running_per_user;
         Some(if held { "user_limit" } else { "resources" })
+    }
+
+    /// How many jobs of `uid`'s array `array` run.
+    fn running_in_array(&self, uid: u32, array: Option<u64>) -> usize {
+        self.running_of.get(&uid).map_or(0, |ids| {
+            ids.iter()
+                .filter(|id| self.jobs[id].view.array_id == array)
+                .count()
+        })
     }
 
     /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
@@ -289,7 +305,9 @@ impl Registry {
     }
 
     /// Hands queued jobs to the executor fairly among users, as a fair-share queue orders them: the
-    /// next job is always the oldest of the user who runs the fewest jobs for their share. A user
+    /// next job is always the first of the user who runs the fewest jobs for their share, a user's
+    /// jobs coming highest priority first, then oldest first. An array with a limit has at most that
+    /// many elements handed over and not ended. A user
     /// (root included) has at most `awaiting_per_user` jobs handed over and not yet started, so that
     /// no user's backlog waits in the executor's queue ahead of another user's first job; a user
     /// (root excepted) who runs `running_per_user` jobs gets none until one of theirs ends. A running
@@ -308,6 +326,7 @@ impl Registry {
         let mut held = Vec::new();
         let mut queues: BTreeMap<u32, VecDeque<u64>> = BTreeMap::new();
         let mut chosen = Vec::new();
+        let mut ready = Vec::with_capacity(ids.len());
         for id in ids {
             match self.dependencies_of(id) {
                 Dependencies::Met => {}
@@ -328,8 +347,29 @@ impl Registry {
             if job.adopt.is_some() {
                 chosen.push(id);
             } else {
-                queues.entry(job.view.uid).or_default().push_back(id);
+                ready.push(id);
             }
+        }
+        let mut in_array = self.handed_per_array(&chosen);
+        for id in ready {
+            let job = &self.jobs[&id];
+            if let (Some(limit), Some(array)) = (
+                job.submission.as_ref().and_then(|s| s.array?.limit),
+                job.view.array_id,
+            ) {
+                let handed = in_array.entry(array).or_default();
+                if *handed >= limit as usize {
+                    held.push(id);
+                    continue;
+                }
+                *handed += 1;
+            }
+            queues.entry(job.view.uid).or_default().push_back(id);
+        }
+        for queue in queues.values_mut() {
+            queue
+                .make_contiguous()
+                .sort_by_key(|id| (Reverse(self.jobs[id].view.priority), *id));
         }
         let mut handed: HashMap<u32, usize> = HashMap::new();
         loop {
@@ -399,6 +439,18 @@ impl Registry {
             job.weight = self.jobs[&job.id].fair_weight;
         }
         taken
+    }
+
+    /// How many elements of each array are running or among `adopted`.
+    fn handed_per_array(&self, adopted: &[u64]) -> HashMap<u64, usize> {
+        let mut counts = HashMap::new();
+        let running = self.running_of.values().flatten();
+        for id in running.chain(adopted) {
+            if let Some(array) = self.jobs[id].view.array_id {
+                *counts.entry(array).or_default() += 1;
+            }
+        }
+        counts
     }
 
     /// Whether the jobs queued job `id` depends on have ended as it asks.

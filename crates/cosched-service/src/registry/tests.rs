@@ -1,4 +1,5 @@
 use super::*;
+use crate::protocol::ArrayElement;
 
 fn job(registry: &Registry, uid: u32) -> Tracked {
     let id = registry.next_id();
@@ -144,4 +145,62 @@ fn a_queued_job_says_whether_its_users_limit_or_the_cpus_hold_it() {
     assert_eq!(registry.pending_reason(1, 2), Some("resources"));
     registry.mark_started(0, 100, 1, 2.0);
     assert_eq!(registry.pending_reason(0, 1), None);
+}
+
+/// A job of `uid` from `submission`, under the registry's next id.
+fn job_of(registry: &Registry, uid: u32, submission: Submission) -> Tracked {
+    let id = registry.next_id();
+    let view = JobView::queued(id, uid, 1.0, &submission, "o".into(), "e".into());
+    Tracked::new(view, uid, Some(submission), None)
+}
+
+#[test]
+fn a_users_jobs_start_by_priority_while_users_keep_their_fair_turns() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let with = |nice: i32, priority: Option<u32>| Submission {
+        nice,
+        priority,
+        ..Submission::of("/bin/true")
+    };
+    // User 1000: a nice job, a plain one, one with a priority; user 1001: one nice job.
+    for (uid, submission) in [
+        (1000, with(10, None)),
+        (1000, with(0, None)),
+        (1000, with(0, Some(5))),
+        (1001, with(100, None)),
+    ] {
+        let tracked = job_of(&registry, uid, submission);
+        registry.enqueue(tracked);
+    }
+    assert_eq!(registry.job(2).unwrap().priority, 5);
+    assert_eq!(registry.job(0).unwrap().priority, -10);
+    // Each user's best job first, in turn; however nice, 1001's one job is second.
+    assert_eq!(taken(&mut registry, 100), [2, 3, 1, 0]);
+}
+
+#[test]
+fn an_array_with_a_limit_runs_at_most_that_many_elements_at_once() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for index in 0..4 {
+        let of = (index > 0).then_some(0);
+        let submission = Submission {
+            array: Some(ArrayElement {
+                index,
+                of,
+                limit: Some(2),
+            }),
+            ..Submission::of("/bin/true")
+        };
+        let tracked = job_of(&registry, 1000, submission);
+        registry.enqueue(tracked);
+    }
+    let other = job(&registry, 1000);
+    registry.enqueue(other);
+    // Elements 0 and 1, and the user's job outside the array; 2 and 3 wait for the limit.
+    assert_eq!(taken(&mut registry, 100), [0, 1, 4]);
+    assert_eq!(registry.pending_reason(2, 100), Some("array_task_limit"));
+    assert!(taken(&mut registry, 100).is_empty());
+    assert!(registry.finish(1, Some(2.0), true, Some(0), None));
+    assert_eq!(taken(&mut registry, 100), [2]);
+    assert_eq!(registry.pending_reason(3, 100), Some("array_task_limit"));
 }

@@ -12,10 +12,11 @@ use std::collections::HashMap;
     after_help = "States: pending (not started; `reason` says why), running, suspended \
 (running, frozen between its slots), done, failed, cancelled, timeout.\n\n\
 Fields for --format: id (ARRAY_INDEX for an element of an array), job_id, name, user, uid, state, reason, cpus, threads, elapsed, time_limit, \
-submitted, started, finished, exit_code, error, slowdown, labels.\n\n\
+submitted, started, finished, exit_code, error, slowdown, labels, priority (a user's pending \
+jobs start highest first), nice.\n\n\
 Examples:\n  cosched jobs\n  cosched jobs --user ana --state running,suspended\n  \
 cosched jobs --all --since 1h --format id,name,state,elapsed,exit_code\n  \
-cosched jobs --name lu --json"
+cosched jobs --format id,state,reason,priority,nice\n  cosched jobs --name lu --json"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -69,6 +70,7 @@ impl FilterArgs {
                 .map(|s| state_of(s))
                 .collect::<anyhow::Result<_>>()?,
             names: list(&self.name),
+            arrays: Vec::new(),
             since: match &self.since {
                 Some(text) => Some(
                     super::report::when(text, cosched_service::protocol::now_unix())
@@ -201,6 +203,8 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
         "exit_code" => or_dash(job.exit_code.map(|c| c.to_string())),
         "error" => or_dash(job.error.clone()),
         "slowdown" => or_dash(job.slowdown.map(|s| format!("{s:.2}"))),
+        "priority" => job.priority.to_string(),
+        "nice" => job.nice.to_string(),
         "labels" => {
             let mut labels: Vec<String> =
                 job.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod completions;
 pub mod daemon;
 pub mod gen;
+mod job_ids;
 pub mod jobs;
 pub mod logs;
 pub mod machine;

@@ -1,23 +1,37 @@
-//! `cosched show`: everything the daemon knows of one job.
+//! `cosched show`: everything the daemon knows of jobs.
 
 use super::client::{unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
 
-/// Show one job of the daemon
+/// Show jobs of the daemon, everything it knows of each
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  cosched show 12\n  cosched show 12 --json")]
+#[command(
+    after_help = "An array's id shows every element of it, ARRAY_INDEX one; jobs are \
+shown one after another, with --json one object a line.\n\n\
+Examples:\n  cosched show 12\n  cosched show 12 --json\n  \
+cosched show 20      # every element of array 20\n  cosched show 20_3"
+)]
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,
-    id: u64,
+    /// Job ids; an array's id shows every element, ARRAY_INDEX one
+    #[arg(required = true)]
+    ids: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let job = match args.client.request(Request::Show { id: args.id })? {
-        Reply::Job { job } => *job,
-        other => return Err(unexpected(other)),
-    };
-    if !args.client.print_json(&job) {
+    let ids = super::job_ids::resolve(&args.client, &args.ids, true)?;
+    for (n, id) in ids.into_iter().enumerate() {
+        let job = match args.client.request(Request::Show { id })? {
+            Reply::Job { job } => *job,
+            other => return Err(unexpected(other)),
+        };
+        if args.client.print_json(&job) {
+            continue;
+        }
+        if n > 0 {
+            println!();
+        }
         let text = serde_json::to_value(&job).expect("views serialise");
         for (key, value) in text.as_object().expect("a view is an object") {
             println!("{key:>10}: {value}");

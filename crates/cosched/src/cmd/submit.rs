@@ -20,6 +20,8 @@ cosched submit --name lu --threads 2:16 --kind moldable -- ./lu\n  \
 cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
 cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
 cosched submit --array 1-100:2 -o run-%A_%a.out -- ./sweep\n  \
+cosched submit --array 0-999%8 -- ./sweep   # at most 8 at once\n  \
+cosched submit --nice 100 -- ./background   # after your other pending jobs\n  \
 cosched submit -d afterok:12:13 -- ./postprocess\n  \
 cosched submit --each-line inputs.txt -- sh -c './solve \"$COSCHED_ENTRY\"'\n  \
 cosched submit examples/default.toml"
@@ -42,7 +44,8 @@ pub struct Args {
     #[arg(short = 'e', long, value_name = "FILE")]
     error: Option<String>,
     /// A job array (as sbatch): one job per index of FIRST-LAST[:STEP], comma-separated, each
-    /// with COSCHED_ARRAY_TASK_ID set; the array's id is its first job's
+    /// with COSCHED_ARRAY_TASK_ID set; the array's id is its first job's. A final %MAX runs at
+    /// most MAX of them at once
     #[arg(
         short = 'a',
         long,
@@ -59,6 +62,15 @@ pub struct Args {
     /// comma-separated; one that can no longer be met cancels the job
     #[arg(short = 'd', long, value_name = "DEPENDENCY,...")]
     dependency: Option<String>,
+    /// Lower the job's priority among your pending jobs by N (as sbatch) [default: 100 when
+    /// given without N]; below 0 (root only) raises it
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
+          allow_negative_numbers = true)]
+    nice: Option<i32>,
+    /// The job's priority among its user's pending jobs, highest first (as sbatch; root only)
+    /// [default: 0]
+    #[arg(long, value_name = "N")]
+    priority: Option<u32>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
     #[arg(long)]
@@ -154,6 +166,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             error: None,
             array: None,
             dependency: Vec::new(),
+            nice: 0,
+            priority: None,
         }],
     };
     let dependency = match &args.dependency {
@@ -165,12 +179,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         submission.time_limit = time_limit;
         submission.output = args.output.clone();
         submission.error = args.error.clone();
+        submission.nice = args.nice.unwrap_or(0);
+        submission.priority = args.priority;
     }
+    let (indexes, limit) = match &args.array {
+        Some(spec) => array_spec(spec)?,
+        None => (Vec::new(), None),
+    };
     let elements = match (&args.array, &args.each_line) {
-        (Some(spec), _) => array_indexes(spec)?
-            .into_iter()
-            .map(|i| (i, None))
-            .collect(),
+        (Some(_), _) => indexes.into_iter().map(|i| (i, None)).collect(),
         (None, Some(file)) => std::fs::read_to_string(file)
             .with_context(|| format!("--each-line {}", file.display()))?
             .lines()
@@ -185,7 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })?;
         submissions = elements
             .into_iter()
-            .map(|(index, entry)| array_element(&single, index, entry))
+            .map(|(index, entry)| array_element(&single, index, entry, limit))
             .collect();
     }
     let mut ids: Vec<u64> = Vec::new();
@@ -242,20 +259,33 @@ fn dependencies(text: &str) -> anyhow::Result<Vec<Dependency>> {
 /// The most elements one array may have.
 const MAX_ARRAY: usize = 10_000;
 
-/// The indexes of an sbatch `--array`: `FIRST-LAST[:STEP]` or `N`, comma-separated.
-fn array_indexes(spec: &str) -> anyhow::Result<Vec<u64>> {
-    let hint = "write FIRST-LAST[:STEP] or N, comma-separated (1-100, 0-30:10, 1,5,9)";
-    anyhow::ensure!(
-        !spec.contains('%'),
-        "--array {spec}: a %MAX of elements run at once is not supported; without it all may run"
-    );
+/// The indexes of an sbatch `--array`, `FIRST-LAST[:STEP]` or `N`, comma-separated, and the most
+/// elements to run at once, its final `%MAX`.
+fn array_spec(spec: &str) -> anyhow::Result<(Vec<u64>, Option<u32>)> {
+    let hint = "write FIRST-LAST[:STEP] or N, comma-separated, then %MAX if you like \
+                (1-100, 0-30:10, 1,5,9, 1-100%4)";
+    let (ranges, limit) = match spec.split_once('%') {
+        Some((ranges, max)) => {
+            let max = max.trim().parse::<u32>().ok().filter(|&m| m > 0);
+            let max = max.with_context(|| {
+                format!("--array {spec}: %MAX must be a whole number from 1; {hint}")
+            })?;
+            (ranges, Some(max))
+        }
+        None => (spec, None),
+    };
+    Ok((array_indexes(spec, ranges, hint)?, limit))
+}
+
+/// The indexes `ranges` names (`FIRST-LAST[:STEP]` or `N`, comma-separated) in `--array spec`.
+fn array_indexes(spec: &str, ranges: &str, hint: &str) -> anyhow::Result<Vec<u64>> {
     let number = |s: &str| {
         s.trim()
             .parse::<u64>()
             .with_context(|| format!("--array {spec}: {s:?} is not a whole number; {hint}"))
     };
     let mut indexes = Vec::new();
-    for part in spec.split(',') {
+    for part in ranges.split(',') {
         let (range, step) = match part.split_once(':') {
             Some((range, step)) => (range, number(step)?),
             None => (part, 1),
@@ -283,8 +313,14 @@ fn array_indexes(spec: &str) -> anyhow::Result<Vec<u64>> {
 }
 
 /// Element `index` of an array of `job`: its index (and line) in its environment, and Slurm's
-/// own array variables gone, so that a program that reads them does not take Slurm's for cosched's.
-fn array_element(job: &Submission, index: u64, entry: Option<String>) -> Submission {
+/// own array variables gone, so that a program that reads them does not take Slurm's for cosched's;
+/// at most `limit` elements of the array run at once.
+fn array_element(
+    job: &Submission,
+    index: u64,
+    entry: Option<String>,
+    limit: Option<u32>,
+) -> Submission {
     let mut element = job.clone();
     element
         .env
@@ -295,7 +331,11 @@ fn array_element(job: &Submission, index: u64, entry: Option<String>) -> Submiss
     if let Some(line) = entry {
         element.env.insert("COSCHED_ENTRY".into(), line);
     }
-    element.array = Some(ArrayElement { index, of: None });
+    element.array = Some(ArrayElement {
+        index,
+        of: None,
+        limit,
+    });
     element
 }
 
@@ -340,6 +380,8 @@ fn from_workload(
                 error: None,
                 array: None,
                 dependency: Vec::new(),
+                nice: 0,
+                priority: None,
             }
         })
         .collect())

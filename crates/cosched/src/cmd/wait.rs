@@ -9,17 +9,21 @@ use cosched_service::protocol::{JobView, Reply, Request};
     after_help = "Exit status: that of the first job that did not succeed (its exit code, 128+N \
 when signal N killed it, 1 for any other failure), else 0; 3 when the daemon cannot be reached or \
 closes the connection, 2 when it refuses the request (no such job).\n\n\
-Examples:\n  cosched wait 12\n  cosched wait 12 13 14 && echo all succeeded"
+An array's id waits for every element of it, ARRAY_INDEX for one.\n\n\
+Examples:\n  cosched wait 12\n  cosched wait 12 13 14 && echo all succeeded\n  \
+cosched wait 20      # every element of array 20\n  cosched wait 20_3"
 )]
 pub struct Args {
     #[command(flatten)]
     client: ClientArgs,
+    /// Job ids; an array's id waits for every element, ARRAY_INDEX for one
     #[arg(required = true)]
-    ids: Vec<u64>,
+    ids: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let jobs = wait_for(&args.client, args.ids)?;
+    let ids = super::job_ids::resolve(&args.client, &args.ids, true)?;
+    let jobs = wait_for(&args.client, ids)?;
     if !args.client.print_json(&jobs) {
         super::client::print_jobs(&jobs);
     }
