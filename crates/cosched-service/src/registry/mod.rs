@@ -371,13 +371,20 @@ impl Registry {
                 .make_contiguous()
                 .sort_by_key(|id| (Reverse(self.jobs[id].view.priority), *id));
         }
+        // Processes adopted in this take run already: they count against their users' limit.
+        let mut adopting: HashMap<u32, usize> = HashMap::new();
+        for id in &chosen {
+            *adopting.entry(self.jobs[id].view.uid).or_default() += 1;
+        }
         let mut handed: HashMap<u32, usize> = HashMap::new();
         loop {
             let next = queues
                 .iter()
                 .filter_map(|(&uid, queue)| {
                     let load = self.users.get(&uid).copied().unwrap_or_default();
-                    let running = load.running + handed.get(&uid).copied().unwrap_or(0);
+                    let running = load.running
+                        + adopting.get(&uid).copied().unwrap_or(0)
+                        + handed.get(&uid).copied().unwrap_or(0);
                     let awaiting = self.awaiting_start.get(&uid).copied().unwrap_or(0)
                         + handed.get(&uid).copied().unwrap_or(0);
                     let eligible =

@@ -204,3 +204,25 @@ fn an_array_with_a_limit_runs_at_most_that_many_elements_at_once() {
     assert_eq!(taken(&mut registry, 100), [2]);
     assert_eq!(registry.pending_reason(3, 100), Some("array_task_limit"));
 }
+
+#[test]
+fn a_job_adopted_after_a_restart_counts_against_its_users_running_limit() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let submission = Submission::of("/bin/sleep");
+    let view = JobView::queued(0, 1000, 1.0, &submission, "o".into(), "e".into());
+    let process = Adopt {
+        pid: 4242,
+        start_ticks: 1,
+        attached: false,
+        in_place: false,
+    };
+    registry.restore(
+        Tracked::new(view, 1000, Some(submission), Some(process)),
+        Vec::new(),
+    );
+    let queued = job(&registry, 1000);
+    registry.restore(queued, Vec::new());
+    // One job per user: the running one is adopted, the queued one waits for it.
+    assert_eq!(taken(&mut registry, 1), [0]);
+    assert_eq!(registry.pending_reason(1, 1), Some("user_limit"));
+}
