@@ -206,6 +206,12 @@ impl IsolatedTimes {
         }
     }
 
+    /// Keeps what one more run of a command line here showed about its scaling (a daemon's job,
+    /// followed with `cosched_core::scaling::RunTracker`).
+    pub fn remember_scaling(&mut self, topology: &Topology, command: &[String], run: ScalingRun) {
+        self.add_scaling(&topology.name, topology.num_cpus(), command, run);
+    }
+
     /// Keeps one more run of a command line, dropping the oldest beyond `KEPT_RUNS`.
     fn add_scaling(&mut self, machine: &str, cpus: usize, command: &[String], run: ScalingRun) {
         if !run.informative() {
