@@ -171,6 +171,29 @@ fn two_copies_of_a_job_that_scales_perfectly_run_one_after_the_other_once_known(
 }
 
 #[test]
+fn the_moldable_twins_of_the_example_run_one_after_the_other_once_known() {
+    // Moldable: never probed, they learn from the first run, side by side on one CPU each.
+    let topology = synthetic::parse("package:1 core:2").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/twins.toml");
+    let (_, jobs) = cosched_sim::jobs::load(&path, topology.num_cpus()).unwrap();
+    let (first, second) = first_and_second(
+        &topology,
+        &jobs,
+        &SimOptions::default(),
+        "examples/twins.toml",
+    );
+    check_first_run(&first);
+    let auto = row(&second, "auto");
+    let bp = row(&second, "bp");
+    assert!(
+        auto.slowdown <= 1.05 * bp.slowdown,
+        "auto's mean slowdown {:.3} over 1.05 × BP's {:.3}",
+        auto.slowdown,
+        bp.slowdown
+    );
+}
+
+#[test]
 fn the_scaling_example_with_history_is_within_the_targets_of_the_best_policy() {
     let topology = synthetic::parse("package:1 core:2").unwrap();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scaling.toml");
