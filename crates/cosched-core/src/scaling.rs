@@ -338,58 +338,74 @@ fn squared_deviation(values: &[f64]) -> f64 {
 /// What each job of a run (a trace, in order) showed about its scaling: its spells
 /// alone on its CPUs, and whether they cover it from start to successful finish.
 pub fn runs_from_trace(lines: &[TraceLine]) -> BTreeMap<JobId, ScalingRun> {
-    let mut jobs: BTreeMap<JobId, Tracked> = BTreeMap::new();
-    let mut finished = BTreeMap::new();
-    let mut plans = PlanReplay::default();
-    for line in lines {
-        let now = line.t;
-        match &line.record {
+    let mut tracker = RunTracker::default();
+    let mut finished: BTreeMap<JobId, ScalingRun> = (lines.iter())
+        .filter_map(|line| tracker.observe(line.t, &line.record))
+        .collect();
+    // Jobs still running when the trace ends (an interrupted run) taught only their rates.
+    finished.extend(tracker.unfinished(lines.last().map_or(0.0, |l| l.t)));
+    finished.retain(|_, run| !run.spells.is_empty());
+    finished
+}
+
+/// Follows a run's records as they come, for a run that never ends (a daemon's): each job's spells
+/// alone on its CPUs since its start.
+#[derive(Default)]
+pub struct RunTracker {
+    jobs: BTreeMap<JobId, Tracked>,
+    plans: PlanReplay,
+}
+
+impl RunTracker {
+    /// Takes in the record written at `now` (seconds on the run's clock); at a job's finish, what its
+    /// run showed.
+    pub fn observe(&mut self, now: f64, record: &Record) -> Option<(JobId, ScalingRun)> {
+        match record {
             Record::Plan { plan: next } => {
-                plans.replace(next);
-                for (&id, job) in &mut jobs {
-                    job.moved(now, placed(plans.current(), id), None);
+                self.plans.replace(next);
+                for (&id, job) in &mut self.jobs {
+                    job.moved(now, placed(self.plans.current(), id), None);
                 }
             }
             Record::PlanChange(change) => {
-                let plan = plans.apply(change);
-                for (&id, job) in &mut jobs {
+                let plan = self.plans.apply(change);
+                for (&id, job) in &mut self.jobs {
                     job.moved(now, placed(plan, id), None);
                 }
             }
             Record::Start { job, threads, .. } => {
-                let tracked = jobs.entry(*job).or_insert_with(|| Tracked::new(now));
+                let tracked = self.jobs.entry(*job).or_insert_with(|| Tracked::new(now));
                 tracked.threads = *threads;
-                tracked.moved(now, placed(plans.current(), *job), None);
+                tracked.moved(now, placed(self.plans.current(), *job), None);
             }
             Record::Threads { job, threads } => {
-                if let Some(tracked) = jobs.get_mut(job) {
+                if let Some(tracked) = self.jobs.get_mut(job) {
                     let place = tracked.place;
                     tracked.moved(now, place, Some(*threads));
                 }
             }
             Record::Sample(sample) => {
-                if let Some(tracked) = jobs.get_mut(&sample.job) {
+                if let Some(tracked) = self.jobs.get_mut(&sample.job) {
                     tracked.sampled(now, sample);
                 }
             }
             Record::Finish { job, status, .. } => {
-                if let Some(mut tracked) = jobs.remove(job) {
-                    tracked.moved(now, Placed::Frozen, None);
-                    let ok = *status == ExitStatus::Ok;
-                    finished.insert(*job, tracked.into_run(ok));
-                }
+                let mut tracked = self.jobs.remove(job)?;
+                tracked.moved(now, Placed::Frozen, None);
+                return Some((*job, tracked.into_run(*status == ExitStatus::Ok)));
             }
             _ => {}
         }
+        None
     }
-    // Jobs still running when the trace ends (an interrupted run) taught only their rates.
-    for (id, mut tracked) in jobs {
-        let end = lines.last().map_or(0.0, |l| l.t);
-        tracked.moved(end, Placed::Frozen, None);
-        finished.insert(id, tracked.into_run(false));
+
+    /// What the jobs still running at `end` showed so far: never whole runs.
+    pub fn unfinished(self, end: f64) -> impl Iterator<Item = (JobId, ScalingRun)> {
+        (self.jobs.into_iter()).map(move |(id, mut tracked)| {
+            tracked.moved(end, Placed::Frozen, None);
+            (id, tracked.into_run(false))
+        })
     }
-    finished.retain(|_, run| !run.spells.is_empty());
-    finished
 }
 
 /// Where a job is under a plan.

@@ -23,7 +23,7 @@
 
 use crate::Error;
 use cosched_core::observe::{behaviours, Behaviour};
-use cosched_core::scaling::{fit, runs_from_trace, speedup, ScalingFit, ScalingRun};
+use cosched_core::scaling::{fit, runs_from_trace, speedup, times_alone, ScalingFit, ScalingRun};
 use cosched_core::trace::{Record, TraceLine};
 use cosched_core::workload::JobEntry;
 use cosched_core::{JobKind, Topology};
@@ -206,6 +206,12 @@ impl IsolatedTimes {
         }
     }
 
+    /// Keeps what one more run of a command line here showed about its scaling (a daemon's job,
+    /// followed with `cosched_core::scaling::RunTracker`).
+    pub fn remember_scaling(&mut self, topology: &Topology, command: &[String], run: ScalingRun) {
+        self.add_scaling(&topology.name, topology.num_cpus(), command, run);
+    }
+
     /// Keeps one more run of a command line, dropping the oldest beyond `KEPT_RUNS`.
     fn add_scaling(&mut self, machine: &str, cpus: usize, command: &[String], run: ScalingRun) {
         if !run.informative() {
@@ -232,10 +238,24 @@ impl IsolatedTimes {
 
     /// How this command line scales here, fitted from its runs, if they tell and fit well enough.
     pub fn scaling(&self, topology: &Topology, command: &[String]) -> Option<ScalingFit> {
-        let program = self.scaling.iter().find(|p| {
-            p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
-        })?;
-        fit(&program.runs).filter(ScalingFit::trusted)
+        fit(self.scaling_runs(topology, command)).filter(ScalingFit::trusted)
+    }
+
+    /// This command line's time alone on its CPUs at each width its past runs here measured, as
+    /// `(width, seconds)` by width (`JobHints::times_alone`); empty where none did.
+    pub fn times_alone(&self, topology: &Topology, command: &[String]) -> Vec<(u32, f64)> {
+        (times_alone(self.scaling_runs(topology, command)).iter())
+            .map(|t| (t.width, t.seconds))
+            .collect()
+    }
+
+    /// The runs kept of this command line here, the newest last.
+    fn scaling_runs(&self, topology: &Topology, command: &[String]) -> &[ScalingRun] {
+        (self.scaling.iter())
+            .find(|p| {
+                p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
+            })
+            .map_or(&[], |p| p.runs.as_slice())
     }
 
     /// The job's time alone on one CPU with one thread: measured, else from its fitted scaling and

@@ -6,10 +6,15 @@ use std::path::{Path, PathBuf};
 
 fn examples() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
-    ["default.toml", "independent.toml", "crowd.toml"]
-        .iter()
-        .map(|name| dir.join(name))
-        .collect()
+    [
+        "default.toml",
+        "independent.toml",
+        "crowd.toml",
+        "twins.toml",
+    ]
+    .iter()
+    .map(|name| dir.join(name))
+    .collect()
 }
 
 #[test]

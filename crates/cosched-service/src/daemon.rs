@@ -10,6 +10,7 @@ use crate::notify;
 use crate::processes::kill_unwatched;
 use crate::protocol::{now_unix, JobState};
 use crate::registry::{Registry, Tracked};
+use crate::scaling_history::ScalingHistory;
 use crate::source::DaemonSource;
 use crate::state::Shared;
 use cosched_core::topology::{sysfs, TopologyError};
@@ -149,6 +150,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         shared,
         cpus: topology.num_cpus(),
         as_submitter: system,
+        history: ScalingHistory::new(options.state.join("scaling"), topology.clone()),
     };
     eprintln!(
         "cosched daemon: policy {}, socket {}, state {}",

@@ -13,6 +13,7 @@
 //! - [`output_paths`]: output files users name, with Slurm's `%j`-style symbols.
 //! - [`slowdown`]: a job's slowdown so far, from the daemon's history.
 //! - [`source`]: the executor's job source fed by submissions.
+//! - [`scaling_history`]: how each user's programs scaled in their past jobs, for their next ones.
 //! - [`switches`]: how late slot switches came, for `cosched bench daemon`.
 //! - [`daemon`]: start-up, recovery and adoption after a restart, the executor run.
 //! - [`processes`]: killing the processes of a job no executor watches.
@@ -35,6 +36,7 @@ pub mod processes;
 pub mod protocol;
 pub mod registry;
 pub mod requests;
+pub mod scaling_history;
 pub mod server;
 pub mod slowdown;
 pub mod source;

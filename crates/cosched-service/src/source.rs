@@ -3,6 +3,7 @@
 
 use crate::journal::{Appended, Entry};
 use crate::protocol::now_unix;
+use crate::scaling_history::ScalingHistory;
 use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
 use cosched_core::{JobId, JobSpec, Policy};
@@ -16,6 +17,7 @@ pub struct DaemonSource {
     pub cpus: usize,
     /// Run jobs as their submitter (a system daemon); a user daemon runs them as itself.
     pub as_submitter: bool,
+    pub history: ScalingHistory,
 }
 
 impl DaemonSource {
@@ -76,9 +78,19 @@ impl JobSource for DaemonSource {
                     stderr: s.names_its_output(),
                 };
                 let max = s.max_threads.unwrap_or(self.cpus as u32).max(1);
+                let id = JobId(job.id as u32);
+                // Measured here before, its times alone replace any the user declared.
+                let mut hints = s.hints;
+                let measured = self.history.times_alone(job.uid, &s.command);
+                if !measured.is_empty() {
+                    hints.times_alone = measured;
+                }
+                if job.adopt.is_none() {
+                    self.history.follow(id, job.uid, &s.command);
+                }
                 ArrivingJob {
                     spec: JobSpec {
-                        id: JobId(job.id as u32),
+                        id,
                         name: s.name,
                         arrival: now,
                         kind: s.kind,
@@ -86,7 +98,7 @@ impl JobSource for DaemonSource {
                         max_threads: max,
                         coschedule: s.coschedule,
                         weight: job.weight,
-                        hints: s.hints,
+                        hints,
                     },
                     command: s.command,
                     env: s.env,
@@ -210,6 +222,7 @@ impl JobSource for DaemonSource {
     }
 
     fn observe(&mut self, record: &Record) {
+        self.history.observe(record);
         match record {
             Record::Start { job, threads, pid } => {
                 let id = u64::from(job.0);

@@ -7,33 +7,17 @@
 
 mod common;
 
+use common::auto::{best, row, table, Row, POLICIES};
 use common::{generated_rows, scenario};
-use cosched_core::metrics::summarize;
 use cosched_core::test_util;
 use cosched_core::topology::synthetic;
 use cosched_core::JobHints;
 use cosched_sim::runner::{run_sets, PolicyRow};
-use cosched_sim::{profile, simulate, SimJob, SimOptions};
+use cosched_sim::{profile, SimJob, SimOptions};
 use std::sync::Arc;
 
 /// The tolerance.
 const TOLERANCE: f64 = 1.02;
-
-/// The policies of the five papers that run multithreaded jobs (the task-bag ones give every job one
-/// core), and `auto`.
-const POLICIES: &[&str] = &[
-    "ue",
-    "bp",
-    "eq",
-    "ta",
-    "taco-basic",
-    "taco",
-    "taco-local",
-    "gang",
-    "casas",
-    "casas-ts",
-    "auto",
-];
 
 fn policies() -> Vec<String> {
     POLICIES.iter().map(|p| p.to_string()).collect()
@@ -151,27 +135,20 @@ fn with_run_times_known_a_long_job_that_scales_poorly_does_not_end_alone() {
         calibrated(2, 0.0, 4.0),
     ];
     let topo = synthetic::parse("package:1 core:2").unwrap();
-    let rows: Vec<(String, f64, f64)> = POLICIES
-        .iter()
-        .map(|name| {
-            let mut policy = cosched_policies::create(name).unwrap();
-            let trace = simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
-            let summary = summarize(&trace);
-            let (makespan, slowdown) = (summary.makespan.unwrap(), summary.mean_slowdown.unwrap());
-            eprintln!("{name:11} makespan {makespan:6.2}  mean slowdown {slowdown:5.2}");
-            (name.to_string(), makespan, slowdown)
-        })
-        .collect();
-    let best = |f: fn(&(String, f64, f64)) -> f64| {
-        (rows.iter().filter(|r| r.0 != "auto"))
-            .map(f)
-            .fold(f64::INFINITY, f64::min)
-    };
-    let auto = rows.iter().find(|r| r.0 == "auto").unwrap();
-    assert!(auto.1 <= TOLERANCE * best(|r| r.1), "{rows:?}");
+    let rows = table(
+        &topo,
+        &jobs,
+        &SimOptions::default(),
+        "long job scaling poorly",
+    );
+    let auto = row(&rows, "auto");
+    assert!(
+        auto.makespan <= TOLERANCE * best(&rows, |r| r.makespan),
+        "{rows:?}"
+    );
     // Makespan is bought with the short jobs' slowdown (one waits for the other on one CPU), but no
     // seed policy is better on both measures.
-    let dominates = |r: &&(String, f64, f64)| r.1 < auto.1 && r.2 < auto.2;
+    let dominates = |r: &&Row| r.makespan < auto.makespan && r.slowdown < auto.slowdown;
     assert!(!rows.iter().any(|r| dominates(&r)), "{rows:?}");
 }
 
@@ -181,30 +158,19 @@ fn auto_is_within_two_percent_of_the_best_seed_policy_on_the_scaling_example() {
     let topo = synthetic::parse("package:1 core:2").unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scaling.toml");
     let (_, jobs) = cosched_sim::jobs::load(&path, topo.num_cpus()).unwrap();
-    let rows: Vec<(&str, f64, f64)> = POLICIES
-        .iter()
-        .map(|name| {
-            let mut policy = cosched_policies::create(name).unwrap();
-            let trace = simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
-            let summary = summarize(&trace);
-            let row = (
-                *name,
-                summary.makespan.unwrap(),
-                summary.mean_slowdown.unwrap(),
-            );
-            eprintln!(
-                "{name:11} makespan {:6.2}  mean slowdown {:5.2}",
-                row.1, row.2
-            );
-            row
-        })
-        .collect();
-    let best = |f: fn(&(&str, f64, f64)) -> f64| {
-        (rows.iter().filter(|r| r.0 != "auto"))
-            .map(f)
-            .fold(f64::INFINITY, f64::min)
-    };
-    let auto = rows.iter().find(|r| r.0 == "auto").unwrap();
-    assert!(auto.1 <= TOLERANCE * best(|r| r.1), "{rows:?}");
-    assert!(auto.2 <= TOLERANCE * best(|r| r.2), "{rows:?}");
+    let rows = table(
+        &topo,
+        &jobs,
+        &SimOptions::default(),
+        "examples/scaling.toml",
+    );
+    let auto = row(&rows, "auto");
+    assert!(
+        auto.makespan <= TOLERANCE * best(&rows, |r| r.makespan),
+        "{rows:?}"
+    );
+    assert!(
+        auto.slowdown <= TOLERANCE * best(&rows, |r| r.slowdown),
+        "{rows:?}"
+    );
 }

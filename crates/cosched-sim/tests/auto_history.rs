@@ -6,77 +6,18 @@
 //! policy's and its mean slowdown within 10% of the best (5% of BP's for two copies of one job that
 //! scales perfectly); without, its makespan never more than 5% above `gang`'s.
 
-use cosched_core::metrics::summarize;
+/// Only the part of the shared fixtures that these tests use.
+mod common {
+    pub mod auto;
+}
+
+use common::auto::{best, row, run, table, Row};
 use cosched_core::scaling::{fit, runs_from_trace, times_alone, ScalingFit, ScalingRun};
 use cosched_core::topology::{presets, synthetic};
 use cosched_core::{JobHints, JobId, JobKind, JobSpec, Topology};
-use cosched_sim::{isolated_time, profile, simulate, SimJob, SimOptions, SpeedupModel};
+use cosched_sim::{isolated_time, profile, SimJob, SimOptions, SpeedupModel};
 use std::path::Path;
 use std::sync::Arc;
-
-/// The seed policies that run multithreaded jobs, and `auto`.
-const POLICIES: &[&str] = &[
-    "ue",
-    "bp",
-    "eq",
-    "ta",
-    "taco-basic",
-    "taco",
-    "taco-local",
-    "gang",
-    "casas",
-    "casas-ts",
-    "auto",
-];
-
-/// Makespan and mean slowdown of one policy.
-#[derive(Debug, Clone)]
-struct Row {
-    policy: &'static str,
-    makespan: f64,
-    slowdown: f64,
-}
-
-fn run(
-    topology: &Topology,
-    jobs: &[SimJob],
-    options: &SimOptions,
-    name: &'static str,
-) -> (Row, Vec<cosched_core::trace::TraceLine>) {
-    let mut policy = cosched_policies::create(name).unwrap();
-    let trace = simulate(topology, jobs, policy.as_mut(), options).unwrap();
-    let summary = summarize(&trace);
-    let row = Row {
-        policy: name,
-        makespan: summary.makespan.unwrap(),
-        slowdown: summary.mean_slowdown.unwrap(),
-    };
-    (row, trace)
-}
-
-fn table(topology: &Topology, jobs: &[SimJob], options: &SimOptions, label: &str) -> Vec<Row> {
-    let rows: Vec<Row> = POLICIES
-        .iter()
-        .map(|p| run(topology, jobs, options, p).0)
-        .collect();
-    for r in &rows {
-        eprintln!(
-            "{label:24} {:11} makespan {:8.2}  mean slowdown {:6.3}",
-            r.policy, r.makespan, r.slowdown
-        );
-    }
-    rows
-}
-
-fn row<'r>(rows: &'r [Row], policy: &str) -> &'r Row {
-    rows.iter().find(|r| r.policy == policy).unwrap()
-}
-
-fn best(rows: &[Row], of: fn(&Row) -> f64) -> f64 {
-    (rows.iter().filter(|r| r.policy != "auto"))
-        .map(of)
-        .fold(f64::INFINITY, f64::min)
-}
 
 /// Its width alone: its maximum threads, at most the machine.
 fn full_width(job: &SimJob, topology: &Topology) -> u32 {
@@ -217,6 +158,29 @@ fn two_copies_of_a_job_that_scales_perfectly_run_one_after_the_other_once_known(
         &jobs,
         &SimOptions::default(),
         "two spinning copies",
+    );
+    check_first_run(&first);
+    let auto = row(&second, "auto");
+    let bp = row(&second, "bp");
+    assert!(
+        auto.slowdown <= 1.05 * bp.slowdown,
+        "auto's mean slowdown {:.3} over 1.05 × BP's {:.3}",
+        auto.slowdown,
+        bp.slowdown
+    );
+}
+
+#[test]
+fn the_moldable_twins_of_the_example_run_one_after_the_other_once_known() {
+    // Moldable: never probed, they learn from the first run, side by side on one CPU each.
+    let topology = synthetic::parse("package:1 core:2").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/twins.toml");
+    let (_, jobs) = cosched_sim::jobs::load(&path, topology.num_cpus()).unwrap();
+    let (first, second) = first_and_second(
+        &topology,
+        &jobs,
+        &SimOptions::default(),
+        "examples/twins.toml",
     );
     check_first_run(&first);
     let auto = row(&second, "auto");

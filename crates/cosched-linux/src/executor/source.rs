@@ -152,6 +152,12 @@ impl WorkloadReplay {
                 spec.hints.one_cpu_runtime = isolated_times
                     .one_cpu_seconds(topology, entry)
                     .or(spec.hints.one_cpu_runtime);
+                // Its times alone at the widths its past runs measured, which `auto` trusts
+                // over a curve.
+                let measured = isolated_times.times_alone(topology, &entry.command);
+                if !measured.is_empty() {
+                    spec.hints.times_alone = measured;
+                }
                 if let Some(known) = isolated_times.behaviour(topology, &entry.command) {
                     known.apply(&mut spec);
                 }
@@ -214,7 +220,7 @@ impl JobSource for WorkloadReplay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::isolated::IsolatedTime;
+    use crate::isolated::{Calibrated, IsolatedTime};
     use cosched_core::topology::presets;
     use std::path::Path;
 
@@ -245,5 +251,43 @@ mod tests {
             .map(|j| j.spec.hints.runtime)
             .collect();
         assert_eq!(runtimes, vec![Some(5.0), Some(2.0), None]);
+    }
+
+    #[test]
+    fn a_program_arrives_with_its_times_alone_from_past_runs_of_its_command() {
+        let topology = presets::machine("package:1 core:2").unwrap();
+        let workload = Workload::parse(
+            "[workload]\nname = \"w\"\n\
+             [[job]]\nname = \"known\"\ncommand = [\"x\"]\n\
+             [[job]]\nname = \"new\"\ncommand = [\"y\"]\n",
+            "test",
+        )
+        .unwrap();
+        let alone = |threads: u32, seconds: f64| {
+            Calibrated::Time(IsolatedTime {
+                machine: topology.name.clone(),
+                cpus: topology.num_cpus(),
+                job: "known".into(),
+                command: vec!["x".into()],
+                threads,
+                seconds,
+            })
+        };
+        let mut times = IsolatedTimes::default();
+        times.record(vec![alone(2, 5.0)]);
+        times.record_one_cpu(vec![alone(1, 9.0)]);
+        let mut replay = WorkloadReplay::new(&workload, &topology, &times, Path::new("out"));
+        let hints: Vec<Vec<(u32, f64)>> = (replay.take_arrived(0.0).into_iter())
+            .map(|j| j.spec.hints.times_alone)
+            .collect();
+        let rounded: Vec<Vec<(u32, f64)>> = (hints.iter())
+            .map(|points| {
+                points
+                    .iter()
+                    .map(|&(k, t)| (k, (t * 1e6).round() / 1e6))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(rounded, vec![vec![(1, 9.0), (2, 5.0)], vec![]]);
     }
 }

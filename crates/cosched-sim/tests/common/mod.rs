@@ -1,5 +1,9 @@
 //! What several scenario tests share: loading a file of `scenarios/` and running its generated mixes.
 
+// The tests of `auto` use it; the others that share these fixtures do not.
+#[allow(dead_code)]
+pub mod auto;
+
 use cosched_sim::runner::{generated_instances, rows, run_all, PolicyRow};
 use cosched_sim::scenario::ScenarioFile;
 use std::path::Path;
