@@ -46,6 +46,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 
 /// A byte count written in the largest unit that keeps it whole, or to one decimal from a
 /// gibibyte up (`64M`, `1.5G`): for listings and messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Size(pub u64);
 
 impl fmt::Display for Size {
@@ -70,6 +71,37 @@ impl fmt::Display for Size {
 /// one that asks for more than `capacity` never may (refuse it when it is submitted).
 pub fn admits(capacity: u64, in_use: u64, request: Option<u64>) -> bool {
     request.is_none_or(|r| in_use.checked_add(r).is_some_and(|total| total <= capacity))
+}
+
+/// An optional size as text in a file (`mem = "2G"`), for serde's `with`.
+pub mod size_text {
+    use super::{parse_size, Size};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<u64>, serializer: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => serializer.serialize_str(&exact(*bytes)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<u64>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        parse_size(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+
+    /// `bytes` in the largest unit that holds it exactly, so that it reads back the same.
+    fn exact(bytes: u64) -> String {
+        match Size(bytes).to_string() {
+            text if !text.contains('.') && parse_size(&text) == Ok(bytes) => text,
+            // Sizes are read in kibibytes at the finest.
+            _ => format!("{}K", bytes.div_ceil(1024)),
+        }
+    }
 }
 
 #[cfg(test)]

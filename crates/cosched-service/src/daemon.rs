@@ -98,17 +98,18 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             uid: nix::unistd::geteuid().as_raw(),
         })?;
     }
+    let memory_for_jobs = options.config.memory.for_jobs(node_memory()?);
     let registry = Registry::new(
         policy_name.clone(),
         history.next_id,
         options.config.share_table.clone(),
-    );
-    let shared = Arc::new(Shared::new(
-        registry,
-        journal,
-        logs.clone(),
-        options.config.clone(),
-    ));
+    )
+    .with_memory_for_jobs(memory_for_jobs);
+    let mut shared = Shared::new(registry, journal, logs.clone(), options.config.clone());
+    if let Err(why) = memory_limits() {
+        shared = shared.without_memory_limits(why);
+    }
+    let shared = Arc::new(shared);
     recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
     let server = {
@@ -177,6 +178,33 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The node's memory in bytes (`MemTotal`).
+fn node_memory() -> Result<u64, DaemonError> {
+    let meminfo = fs::read_to_string("/proc/meminfo")
+        .map_err(io_error("cannot read /proc/meminfo".into()))?;
+    let kib = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+    kib.map(|kib| kib << 10).ok_or_else(|| DaemonError::Io {
+        what: "cannot read /proc/meminfo".into(),
+        source: io::Error::other("no MemTotal line"),
+    })
+}
+
+/// Whether the executor will be able to limit jobs' memory, or why not: it chooses its
+/// mechanisms as this does.
+fn memory_limits() -> Result<(), String> {
+    let mechanisms = cosched_linux::Mechanisms::choose(None, None).map_err(|e| e.to_string())?;
+    mechanisms.memory_hierarchy.map(drop)
 }
 
 /// Forgets, from now on, the jobs that ended longer than `retention` ago, and compacts the journal
@@ -253,7 +281,7 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
     for job in replayed {
         let id = job.view.id;
         let settled = match job.view.state {
-            JobState::Done | JobState::Failed => true,
+            JobState::Done | JobState::Failed | JobState::Oom => true,
             JobState::Cancelled | JobState::Timeout => job.view.finished.is_some(),
             JobState::Queued | JobState::Running | JobState::Suspended => false,
         };
@@ -311,6 +339,8 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                     ok: false,
                     exit_code: None,
                     error: Some(error.clone()),
+                    oom: false,
+                    accounting: None,
                 })?);
                 registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
                 registry.finish(id, Some(now_unix()), false, None, Some(error));

@@ -2,6 +2,7 @@
 //! each names what is wrong and, where there is one, the fix.
 
 use crate::protocol::JobState;
+use cosched_core::memory::Size;
 use std::io;
 use std::path::PathBuf;
 
@@ -33,6 +34,10 @@ pub enum ServiceError {
     BadOutputPattern { pattern: String, why: String },
     #[error("time limit {0} s: give from 1 s to 100 years; without --time a job has no limit")]
     BadTimeLimit(u64),
+    #[error("--mem cannot be enforced by this daemon: {0}; submit without --mem, or to a daemon run as root (the system daemon), which limits each job's memory with a cgroup")]
+    MemoryNotEnforced(String),
+    #[error("--mem {asked}: more than the {available} of this node's memory for jobs (its memory less memory.reserved in the daemon's configuration); ask for less")]
+    MemoryAboveNode { asked: Size, available: Size },
     #[error("weight {weight} is above 1; only root or the daemon's own user (uid {daemon}) may weigh a job above others")]
     WeightAboveOne { weight: f64, daemon: u32 },
     #[error("uid {uid} has {limit} jobs queued, the most one user may (limits.queued_jobs_per_user in the daemon's configuration); wait until some have started, or cancel some")]

@@ -255,5 +255,6 @@ pub fn submission(command: &[&str]) -> Submission {
         error: None,
         array: None,
         dependency: Vec::new(),
+        mem: None,
     }
 }

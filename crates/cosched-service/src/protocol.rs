@@ -111,6 +111,10 @@ pub struct Submission {
     /// Jobs that must end first, and how (Slurm's `--dependency`); all must be met.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependency: Vec<Dependency>,
+    /// Bytes of memory the job's processes may hold together (Slurm's `--mem`): its cgroup's limit,
+    /// and what admission counts against the node's memory. `None`: no limit, not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem: Option<u64>,
 }
 
 /// A job this one waits for (Slurm's `afterok`, `afterany`, `afternotok`).
@@ -191,6 +195,7 @@ impl Submission {
             error: None,
             array: None,
             dependency: Vec::new(),
+            mem: None,
         }
     }
 }
@@ -273,13 +278,20 @@ pub enum JobState {
     Cancelled,
     /// Its time limit passed: it was sent SIGTERM (and SIGKILL if it outlived the grace).
     Timeout,
+    /// It failed after the kernel killed processes of it for passing its memory limit (Slurm's
+    /// `OUT_OF_MEMORY`).
+    Oom,
 }
 
 impl JobState {
     pub fn ended(self) -> bool {
         matches!(
             self,
-            JobState::Done | JobState::Failed | JobState::Cancelled | JobState::Timeout
+            JobState::Done
+                | JobState::Failed
+                | JobState::Cancelled
+                | JobState::Timeout
+                | JobState::Oom
         )
     }
 
@@ -330,8 +342,9 @@ pub struct JobView {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<u64>,
     /// Why a queued job has not started: `dependency` (a job it depends on has not ended),
-    /// `resources` (the policy has no CPUs for it yet) or `user_limit` (its user runs
-    /// `limits.running_jobs_per_user` jobs already).
+    /// `resources` (the policy has no CPUs for it yet), `user_limit` (its user runs
+    /// `limits.running_jobs_per_user` jobs already) or `memory` (its `mem` does not fit beside the
+    /// running jobs' within the node's memory for jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The array it belongs to (the id of its first element) and its index there.
@@ -339,6 +352,28 @@ pub struct JobView {
     pub array_id: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_index: Option<u64>,
+    /// Bytes of memory it asked for ([`Submission::mem`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem: Option<u64>,
+    /// What it used, once it has ended (none for a job that never started or whose end no daemon
+    /// saw).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<Accounting>,
+}
+
+/// What an ended job used, kept in the journal with its end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accounting {
+    /// CPU seconds in user mode and in the kernel, of its main process and the children it waited
+    /// for (`wait4`'s usage); zero for an attached process, whose parent alone learns them.
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    /// The most memory it held at once, in bytes: its memory cgroup's peak where it had one
+    /// (`--mem`), else the largest resident set of one of its processes (`wait4`'s maxrss).
+    pub peak_memory: Option<u64>,
+    /// Every CPU it was given while it ran, as a CPU list.
+    pub cpus: Option<String>,
 }
 
 impl JobView {
@@ -381,6 +416,8 @@ impl JobView {
             reason: None,
             array_id: submission.array.map(|a| a.of.unwrap_or(id)),
             array_index: submission.array.map(|a| a.index),
+            mem: submission.mem,
+            accounting: None,
         }
     }
 

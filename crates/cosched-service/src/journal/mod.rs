@@ -17,7 +17,7 @@ mod replay;
 pub use replay::{History, Replayed};
 
 use crate::error::ServiceError;
-use crate::protocol::{now_unix, Submission};
+use crate::protocol::{now_unix, Accounting, Submission};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
@@ -88,6 +88,12 @@ pub enum Entry {
         ok: bool,
         exit_code: Option<i32>,
         error: Option<String>,
+        /// It failed after processes of it were killed for passing its memory limit.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        oom: bool,
+        /// What it used, where the executor measured it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        accounting: Option<Accounting>,
     },
     Cancelled {
         id: u64,
@@ -358,6 +364,8 @@ mod tests {
                     ok: false,
                     exit_code: Some(3),
                     error: None,
+                    oom: false,
+                    accounting: None,
                 })
                 .unwrap();
         }
@@ -427,6 +435,8 @@ mod tests {
             ok: true,
             exit_code: Some(0),
             error: None,
+            oom: false,
+            accounting: None,
         }
     }
 

@@ -22,6 +22,7 @@ cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
 cosched submit --array 1-100:2 -o run-%A_%a.out -- ./sweep\n  \
 cosched submit -d afterok:12:13 -- ./postprocess\n  \
 cosched submit --each-line inputs.txt -- sh -c './solve \"$COSCHED_ENTRY\"'\n  \
+cosched submit --mem 4G -- ./solver\n  \
 cosched submit examples/default.toml"
 )]
 pub struct Args {
@@ -59,6 +60,12 @@ pub struct Args {
     /// comma-separated; one that can no longer be met cancels the job
     #[arg(short = 'd', long, value_name = "DEPENDENCY,...")]
     dependency: Option<String>,
+    /// Memory the job may hold (as sbatch): SIZE with K, M, G or T (megabytes without a unit);
+    /// beyond it the kernel kills its processes and it ends `oom`. It starts only once it fits
+    /// beside the running jobs' requests. Needs a daemon run as root (memory cgroups)
+    /// [default: a workload job's `mem`, else no limit]
+    #[arg(long, value_name = "SIZE", value_parser = memory_size)]
+    mem: Option<u64>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
     #[arg(long)]
@@ -154,6 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             error: None,
             array: None,
             dependency: Vec::new(),
+            mem: None,
         }],
     };
     let dependency = match &args.dependency {
@@ -165,6 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         submission.time_limit = time_limit;
         submission.output = args.output.clone();
         submission.error = args.error.clone();
+        submission.mem = args.mem.or(submission.mem);
     }
     let elements = match (&args.array, &args.each_line) {
         (Some(spec), _) => array_indexes(spec)?
@@ -340,9 +349,14 @@ fn from_workload(
                 error: None,
                 array: None,
                 dependency: Vec::new(),
+                mem: job.mem,
             }
         })
         .collect())
+}
+
+fn memory_size(text: &str) -> Result<u64, String> {
+    cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
 }
 
 fn threads(text: &Option<String>) -> anyhow::Result<Option<(u32, u32)>> {
