@@ -16,6 +16,12 @@ mod replay;
 
 pub use replay::{History, Replayed};
 
+/// The history the journal at `path` holds, read beside the daemon that writes it, never taken
+/// over or rewritten (`cosched report --since`).
+pub fn read_history(path: &Path) -> io::Result<History> {
+    replay::read(path)
+}
+
 use crate::error::ServiceError;
 use crate::protocol::{now_unix, Accounting, Submission};
 use serde::{Deserialize, Serialize};
