@@ -98,7 +98,10 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             uid: nix::unistd::geteuid().as_raw(),
         })?;
     }
-    let memory_for_jobs = options.config.memory.for_jobs(node_memory()?);
+    let node_memory = cosched_linux::procfs::memory_total().map_err(io_error(
+        "cannot read the node's memory in /proc/meminfo".into(),
+    ))?;
+    let memory_for_jobs = options.config.memory.for_jobs(node_memory);
     let registry = Registry::new(
         policy_name.clone(),
         history.next_id,
@@ -178,26 +181,6 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// The node's memory in bytes (`MemTotal`).
-fn node_memory() -> Result<u64, DaemonError> {
-    let meminfo = fs::read_to_string("/proc/meminfo")
-        .map_err(io_error("cannot read /proc/meminfo".into()))?;
-    let kib = meminfo
-        .lines()
-        .find_map(|line| line.strip_prefix("MemTotal:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        });
-    kib.map(|kib| kib << 10).ok_or_else(|| DaemonError::Io {
-        what: "cannot read /proc/meminfo".into(),
-        source: io::Error::other("no MemTotal line"),
-    })
 }
 
 /// Whether the executor will be able to limit jobs' memory, or why not: it chooses its

@@ -94,6 +94,7 @@ fn calibrated(topology: &Topology, jobs: &[SimJob], options: &SimOptions) -> Vec
             SimJob {
                 spec: spec.into(),
                 profile: job.profile.clone(),
+                mem: job.mem,
             }
         })
         .collect()
@@ -132,6 +133,7 @@ fn learnt(
             SimJob {
                 spec: spec.into(),
                 profile: job.profile.clone(),
+                mem: job.mem,
             }
         })
         .collect()
@@ -201,6 +203,7 @@ fn job(id: u32, profile_text: &str, kind: JobKind, max_threads: u32) -> SimJob {
         }
         .into(),
         profile: Arc::new(profile),
+        mem: None,
     }
 }
 
@@ -356,6 +359,7 @@ fn a_long_job_run_alone_first_is_probed_at_another_width_and_the_next_run_knows_
             SimJob {
                 spec: spec.into(),
                 profile: job.profile.clone(),
+                mem: job.mem,
             }
         })
         .collect();

@@ -355,7 +355,7 @@ fn from_workload(
         .collect())
 }
 
-fn memory_size(text: &str) -> Result<u64, String> {
+pub(super) fn memory_size(text: &str) -> Result<u64, String> {
     cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
 }
 
