@@ -366,9 +366,10 @@ pub struct JobView {
 #[serde(deny_unknown_fields)]
 pub struct Accounting {
     /// CPU seconds in user mode and in the kernel, of its main process and the children it waited
-    /// for (`wait4`'s usage); zero for an attached process, whose parent alone learns them.
-    pub user_seconds: f64,
-    pub system_seconds: f64,
+    /// for (`wait4`'s usage); none for a job an earlier daemon started, whose parent alone learned
+    /// them.
+    pub user_seconds: Option<f64>,
+    pub system_seconds: Option<f64>,
     /// The most memory it held at once, in bytes: its memory cgroup's peak where it had one
     /// (`--mem`), else the largest resident set of one of its processes (`wait4`'s maxrss).
     pub peak_memory: Option<u64>,

@@ -126,12 +126,15 @@ impl JobSource for DaemonSource {
         let t = now_unix();
         let ok = outcome.status == ExitStatus::Ok;
         let mut registry = self.shared.lock();
-        // An attached process's usage is known only to its parent.
-        let measured = registry.job(id).is_some_and(|j| !j.attached) && outcome.started.is_some();
+        // An attached process's usage is known only to its parent, and so is the CPU time of a job
+        // an earlier daemon started.
+        let view = registry.job(id);
+        let measured = view.is_some_and(|j| !j.attached) && outcome.started.is_some();
+        let ours = view.is_some_and(|j| !j.adopted);
         if measured {
             let accounting = Accounting {
-                user_seconds: outcome.user_seconds,
-                system_seconds: outcome.system_seconds,
+                user_seconds: ours.then_some(outcome.user_seconds),
+                system_seconds: ours.then_some(outcome.system_seconds),
                 peak_memory: outcome.peak_memory,
                 cpus: None,
             };

@@ -147,10 +147,12 @@ impl Executor<'_> {
         if let Some(sample) = mark.sample_until(&final_reading, id) {
             self.emit(Record::Sample(sample))?;
         }
-        let (status, mut exit_code, mut error) = shutdown::describe_wait_status(status);
-        // Ended badly with processes killed for its memory limit: that is why it ended.
-        let oom_killed = memory.oom_kills > 0 && status != ExitStatus::Ok;
+        let (mut status, mut exit_code, mut error) = shutdown::describe_wait_status(status);
+        // Ended badly with processes killed for its memory limit: that is why it ended. How an
+        // adopted job ended is known only to its parent, so for one the kills alone tell.
+        let oom_killed = memory.oom_kills > 0 && (status != ExitStatus::Ok || adopted.is_some());
         if oom_killed {
+            status = ExitStatus::Failed;
             let how = error.map(|e| format!("; {e}")).unwrap_or_default();
             error = Some(format!(
                 "out of memory: the kernel killed {} of its processes for passing the job's memory \

@@ -183,8 +183,8 @@ fn an_oom_end_is_oom_with_the_cpus_the_job_had() {
     registry.mark_placed(0, "0-1");
     registry.mark_placed(0, "4");
     let used = Accounting {
-        user_seconds: 1.5,
-        system_seconds: 0.25,
+        user_seconds: Some(1.5),
+        system_seconds: Some(0.25),
         peak_memory: Some(64 << 20),
         cpus: None,
     };

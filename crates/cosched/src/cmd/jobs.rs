@@ -217,13 +217,13 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
             },
         },
         "mem" => or_dash(job.mem.map(|m| Size(m).to_string())),
-        "cputime" | "user_time" | "system_time" => or_dash(job.accounting.as_ref().map(|a| {
+        "cputime" | "user_time" | "system_time" => or_dash(job.accounting.as_ref().and_then(|a| {
             let seconds = match field {
-                "user_time" => a.user_seconds,
-                "system_time" => a.system_seconds,
-                _ => a.user_seconds + a.system_seconds,
+                "user_time" => a.user_seconds?,
+                "system_time" => a.system_seconds?,
+                _ => a.user_seconds? + a.system_seconds?,
             };
-            cpu_time(seconds)
+            Some(cpu_time(seconds))
         })),
         "maxrss" => or_dash(
             (job.accounting.as_ref())

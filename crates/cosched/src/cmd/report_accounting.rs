@@ -60,8 +60,8 @@ pub fn csv(jobs: &[JobView]) -> String {
             job.exit_code.map(|c| c.to_string()).unwrap_or_default(),
             signal,
             job.error.clone().unwrap_or_default(),
-            num(accounting.map(|a| a.user_seconds)),
-            num(accounting.map(|a| a.system_seconds)),
+            num(accounting.and_then(|a| a.user_seconds)),
+            num(accounting.and_then(|a| a.system_seconds)),
             mib(accounting.and_then(|a| a.peak_memory)),
             mib(job.mem),
             accounting.and_then(|a| a.cpus.clone()).unwrap_or_default(),
@@ -76,7 +76,10 @@ pub fn csv(jobs: &[JobView]) -> String {
 pub fn summary(jobs: &[JobView]) -> String {
     let used = jobs.iter().filter_map(|j| j.accounting.as_ref());
     let (user, system) = used.clone().fold((0.0, 0.0), |(u, s), a| {
-        (u + a.user_seconds, s + a.system_seconds)
+        (
+            u + a.user_seconds.unwrap_or(0.0),
+            s + a.system_seconds.unwrap_or(0.0),
+        )
     });
     let peak = used.filter_map(|a| a.peak_memory).max();
     let oom = jobs
@@ -111,8 +114,8 @@ mod tests {
         job.finished = Some(15.5);
         job.error = Some("killed by signal 9 (Killed)".into());
         job.accounting = Some(Accounting {
-            user_seconds: 1.5,
-            system_seconds: 0.25,
+            user_seconds: Some(1.5),
+            system_seconds: Some(0.25),
             peak_memory: Some(64 << 20),
             cpus: Some("0-1,4".into()),
         });
