@@ -434,6 +434,41 @@ mod tests {
         assert!(started.joined.is_empty() && started.view.tasks.is_empty());
     }
 
+    #[test]
+    fn an_oom_end_and_its_accounting_replay_and_survive_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let accounting = Accounting {
+            user_seconds: Some(1.5),
+            system_seconds: Some(0.25),
+            peak_memory: Some(64 << 20),
+            cpus: Some("0-1,4".into()),
+        };
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal.write(&submitted(1)).unwrap();
+            journal.write(&started(1)).unwrap();
+            journal
+                .write(&Entry::Finished {
+                    id: 1,
+                    t: Some(now_unix()),
+                    ok: false,
+                    exit_code: Some(137),
+                    error: Some("out of memory".into()),
+                    oom: true,
+                    accounting: Some(accounting.clone()),
+                })
+                .unwrap();
+            journal.compact(FOREVER).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(r#"{"event":"compacted""#), "{text}");
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let view = &history.jobs[0].view;
+        assert_eq!(view.state, crate::protocol::JobState::Oom);
+        assert_eq!(view.accounting.as_ref(), Some(&accounting));
+    }
+
     fn finished(id: u64, t: f64) -> Entry {
         Entry::Finished {
             id,
