@@ -5,6 +5,7 @@ pub mod cpuset;
 pub mod event;
 pub mod guard;
 pub mod job;
+pub mod memory;
 pub mod metrics;
 pub mod names;
 pub mod observe;

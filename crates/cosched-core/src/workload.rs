@@ -45,6 +45,15 @@ pub struct JobEntry {
     pub profile: Option<String>,
     #[serde(default)]
     pub hints: JobHints,
+    /// Memory it needs (`mem = "2G"`, as `cosched submit --mem`), in bytes: a real run limits it
+    /// to that, and the simulator starts it only while the running jobs' requests fit the machine's
+    /// memory.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::memory::size_text"
+    )]
+    pub mem: Option<u64>,
 }
 
 fn one() -> u32 {

@@ -1,5 +1,5 @@
-//! Cgroups the executor creates, one per job and hierarchy: cgroup v2 (cpuset and `cgroup.freeze`), and
-//! the v1 cpuset and freezer hierarchies.
+//! Cgroups the executor creates, one per job and hierarchy: cgroup v2 (cpuset, `cgroup.freeze` and,
+//! where delegated, memory), and the v1 cpuset, freezer and memory hierarchies.
 //!
 //! Every cgroup is created next to cosched's own cgroup of that hierarchy (its delegated subtree) and is
 //! named `cosched-<pid>-<run>-<job>`, so that leftovers of a crashed run can be told apart.
@@ -15,6 +15,7 @@ pub enum CgroupKind {
     V2,
     V1Cpuset,
     V1Freezer,
+    V1Memory,
 }
 
 impl CgroupKind {
@@ -23,7 +24,7 @@ impl CgroupKind {
         match self {
             CgroupKind::V2 => Some(("cgroup.freeze", "1", "0")),
             CgroupKind::V1Freezer => Some(("freezer.state", "FROZEN", "THAWED")),
-            CgroupKind::V1Cpuset => None,
+            CgroupKind::V1Cpuset | CgroupKind::V1Memory => None,
         }
     }
 
@@ -32,6 +33,7 @@ impl CgroupKind {
             CgroupKind::V2 => "cgroup2",
             CgroupKind::V1Cpuset => "cgroup v1 cpuset",
             CgroupKind::V1Freezer => "cgroup v1 freezer",
+            CgroupKind::V1Memory => "cgroup v1 memory",
         }
     }
 }
@@ -63,8 +65,14 @@ pub enum CgroupError {
         base.display()
     )]
     CpusetNotDelegated { base: PathBuf, available: String },
-    #[error("cannot enable the cpuset controller in {}", subtree.display())]
-    CpusetNotEnabled {
+    #[error(
+        "the memory controller is not available in cgroup2 at {} (available: {available})",
+        base.display()
+    )]
+    MemoryNotDelegated { base: PathBuf, available: String },
+    #[error("cannot enable the {controller} controller in {}", subtree.display())]
+    ControllerNotEnabled {
+        controller: &'static str,
         subtree: PathBuf,
         #[source]
         source: io::Error,
@@ -111,11 +119,11 @@ impl Hierarchy {
                     .ok_or(CgroupError::NoCgroup2)?;
                 (mount, own_path(&own, |id, _| id == "0"))
             }
-            CgroupKind::V1Cpuset | CgroupKind::V1Freezer => {
-                let controller = if kind == CgroupKind::V1Cpuset {
-                    "cpuset"
-                } else {
-                    "freezer"
+            CgroupKind::V1Cpuset | CgroupKind::V1Freezer | CgroupKind::V1Memory => {
+                let controller = match kind {
+                    CgroupKind::V1Cpuset => "cpuset",
+                    CgroupKind::V1Freezer => "freezer",
+                    _ => "memory",
                 };
                 let mount = mount_point(&mounts, |fstype, options| {
                     fstype == "cgroup" && options.split(',').any(|o| o == controller)
@@ -154,6 +162,7 @@ impl Hierarchy {
             CgroupKind::V2 => vec!["cgroup.freeze"],
             CgroupKind::V1Cpuset => vec!["cpuset.cpus", "cpuset.mems"],
             CgroupKind::V1Freezer => vec!["freezer.state"],
+            CgroupKind::V1Memory => vec!["memory.limit_in_bytes"],
         };
         let missing: Vec<&'static str> = wanted
             .into_iter()
@@ -172,24 +181,46 @@ impl Hierarchy {
     }
 
     fn enable_v2_cpuset(&self) -> Result<(), CgroupError> {
+        self.enable_v2_controller("cpuset", |base, available| {
+            CgroupError::CpusetNotDelegated { base, available }
+        })
+    }
+
+    /// Enables the memory controller for the cgroups created here (cgroup v2), so that a job's
+    /// cgroup has `memory.max`; fails where it is not delegated, or where cosched's own cgroup holds
+    /// processes and is not the root (cgroup v2 keeps memory out of such a cgroup's children).
+    pub fn enable_v2_memory(&self) -> Result<(), CgroupError> {
+        self.enable_v2_controller("memory", |base, available| {
+            CgroupError::MemoryNotDelegated { base, available }
+        })
+    }
+
+    fn enable_v2_controller(
+        &self,
+        controller: &'static str,
+        not_delegated: impl FnOnce(PathBuf, String) -> CgroupError,
+    ) -> Result<(), CgroupError> {
         let controllers =
             fs::read_to_string(self.base.join("cgroup.controllers")).unwrap_or_default();
-        if !controllers.split_whitespace().any(|c| c == "cpuset") {
-            return Err(CgroupError::CpusetNotDelegated {
-                base: self.base.clone(),
-                available: match controllers.trim() {
-                    "" => "none".into(),
-                    list => list.into(),
-                },
-            });
+        if !controllers.split_whitespace().any(|c| c == controller) {
+            let available = match controllers.trim() {
+                "" => "none".into(),
+                list => list.into(),
+            };
+            return Err(not_delegated(self.base.clone(), available));
         }
         let subtree = self.base.join("cgroup.subtree_control");
         let enabled = fs::read_to_string(&subtree).unwrap_or_default();
-        if enabled.split_whitespace().any(|c| c == "cpuset") {
+        if enabled.split_whitespace().any(|c| c == controller) {
             return Ok(());
         }
-        fs::write(&subtree, "+cpuset")
-            .map_err(|source| CgroupError::CpusetNotEnabled { subtree, source })
+        fs::write(&subtree, format!("+{controller}")).map_err(|source| {
+            CgroupError::ControllerNotEnabled {
+                controller,
+                subtree,
+                source,
+            }
+        })
     }
 
     /// Creates a job's cgroup; a cpuset cgroup gets its CPUs and memory nodes before any task joins.
@@ -238,6 +269,42 @@ impl Cgroup {
             self.write(file, if frozen { on } else { off })?;
         }
         Ok(())
+    }
+
+    /// Limits the memory of the cgroup's processes to `bytes` (beyond it the kernel reclaims, then
+    /// kills one of them: an OOM kill).
+    pub fn set_memory_limit(&self, bytes: u64) -> io::Result<()> {
+        match self.kind {
+            CgroupKind::V2 => self.write("memory.max", &bytes.to_string()),
+            _ => self.write("memory.limit_in_bytes", &bytes.to_string()),
+        }
+    }
+
+    /// The most memory the cgroup's processes held at once, in bytes, where the kernel keeps it
+    /// (`memory.peak`, cgroup v2 from Linux 5.19; `memory.max_usage_in_bytes`, v1).
+    pub fn memory_peak(&self) -> Option<u64> {
+        let file = match self.kind {
+            CgroupKind::V2 => "memory.peak",
+            _ => "memory.max_usage_in_bytes",
+        };
+        fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// How many of the cgroup's processes the kernel killed for passing its memory limit.
+    pub fn oom_kills(&self) -> u64 {
+        let file = match self.kind {
+            CgroupKind::V2 => "memory.events",
+            _ => "memory.oom_control",
+        };
+        let text = fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| line.strip_prefix("oom_kill "))
+            .find_map(|n| n.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// Processes in the cgroup now.

@@ -78,6 +78,14 @@ pub struct JobControl {
     stopped: Vec<(i32, u64)>,
 }
 
+/// A job's memory as its memory cgroup saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// Bytes, where the kernel keeps it.
+    pub peak: Option<u64>,
+    pub oom_kills: u64,
+}
+
 /// A job's control page and cgroups, created and registered before its process exists, and what the
 /// process must do before exec.
 pub struct Prepared {
@@ -180,9 +188,16 @@ impl Enforcer {
     }
 
     /// Registers the job's control page and creates its cgroups on `cpus`, each registered with the
-    /// watchdog before anything joins it. `in_place`: no cgroup of its own, the job stays in the ones it
-    /// is in and is placed by affinity (and frozen by signals). On error nothing is left behind.
-    pub fn prepare(&mut self, cpus: &CpuSet, page: &Path, in_place: bool) -> io::Result<Prepared> {
+    /// watchdog before anything joins it; `memory_limit`: bytes its processes may hold together,
+    /// in a memory cgroup. `in_place`: no cgroup of its own, the job stays in the ones it is in and
+    /// is placed by affinity (and frozen by signals). On error nothing is left behind.
+    pub fn prepare(
+        &mut self,
+        cpus: &CpuSet,
+        page: &Path,
+        in_place: bool,
+        memory_limit: Option<u64>,
+    ) -> io::Result<Prepared> {
         let entry = self
             .entries_used
             .iter()
@@ -202,7 +217,7 @@ impl Enforcer {
             join: Vec::new(),
             mask: None,
         };
-        if let Err(e) = self.create_cgroups(&mut prepared, page, in_place) {
+        if let Err(e) = self.create_cgroups(&mut prepared, page, in_place, memory_limit) {
             self.abandon(prepared);
             return Err(e);
         }
@@ -214,22 +229,38 @@ impl Enforcer {
         prepared: &mut Prepared,
         page: &Path,
         in_place: bool,
+        memory_limit: Option<u64>,
     ) -> io::Result<()> {
         self.watchdog.set_control_page(prepared.entry, page)?;
+        if in_place && memory_limit.is_some() {
+            return Err(io::Error::other(
+                "a memory limit needs the job in a memory cgroup of cosched's, and this job stays \
+                 in the cgroups it is in",
+            ));
+        }
         if in_place {
             prepared.mask = Some(Mask::new(&prepared.cpus)?);
             return Ok(());
         }
         let name = format!("{}-{}", self.tag, prepared.entry);
         let mems = numa_nodes_of(&prepared.cpus);
+        let memory = match (memory_limit, &self.mechanisms.memory_hierarchy) {
+            (None, _) => None,
+            (Some(_), Ok(hierarchy)) => Some(hierarchy),
+            (Some(_), Err(why)) => {
+                return Err(io::Error::other(format!(
+                    "cannot limit the job's memory: {why}"
+                )))
+            }
+        };
         let hierarchies = [
             self.mechanisms.placement_hierarchy.as_ref(),
             self.mechanisms.freezer_hierarchy.as_ref(),
+            memory,
         ];
-        for (i, hierarchy) in hierarchies.into_iter().enumerate() {
-            let Some(hierarchy) = hierarchy else { continue };
-            // Placement and freezer in the same cgroup v2 hierarchy share one cgroup.
-            if i == 1 && prepared.cgroups.iter().any(|c| c.kind == hierarchy.kind) {
+        for hierarchy in hierarchies.into_iter().flatten() {
+            // Hierarchies of cgroup v2 are one: the job has one cgroup there for all of them.
+            if prepared.cgroups.iter().any(|c| c.kind == hierarchy.kind) {
                 continue;
             }
             let cgroup = hierarchy.create(&name, &prepared.cpus, &mems)?;
@@ -237,6 +268,10 @@ impl Enforcer {
             prepared.join.push(cgroup.procs_file());
             prepared.cgroups.push(cgroup);
             registered?;
+        }
+        if let (Some(bytes), Some(hierarchy)) = (memory_limit, memory) {
+            let cgroup = prepared.cgroups.iter().find(|c| c.kind == hierarchy.kind);
+            cgroup.expect("created above").set_memory_limit(bytes)?;
         }
         if self.uses_affinity() {
             prepared.mask = Some(Mask::new(&prepared.cpus)?);
@@ -274,6 +309,7 @@ impl Enforcer {
         let bases = [
             self.mechanisms.placement_hierarchy.as_ref(),
             self.mechanisms.freezer_hierarchy.as_ref(),
+            self.mechanisms.memory_hierarchy.as_ref().ok(),
         ];
         for base in bases.into_iter().flatten().map(|h| &h.base) {
             let Ok(entries) = std::fs::read_dir(base) else {
@@ -376,6 +412,22 @@ impl Enforcer {
     fn placement_cgroup<'a>(&self, job: &'a JobControl) -> Option<&'a Cgroup> {
         let kind = self.mechanisms.placement_hierarchy.as_ref()?.kind;
         job.cgroups.iter().find(|c| c.kind == kind)
+    }
+
+    /// What the kernel says of the job's memory: the most its processes held at once and how many
+    /// of them it killed for passing the job's limit; nothing for a job without a memory cgroup.
+    pub fn memory_use(&self, job: &JobControl) -> MemoryUse {
+        let kind = self
+            .mechanisms
+            .memory_hierarchy
+            .as_ref()
+            .ok()
+            .map(|h| h.kind);
+        let cgroup = job.cgroups.iter().find(|c| Some(c.kind) == kind);
+        MemoryUse {
+            peak: cgroup.and_then(Cgroup::memory_peak),
+            oom_kills: cgroup.map_or(0, Cgroup::oom_kills),
+        }
     }
 
     /// The cgroup that freezes the job, unless it is frozen by signals.

@@ -87,6 +87,39 @@ impl Freezer {
     }
 }
 
+/// The hierarchy that limits jobs' memory: cgroup v2 first where the run places or freezes jobs
+/// with it (one cgroup per job then does all three), else the v1 memory hierarchy, else cgroup v2;
+/// the last reason why none can be used.
+fn memory_hierarchy(used: [&Option<Hierarchy>; 2]) -> Result<Hierarchy, String> {
+    let v2 = || -> Result<Hierarchy, CgroupError> {
+        let hierarchy = Hierarchy::find(CgroupKind::V2)?;
+        hierarchy.enable_v2_memory()?;
+        hierarchy.probe(false)?;
+        Ok(hierarchy)
+    };
+    let v1 = || -> Result<Hierarchy, CgroupError> {
+        let hierarchy = Hierarchy::find(CgroupKind::V1Memory)?;
+        hierarchy.probe(false)?;
+        Ok(hierarchy)
+    };
+    let uses_v2 = used
+        .iter()
+        .any(|h| h.as_ref().is_some_and(|h| h.kind == CgroupKind::V2));
+    let (first, second): (&dyn Fn() -> _, &dyn Fn() -> _) = match uses_v2 {
+        true => (&v2, &v1),
+        false => (&v1, &v2),
+    };
+    first().or_else(|_| second()).map_err(|e| {
+        let mut reason = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            reason = format!("{reason}: {cause}");
+            source = cause.source();
+        }
+        reason
+    })
+}
+
 /// A mechanism name that is none of the valid ones.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} {name:?}; valid: {}", valid.join(", "))]
@@ -141,6 +174,8 @@ pub struct Mechanisms {
     pub freezer: Freezer,
     pub placement_hierarchy: Option<Hierarchy>,
     pub freezer_hierarchy: Option<Hierarchy>,
+    /// Where jobs' memory is limited and measured, or why it cannot be here.
+    pub memory_hierarchy: Result<Hierarchy, String>,
 }
 
 impl Mechanisms {
@@ -179,11 +214,13 @@ impl Mechanisms {
                 .find_map(|f| f.probe().ok().map(|h| (f, h)))
                 .expect("the signal freezer is always available"),
         };
+        let memory_hierarchy = memory_hierarchy([&placement_hierarchy, &freezer_hierarchy]);
         Ok(Mechanisms {
             placement,
             freezer,
             placement_hierarchy,
             freezer_hierarchy,
+            memory_hierarchy,
         })
     }
 

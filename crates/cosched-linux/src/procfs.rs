@@ -26,6 +26,23 @@ impl ProcStat {
     }
 }
 
+/// The machine's memory in bytes (`MemTotal` of /proc/meminfo).
+pub fn memory_total() -> io::Result<u64> {
+    let meminfo = fs::read_to_string("/proc/meminfo")?;
+    let kib = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        });
+    kib.map(|kib| kib << 10)
+        .ok_or_else(|| io::Error::other("/proc/meminfo has no MemTotal line"))
+}
+
 pub fn stat(pid: i32) -> io::Result<ProcStat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat"))?)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "malformed /proc/<pid>/stat"))

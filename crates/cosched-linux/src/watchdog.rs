@@ -137,6 +137,7 @@ fn kind_code(kind: CgroupKind) -> u32 {
         CgroupKind::V2 => 1,
         CgroupKind::V1Cpuset => 2,
         CgroupKind::V1Freezer => 3,
+        CgroupKind::V1Memory => 4,
     }
 }
 

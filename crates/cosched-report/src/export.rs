@@ -331,9 +331,13 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 }
 
 fn push_record(out: &mut String, fields: &[String]) {
+    out.push_str(&csv_record(fields));
+}
+
+/// One CSV line of `fields`, quoted where they need it, with its line end.
+pub fn csv_record(fields: &[String]) -> String {
     let quoted: Vec<String> = fields.iter().map(|f| quote(f)).collect();
-    out.push_str(&quoted.join(","));
-    out.push('\n');
+    quoted.join(",") + "\n"
 }
 
 /// RFC 4180 quoting: only fields with a comma, quote or line break are quoted.

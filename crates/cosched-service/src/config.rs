@@ -1,6 +1,7 @@
 //! The daemon's configuration file (`/etc/cosched/daemon.toml` for a system daemon, or the file
 //! `--config` names): per-user limits, each user's share of the machine, what users see of each
-//! other's jobs, how long finished jobs are kept, and how jobs past their time limit are ended. Every
+//! other's jobs, how long finished jobs are kept, how jobs past their time limit are ended, and how
+//! much of the node's memory jobs' `--mem` requests may take together. Every
 //! key is optional; an unknown key is an error, so that a typo is not silently
 //! ignored. `docs/service.md` lists the keys and their defaults.
 
@@ -20,6 +21,7 @@ pub struct DaemonConfig {
     pub privacy: Privacy,
     pub history: History,
     pub jobs: Jobs,
+    pub memory: Memory,
     /// `shares` with its names resolved, when the file was loaded.
     #[serde(skip)]
     pub share_table: ShareTable,
@@ -128,6 +130,23 @@ impl Default for Jobs {
         Jobs {
             kill_wait_seconds: 30.0,
         }
+    }
+}
+
+/// How much of the node's memory jobs may ask for (`cosched submit --mem`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Memory {
+    /// Kept for the system and the daemon (Slurm's `MemSpecLimit`), as a size (`"2G"`): jobs'
+    /// requests running at once add up to at most the node's memory less this. None by default.
+    #[serde(with = "cosched_core::memory::size_text")]
+    pub reserved: Option<u64>,
+}
+
+impl Memory {
+    /// Bytes for jobs on a node with `total` bytes.
+    pub fn for_jobs(&self, total: u64) -> u64 {
+        total.saturating_sub(self.reserved.unwrap_or(0))
     }
 }
 
@@ -347,6 +366,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(nobody.contains("no-such-user-here"), "{nobody}");
+    }
+
+    #[test]
+    fn the_memory_reserve_is_a_size_taken_off_the_node_for_jobs() {
+        let gib = 1u64 << 30;
+        assert_eq!(DaemonConfig::default().memory.for_jobs(8 * gib), 8 * gib);
+        let reserved = load("[memory]\nreserved = \"2G\"\n").unwrap();
+        assert_eq!(reserved.memory.for_jobs(8 * gib), 6 * gib);
+        assert_eq!(reserved.memory.for_jobs(gib), 0);
+        let bad = load("[memory]\nreserved = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            bad.contains("reserved") && bad.contains("e.g. 64M"),
+            "{bad}"
+        );
     }
 
     #[test]

@@ -99,17 +99,21 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             uid: nix::unistd::geteuid().as_raw(),
         })?;
     }
+    let node_memory = cosched_linux::procfs::memory_total().map_err(io_error(
+        "cannot read the node's memory in /proc/meminfo".into(),
+    ))?;
+    let memory_for_jobs = options.config.memory.for_jobs(node_memory);
     let registry = Registry::new(
         policy_name.clone(),
         history.next_id,
         options.config.share_table.clone(),
-    );
-    let shared = Arc::new(Shared::new(
-        registry,
-        journal,
-        logs.clone(),
-        options.config.clone(),
-    ));
+    )
+    .with_memory_for_jobs(memory_for_jobs);
+    let mut shared = Shared::new(registry, journal, logs.clone(), options.config.clone());
+    if let Err(why) = memory_limits() {
+        shared = shared.without_memory_limits(why);
+    }
+    let shared = Arc::new(shared);
     recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
     let server = {
@@ -179,6 +183,13 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether the executor will be able to limit jobs' memory, or why not: it chooses its
+/// mechanisms as this does.
+fn memory_limits() -> Result<(), String> {
+    let mechanisms = cosched_linux::Mechanisms::choose(None, None).map_err(|e| e.to_string())?;
+    mechanisms.memory_hierarchy.map(drop)
 }
 
 /// Forgets, from now on, the jobs that ended longer than `retention` ago, and compacts the journal
@@ -255,7 +266,7 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
     for job in replayed {
         let id = job.view.id;
         let settled = match job.view.state {
-            JobState::Done | JobState::Failed => true,
+            JobState::Done | JobState::Failed | JobState::Oom => true,
             JobState::Cancelled | JobState::Timeout => job.view.finished.is_some(),
             JobState::Queued | JobState::Running | JobState::Suspended => false,
         };
@@ -313,6 +324,8 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                     ok: false,
                     exit_code: None,
                     error: Some(error.clone()),
+                    oom: false,
+                    accounting: None,
                 })?);
                 registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
                 registry.finish(id, Some(now_unix()), false, None, Some(error));

@@ -2,6 +2,7 @@
 //! each names what is wrong and, where there is one, the fix.
 
 use crate::protocol::JobState;
+use cosched_core::memory::Size;
 use std::io;
 use std::path::PathBuf;
 
@@ -37,6 +38,10 @@ pub enum ServiceError {
     BadNice(i32),
     #[error("an array's limit of elements run at once (%MAX) must be at least 1")]
     BadArrayLimit,
+    #[error("--mem cannot be enforced by this daemon: {0}; submit without --mem, or to a daemon run as root (the system daemon), which limits each job's memory with a cgroup")]
+    MemoryNotEnforced(String),
+    #[error("--mem {asked}: more than the {available} of this node's memory for jobs (its memory less memory.reserved in the daemon's configuration); ask for less")]
+    MemoryAboveNode { asked: Size, available: Size },
     #[error("weight {weight} is above 1; only root or the daemon's own user (uid {daemon}) may weigh a job above others")]
     WeightAboveOne { weight: f64, daemon: u32 },
     #[error("uid {uid} has {limit} jobs queued, the most one user may (limits.queued_jobs_per_user in the daemon's configuration); wait until some have started, or cancel some")]

@@ -115,6 +115,10 @@ pub struct Submission {
     /// Jobs that must end first, and how (Slurm's `--dependency`); all must be met.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependency: Vec<Dependency>,
+    /// Bytes of memory the job's processes may hold together (Slurm's `--mem`): its cgroup's limit,
+    /// and what admission counts against the node's memory. `None`: no limit, not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem: Option<u64>,
     /// Lowers the job's priority by this much (Slurm's `--nice`); below 0 (root or the daemon's own
     /// user only) raises it.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -224,6 +228,7 @@ impl Submission {
             dependency: Vec::new(),
             nice: 0,
             priority: None,
+            mem: None,
         }
     }
 }
@@ -306,13 +311,20 @@ pub enum JobState {
     Cancelled,
     /// Its time limit passed: it was sent SIGTERM (and SIGKILL if it outlived the grace).
     Timeout,
+    /// It failed after the kernel killed processes of it for passing its memory limit (Slurm's
+    /// `OUT_OF_MEMORY`).
+    Oom,
 }
 
 impl JobState {
     pub fn ended(self) -> bool {
         matches!(
             self,
-            JobState::Done | JobState::Failed | JobState::Cancelled | JobState::Timeout
+            JobState::Done
+                | JobState::Failed
+                | JobState::Cancelled
+                | JobState::Timeout
+                | JobState::Oom
         )
     }
 
@@ -364,8 +376,9 @@ pub struct JobView {
     pub time_limit: Option<u64>,
     /// Why a queued job has not started: `dependency` (a job it depends on has not ended),
     /// `array_task_limit` (its array runs as many elements as its limit), `resources` (the policy
-    /// has no CPUs for it yet) or `user_limit` (its user runs `limits.running_jobs_per_user` jobs
-    /// already).
+    /// has no CPUs for it yet), `user_limit` (its user runs `limits.running_jobs_per_user` jobs
+    /// already) or `memory` (its `mem` does not fit beside the running jobs' within the node's
+    /// memory for jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The array it belongs to (the id of its first element) and its index there.
@@ -379,6 +392,29 @@ pub struct JobView {
     pub priority: i64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub nice: i32,
+    /// Bytes of memory it asked for ([`Submission::mem`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem: Option<u64>,
+    /// What it used, once it has ended (none for a job that never started or whose end no daemon
+    /// saw).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<Accounting>,
+}
+
+/// What an ended job used, kept in the journal with its end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accounting {
+    /// CPU seconds in user mode and in the kernel, of its main process and the children it waited
+    /// for (`wait4`'s usage); none for a job an earlier daemon started, whose parent alone learned
+    /// them.
+    pub user_seconds: Option<f64>,
+    pub system_seconds: Option<f64>,
+    /// The most memory it held at once, in bytes: its memory cgroup's peak where it had one
+    /// (`--mem`), else the largest resident set of one of its processes (`wait4`'s maxrss).
+    pub peak_memory: Option<u64>,
+    /// Every CPU it was given while it ran, as a CPU list.
+    pub cpus: Option<String>,
 }
 
 impl JobView {
@@ -423,6 +459,8 @@ impl JobView {
             array_index: submission.array.map(|a| a.index),
             priority: submission.effective_priority(),
             nice: submission.nice,
+            mem: submission.mem,
+            accounting: None,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::protocol::{
 };
 use crate::registry::{Cancelled, Peer, Registry, Tracked};
 use crate::state::Shared;
+use cosched_core::memory::Size;
 use cosched_linux::Adopt;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -167,6 +168,7 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     let mut registry = shared.lock();
     check_queue(shared, &registry, peer.uid)?;
     check_array(&registry, &submission, peer.uid)?;
+    check_memory(shared, &registry, submission.mem)?;
     for dependency in &submission.dependency {
         match registry.job(dependency.id) {
             Some(job) if job.uid == peer.uid || peer.uid == 0 => {}
@@ -205,6 +207,29 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
         })?;
     shared.wake_executor();
     Ok(Reply::Submitted { id })
+}
+
+/// A memory request must be enforceable here and fit the node's memory for jobs, or it would
+/// never start.
+fn check_memory(
+    shared: &Shared,
+    registry: &Registry,
+    mem: Option<u64>,
+) -> Result<(), ServiceError> {
+    let Some(asked) = mem else {
+        return Ok(());
+    };
+    if let Err(why) = &shared.memory_limits {
+        return Err(ServiceError::MemoryNotEnforced(why.clone()));
+    }
+    let available = registry.memory_for_jobs();
+    match asked <= available {
+        true => Ok(()),
+        false => Err(ServiceError::MemoryAboveNode {
+            asked: Size(asked),
+            available: Size(available),
+        }),
+    }
 }
 
 /// A later element of an array names its first element, which must be the same user's and
@@ -275,6 +300,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         dependency: Vec::new(),
         nice: 0,
         priority: None,
+        mem: None,
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;
@@ -406,6 +432,8 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
                 ok: false,
                 exit_code: None,
                 error: Some(error.clone()),
+                oom: false,
+                accounting: None,
             })?);
             registry.finish(id, Some(t), false, None, Some(error));
         }

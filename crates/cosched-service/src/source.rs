@@ -2,7 +2,7 @@
 //! and what the executor reports (starts, placements, thread changes, ends) journaled and shown.
 
 use crate::journal::{Appended, Entry};
-use crate::protocol::now_unix;
+use crate::protocol::{now_unix, Accounting};
 use crate::scaling_history::ScalingHistory;
 use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
@@ -58,6 +58,8 @@ impl JobSource for DaemonSource {
                     ok: false,
                     exit_code: None,
                     error: Some(why.clone()),
+                    oom: false,
+                    accounting: None,
                 })
                 .or(last);
             registry.cancel(id);
@@ -113,6 +115,7 @@ impl JobSource for DaemonSource {
                     clear_env: true,
                     adopt: job.adopt,
                     opened_as_user,
+                    memory_limit: s.mem,
                 }
             })
             .collect()
@@ -135,12 +138,29 @@ impl JobSource for DaemonSource {
         let t = now_unix();
         let ok = outcome.status == ExitStatus::Ok;
         let mut registry = self.shared.lock();
+        // An attached process's usage is known only to its parent, and so is the CPU time of a job
+        // an earlier daemon started.
+        let view = registry.job(id);
+        let measured = view.is_some_and(|j| !j.attached) && outcome.started.is_some();
+        let ours = view.is_some_and(|j| !j.adopted);
+        if measured {
+            let accounting = Accounting {
+                user_seconds: ours.then_some(outcome.user_seconds),
+                system_seconds: ours.then_some(outcome.system_seconds),
+                peak_memory: outcome.peak_memory,
+                cpus: None,
+            };
+            registry.account(id, accounting, outcome.oom_killed);
+        }
+        let accounting = registry.job(id).and_then(|j| j.accounting.clone());
         let position = self.append(Entry::Finished {
             id,
             t: Some(t),
             ok,
             exit_code: outcome.exit_code,
             error: outcome.error.clone(),
+            oom: outcome.oom_killed,
+            accounting,
         });
         let may_start = registry.finish(id, Some(t), ok, outcome.exit_code, outcome.error);
         drop(registry);

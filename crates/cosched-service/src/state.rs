@@ -27,6 +27,8 @@ pub struct Shared {
     /// Running jobs the slot in force leaves frozen, as the executor last said; apart from the
     /// registry, so that the executor never waits on a request to say it.
     pub suspended: Mutex<HashSet<u64>>,
+    /// Whether jobs' memory can be limited here (`submit --mem`), or why not.
+    pub memory_limits: Result<(), String>,
 }
 
 impl Shared {
@@ -48,7 +50,14 @@ impl Shared {
             switches: Mutex::default(),
             config,
             suspended: Mutex::default(),
+            memory_limits: Ok(()),
         }
+    }
+
+    /// Says why jobs' memory cannot be limited here: `--mem` is then refused.
+    pub fn without_memory_limits(mut self, why: String) -> Shared {
+        self.memory_limits = Err(why);
+        self
     }
 
     /// The running jobs frozen between their slots now.

@@ -103,6 +103,7 @@ impl Poisson {
                         sync: syncs[pick],
                         ..JobHints::default()
                     },
+                    mem: None,
                 }
             })
             .collect();

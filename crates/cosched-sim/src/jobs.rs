@@ -86,6 +86,7 @@ pub fn sim_jobs_sharing(
             Ok(SimJob {
                 spec: spec.into(),
                 profile,
+                mem: entry.mem,
             })
         })
         .collect()

@@ -116,6 +116,7 @@ fn run_one(
         workload: instance.name.clone(),
         seed: instance.seed,
         min_runs: model.min_runs,
+        memory: model.memory,
     };
     let mut file = match trace_dir {
         Some(dir) => Some(TraceFile::create(dir, &instance.name, policy_name)?),

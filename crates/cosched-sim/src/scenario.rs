@@ -79,6 +79,13 @@ pub struct ModelConfig {
     /// A closed experiment: jobs run again until each has completed this many runs (`SimOptions`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_runs: Option<std::num::NonZeroU32>,
+    /// The machine's memory for jobs (`memory = "64G"`): jobs' `mem` requests running at once fit
+    /// in it, as the daemon admits them (`SimOptions`).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "cosched_core::memory::size_text"
+    )]
+    pub memory: Option<u64>,
 }
 
 /// `[paper]`: published figures to print next to the simulated ones, per policy name.

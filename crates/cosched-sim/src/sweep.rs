@@ -230,6 +230,7 @@ impl Sweep {
                     sync,
                     ..JobHints::default()
                 },
+                mem: None,
             }));
         }
         let workload = Workload {

@@ -122,6 +122,7 @@ fn calibrated(id: u32, serial: f64, one_cpu: f64) -> SimJob {
     SimJob {
         spec: test_util::job(id).max_threads(2).hints(hints).spec().into(),
         profile: Arc::new(profile),
+        mem: None,
     }
 }
 

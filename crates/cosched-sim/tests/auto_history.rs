@@ -35,6 +35,7 @@ fn calibrated(topology: &Topology, jobs: &[SimJob], options: &SimOptions) -> Vec
             SimJob {
                 spec: spec.into(),
                 profile: job.profile.clone(),
+                mem: job.mem,
             }
         })
         .collect()
@@ -73,6 +74,7 @@ fn learnt(
             SimJob {
                 spec: spec.into(),
                 profile: job.profile.clone(),
+                mem: job.mem,
             }
         })
         .collect()
@@ -142,6 +144,7 @@ fn job(id: u32, profile_text: &str, kind: JobKind, max_threads: u32) -> SimJob {
         }
         .into(),
         profile: Arc::new(profile),
+        mem: None,
     }
 }
 
@@ -320,6 +323,7 @@ fn a_long_job_run_alone_first_is_probed_at_another_width_and_the_next_run_knows_
             SimJob {
                 spec: spec.into(),
                 profile: job.profile.clone(),
+                mem: job.mem,
             }
         })
         .collect();

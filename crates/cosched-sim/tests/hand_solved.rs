@@ -18,6 +18,7 @@ fn job(id: u32, arrival: f64, kind: JobKind, threads: u32, profile_text: &str) -
             .spec()
             .into(),
         profile: Arc::new(profile::parse(profile_text).unwrap()),
+        mem: None,
     }
 }
 

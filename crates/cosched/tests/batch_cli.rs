@@ -725,3 +725,229 @@ fn a_nicer_job_submitted_first_starts_after_a_plain_one_across_a_restart() {
         "the nicer job started first: {nicer:?} {plain:?}"
     );
 }
+
+/// Whether this daemon could limit jobs' memory, saying why not when it cannot.
+fn memory_cgroups_here() -> bool {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root for memory cgroups");
+        return false;
+    }
+    match cosched_linux::Mechanisms::choose(None, None).map(|m| m.memory_hierarchy) {
+        Ok(Ok(_)) => true,
+        Ok(Err(why)) => {
+            eprintln!("SKIPPED: no memory cgroup here: {why}");
+            false
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            false
+        }
+    }
+}
+
+/// The row of job `id` in `cosched jobs --all --since 1h --format id,FIELDS`, by field name.
+fn accounted(socket: &Path, id: u64, fields: &str) -> std::collections::HashMap<String, String> {
+    let format = format!("id,{fields}");
+    let rows = listed(socket, &["--all", "--since", "1h", "--format", &format]);
+    let row = rows
+        .into_iter()
+        .find(|r| r[0] == id.to_string())
+        .unwrap_or_else(|| panic!("job {id} is not listed"));
+    format.split(',').map(String::from).zip(row).collect()
+}
+
+#[test]
+fn a_job_past_its_memory_limit_ends_oom_while_another_job_finishes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !memory_cgroups_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+    // `tail` keeps a line whole, and /dev/zero has no line end: it holds all 400 MB.
+    let hungry = submitted_id(&cosched(
+        &daemon.socket,
+        &[
+            "submit",
+            "--mem",
+            "64M",
+            "--",
+            "sh",
+            "-c",
+            "head -c 400M /dev/zero | tail",
+        ],
+    ));
+    let other = submitted_id(&cosched(
+        &daemon.socket,
+        &["submit", "--", "sh", "-c", "sleep 1; exit 0"],
+    ));
+    let ended = daemon.wait(vec![hungry, other]).unwrap();
+    assert_eq!(ended[0].state, JobState::Oom, "{:?}", ended[0]);
+    assert!(
+        ended[0].error.as_deref().unwrap().contains("out of memory"),
+        "{:?}",
+        ended[0]
+    );
+    assert_eq!(ended[0].mem, Some(64 << 20));
+    let peak = ended[0].accounting.as_ref().unwrap().peak_memory.unwrap();
+    assert!(peak <= 64 << 20, "peak {peak} above the limit");
+    assert_eq!(ended[1].state, JobState::Done, "{:?}", ended[1]);
+    let row = accounted(&daemon.socket, hungry, "state,mem,exit");
+    assert_eq!((&*row["state"], &*row["mem"]), ("oom", "64M"), "{row:?}");
+
+    // The journal keeps it: a restarted daemon still knows it as oom.
+    daemon.stop().unwrap();
+    let mut daemon = start(dir.path());
+    assert_eq!(show(&daemon, hungry).state, JobState::Oom);
+    let oom = listed(
+        &daemon.socket,
+        &["--all", "--state", "oom", "--format", "id"],
+    );
+    assert_eq!(oom, vec![vec![hungry.to_string()]]);
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn accounting_keeps_a_jobs_cpu_time_and_peak_memory_across_a_restart() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: python3 is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start(dir.path());
+    // 300 MB written (so resident), then 1.5 s of CPU, in user mode but for the clock's reads.
+    let script = "import time\n\
+                  block = b'x' * (300 << 20)\n\
+                  start = time.process_time()\n\
+                  while time.process_time() - start < 1.5:\n    sum(range(100000))\n";
+    let python = Command::new("sh")
+        .args(["-c", "command -v python3"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    let id = submitted_id(&cosched(
+        &daemon.socket,
+        &["submit", "--", &python, "-c", script],
+    ));
+    let job = daemon.wait(vec![id]).unwrap().remove(0);
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    let check = |job: &JobView| {
+        let accounting = job.accounting.as_ref().expect("an ended job is accounted");
+        let user = accounting.user_seconds.unwrap();
+        let total = user + accounting.system_seconds.unwrap();
+        assert!((1.5..3.0).contains(&total), "{accounting:?}");
+        assert!(user > 1.0, "{accounting:?}");
+        let peak = accounting.peak_memory.unwrap();
+        assert!(
+            (300 << 20..700 << 20).contains(&peak),
+            "peak {peak} for 300 MB held"
+        );
+        assert!(accounting.cpus.is_some(), "{accounting:?}");
+    };
+    check(&job);
+    let row = accounted(&daemon.socket, id, "cputime,maxrss,cpus,exit,state");
+    assert!(row["cputime"].starts_with("0:00:0"), "{row:?}");
+    assert!(row["maxrss"].ends_with('M'), "{row:?}");
+    assert_eq!((&*row["exit"], &*row["state"]), ("0", "done"), "{row:?}");
+
+    daemon.stop().unwrap();
+    let mut daemon = start(dir.path());
+    let again = show(&daemon, id);
+    assert_eq!(again.accounting, job.accounting);
+    check(&again);
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn jobs_whose_memory_does_not_fit_wait_pending_for_memory() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if !memory_cgroups_here() {
+        return;
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    // 1 GiB left for jobs.
+    let reserved = total_kib - (1 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = start_configured(
+        dir.path(),
+        &format!("[memory]\nreserved = \"{reserved}K\"\n"),
+    );
+
+    let big = submitted_id(&cosched(
+        &daemon.socket,
+        &["submit", "--mem", "600M", "--", "sleep", "100"],
+    ));
+    assert!(poll(Duration::from_secs(10), || show(&daemon, big).state
+        == JobState::Running));
+    let second = submitted_id(&cosched(
+        &daemon.socket,
+        &["submit", "--mem", "600M", "--", "true"],
+    ));
+    let unlimited = submitted_id(&cosched(&daemon.socket, &["submit", "--", "true"]));
+    assert_eq!(
+        daemon.wait(vec![unlimited]).unwrap()[0].state,
+        JobState::Done
+    );
+    let row = accounted(&daemon.socket, second, "state,reason,mem");
+    assert_eq!(
+        (&*row["state"], &*row["reason"], &*row["mem"]),
+        ("pending", "memory", "600M"),
+        "{row:?}"
+    );
+
+    let too_big = cosched(&daemon.socket, &["submit", "--mem", "2G", "--", "true"]);
+    assert_eq!(too_big.status.code(), Some(2));
+    assert!(
+        stderr(&too_big).contains("memory.reserved"),
+        "{}",
+        stderr(&too_big)
+    );
+    let unreadable = cosched(&daemon.socket, &["submit", "--mem", "lots", "--", "true"]);
+    assert!(
+        stderr(&unreadable).contains("e.g. 64M"),
+        "{}",
+        stderr(&unreadable)
+    );
+
+    // Once the first ends, the second fits.
+    daemon.cancel(&[big]).unwrap();
+    assert_eq!(daemon.wait(vec![second]).unwrap()[0].state, JobState::Done);
+    daemon.stop().unwrap();
+}
+
+#[test]
+fn a_user_daemon_refuses_mem_that_it_cannot_enforce() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let home = dir.path().join("nobody");
+    std::fs::create_dir(&home).unwrap();
+    nix::unistd::chown(&home, Some(65534.into()), Some(65534.into())).unwrap();
+    let mut launch = Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), &home, "state").args([
+        "--idle-timeout",
+        "1",
+        "--policy",
+        "eq",
+    ]);
+    std::os::unix::process::CommandExt::uid(launch.command(), 65534);
+    std::os::unix::process::CommandExt::gid(launch.command(), 65534);
+    launch.command().env("HOME", &home);
+    let mut daemon = launch.start().unwrap();
+    let refused = as_nobody(&daemon.socket, &["submit", "--mem", "64M", "--", "true"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--mem cannot be enforced"),
+        "{}",
+        stderr(&refused)
+    );
+    let plain = as_nobody(&daemon.socket, &["submit", "--", "true"]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    daemon.stop().unwrap();
+}

@@ -1197,6 +1197,19 @@ fn report_since_covers_the_jobs_of_every_daemon_run_in_the_window() {
     assert!(out.status.success());
     let csv = std::fs::read_to_string(since_restart.join("jobs.csv")).unwrap();
     assert_eq!(ok_jobs(&csv), 1, "{csv}");
+    // The journal's accounting of the jobs that ended in the window, one line each.
+    let accounting = std::fs::read_to_string(since_restart.join("accounting.csv")).unwrap();
+    let rows: Vec<&str> = accounting.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{accounting}");
+    assert!(
+        rows[0].starts_with(&format!("{late},true,")),
+        "{accounting}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("accounting: 1 jobs ended"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = report(
         &["--since", "3h", "--until", "2h"],
         &dir.path().join("none"),

@@ -161,3 +161,52 @@ fn a_task_bag_scenario_prints_simulated_and_published_llc_misses() {
     assert!(percents[1] > 5.0 && percents[1] < 95.0, "{scalpel}");
     assert_eq!(percents[2], 37.8, "{scalpel}");
 }
+
+#[test]
+fn jobs_whose_memory_does_not_fit_the_simulated_machine_wait_and_the_makespan_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    let job = |name: &str, mem: &str| {
+        format!(
+            "[[job]]\nname = \"{name}\"\nkind = \"rigid\"\nmax_threads = 1\n\
+             profile = \"amdahl(serial=0, runtime=10)\"\nmem = \"{mem}\"\n"
+        )
+    };
+    let text = format!(
+        "[workload]\nname = \"memory\"\n{}{}",
+        job("a", "3G"),
+        job("b", "2G")
+    );
+    std::fs::write(&workload, text).unwrap();
+    let makespan = |memory: &str| -> f64 {
+        let stdout = stdout_of(&[
+            "sim",
+            workload.to_str().unwrap(),
+            "--machine",
+            "package:1 core:4",
+            "--policy",
+            "eq",
+            "--memory",
+            memory,
+            "--json",
+        ]);
+        let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        rows[0]["makespan"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{rows}"))
+    };
+    // Side by side with 5 GiB; one after the other with 4 GiB.
+    assert!((makespan("5G") - 10.0).abs() < 1e-6);
+    assert!((makespan("4G") - 20.0).abs() < 1e-6);
+    let refused = cosched(&[
+        "sim",
+        workload.to_str().unwrap(),
+        "--machine",
+        "package:1 core:4",
+        "--memory",
+        "2G",
+    ]);
+    assert!(!refused.status.success());
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(message.contains("job a asks for 3G"), "{message}");
+}

@@ -1,14 +1,13 @@
 //! How jobs end in a real run: reaped when their main process exits, killed when cancelled or
 //! past a limit, signalled when the source asks, and finished into the trace and the policy.
 
-use super::{running_mut, shutdown, Executor, Running, State, UNKNOWN_STATUS};
+use super::shutdown::{self, Usage};
+use super::{running_mut, Executor, Running, State, UNKNOWN_STATUS};
 use crate::measure::Reading;
 use crate::Error;
 use cosched_core::trace::{ExitStatus, Record};
 use cosched_core::{Event, JobId};
 use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::Pid;
 
 impl Executor<'_> {
     pub(super) fn reap_exited(&mut self) -> Result<(), Error> {
@@ -19,12 +18,14 @@ impl Executor<'_> {
             let (pid, adopted) = (r.pid, r.adopted);
             let ended = match adopted {
                 None => shutdown::try_wait(pid),
-                Some(_) => self.attached_job_ended(id).then_some((UNKNOWN_STATUS, 0.0)),
+                Some(_) => self
+                    .attached_job_ended(id)
+                    .then_some((UNKNOWN_STATUS, Usage::default())),
             };
-            let Some((status, cpu)) = ended else {
+            let Some((status, usage)) = ended else {
                 continue;
             };
-            self.finish(id, status, cpu, None)?;
+            self.finish(id, status, usage, None)?;
         }
         Ok(())
     }
@@ -70,31 +71,26 @@ impl Executor<'_> {
                 self.end_unstarted(id, "cancelled before it started".into())?;
                 continue;
             }
-            let wait_status = self.kill_running(id);
-            self.finish(id, wait_status, 0.0, Some("cancelled".into()))?;
+            let (wait_status, usage) = self.kill_running(id);
+            self.finish(id, wait_status, usage, Some("cancelled".into()))?;
         }
         Ok(())
     }
 
-    /// Kills running job `id` and gives its wait status (for an attached job, whose status only
-    /// its parent learns, that of a SIGKILL).
-    pub(super) fn kill_running(&mut self, id: JobId) -> libc::c_int {
+    /// Kills running job `id` and gives its wait status and usage (for an attached job, whose
+    /// status only its parent learns, that of a SIGKILL).
+    pub(super) fn kill_running(&mut self, id: JobId) -> (libc::c_int, Usage) {
+        let killed = (libc::SIGKILL, Usage::default());
         let Some(r) = running_mut(&mut self.jobs, id) else {
-            return libc::SIGKILL;
+            return killed;
         };
         // A frozen process does not die of SIGKILL until it is thawed.
         let _ = self.enforcer.set_frozen(&mut r.control, false);
         let _ = self.enforcer.signal(&r.control, Signal::SIGKILL);
         match r.adopted {
-            None => {
-                // Our child; the wait lasts only the instant the kill takes.
-                match waitpid(Pid::from_raw(r.pid), None) {
-                    Ok(WaitStatus::Exited(_, code)) => code << 8,
-                    Ok(WaitStatus::Signaled(_, signal, _)) => signal as libc::c_int,
-                    _ => libc::SIGKILL,
-                }
-            }
-            Some(_) => libc::SIGKILL,
+            // Our child; the wait lasts only the instant the kill takes.
+            None => shutdown::wait(r.pid).unwrap_or(killed),
+            Some(_) => killed,
         }
     }
 
@@ -108,8 +104,8 @@ impl Executor<'_> {
     ) -> Result<(), Error> {
         let reason = format!("cosched could not enforce its plan on the job: {source}");
         eprintln!("cosched: job {}: {reason}; the job is ended", id.0);
-        let wait_status = self.kill_running(id);
-        self.finish(id, wait_status, 0.0, Some(reason))
+        let (wait_status, usage) = self.kill_running(id);
+        self.finish(id, wait_status, usage, Some(reason))
     }
 
     /// Records the end of job `id`, whose main process ended with wait status `status`; `stopped` says
@@ -118,9 +114,10 @@ impl Executor<'_> {
         &mut self,
         id: JobId,
         status: libc::c_int,
-        cpu_seconds: f64,
+        usage: Usage,
         stopped: Option<String>,
     ) -> Result<(), Error> {
+        let cpu_seconds = usage.user_seconds + usage.system_seconds;
         let now = self.now();
         self.account_held(id, now);
         let Some(job) = self.jobs.remove(&id) else {
@@ -137,6 +134,7 @@ impl Executor<'_> {
             adopted,
             ..
         } = *r;
+        let memory = self.enforcer.memory_use(&control);
         self.enforcer.release(control);
         let final_reading = Reading {
             t: now,
@@ -149,7 +147,19 @@ impl Executor<'_> {
         if let Some(sample) = mark.sample_until(&final_reading, id) {
             self.emit(Record::Sample(sample))?;
         }
-        let (status, mut exit_code, error) = shutdown::describe_wait_status(status);
+        let (mut status, mut exit_code, mut error) = shutdown::describe_wait_status(status);
+        // Ended badly with processes killed for its memory limit: that is why it ended. How an
+        // adopted job ended is known only to its parent, so for one the kills alone tell.
+        let oom_killed = memory.oom_kills > 0 && (status != ExitStatus::Ok || adopted.is_some());
+        if oom_killed {
+            status = ExitStatus::Failed;
+            let how = error.map(|e| format!("; {e}")).unwrap_or_default();
+            error = Some(format!(
+                "out of memory: the kernel killed {} of its processes for passing the job's memory \
+                 limit{how}",
+                memory.oom_kills,
+            ));
+        }
         if adopted.is_some() && stopped.is_none() {
             // Not our child: it ended, but how is known only to its parent.
             exit_code = None;
@@ -160,6 +170,10 @@ impl Executor<'_> {
         outcome.exit_code = exit_code;
         outcome.error = stopped.or(error.clone());
         outcome.cpu_seconds = cpu_seconds;
+        outcome.user_seconds = usage.user_seconds;
+        outcome.system_seconds = usage.system_seconds;
+        outcome.peak_memory = memory.peak.or((usage.max_rss > 0).then_some(usage.max_rss));
+        outcome.oom_killed = oom_killed;
         if status == ExitStatus::Ok {
             self.done += 1;
         } else {

@@ -70,7 +70,7 @@ impl LaunchEnvironment {
                 false => Members::Group(adopt.pid),
             };
             let mut prepared = enforcer
-                .prepare(cpus, &page_path, adopt.in_place)
+                .prepare(cpus, &page_path, adopt.in_place, job.memory_limit)
                 .map_err(LaunchError::Enforcement)?;
             // Left in a batch system's cgroups, it must also stay on the CPUs they allow it.
             let allocation = adopt
@@ -120,7 +120,7 @@ impl LaunchEnvironment {
         env.extend(self.preload_for(job).map(|p| ("LD_PRELOAD".into(), p)));
         env.extend(launch::placement_env(spec.id.0, cpus));
         let mut prepared = enforcer
-            .prepare(cpus, &page_path, false)
+            .prepare(cpus, &page_path, false, job.memory_limit)
             .map_err(LaunchError::Enforcement)?;
         let placeholders = Placeholders {
             threads: omp_threads,

@@ -126,6 +126,14 @@ pub struct JobOutcome {
     pub error: Option<String>,
     /// CPU time of the job's main process and the children it waited for (from wait4).
     pub cpu_seconds: f64,
+    /// `cpu_seconds` in user mode and in the kernel.
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    /// The most memory it held, in bytes: its memory cgroup's peak where it had one, else the
+    /// largest resident set of its main process and the children it waited for (wait4's maxrss).
+    pub peak_memory: Option<u64>,
+    /// Ended badly after the kernel killed processes of it for passing its memory limit.
+    pub oom_killed: bool,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
 }
@@ -729,6 +737,10 @@ impl JobOutcome {
             exit_code: None,
             error: Some("never started".into()),
             cpu_seconds: 0.0,
+            user_seconds: 0.0,
+            system_seconds: 0.0,
+            peak_memory: None,
+            oom_killed: false,
             stdout: job.stdout.clone(),
             stderr: job.stderr.clone(),
         }

@@ -32,9 +32,9 @@ impl Executor<'_> {
                     return false;
                 };
                 match try_wait(r.pid) {
-                    Some((status, cpu)) => {
+                    Some((status, usage)) => {
                         let stopped = note.map(|n| format!("stopped: {n}"));
-                        let _ = self.finish(id, status, cpu, stopped);
+                        let _ = self.finish(id, status, usage, stopped);
                         false
                     }
                     None => true,
@@ -94,22 +94,46 @@ impl Drop for Executor<'_> {
     }
 }
 
-/// Reaps `pid` if it has ended: its wait status and the CPU seconds of it and its waited-for children.
-pub(super) fn try_wait(pid: i32) -> Option<(libc::c_int, f64)> {
+/// What the kernel counted of a reaped process and the children it waited for (`wait4`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Usage {
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    /// The largest resident set of any one of them, in bytes (0: unknown).
+    pub max_rss: u64,
+}
+
+/// Reaps `pid` if it has ended: its wait status and usage.
+pub(super) fn try_wait(pid: i32) -> Option<(libc::c_int, Usage)> {
+    wait4(pid, libc::WNOHANG)
+}
+
+/// Reaps `pid`, waiting for it to end.
+pub(super) fn wait(pid: i32) -> Option<(libc::c_int, Usage)> {
+    wait4(pid, 0)
+}
+
+fn wait4(pid: i32, options: libc::c_int) -> Option<(libc::c_int, Usage)> {
     let mut status = 0;
     // The usage of one reaped child is only in wait4's answer, and neither std nor nix wraps wait4.
     // SAFETY: rusage is plain integers, valid zeroed; wait4 writes only into `status` and `usage`,
     // which outlive the call.
     let (reaped, usage) = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        let reaped = libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage);
+        let reaped = libc::wait4(pid, &mut status, options, &mut usage);
         (reaped, usage)
     };
     if reaped != pid {
         return None;
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    Some((status, tv(usage.ru_utime) + tv(usage.ru_stime)))
+    let usage = Usage {
+        user_seconds: tv(usage.ru_utime),
+        system_seconds: tv(usage.ru_stime),
+        // Linux gives it in kibibytes.
+        max_rss: (usage.ru_maxrss.max(0) as u64) << 10,
+    };
+    Some((status, usage))
 }
 
 pub(super) fn describe_wait_status(

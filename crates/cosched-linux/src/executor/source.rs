@@ -37,6 +37,8 @@ pub struct ArrivingJob {
     /// Which of `stdout` and `stderr` the job's user named: those the job's own process opens once
     /// it runs as the user, never the executor.
     pub opened_as_user: OpenedAsUser,
+    /// Bytes its processes may hold together (`cosched submit --mem`), in a memory cgroup.
+    pub memory_limit: Option<u64>,
 }
 
 /// Which output files of a job its user named (`cosched submit -o/-e`).
@@ -174,6 +176,7 @@ impl WorkloadReplay {
                     clear_env: false,
                     adopt: None,
                     opened_as_user: OpenedAsUser::default(),
+                    memory_limit: entry.mem,
                 }
             })
             .collect();

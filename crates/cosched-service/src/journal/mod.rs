@@ -16,8 +16,14 @@ mod replay;
 
 pub use replay::{History, Replayed};
 
+/// The history the journal at `path` holds, read beside the daemon that writes it, never taken
+/// over or rewritten (`cosched report --since`).
+pub fn read_history(path: &Path) -> io::Result<History> {
+    replay::read(path)
+}
+
 use crate::error::ServiceError;
-use crate::protocol::{now_unix, Submission};
+use crate::protocol::{now_unix, Accounting, Submission};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
@@ -88,6 +94,12 @@ pub enum Entry {
         ok: bool,
         exit_code: Option<i32>,
         error: Option<String>,
+        /// It failed after processes of it were killed for passing its memory limit.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        oom: bool,
+        /// What it used, where the executor measured it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        accounting: Option<Accounting>,
     },
     Cancelled {
         id: u64,
@@ -358,6 +370,8 @@ mod tests {
                     ok: false,
                     exit_code: Some(3),
                     error: None,
+                    oom: false,
+                    accounting: None,
                 })
                 .unwrap();
         }
@@ -420,6 +434,41 @@ mod tests {
         assert!(started.joined.is_empty() && started.view.tasks.is_empty());
     }
 
+    #[test]
+    fn an_oom_end_and_its_accounting_replay_and_survive_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let accounting = Accounting {
+            user_seconds: Some(1.5),
+            system_seconds: Some(0.25),
+            peak_memory: Some(64 << 20),
+            cpus: Some("0-1,4".into()),
+        };
+        {
+            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            journal.write(&submitted(1)).unwrap();
+            journal.write(&started(1)).unwrap();
+            journal
+                .write(&Entry::Finished {
+                    id: 1,
+                    t: Some(now_unix()),
+                    ok: false,
+                    exit_code: Some(137),
+                    error: Some("out of memory".into()),
+                    oom: true,
+                    accounting: Some(accounting.clone()),
+                })
+                .unwrap();
+            journal.compact(FOREVER).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(r#"{"event":"compacted""#), "{text}");
+        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let view = &history.jobs[0].view;
+        assert_eq!(view.state, crate::protocol::JobState::Oom);
+        assert_eq!(view.accounting.as_ref(), Some(&accounting));
+    }
+
     fn finished(id: u64, t: f64) -> Entry {
         Entry::Finished {
             id,
@@ -427,6 +476,8 @@ mod tests {
             ok: true,
             exit_code: Some(0),
             error: None,
+            oom: false,
+            accounting: None,
         }
     }
 

@@ -234,11 +234,18 @@ fn update(job: &mut Replayed, entry: Entry) {
             ok,
             exit_code,
             error,
+            oom,
+            accounting,
             ..
         } => {
             if !view.state.ended_by_daemon() {
-                view.state = if ok { JobState::Done } else { JobState::Failed };
+                view.state = match (ok, oom) {
+                    (true, _) => JobState::Done,
+                    (false, true) => JobState::Oom,
+                    (false, false) => JobState::Failed,
+                };
             }
+            view.accounting = accounting;
             view.finished = t;
             view.exit_code = exit_code;
             view.error = error;
@@ -326,6 +333,8 @@ impl Replayed {
                 ok: view.state == JobState::Done,
                 exit_code: view.exit_code,
                 error: view.error.clone(),
+                oom: view.state == JobState::Oom,
+                accounting: view.accounting.clone(),
             });
         }
         entries

@@ -5,9 +5,10 @@
 
 use crate::config::ShareTable;
 use crate::error::ServiceError;
-use crate::protocol::{JobState, JobView, Submission};
+use crate::protocol::{Accounting, JobState, JobView, Submission};
 use crate::slowdown::ShortestRuns;
-use cosched_core::Policy;
+use cosched_core::memory::admits;
+use cosched_core::{CpuSet, Policy};
 use cosched_linux::Adopt;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -39,6 +40,10 @@ pub struct Tracked {
     weight: f64,
     /// The weight the executor was last given for it.
     fair_weight: f64,
+    /// Every CPU the plans gave it while it ran.
+    ran_on: CpuSet,
+    /// Processes of it were killed for passing its memory limit, as the executor said at its end.
+    oom: bool,
 }
 
 impl Tracked {
@@ -60,6 +65,8 @@ impl Tracked {
             terminated: None,
             awaiting_start: false,
             fair_weight: f64::NAN,
+            ran_on: CpuSet::new(),
+            oom: false,
         }
     }
 }
@@ -137,6 +144,13 @@ pub struct Registry {
     policy: String,
     /// A policy to take over, not yet handed to the executor.
     policy_switch: Option<Box<dyn Policy>>,
+    /// Bytes of the node's memory for jobs: the requests (`mem`) of the jobs handed to the
+    /// executor and not ended stay within it.
+    memory_for_jobs: u64,
+    /// The requests of the jobs handed to the executor and not ended, added up.
+    memory_in_use: u64,
+    /// Whether a queued job waits for memory: then each end may let it start.
+    memory_held: bool,
 }
 
 impl Registry {
@@ -161,7 +175,21 @@ impl Registry {
             joins: Vec::new(),
             policy,
             policy_switch: None,
+            memory_for_jobs: u64::MAX,
+            memory_in_use: 0,
+            memory_held: false,
         }
+    }
+
+    /// The registry with `bytes` of memory for jobs: jobs whose requests do not fit beside the
+    /// running ones' wait, `pending` for `memory`.
+    pub fn with_memory_for_jobs(mut self, bytes: u64) -> Registry {
+        self.memory_for_jobs = bytes;
+        self
+    }
+
+    pub fn memory_for_jobs(&self) -> u64 {
+        self.memory_for_jobs
     }
 
     /// The id the next job gets.
@@ -269,7 +297,14 @@ impl Registry {
             && job.adopt.is_none()
             && job.view.uid != 0
             && self.load_of(job.view.uid).running >= running_per_user;
-        Some(if held { "user_limit" } else { "resources" })
+        // Once handed to the executor, its memory is counted in use.
+        let fits = job.submission.is_none()
+            || admits(self.memory_for_jobs, self.memory_in_use, job.view.mem);
+        Some(match (held, fits) {
+            (true, _) => "user_limit",
+            (false, false) => "memory",
+            (false, true) => "resources",
+        })
     }
 
     /// How many jobs of `uid`'s array `array` run.
@@ -311,7 +346,9 @@ impl Registry {
     /// (root included) has at most `awaiting_per_user` jobs handed over and not yet started, so that
     /// no user's backlog waits in the executor's queue ahead of another user's first job; a user
     /// (root excepted) who runs `running_per_user` jobs gets none until one of theirs ends. A running
-    /// process to adopt is always taken: it runs whether or not cosched watches it.
+    /// process to adopt is always taken: it runs whether or not cosched watches it. A job whose memory
+    /// request does not fit beside those running ([`admits`]) waits in its place while later jobs
+    /// that fit go ahead.
     pub fn take_incoming(
         &mut self,
         running_per_user: usize,
@@ -321,6 +358,7 @@ impl Registry {
             return Vec::new();
         }
         self.dependents_held = false;
+        self.memory_held = false;
         let ids: Vec<u64> = self.incoming.drain(..).collect();
         // Jobs whose dependencies hold them back keep their place in the queue.
         let mut held = Vec::new();
@@ -377,6 +415,10 @@ impl Registry {
             *adopting.entry(self.jobs[id].view.uid).or_default() += 1;
         }
         let mut handed: HashMap<u32, usize> = HashMap::new();
+        let mut memory_handed = 0u64;
+        for id in &chosen {
+            memory_handed += self.jobs[id].view.mem.unwrap_or(0);
+        }
         loop {
             let next = queues
                 .iter()
@@ -389,20 +431,28 @@ impl Registry {
                         + handed.get(&uid).copied().unwrap_or(0);
                     let eligible =
                         (uid == 0 || running < running_per_user) && awaiting < awaiting_per_user;
-                    let gid = self.jobs[queue.front()?].gid;
-                    let usage = running as f64 / self.shares.of(uid, gid);
-                    let front = *queue.front()?;
-                    eligible.then_some((usage, front, uid))
+                    let front = &self.jobs[queue.front()?];
+                    let usage = running as f64 / self.shares.of(uid, front.gid);
+                    eligible.then_some((usage, front.view.id, uid))
                 })
                 .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             let Some((_, id, uid)) = next else {
                 break;
             };
+            let in_use = self.memory_in_use.saturating_add(memory_handed);
+            let fits = admits(self.memory_for_jobs, in_use, self.jobs[&id].view.mem);
             let queue = queues.get_mut(&uid).expect("chosen from the queues");
             queue.pop_front();
             if queue.is_empty() {
                 queues.remove(&uid);
             }
+            if !fits {
+                // It keeps its place; the jobs behind it that fit may start.
+                self.memory_held = true;
+                held.push(id);
+                continue;
+            }
+            memory_handed += self.jobs[&id].view.mem.unwrap_or(0);
             *handed.entry(uid).or_default() += 1;
             chosen.push(id);
         }
@@ -422,6 +472,7 @@ impl Registry {
             load.queued -= 1;
             load.running += 1;
             job.running = true;
+            self.memory_in_use = (self.memory_in_use).saturating_add(job.view.mem.unwrap_or(0));
             if job.adopt.is_none() {
                 job.awaiting_start = true;
                 *self.awaiting_start.entry(uid).or_default() += 1;
@@ -625,6 +676,9 @@ impl Registry {
         match self.jobs.get_mut(&id) {
             Some(job) if job.view.cpus.as_deref() != Some(cpus) => {
                 job.view.cpus = Some(cpus.to_string());
+                if let Ok(set) = cpus.parse::<CpuSet>() {
+                    job.ran_on = job.ran_on.union(&set);
+                }
                 true
             }
             _ => false,
@@ -634,6 +688,20 @@ impl Registry {
     pub fn set_threads(&mut self, id: u64, threads: u32) {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.view.threads = Some(threads);
+        }
+    }
+
+    /// Records what job `id` used, as the executor measured it at its end, before
+    /// [`Registry::finish`]: CPU time and peak memory, and whether processes of it were killed for
+    /// passing its memory limit (then it ends `oom` unless it ended well). The CPUs are those the
+    /// plans gave it.
+    pub fn account(&mut self, id: u64, mut accounting: Accounting, oom: bool) {
+        if let Some(job) = self.jobs.get_mut(&id) {
+            if !job.ran_on.is_empty() {
+                accounting.cpus = Some(job.ran_on.to_string());
+            }
+            job.view.accounting = Some(accounting);
+            job.oom = oom;
         }
     }
 
@@ -674,7 +742,11 @@ impl Registry {
         };
         let view = &mut job.view;
         if !view.state.ended_by_daemon() {
-            view.state = if ok { JobState::Done } else { JobState::Failed };
+            view.state = match (ok, job.oom) {
+                (true, _) => JobState::Done,
+                (false, true) => JobState::Oom,
+                (false, false) => JobState::Failed,
+            };
         }
         view.finished = t;
         view.exit_code = exit_code;
@@ -685,9 +757,10 @@ impl Registry {
         self.shortest.record(view);
         let users_before = self.running_of.len();
         if was_running {
+            self.memory_in_use = (self.memory_in_use).saturating_sub(view.mem.unwrap_or(0));
             let load = self.users.entry(uid).or_default();
             load.running -= 1;
-            may_start = load.queued > 0;
+            may_start = load.queued > 0 || (self.memory_held && view.mem.is_some());
             if let Some(running) = self.running_of.get_mut(&uid) {
                 running.retain(|&r| r != id);
                 if running.is_empty() {

@@ -226,3 +226,54 @@ fn a_job_adopted_after_a_restart_counts_against_its_users_running_limit() {
     assert_eq!(taken(&mut registry, 1), [0]);
     assert_eq!(registry.pending_reason(1, 1), Some("user_limit"));
 }
+
+#[test]
+fn jobs_start_while_their_memory_fits_and_those_that_do_not_wait_for_memory() {
+    let gib = 1u64 << 30;
+    let mut registry =
+        Registry::new("eq".into(), 0, ShareTable::default()).with_memory_for_jobs(4 * gib);
+    for mem in [Some(3 * gib), Some(2 * gib), None, Some(gib)] {
+        let mut tracked = job(&registry, 1000);
+        tracked.view.mem = mem;
+        tracked.submission.as_mut().unwrap().mem = mem;
+        registry.enqueue(tracked);
+    }
+    // 3 GiB run; 2 GiB do not fit beside them and wait in place; the job without a request and
+    // the last 1 GiB go ahead.
+    assert_eq!(taken(&mut registry, usize::MAX), [0, 2, 3]);
+    assert_eq!(registry.pending_reason(1, usize::MAX), Some("memory"));
+    assert!(taken(&mut registry, usize::MAX).is_empty());
+    // A job without a request ending frees nothing.
+    registry.finish(2, Some(2.0), true, Some(0), None);
+    assert!(taken(&mut registry, usize::MAX).is_empty());
+    assert!(
+        registry.finish(0, Some(3.0), true, Some(0), None),
+        "1 may start"
+    );
+    assert_eq!(taken(&mut registry, usize::MAX), [1]);
+    assert_eq!(registry.pending_reason(1, usize::MAX), Some("resources"));
+}
+
+#[test]
+fn an_oom_end_is_oom_with_the_cpus_the_job_had() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let tracked = job(&registry, 1000);
+    registry.enqueue(tracked);
+    taken(&mut registry, 1);
+    registry.mark_started(0, 100, 2, 1.0);
+    registry.mark_placed(0, "0-1");
+    registry.mark_placed(0, "4");
+    let used = Accounting {
+        user_seconds: Some(1.5),
+        system_seconds: Some(0.25),
+        peak_memory: Some(64 << 20),
+        cpus: None,
+    };
+    registry.account(0, used, true);
+    registry.finish(0, Some(2.0), false, Some(137), None);
+    let view = registry.job(0).unwrap();
+    assert_eq!(view.state, JobState::Oom);
+    let accounting = view.accounting.as_ref().unwrap();
+    assert_eq!(accounting.cpus.as_deref(), Some("0-1,4"));
+    assert_eq!(accounting.peak_memory, Some(64 << 20));
+}

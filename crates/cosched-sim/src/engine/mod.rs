@@ -20,6 +20,10 @@
 //!   [`queue_window`](cosched_core::Policy::queue_window) wait hidden in arrival order, and the policy
 //!   hears of each (`Arrived`) when it comes into view;
 //! - `closed`: closed experiments (jobs restarted until each has its runs).
+//!
+//! With a machine memory ([`SimOptions::memory`]), an arrived job whose memory request does not
+//! fit beside those of the jobs the policy holds waits unseen, as the daemon holds it pending for
+//! `memory` ([`cosched_core::memory::admits`], the daemon's rule); later jobs that fit go ahead.
 
 mod active;
 mod calendar;
@@ -44,6 +48,7 @@ use crate::sink::TraceSink;
 use active::ActiveList;
 use calendar::{Calendar, Due};
 use closed::{ClosedRuns, Next};
+use cosched_core::memory::{admits, Size};
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
 use cosched_core::{check_stall, PlanError, Policy, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, Event, JobId, JobSpec, Plan};
@@ -62,6 +67,8 @@ pub struct SimJob {
     /// Shared with the policy's view of the job while it is active.
     pub spec: Arc<JobSpec>,
     pub profile: Arc<Profile>,
+    /// Bytes of memory it asks for (a workload's `mem`).
+    pub mem: Option<u64>,
 }
 
 /// How to simulate, and what to write in the trace's `run_start` record.
@@ -79,6 +86,9 @@ pub struct SimOptions {
     /// runs still going then are stopped (`failed`, with the reason), so that every counted run saw the
     /// same mix. `None`: every job runs once.
     pub min_runs: Option<std::num::NonZeroU32>,
+    /// Bytes of the machine's memory for jobs: the memory requests of the jobs the policy holds
+    /// add up to at most this. `None`: no limit.
+    pub memory: Option<u64>,
 }
 
 impl SimOptions {
@@ -112,6 +122,12 @@ pub enum SimError {
     },
     #[error("two jobs share the id {0}; job ids must be unique")]
     DuplicateId(JobId),
+    #[error("job {job} asks for {asked} of memory, more than the machine's {memory} for jobs; give the machine more (--memory) or the job less (mem)")]
+    MemoryAboveMachine {
+        job: String,
+        asked: Size,
+        memory: Size,
+    },
     #[error("cannot write the trace: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -215,6 +231,10 @@ struct Engine<'a> {
     active: ActiveList,
     /// Arrived jobs the policy does not see yet (beyond its queue window), oldest first.
     hidden: VecDeque<usize>,
+    /// Arrived jobs whose memory does not fit yet, oldest first; hidden from the policy.
+    memory_waiting: VecDeque<usize>,
+    /// The memory requests of the jobs admitted and not finished, added up.
+    memory_in_use: u64,
     /// Shown jobs that have not started.
     shown_waiting: usize,
     /// Started jobs in start order; finished ones are dropped lazily.
@@ -257,6 +277,15 @@ impl<'a> Engine<'a> {
             if index.insert(job.spec.id, i).is_some() {
                 return Err(SimError::DuplicateId(job.spec.id));
             }
+            if let Some(memory) = options.memory {
+                if !admits(memory, 0, job.mem) {
+                    return Err(SimError::MemoryAboveMachine {
+                        job: job.spec.name.clone(),
+                        asked: Size(job.mem.unwrap_or(0)),
+                        memory: Size(memory),
+                    });
+                }
+            }
         }
         let mut arrivals: Vec<usize> = (0..jobs.len()).collect();
         arrivals.sort_by(|&a, &b| {
@@ -292,6 +321,8 @@ impl<'a> Engine<'a> {
             next_order: 0,
             active: ActiveList::default(),
             hidden: VecDeque::new(),
+            memory_waiting: VecDeque::new(),
+            memory_in_use: 0,
             shown_waiting: 0,
             running: Vec::new(),
             running_count: 0,
@@ -343,6 +374,7 @@ impl<'a> Engine<'a> {
             self.refresh_rates();
             if self.active.is_empty()
                 && self.hidden.is_empty()
+                && self.memory_waiting.is_empty()
                 && self.next_arrival == self.arrivals.len()
             {
                 self.stats.sim_time = self.now;
@@ -446,16 +478,34 @@ impl<'a> Engine<'a> {
             &mut self.scratch,
         );
         let spec = JobSpec::clone(&job.spec);
-        let order = self.next_order;
-        self.next_order += 1;
-        self.states[i] = JobState {
-            phase: Phase::Waiting,
-            order,
-        };
+        self.states[i].phase = Phase::Waiting;
         self.emit(Record::Arrival {
             job: spec,
             isolated: Some(isolated),
         })?;
+        if !self.fits(i) {
+            self.memory_waiting.push_back(i);
+            return Ok(());
+        }
+        self.admit(i)
+    }
+
+    /// Whether job `i`'s memory request fits beside those of the jobs admitted.
+    fn fits(&self, i: usize) -> bool {
+        let memory = self.options.memory.unwrap_or(u64::MAX);
+        admits(memory, self.memory_in_use, self.jobs[i].mem)
+    }
+
+    /// Counts job `i`'s memory in use and shows it to the policy, or hides it behind the jobs its
+    /// queue window has no room for yet.
+    fn admit(&mut self, i: usize) -> Result<(), SimError> {
+        // The policy's list is in admission order: a job that waited for memory comes after those
+        // that went ahead.
+        self.states[i].order = self.next_order;
+        self.next_order += 1;
+        if self.options.memory.is_some() {
+            self.memory_in_use += self.jobs[i].mem.unwrap_or(0);
+        }
         if self.hidden.is_empty() && self.window_has_room() {
             self.show(i)
         } else {
@@ -490,8 +540,24 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// Admits the jobs waiting for memory that fit now, oldest first.
+    fn admit_waiting(&mut self) -> Result<(), SimError> {
+        let mut still = VecDeque::new();
+        while let Some(i) = self.memory_waiting.pop_front() {
+            match self.fits(i) {
+                true => self.admit(i)?,
+                false => still.push_back(i),
+            }
+        }
+        self.memory_waiting = still;
+        Ok(())
+    }
+
     fn finish(&mut self, i: usize) -> Result<(), SimError> {
         self.settle(i);
+        if self.options.memory.is_some() {
+            self.memory_in_use -= self.jobs[i].mem.unwrap_or(0);
+        }
         let id = self.jobs[i].spec.id;
         self.states[i].phase = Phase::Finished;
         self.running_count -= 1;
@@ -505,6 +571,7 @@ impl<'a> Engine<'a> {
             error: None,
         })?;
         self.decide(Event::Finished { job: id })?;
+        self.admit_waiting()?;
         let Some(closed) = &mut self.closed else {
             return Ok(());
         };
@@ -526,9 +593,8 @@ impl<'a> Engine<'a> {
     /// Ends a closed experiment: the runs still going are stopped as failed, with `reason`.
     fn stop_all(&mut self, reason: &str) -> Result<(), SimError> {
         let shown = self.active.take_all().into_iter().map(|job| job.spec.id);
-        let hidden: Vec<JobId> = self
-            .hidden
-            .drain(..)
+        let hidden: Vec<JobId> = (self.hidden.drain(..))
+            .chain(self.memory_waiting.drain(..))
             .map(|i| self.jobs[i].spec.id)
             .collect();
         for id in shown.chain(hidden).collect::<Vec<_>>() {

@@ -56,6 +56,7 @@ fn sim_job(id: u32, profile: &str, arrival: f64, kind: JobKind, threads: u32) ->
             .spec()
             .into(),
         profile: Arc::new(profile),
+        mem: None,
     }
 }
 

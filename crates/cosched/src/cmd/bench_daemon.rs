@@ -459,6 +459,8 @@ fn write_history(state: &Path, jobs: usize) -> anyhow::Result<u64> {
                 ok: true,
                 exit_code: Some(0),
                 error: None,
+                oom: false,
+                accounting: None,
             },
         ];
         for entry in entries {

@@ -15,7 +15,7 @@ use cosched_linux::{Calibrated, IsolatedTimes, RunOptions};
 use cosched_report::{
     comparison, disambiguate_labels, results_json, text_table, write_report, Run,
 };
-use cosched_sim::{simulate_into, JsonLinesSink, ModelParams, SimJob, SimOptions};
+use cosched_sim::{simulate_into, JsonLinesSink, SimJob, SimOptions};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -36,7 +36,8 @@ from WORKLOAD.isolated.json are measured first and stored there (see `cosched ca
 Examples:\n  cosched compare                                   # bundled workload, this machine\n  \
 cosched compare examples/independent.toml --policy ue,taco\n  \
 cosched compare my.toml --sim --machine taco-opteron8435 --policy ue,bp,eq,ta,taco\n  \
-cosched compare my.toml --sim --machine 'package:2 l3:1(size=8MB) core:8' -o results/big --json"
+cosched compare my.toml --sim --machine 'package:2 l3:1(size=8MB) core:8' -o results/big --json\n  \
+cosched compare my.toml --sim --memory 16G            # jobs' mem requests wait until they fit"
 )]
 pub struct Args {
     /// Workload file (TOML) [default: the bundled examples/default.toml, sized to this machine]
@@ -61,6 +62,11 @@ pub struct Args {
     /// [default: this machine]
     #[arg(long, value_name = "PRESET|FILE|SYNTHETIC", requires = "sim")]
     machine: Option<String>,
+    /// Simulations only: the machine's memory for jobs, as SIZE (K, M, G or T): jobs' `mem`
+    /// requests running at once fit in it, as the daemon admits them [default: this machine's
+    /// memory when simulating it, else no limit]
+    #[arg(long, value_name = "SIZE", requires = "sim", value_parser = super::submit::memory_size)]
+    memory: Option<u64>,
     /// Simulations only: the machine model's constants
     #[command(flatten)]
     model: ModelArgs,
@@ -155,7 +161,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 &workload,
                 &jobs,
                 &topology,
-                (&machine_model::params(fitted.as_ref()), &model_note),
+                (
+                    &SimOptions {
+                        workload: workload.info.name.clone(),
+                        params: machine_model::params(fitted.as_ref()),
+                        memory: simulated_memory(args.memory, args.machine.as_deref()),
+                        ..SimOptions::default()
+                    },
+                    &model_note,
+                ),
                 &policies,
                 &out,
             )?,
@@ -190,7 +204,7 @@ fn compare_simulated(
     workload: &Workload,
     jobs: &[SimJob],
     topology: &Topology,
-    (params, model_note): (&ModelParams, &str),
+    (options, model_note): (&SimOptions, &str),
     policies: &[String],
     out: &Path,
 ) -> anyhow::Result<Vec<Run>> {
@@ -206,7 +220,7 @@ fn compare_simulated(
         let trace = out.join(format!("{}.jsonl", file_name_part(policy)));
         let started = Instant::now();
         eprint!("[{}/{}] {policy} … ", i + 1, policies.len());
-        simulate(topology, jobs, workload, params, policy, &trace)?;
+        simulate(topology, jobs, options, policy, &trace)?;
         runs.push(finished(&trace, started)?);
     }
     Ok(runs)
@@ -345,24 +359,28 @@ fn finished(trace: &Path, started: Instant) -> anyhow::Result<Run> {
 fn simulate(
     topology: &Topology,
     jobs: &[SimJob],
-    workload: &Workload,
-    params: &ModelParams,
+    options: &SimOptions,
     policy: &str,
     trace: &Path,
 ) -> anyhow::Result<()> {
     let mut policy = cosched_policies::create(policy)?;
-    let options = SimOptions {
-        workload: workload.info.name.clone(),
-        params: params.clone(),
-        ..SimOptions::default()
-    };
     let file = File::create(trace).with_context(|| format!("cannot write {}", trace.display()))?;
     let mut sink = JsonLinesSink::new(BufWriter::new(file));
-    simulate_into(topology, jobs, policy.as_mut(), &options, &mut sink)?;
+    simulate_into(topology, jobs, policy.as_mut(), options, &mut sink)?;
     sink.into_inner()
         .flush()
         .with_context(|| format!("cannot write {}", trace.display()))?;
     Ok(())
+}
+
+/// The memory a simulation gives jobs: `asked`, else this machine's when it is the one simulated.
+pub(super) fn simulated_memory(asked: Option<u64>, machine: Option<&str>) -> Option<u64> {
+    let this_machine = machine.is_none_or(|m| m == presets::THIS_MACHINE);
+    asked.or_else(|| {
+        this_machine
+            .then(cosched_linux::procfs::memory_total)
+            .and_then(Result::ok)
+    })
 }
 
 /// The bundled workload (`examples/default.toml` in the sources), compiled in so that an installed

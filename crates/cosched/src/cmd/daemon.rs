@@ -10,9 +10,11 @@ use std::time::Duration;
 #[command(
     after_help = "As root (system mode): socket /run/cosched/cosched.sock, state in \
 /var/lib/cosched, cgroups and the freezer; jobs run as the users who submit them. Otherwise (user \
-mode): socket $XDG_RUNTIME_DIR/cosched.sock, state in ~/.local/state/cosched, affinity and signals.\n\n\
+mode): socket $XDG_RUNTIME_DIR/cosched.sock, state in ~/.local/state/cosched, affinity and signals; \
+`submit --mem` needs a memory cgroup: a user daemon without one refuses it.\n\n\
 Stopping or killing the daemon leaves its jobs running (thawed); the next daemon adopts them.\n\n\
-Per-user limits, privacy and how long ended jobs are kept: /etc/cosched/daemon.toml in system mode, \
+Per-user limits, privacy, how long ended jobs are kept and the memory kept from jobs' --mem \
+([memory] reserved): /etc/cosched/daemon.toml in system mode, \
 or the file --config names (docs/service.md lists the keys).\n\n\
 Examples:\n  cosched daemon\n  cosched daemon --policy gang\n  \
 cosched daemon --config /etc/cosched/daemon.toml\n  \

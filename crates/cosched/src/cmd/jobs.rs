@@ -3,6 +3,7 @@
 
 use super::client::{unexpected, ClientArgs};
 use anyhow::Context as _;
+use cosched_core::memory::Size;
 use cosched_service::protocol::{JobFilter, JobState, JobView, Reply, Request};
 use std::collections::HashMap;
 
@@ -10,12 +11,17 @@ use std::collections::HashMap;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "States: pending (not started; `reason` says why), running, suspended \
-(running, frozen between its slots), done, failed, cancelled, timeout.\n\n\
-Fields for --format: id (ARRAY_INDEX for an element of an array), job_id, name, user, uid, state, reason, cpus, threads, elapsed, time_limit, \
-submitted, started, finished, exit_code, error, slowdown, labels, priority (a user's pending \
-jobs start highest first), nice.\n\n\
+(running, frozen between its slots), done, failed, cancelled, timeout, oom (killed for passing \
+its --mem).\n\n\
+Fields for --format: id (ARRAY_INDEX for an element of an array), job_id, name, user, uid, state, \
+reason (why pending; why it ended), cpus (now; every CPU it had once ended), threads, elapsed, \
+time_limit, submitted, started, finished, exit_code, exit (code, or the signal that killed it), \
+error, slowdown, labels, priority (pending jobs start highest first), nice, mem (asked for), and \
+once ended: cputime, user_time, system_time, maxrss \
+(peak memory).\n\n\
 Examples:\n  cosched jobs\n  cosched jobs --user ana --state running,suspended\n  \
 cosched jobs --all --since 1h --format id,name,state,elapsed,exit_code\n  \
+cosched jobs --all --since 1h --format id,name,state,exit,reason,cputime,maxrss,mem,cpus\n  \
 cosched jobs --format id,state,reason,priority,nice\n  cosched jobs --name lu --json"
 )]
 pub struct Args {
@@ -38,7 +44,7 @@ pub struct FilterArgs {
     #[arg(short, long, value_name = "USER,...")]
     pub user: Option<String>,
     /// Jobs in these states, comma-separated (pending, running, suspended, done, failed,
-    /// cancelled, timeout)
+    /// cancelled, timeout, oom)
     #[arg(short = 't', long, value_name = "STATE,...")]
     pub state: Option<String>,
     /// Jobs with these names, comma-separated
@@ -104,7 +110,7 @@ fn state_of(text: &str) -> anyhow::Result<JobState> {
     };
     serde_json::from_value(serde_json::Value::String(name)).map_err(|_| {
         anyhow::anyhow!(
-            "--state {text}: use pending, running, suspended, done, failed, cancelled or timeout"
+            "--state {text}: use pending, running, suspended, done, failed, cancelled, timeout or oom"
         )
     })
 }
@@ -186,8 +192,11 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
         "user" => names.name(job.uid),
         "uid" => job.uid.to_string(),
         "state" => state_name(job.state).to_string(),
-        "reason" => or_dash(job.reason.clone()),
-        "cpus" => or_dash(job.cpus.clone()),
+        "reason" => or_dash(job.reason.clone().or_else(|| job.error.clone())),
+        "cpus" => or_dash(job.cpus.clone().or_else(|| {
+            let accounting = job.accounting.as_ref()?;
+            accounting.cpus.clone()
+        })),
         "threads" => or_dash(job.threads.map(|t| t.to_string())),
         "elapsed" => or_dash(
             job.started
@@ -201,6 +210,28 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
         "started" => time(job.started),
         "finished" => time(job.finished),
         "exit_code" => or_dash(job.exit_code.map(|c| c.to_string())),
+        "exit" => match (job.state.ended(), job.exit_code) {
+            (false, _) => "-".into(),
+            (true, Some(code)) => code.to_string(),
+            (true, None) => match job.wait_status() {
+                status if status > 128 => format!("signal {}", status - 128),
+                _ => "-".into(),
+            },
+        },
+        "mem" => or_dash(job.mem.map(|m| Size(m).to_string())),
+        "cputime" | "user_time" | "system_time" => or_dash(job.accounting.as_ref().and_then(|a| {
+            let seconds = match field {
+                "user_time" => a.user_seconds?,
+                "system_time" => a.system_seconds?,
+                _ => a.user_seconds? + a.system_seconds?,
+            };
+            Some(cpu_time(seconds))
+        })),
+        "maxrss" => or_dash(
+            (job.accounting.as_ref())
+                .and_then(|a| a.peak_memory)
+                .map(|bytes| Size(bytes).to_string()),
+        ),
         "error" => or_dash(job.error.clone()),
         "slowdown" => or_dash(job.slowdown.map(|s| format!("{s:.2}"))),
         "priority" => job.priority.to_string(),
@@ -219,6 +250,13 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
     })
 }
 
+/// CPU seconds as `sacct` shows them: H:MM:SS to the millisecond.
+fn cpu_time(seconds: f64) -> String {
+    let millis = (seconds.max(0.0) * 1000.0).round() as u64;
+    let whole = super::slurm_time::format_duration((millis / 1000) as f64);
+    format!("{whole}.{:03}", millis % 1000)
+}
+
 /// How a state is shown: Slurm's word for a job not started.
 pub fn state_name(state: JobState) -> &'static str {
     match state {
@@ -229,6 +267,7 @@ pub fn state_name(state: JobState) -> &'static str {
         JobState::Failed => "failed",
         JobState::Cancelled => "cancelled",
         JobState::Timeout => "timeout",
+        JobState::Oom => "oom",
     }
 }
 

@@ -25,6 +25,7 @@ pub mod policy_list;
 pub mod provenance;
 pub mod replay;
 pub mod report;
+mod report_accounting;
 pub mod run;
 pub mod show;
 pub mod sim;

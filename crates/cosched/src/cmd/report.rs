@@ -7,6 +7,7 @@ use cosched_report::{
     comparison, disambiguate_labels, label_experiments, results_json, text_table, write_report,
     Run, RunMetadata,
 };
+use cosched_service::protocol::JobView;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -18,7 +19,9 @@ use std::path::PathBuf;
 slowdown.svg, ntt.svg, partitions-<run>.svg, jobs.csv (one line per job and run), policies.csv (one \
 line per run, with the metadata.json found beside the first trace: version, host, CPU model, kernel, \
 cgroup version, privileges, date, command line), timeline.csv (every job's state, CPUs and threads \
-whenever one changes) and results.json (trace paths relative to DIR). Every numeric CSV column ends \
+whenever one changes), with --since accounting.csv (each job that ended in the window as the daemon's \
+journal accounts it: start, end, exit code or signal, reason, user and system CPU time, peak memory, \
+the CPUs it had) and results.json (trace paths relative to DIR). Every numeric CSV column ends \
 in its unit: _s seconds, _ms, _mib, _pct percent, _ratio a ratio of times (slowdown, NTT) or an \
 index of them (STP, fairness), _count, _threads, _cpus a CPU list (0-3,8), _id, _ids, _code an exit code. \
 An existing report.html is kept unless --force is given. Traces of different workloads or machines \
@@ -58,8 +61,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut ended = None;
     let (mut runs, default_dir) = match &args.since {
-        Some(since) => (daemon_runs(&args, since)?, PathBuf::from("daemon-report")),
+        Some(since) => {
+            let (runs, jobs) = daemon_runs(&args, since)?;
+            ended = Some(jobs);
+            (runs, PathBuf::from("daemon-report"))
+        }
         None => (
             args.traces
                 .iter()
@@ -85,19 +93,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         earlier.display()
     );
     let written = write_report(&runs, &dir, metadata.as_ref())?;
+    if let Some(jobs) = &ended {
+        let path = dir.join("accounting.csv");
+        std::fs::write(&path, super::report_accounting::csv(jobs))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     let rows = comparison(&runs);
     if args.json {
         print!("{}", results_json(&runs, &rows, metadata.as_ref(), &dir));
     } else {
         print!("{}", text_table(&rows));
+        if let Some(jobs) = &ended {
+            println!("{}", super::report_accounting::summary(jobs));
+        }
         println!("report: {}", written.html.display());
     }
     Ok(())
 }
 
 /// One run per daemon trace (one per daemon start) in the state directory, cut to the jobs that
-/// arrived in the window.
-fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<Vec<Run>> {
+/// arrived in the window; and the jobs that ended in the window, with their accounting, from the
+/// daemon's journal.
+fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<(Vec<Run>, Vec<JobView>)> {
     let now = cosched_service::protocol::now_unix();
     let from = when(since, now).with_context(|| format!("--since {since}"))?;
     let to = match &args.until {
@@ -139,7 +156,8 @@ fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<Vec<Run>> {
         "no job reached the daemon of {} in that window; `cosched jobs --all` lists its history",
         state.display()
     );
-    Ok(runs)
+    let ended = super::report_accounting::ended_in(&state, from, to)?;
+    Ok((runs, ended))
 }
 
 /// Unix seconds of WHEN: a duration back from `now` (`90s`, `30m`, `1h`, `2d`), `@SECONDS`, or a

@@ -28,6 +28,7 @@ its ratio to the sweep's baseline.\n\nRuns go in parallel, one per CPU this proc
 gives what it gives alone, and `taskset -c 0-3 cosched sim ...` limits them to four at once (each run \
 holds its own jobs and plans in memory).\n\nExamples:\n  cosched gen --jobs 40 --rate 9 --mix nas --seed 1 -o w.toml\n  \
 cosched sim w.toml --machine taco-opteron8435 --policy ue,bp,eq\n  \
+cosched sim w.toml --machine 'package:1 core:32' --memory 64G\n  \
 cosched sim w.toml --machine 'package:16 l3:1(size=32MB) core:64' --policy eq --json\n  \
 cosched sim scenarios/taco-table4.toml --seeds 8 -o traces/\n  \
 cosched sim scenarios/gang-granularity.toml\n  \
@@ -61,6 +62,11 @@ pub struct Args {
     /// Integrate plans slot by slot instead of as a fluid average (slower; for validation)
     #[arg(long)]
     exact: bool,
+    /// The machine's memory for jobs, as SIZE (K, M, G or T): jobs' `mem` requests running at
+    /// once fit in it, as the daemon admits them [default: the scenario's [model] memory; for a
+    /// workload file on this machine, its memory; else no limit]
+    #[arg(long, value_name = "SIZE", value_parser = super::submit::memory_size)]
+    memory: Option<u64>,
     /// Print the rows as JSON instead of a table
     #[arg(long)]
     json: bool,
@@ -109,6 +115,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.exact {
         model.mode = Mode::Exact;
     }
+    model.memory = match &scenario {
+        Some(_) => args.memory.or(model.memory),
+        None => super::compare::simulated_memory(args.memory, args.machine.as_deref()),
+    };
     // A scenario names its machine and constants; a workload runs on this machine's fitted model.
     let fitted = match &scenario {
         Some(_) if args.model.model.is_none() => None,

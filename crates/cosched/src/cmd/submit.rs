@@ -24,6 +24,7 @@ cosched submit --array 0-999%8 -- ./sweep   # at most 8 at once\n  \
 cosched submit --nice 100 -- ./background   # after your other pending jobs\n  \
 cosched submit -d afterok:12:13 -- ./postprocess\n  \
 cosched submit --each-line inputs.txt -- sh -c './solve \"$COSCHED_ENTRY\"'\n  \
+cosched submit --mem 4G -- ./solver\n  \
 cosched submit examples/default.toml"
 )]
 pub struct Args {
@@ -71,6 +72,12 @@ pub struct Args {
     /// [default: 0]
     #[arg(long, value_name = "N")]
     priority: Option<u32>,
+    /// Memory the job may hold (as sbatch): SIZE with K, M, G or T (megabytes without a unit);
+    /// beyond it the kernel kills its processes and it ends `oom`. It starts only once it fits
+    /// beside the running jobs' requests. Needs a daemon run as root (memory cgroups)
+    /// [default: a workload job's `mem`, else no limit]
+    #[arg(long, value_name = "SIZE", value_parser = memory_size)]
+    mem: Option<u64>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
     #[arg(long)]
@@ -168,6 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dependency: Vec::new(),
             nice: 0,
             priority: None,
+            mem: None,
         }],
     };
     let dependency = match &args.dependency {
@@ -181,6 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         submission.error = args.error.clone();
         submission.nice = args.nice.unwrap_or(0);
         submission.priority = args.priority;
+        submission.mem = args.mem.or(submission.mem);
     }
     let (indexes, limit) = match &args.array {
         Some(spec) => array_spec(spec)?,
@@ -382,9 +391,14 @@ fn from_workload(
                 dependency: Vec::new(),
                 nice: 0,
                 priority: None,
+                mem: job.mem,
             }
         })
         .collect())
+}
+
+pub(super) fn memory_size(text: &str) -> Result<u64, String> {
+    cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
 }
 
 fn threads(text: &Option<String>) -> anyhow::Result<Option<(u32, u32)>> {

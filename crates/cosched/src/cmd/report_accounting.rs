@@ -1,0 +1,136 @@
+//! The daemon's accounting of the jobs that ended in a `cosched report --since` window, as its
+//! journal keeps it: `accounting.csv`, one line per job, and a summary line.
+
+use anyhow::Context as _;
+use cosched_core::memory::Size;
+use cosched_report::csv_record;
+use cosched_service::protocol::JobView;
+use std::path::Path;
+
+/// The columns of `accounting.csv`, each with its unit (`docs/service.md`).
+const COLUMNS: [&str; 15] = [
+    "job_id",
+    "name",
+    "uid",
+    "state",
+    "submitted_s",
+    "start_s",
+    "end_s",
+    "exit_code",
+    "signal",
+    "reason",
+    "user_cpu_s",
+    "system_cpu_s",
+    "peak_memory_mib",
+    "requested_memory_mib",
+    "ran_on_cpus",
+];
+
+/// The jobs of the journal in `state` that ended from `from` to `to` (Unix seconds), by id.
+pub fn ended_in(state: &Path, from: f64, to: f64) -> anyhow::Result<Vec<JobView>> {
+    let path = state.join("journal.jsonl");
+    let history = cosched_service::journal::read_history(&path)
+        .with_context(|| format!("cannot read the daemon's journal {}", path.display()))?;
+    Ok(history
+        .jobs
+        .into_iter()
+        .map(|job| job.view)
+        .filter(|view| view.finished.is_some_and(|t| (from..=to).contains(&t)))
+        .collect())
+}
+
+pub fn csv(jobs: &[JobView]) -> String {
+    let mut out = COLUMNS.join(",") + "\n";
+    let num = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let mib = |bytes: Option<u64>| num(bytes.map(|b| b as f64 / (1u64 << 20) as f64));
+    for job in jobs {
+        let accounting = job.accounting.as_ref();
+        let signal = match (job.exit_code, job.wait_status()) {
+            (None, status) if status > 128 => (status - 128).to_string(),
+            _ => String::new(),
+        };
+        let fields = [
+            job.id.to_string(),
+            job.name.clone(),
+            job.uid.to_string(),
+            super::jobs::state_name(job.state).to_string(),
+            job.submitted.to_string(),
+            num(job.started),
+            num(job.finished),
+            job.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+            signal,
+            job.error.clone().unwrap_or_default(),
+            num(accounting.and_then(|a| a.user_seconds)),
+            num(accounting.and_then(|a| a.system_seconds)),
+            mib(accounting.and_then(|a| a.peak_memory)),
+            mib(job.mem),
+            accounting.and_then(|a| a.cpus.clone()).unwrap_or_default(),
+        ];
+        out.push_str(&csv_record(&fields));
+    }
+    out
+}
+
+/// One line: how many jobs ended, the CPU time they used, the largest peak memory, how many
+/// ran out of memory.
+pub fn summary(jobs: &[JobView]) -> String {
+    let used = jobs.iter().filter_map(|j| j.accounting.as_ref());
+    let (user, system) = used.clone().fold((0.0, 0.0), |(u, s), a| {
+        (
+            u + a.user_seconds.unwrap_or(0.0),
+            s + a.system_seconds.unwrap_or(0.0),
+        )
+    });
+    let peak = used.filter_map(|a| a.peak_memory).max();
+    let oom = jobs
+        .iter()
+        .filter(|j| j.state == cosched_service::protocol::JobState::Oom)
+        .count();
+    format!(
+        "accounting: {} jobs ended, CPU time {:.1} s (user {user:.1} s, system {system:.1} s), \
+         largest peak memory {}, {oom} out of memory",
+        jobs.len(),
+        user + system,
+        peak.map_or("-".to_string(), |p| Size(p).to_string()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_service::protocol::{Accounting, JobState, Submission};
+
+    #[test]
+    fn each_ended_job_is_a_line_with_its_usage_in_the_units_its_column_names() {
+        let submission: Submission = serde_json::from_value(serde_json::json!({
+            "name": "lu, big", "command": ["lu"], "cwd": "/", "env": {}, "min_threads": null,
+            "max_threads": null, "kind": "rigid", "weight": 1.0, "coschedule": true,
+            "hints": {}, "mem": 67108864
+        }))
+        .unwrap();
+        let mut job = JobView::queued(7, 1000, 10.0, &submission, "o".into(), "e".into());
+        job.state = JobState::Oom;
+        job.started = Some(11.0);
+        job.finished = Some(15.5);
+        job.error = Some("killed by signal 9 (Killed)".into());
+        job.accounting = Some(Accounting {
+            user_seconds: Some(1.5),
+            system_seconds: Some(0.25),
+            peak_memory: Some(64 << 20),
+            cpus: Some("0-1,4".into()),
+        });
+        let text = csv(&[job.clone()]);
+        let mut lines = text.lines();
+        assert_eq!(lines.next().unwrap().split(',').count(), COLUMNS.len());
+        assert_eq!(
+            lines.next().unwrap(),
+            "7,\"lu, big\",1000,oom,10,11,15.5,,9,killed by signal 9 (Killed),1.5,0.25,64,64,\"0-1,4\""
+        );
+        let line = summary(&[job]);
+        assert!(line.contains("1 jobs ended, CPU time 1.8 s"), "{line}");
+        assert!(
+            line.contains("largest peak memory 64M, 1 out of memory"),
+            "{line}"
+        );
+    }
+}
