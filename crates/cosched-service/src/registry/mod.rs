@@ -9,8 +9,11 @@ use crate::protocol::{JobState, JobView, Submission};
 use crate::slowdown::ShortestRuns;
 use cosched_core::Policy;
 use cosched_linux::Adopt;
+use queues::{Kind, Queues};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
+
+mod queues;
 
 /// Who sent a request, from the socket's SO_PEERCRED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +44,15 @@ pub struct Tracked {
 }
 
 impl Tracked {
+    /// Where it queues until the executor takes it.
+    fn queue_kind(&self) -> Kind {
+        match (&self.adopt, &self.submission) {
+            (Some(_), _) => Kind::Adopt,
+            (None, Some(s)) if !s.dependency.is_empty() => Kind::Dependent,
+            _ => Kind::Plain,
+        }
+    }
+
     /// `submission`: what the executor is to run (or, with `adopt`, take over); `None` for a job
     /// the executor already has or that has ended.
     pub fn new(
@@ -117,8 +129,8 @@ pub struct Registry {
     ended: VecDeque<(f64, u64)>,
     shortest: ShortestRuns,
     next_id: u64,
-    /// Submitted, not yet handed to the executor, in order.
-    incoming: VecDeque<u64>,
+    /// Submitted, not yet handed to the executor.
+    incoming: Queues,
     /// Whether a job of `incoming` may be taken that was not at the last take: the executor asks
     /// on every pass, and the jobs held back by a running limit may be many.
     takeable: bool,
@@ -151,7 +163,7 @@ impl Registry {
             ended: VecDeque::new(),
             shortest: ShortestRuns::default(),
             next_id,
-            incoming: VecDeque::new(),
+            incoming: Queues::default(),
             takeable: false,
             cancelled: Vec::new(),
             dependents_held: false,
@@ -174,8 +186,8 @@ impl Registry {
         debug_assert_eq!(id, self.next_id, "jobs are enqueued under the next id");
         self.next_id = id + 1;
         self.users.entry(job.view.uid).or_default().queued += 1;
+        self.incoming.push(id, job.view.uid, job.queue_kind());
         self.jobs.insert(id, Box::new(job));
-        self.incoming.push_back(id);
         self.takeable = true;
     }
 
@@ -186,7 +198,7 @@ impl Registry {
         self.next_id = self.next_id.max(id + 1);
         if job.submission.is_some() {
             self.users.entry(job.view.uid).or_default().queued += 1;
-            self.incoming.push_back(id);
+            self.incoming.push(id, job.view.uid, job.queue_kind());
             self.takeable = true;
             self.joins.extend(joined.into_iter().map(|task| (id, task)));
         }
@@ -267,11 +279,7 @@ impl Registry {
 
     /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
     pub fn waiting(&self) -> (usize, usize) {
-        let adopted = self
-            .incoming
-            .iter()
-            .filter(|id| self.jobs[id].adopt.is_some())
-            .count();
+        let adopted = self.incoming.adopt_len();
         (adopted, self.incoming.len() - adopted)
     }
 
@@ -302,66 +310,31 @@ impl Registry {
         if !std::mem::take(&mut self.takeable) {
             return Vec::new();
         }
-        self.dependents_held = false;
-        let ids: Vec<u64> = self.incoming.drain(..).collect();
-        // Jobs whose dependencies hold them back keep their place in the queue.
-        let mut held = Vec::new();
-        let mut queues: BTreeMap<u32, VecDeque<u64>> = BTreeMap::new();
-        let mut chosen = Vec::new();
-        for id in ids {
-            match self.dependencies_of(id) {
-                Dependencies::Met => {}
-                Dependencies::Waiting => {
-                    self.dependents_held = true;
-                    held.push(id);
-                    continue;
-                }
-                Dependencies::Never(why) => {
-                    self.unsatisfiable.push((id, why));
-                    held.push(id);
-                    continue;
-                }
-            }
-            let Some(job) = self.jobs.get(&id) else {
-                continue;
-            };
-            if job.adopt.is_some() {
-                chosen.push(id);
-            } else {
-                queues.entry(job.view.uid).or_default().push_back(id);
-            }
-        }
+        let mut chosen = self.incoming.take_adopt();
+        self.check_dependents();
         let mut handed: HashMap<u32, usize> = HashMap::new();
         loop {
-            let next = queues
-                .iter()
-                .filter_map(|(&uid, queue)| {
+            let fronts: Vec<(u32, u64)> = self.incoming.fronts().collect();
+            let next = fronts
+                .into_iter()
+                .filter_map(|(uid, front)| {
                     let load = self.users.get(&uid).copied().unwrap_or_default();
                     let running = load.running + handed.get(&uid).copied().unwrap_or(0);
                     let awaiting = self.awaiting_start.get(&uid).copied().unwrap_or(0)
                         + handed.get(&uid).copied().unwrap_or(0);
                     let eligible =
                         (uid == 0 || running < running_per_user) && awaiting < awaiting_per_user;
-                    let gid = self.jobs[queue.front()?].gid;
-                    let usage = running as f64 / self.shares.of(uid, gid);
-                    let front = *queue.front()?;
+                    let usage = running as f64 / self.shares.of(uid, self.jobs[&front].gid);
                     eligible.then_some((usage, front, uid))
                 })
                 .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let Some((_, id, uid)) = next else {
+            let Some((_, _, uid)) = next else {
                 break;
             };
-            let queue = queues.get_mut(&uid).expect("chosen from the queues");
-            queue.pop_front();
-            if queue.is_empty() {
-                queues.remove(&uid);
-            }
+            let id = self.incoming.pop_front(uid).expect("a front was named");
             *handed.entry(uid).or_default() += 1;
             chosen.push(id);
         }
-        held.extend(queues.into_values().flatten());
-        held.sort_unstable();
-        self.incoming.extend(held);
         let users_before = self.running_of.len();
         let mut taken = Vec::with_capacity(chosen.len());
         let mut users = Vec::new();
@@ -399,6 +372,32 @@ impl Registry {
             job.weight = self.jobs[&job.id].fair_weight;
         }
         taken
+    }
+
+    /// Releases the queued jobs whose dependencies are now met into their users' queues, and notes
+    /// those that can never be met; looks only where a job ended since the last look.
+    fn check_dependents(&mut self) {
+        let unchecked = self.incoming.take_unchecked_dependents();
+        if unchecked.is_empty() {
+            return;
+        }
+        self.dependents_held = false;
+        for id in unchecked {
+            match self.dependencies_of(id) {
+                Dependencies::Met => {
+                    let uid = self.jobs[&id].view.uid;
+                    self.incoming.release(id, uid);
+                }
+                Dependencies::Waiting => {
+                    self.dependents_held = true;
+                    self.incoming.hold(id);
+                }
+                Dependencies::Never(why) => {
+                    self.unsatisfiable.push((id, why));
+                    self.incoming.hold(id);
+                }
+            }
+        }
     }
 
     /// Whether the jobs queued job `id` depends on have ended as it asks.
@@ -492,7 +491,7 @@ impl Registry {
         let joins = std::mem::take(&mut self.joins);
         let (waiting, ready): (Vec<_>, Vec<_>) = joins
             .into_iter()
-            .partition(|(id, _)| self.incoming.contains(id));
+            .partition(|(id, _)| self.incoming.contains(*id));
         self.joins = waiting;
         ready
     }
@@ -637,6 +636,7 @@ impl Registry {
             }
             self.reweigh_after(users_before, vec![uid]);
         }
+        self.incoming.job_ended();
         may_start |= self.dependents_held;
         self.takeable |= may_start;
         may_start
@@ -662,14 +662,13 @@ impl Registry {
 
     /// Cancels job `id`, checked with [`Registry::check_cancel`].
     pub fn cancel(&mut self, id: u64) -> Cancelled {
-        let queued = self.incoming.iter().position(|&q| q == id);
+        let queued = self.incoming.remove(id);
         let job = self.jobs.get_mut(&id).expect("checked by check_cancel");
         job.view.state = JobState::Cancelled;
-        let Some(at) = queued else {
+        if !queued {
             self.cancelled.push(id);
             return Cancelled::Running;
-        };
-        self.incoming.remove(at);
+        }
         self.users.entry(job.view.uid).or_default().queued -= 1;
         let mut processes: Vec<Adopt> = job.adopt.take().into_iter().collect();
         job.submission = None;
