@@ -109,6 +109,8 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         logs.clone(),
         options.config.clone(),
     ));
+    crate::syncer::Syncer::start(shared.clone())
+        .map_err(io_error("cannot start the journal's sync thread".into()))?;
     recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
     let server = {

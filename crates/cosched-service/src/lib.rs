@@ -40,3 +40,4 @@ pub mod slowdown;
 pub mod source;
 pub mod state;
 pub mod switches;
+pub mod syncer;
