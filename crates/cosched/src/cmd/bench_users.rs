@@ -103,25 +103,20 @@ pub fn run_user(args: UserArgs) -> anyhow::Result<()> {
     let cpus = sysfs::discover()?.num_cpus() as u32;
     let socket = &args.socket;
     let mut tried = Vec::new();
-    let weight_answer = match args.try_weight {
-        Some(weight) => Some(
-            match request(
-                socket,
-                Request::Submit(Submission {
-                    weight,
-                    ..spinner(cpus)
-                }),
-            ) {
-                Ok(Reply::Submitted { id }) => {
-                    tried.push(id);
-                    format!("taken as job {id}")
-                }
-                Ok(other) => format!("answered {other:?}"),
-                Err(refused) => format!("refused: {refused}"),
-            },
-        ),
-        None => None,
-    };
+    let weight_answer = args.try_weight.map(|weight| {
+        let heavy = Submission {
+            weight,
+            ..spinner(cpus)
+        };
+        match request(socket, Request::Submit(heavy)) {
+            Ok(Reply::Submitted { id }) => {
+                tried.push(id);
+                format!("taken as job {id}")
+            }
+            Ok(other) => format!("answered {other:?}"),
+            Err(refused) => format!("refused: {refused}"),
+        }
+    });
     let results: Vec<(Vec<u64>, usize)> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..args.threads)
             .map(|t| {
@@ -254,20 +249,28 @@ fn ticks(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// The running jobs of each uid, by pid, and how many jobs are queued or running in all.
-fn running_pids(daemon: &DaemonProcess) -> anyhow::Result<(Vec<(u32, u32)>, Vec<u32>)> {
+/// The jobs not ended, as the bench follows them.
+struct Live {
+    /// The running ones: (uid, pid).
+    running: Vec<(u32, u32)>,
+    /// The uid of each, queued or running.
+    owners: Vec<u32>,
+}
+
+fn live_jobs(daemon: &DaemonProcess) -> anyhow::Result<Live> {
     match daemon.ask(Request::Jobs {
         all: false,
         filter: Default::default(),
     })? {
-        Reply::Jobs { jobs } => Ok((
-            jobs.iter()
+        Reply::Jobs { jobs } => Ok(Live {
+            running: jobs
+                .iter()
                 // A job frozen between its gang slots is listed as suspended; it runs all the same.
                 .filter(|j| matches!(j.state, JobState::Running | JobState::Suspended))
                 .filter_map(|j| Some((j.uid, j.pid.filter(|&p| p != 0)?)))
                 .collect(),
-            jobs.iter().map(|j| j.uid).collect(),
-        )),
+            owners: jobs.iter().map(|j| j.uid).collect(),
+        }),
         other => anyhow::bail!("the daemon answered {other:?} to `jobs`"),
     }
 }
@@ -340,9 +343,10 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
     // a part of its user's share that no spinner of theirs uses.
     let started = Instant::now();
     loop {
-        let (running, live) = running_pids(&daemon)?;
-        let runs = |uid| running.iter().any(|&(u, _)| u == uid);
-        let only_spinner = |uid| runs(uid) && live.iter().filter(|&&u| u == uid).count() == 1;
+        let live = live_jobs(&daemon)?;
+        let runs = |uid| live.running.iter().any(|&(u, _)| u == uid);
+        let only_spinner =
+            |uid| runs(uid) && live.owners.iter().filter(|&&u| u == uid).count() == 1;
         if POLITE_UIDS.iter().all(|&u| only_spinner(u)) && runs(HOSTILE_UID) {
             break;
         }
@@ -357,7 +361,7 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
-    let (running, _) = running_pids(&daemon)?;
+    let running = live_jobs(&daemon)?.running;
     // Each spinner is as wide as the machine: a gang row of its own, and a cycle one slot of each.
     let rows = running.len() as u64;
     let (now, _) = daemon.switches()?;
