@@ -114,6 +114,8 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         shared = shared.without_memory_limits(why);
     }
     let shared = Arc::new(shared);
+    crate::syncer::Syncer::start(shared.clone())
+        .map_err(io_error("cannot start the journal's sync thread".into()))?;
     recover(&shared, history.jobs)?;
     let listener = listen(&options.socket, system)?;
     let server = {

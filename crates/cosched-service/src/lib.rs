@@ -42,3 +42,4 @@ pub mod slowdown;
 pub mod source;
 pub mod state;
 pub mod switches;
+pub mod syncer;

@@ -516,3 +516,6 @@ fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), ServiceError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

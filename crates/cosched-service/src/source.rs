@@ -30,11 +30,11 @@ impl DaemonSource {
             .ok()
     }
 
-    /// Waits, after the registry's lock is released, until what [`DaemonSource::append`] wrote is on
-    /// disk.
-    fn sync(&self, position: Option<Appended>) {
-        if let Some(Err(e)) = position.map(|p| self.shared.journal.sync(p)) {
-            eprintln!("cosched daemon: {e}");
+    /// Has what [`DaemonSource::append`] wrote made durable by the syncer's thread (`syncer.rs`),
+    /// without waiting for the disk; `ended`: clients waiting on ends hear of it once it is.
+    fn sync(&self, position: Option<Appended>, ended: bool) {
+        if let Some(position) = position {
+            self.shared.syncer.request(position, ended);
         }
     }
 }
@@ -66,10 +66,7 @@ impl JobSource for DaemonSource {
             registry.finish(id, Some(t), false, None, Some(why));
         }
         drop(registry);
-        if last.is_some() {
-            self.sync(last);
-            self.shared.notify_ended();
-        }
+        self.sync(last, true);
         taken
             .into_iter()
             .map(|job| {
@@ -164,8 +161,7 @@ impl JobSource for DaemonSource {
         });
         let may_start = registry.finish(id, Some(t), ok, outcome.exit_code, outcome.error);
         drop(registry);
-        self.sync(position);
-        self.shared.notify_ended();
+        self.sync(position, true);
         if may_start {
             self.shared.wake_executor();
         }
@@ -215,7 +211,7 @@ impl JobSource for DaemonSource {
             last = self.append(Entry::TimedOut { id, t }).or(last);
         }
         drop(registry);
-        self.sync(last);
+        self.sync(last, false);
         overdue
             .into_iter()
             .map(|id| (JobId(id as u32), nix::sys::signal::Signal::SIGTERM))
@@ -267,7 +263,7 @@ impl JobSource for DaemonSource {
                     adopted,
                 });
                 drop(registry);
-                self.sync(position);
+                self.sync(position, false);
             }
             Record::Plan { plan } => {
                 let mut placed = BTreeMap::new();
@@ -287,7 +283,7 @@ impl JobSource for DaemonSource {
                     }
                 }
                 drop(registry);
-                self.sync(last);
+                self.sync(last, false);
             }
             Record::Threads { job, threads } => {
                 let id = u64::from(job.0);
@@ -299,9 +295,12 @@ impl JobSource for DaemonSource {
                     threads: *threads,
                 });
                 drop(registry);
-                self.sync(position);
+                self.sync(position, false);
             }
             _ => {}
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

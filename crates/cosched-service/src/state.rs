@@ -6,6 +6,7 @@ use crate::config::DaemonConfig;
 use crate::journal::Journal;
 use crate::registry::Registry;
 use crate::switches::SwitchLog;
+use crate::syncer::Syncer;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::collections::HashSet;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -17,6 +18,8 @@ pub struct Shared {
     /// Signalled whenever a job ends.
     ended: Condvar,
     pub journal: Journal,
+    /// Makes the executor's entries durable off its thread.
+    pub syncer: Syncer,
     /// Readable when the executor has news to take (an eventfd).
     wake: EventFd,
     pub logs: PathBuf,
@@ -44,6 +47,7 @@ impl Shared {
             registry: Mutex::new(registry),
             ended: Condvar::new(),
             journal,
+            syncer: Syncer::default(),
             wake,
             logs,
             daemon_uid: nix::unistd::geteuid().as_raw(),

@@ -131,6 +131,9 @@ pub struct Journal {
     /// How many entries had been appended when it was last compacted.
     compacted_at: AtomicU64,
     path: PathBuf,
+    /// fsyncs made, for tests of how commits are grouped.
+    #[cfg(test)]
+    fsyncs: AtomicU64,
 }
 
 /// What a compaction did.
@@ -195,6 +198,8 @@ impl Journal {
                 synced: Mutex::new((syncing, 0)),
                 compacted_at: AtomicU64::new(0),
                 path: path.to_path_buf(),
+                #[cfg(test)]
+                fsyncs: AtomicU64::new(0),
             },
             history,
         ))
@@ -259,8 +264,23 @@ impl Journal {
         }
         let covered = lock(&self.appended).1;
         synced.0.sync_data().map_err(|e| self.error(e))?;
+        #[cfg(test)]
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
         synced.1 = covered;
         Ok(())
+    }
+
+    /// The fsyncs made so far.
+    #[cfg(test)]
+    pub(crate) fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Holds the journal as an fsync that does not return (a disk that hangs) holds it, until the
+    /// guard is dropped: every [`Journal::sync`] waits meanwhile, appends do not.
+    #[cfg(test)]
+    pub(crate) fn hang_syncs(&self) -> MutexGuard<'_, (File, u64)> {
+        lock(&self.synced)
     }
 
     /// Appends `entry` and waits until it is on disk.

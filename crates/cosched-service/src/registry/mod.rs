@@ -10,9 +10,11 @@ use crate::slowdown::ShortestRuns;
 use cosched_core::memory::admits;
 use cosched_core::{CpuSet, Policy};
 use cosched_linux::Adopt;
-use std::cmp::Reverse;
+use queues::{Kind, Queues};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
+
+mod queues;
 
 /// Who sent a request, from the socket's SO_PEERCRED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +49,15 @@ pub struct Tracked {
 }
 
 impl Tracked {
+    /// Where it queues until the executor takes it.
+    fn queue_kind(&self) -> Kind {
+        match (&self.adopt, &self.submission) {
+            (Some(_), _) => Kind::Adopt,
+            (None, Some(s)) if !s.dependency.is_empty() => Kind::Dependent,
+            _ => Kind::Plain,
+        }
+    }
+
     /// `submission`: what the executor is to run (or, with `adopt`, take over); `None` for a job
     /// the executor already has or that has ended.
     pub fn new(
@@ -125,15 +136,13 @@ pub struct Registry {
     ended: VecDeque<(f64, u64)>,
     shortest: ShortestRuns,
     next_id: u64,
-    /// Submitted, not yet handed to the executor, in order.
-    incoming: VecDeque<u64>,
+    /// Submitted, not yet handed to the executor.
+    incoming: Queues,
     /// Whether a job of `incoming` may be taken that was not at the last take: the executor asks
     /// on every pass, and the jobs held back by a running limit may be many.
     takeable: bool,
     /// Running jobs to kill.
     cancelled: Vec<u64>,
-    /// Whether a queued job waits for others to end: then each end may let it start.
-    dependents_held: bool,
     /// Queued jobs whose dependencies can no longer be met, with why, to be cancelled.
     unsatisfiable: Vec<(u64, String)>,
     /// Running jobs with a time limit, not yet killed for it.
@@ -149,8 +158,6 @@ pub struct Registry {
     memory_for_jobs: u64,
     /// The requests of the jobs handed to the executor and not ended, added up.
     memory_in_use: u64,
-    /// Whether a queued job waits for memory: then each end may let it start.
-    memory_held: bool,
 }
 
 impl Registry {
@@ -166,10 +173,9 @@ impl Registry {
             ended: VecDeque::new(),
             shortest: ShortestRuns::default(),
             next_id,
-            incoming: VecDeque::new(),
+            incoming: Queues::default(),
             takeable: false,
             cancelled: Vec::new(),
-            dependents_held: false,
             unsatisfiable: Vec::new(),
             limited: Vec::new(),
             joins: Vec::new(),
@@ -177,7 +183,6 @@ impl Registry {
             policy_switch: None,
             memory_for_jobs: u64::MAX,
             memory_in_use: 0,
-            memory_held: false,
         }
     }
 
@@ -203,8 +208,9 @@ impl Registry {
         debug_assert_eq!(id, self.next_id, "jobs are enqueued under the next id");
         self.next_id = id + 1;
         self.users.entry(job.view.uid).or_default().queued += 1;
+        self.incoming
+            .push(id, job.view.uid, job.view.priority, job.queue_kind());
         self.jobs.insert(id, Box::new(job));
-        self.incoming.push_back(id);
         self.takeable = true;
     }
 
@@ -215,7 +221,8 @@ impl Registry {
         self.next_id = self.next_id.max(id + 1);
         if job.submission.is_some() {
             self.users.entry(job.view.uid).or_default().queued += 1;
-            self.incoming.push_back(id);
+            self.incoming
+                .push(id, job.view.uid, job.view.priority, job.queue_kind());
             self.takeable = true;
             self.joins.extend(joined.into_iter().map(|task| (id, task)));
         }
@@ -318,11 +325,7 @@ impl Registry {
 
     /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
     pub fn waiting(&self) -> (usize, usize) {
-        let adopted = self
-            .incoming
-            .iter()
-            .filter(|id| self.jobs[id].adopt.is_some())
-            .count();
+        let adopted = self.incoming.adopt_len();
         (adopted, self.incoming.len() - adopted)
     }
 
@@ -357,108 +360,58 @@ impl Registry {
         if !std::mem::take(&mut self.takeable) {
             return Vec::new();
         }
-        self.dependents_held = false;
-        self.memory_held = false;
-        let ids: Vec<u64> = self.incoming.drain(..).collect();
-        // Jobs whose dependencies hold them back keep their place in the queue.
-        let mut held = Vec::new();
-        let mut queues: BTreeMap<u32, VecDeque<u64>> = BTreeMap::new();
-        let mut chosen = Vec::new();
-        let mut ready = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.dependencies_of(id) {
-                Dependencies::Met => {}
-                Dependencies::Waiting => {
-                    self.dependents_held = true;
-                    held.push(id);
-                    continue;
-                }
-                Dependencies::Never(why) => {
-                    self.unsatisfiable.push((id, why));
-                    held.push(id);
-                    continue;
-                }
-            }
-            let Some(job) = self.jobs.get(&id) else {
-                continue;
-            };
-            if job.adopt.is_some() {
-                chosen.push(id);
-            } else {
-                ready.push(id);
-            }
-        }
-        let mut in_array = self.handed_per_array(&chosen);
-        for id in ready {
-            let job = &self.jobs[&id];
-            if let (Some(limit), Some(array)) = (
-                job.submission.as_ref().and_then(|s| s.array?.limit),
-                job.view.array_id,
-            ) {
-                let handed = in_array.entry(array).or_default();
-                if *handed >= limit as usize {
-                    held.push(id);
-                    continue;
-                }
-                *handed += 1;
-            }
-            queues.entry(job.view.uid).or_default().push_back(id);
-        }
-        for queue in queues.values_mut() {
-            queue
-                .make_contiguous()
-                .sort_by_key(|id| (Reverse(self.jobs[id].view.priority), *id));
-        }
-        // Processes adopted in this take run already: they count against their users' limit.
-        let mut adopting: HashMap<u32, usize> = HashMap::new();
-        for id in &chosen {
-            *adopting.entry(self.jobs[id].view.uid).or_default() += 1;
-        }
+        let mut chosen = self.incoming.take_adopt();
+        self.release_held();
+        // Processes adopted in this take run already: they count against their users' limits.
         let mut handed: HashMap<u32, usize> = HashMap::new();
         let mut memory_handed = 0u64;
         for id in &chosen {
+            *handed.entry(self.jobs[id].view.uid).or_default() += 1;
             memory_handed += self.jobs[id].view.mem.unwrap_or(0);
         }
+        let mut in_array = self.handed_per_array(&chosen);
         loop {
-            let next = queues
-                .iter()
-                .filter_map(|(&uid, queue)| {
+            let fronts: Vec<(u32, u64)> = self.incoming.fronts().collect();
+            let next = fronts
+                .into_iter()
+                .filter_map(|(uid, front)| {
                     let load = self.users.get(&uid).copied().unwrap_or_default();
-                    let running = load.running
-                        + adopting.get(&uid).copied().unwrap_or(0)
-                        + handed.get(&uid).copied().unwrap_or(0);
+                    let running = load.running + handed.get(&uid).copied().unwrap_or(0);
                     let awaiting = self.awaiting_start.get(&uid).copied().unwrap_or(0)
                         + handed.get(&uid).copied().unwrap_or(0);
                     let eligible =
                         (uid == 0 || running < running_per_user) && awaiting < awaiting_per_user;
-                    let front = &self.jobs[queue.front()?];
-                    let usage = running as f64 / self.shares.of(uid, front.gid);
-                    eligible.then_some((usage, front.view.id, uid))
+                    let usage = running as f64 / self.shares.of(uid, self.jobs[&front].gid);
+                    eligible.then_some((usage, front, uid))
                 })
                 .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let Some((_, id, uid)) = next else {
+            let Some((_, _, uid)) = next else {
                 break;
             };
+            let id = self.incoming.pop_front(uid).expect("a front was named");
+            let job = &self.jobs[&id];
+            let array = job.view.array_id;
+            let limit = job.submission.as_ref().and_then(|s| s.array?.limit);
+            let array_full = match (array, limit) {
+                (Some(array), Some(limit)) => {
+                    in_array.get(&array).copied().unwrap_or(0) >= limit as usize
+                }
+                _ => false,
+            };
             let in_use = self.memory_in_use.saturating_add(memory_handed);
-            let fits = admits(self.memory_for_jobs, in_use, self.jobs[&id].view.mem);
-            let queue = queues.get_mut(&uid).expect("chosen from the queues");
-            queue.pop_front();
-            if queue.is_empty() {
-                queues.remove(&uid);
-            }
-            if !fits {
-                // It keeps its place; the jobs behind it that fit may start.
-                self.memory_held = true;
-                held.push(id);
+            if array_full || !admits(self.memory_for_jobs, in_use, job.view.mem) {
+                // Out of the way until a job ends; the user's jobs behind it may start.
+                self.incoming.hold(id);
                 continue;
             }
-            memory_handed += self.jobs[&id].view.mem.unwrap_or(0);
+            if let Some(array) = array {
+                *in_array.entry(array).or_default() += 1;
+            }
+            memory_handed += job.view.mem.unwrap_or(0);
+            self.incoming.taken(id);
             *handed.entry(uid).or_default() += 1;
             chosen.push(id);
         }
-        held.extend(queues.into_values().flatten());
-        held.sort_unstable();
-        self.incoming.extend(held);
         let users_before = self.running_of.len();
         let mut taken = Vec::with_capacity(chosen.len());
         let mut users = Vec::new();
@@ -497,6 +450,22 @@ impl Registry {
             job.weight = self.jobs[&job.id].fair_weight;
         }
         taken
+    }
+
+    /// Gives back to their users' queues the held jobs that may go now that a job has ended (those
+    /// still held by an array's limit or by memory are held again when they come to the front),
+    /// and notes the dependencies that can never be met; looks only after a job has ended.
+    fn release_held(&mut self) {
+        for id in self.incoming.take_unchecked_held() {
+            match self.dependencies_of(id) {
+                Dependencies::Met => self.incoming.release(id),
+                Dependencies::Waiting => self.incoming.hold(id),
+                Dependencies::Never(why) => {
+                    self.unsatisfiable.push((id, why));
+                    self.incoming.hold(id);
+                }
+            }
+        }
     }
 
     /// How many elements of each array are running or among `adopted`.
@@ -602,7 +571,7 @@ impl Registry {
         let joins = std::mem::take(&mut self.joins);
         let (waiting, ready): (Vec<_>, Vec<_>) = joins
             .into_iter()
-            .partition(|(id, _)| self.incoming.contains(id));
+            .partition(|(id, _)| self.incoming.contains(*id));
         self.joins = waiting;
         ready
     }
@@ -760,7 +729,7 @@ impl Registry {
             self.memory_in_use = (self.memory_in_use).saturating_sub(view.mem.unwrap_or(0));
             let load = self.users.entry(uid).or_default();
             load.running -= 1;
-            may_start = load.queued > 0 || (self.memory_held && view.mem.is_some());
+            may_start = load.queued > 0;
             if let Some(running) = self.running_of.get_mut(&uid) {
                 running.retain(|&r| r != id);
                 if running.is_empty() {
@@ -769,7 +738,8 @@ impl Registry {
             }
             self.reweigh_after(users_before, vec![uid]);
         }
-        may_start |= self.dependents_held;
+        self.incoming.job_ended();
+        may_start |= self.incoming.any_held();
         self.takeable |= may_start;
         may_start
     }
@@ -794,14 +764,13 @@ impl Registry {
 
     /// Cancels job `id`, checked with [`Registry::check_cancel`].
     pub fn cancel(&mut self, id: u64) -> Cancelled {
-        let queued = self.incoming.iter().position(|&q| q == id);
+        let queued = self.incoming.remove(id);
         let job = self.jobs.get_mut(&id).expect("checked by check_cancel");
         job.view.state = JobState::Cancelled;
-        let Some(at) = queued else {
+        if !queued {
             self.cancelled.push(id);
             return Cancelled::Running;
-        };
-        self.incoming.remove(at);
+        }
         self.users.entry(job.view.uid).or_default().queued -= 1;
         let mut processes: Vec<Adopt> = job.adopt.take().into_iter().collect();
         job.submission = None;

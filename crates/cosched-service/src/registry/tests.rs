@@ -277,3 +277,65 @@ fn an_oom_end_is_oom_with_the_cpus_the_job_had() {
     assert_eq!(accounting.cpus.as_deref(), Some("0-1,4"));
     assert_eq!(accounting.peak_memory, Some(64 << 20));
 }
+
+#[test]
+fn a_dependent_job_takes_its_place_by_id_once_released_and_cancelled_jobs_are_never_handed() {
+    use crate::protocol::{After, Dependency};
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for depends_on in [None, Some(0), None, None, None] {
+        let mut tracked = job(&registry, 1000);
+        if let (Some(id), Some(s)) = (depends_on, tracked.submission.as_mut()) {
+            s.dependency.push(Dependency {
+                after: After::Ok,
+                id,
+            });
+        }
+        registry.enqueue(tracked);
+    }
+    assert!(matches!(registry.cancel(3), Cancelled::BeforeStart { .. }));
+    // One running job at a time: 0 first, 1 waits for it, 2 comes next.
+    assert_eq!(taken(&mut registry, 1), [0]);
+    assert_eq!(registry.pending_reason(1, 1), Some("dependency"));
+    assert!(registry.finish(0, Some(2.0), true, Some(0), None));
+    // Released by 0's end, 1 is older than 2: it goes first, and the cancelled 3 never.
+    assert_eq!(taken(&mut registry, 1), [1]);
+    registry.finish(1, Some(3.0), true, Some(0), None);
+    assert_eq!(taken(&mut registry, 1), [2]);
+    registry.finish(2, Some(4.0), true, Some(0), None);
+    assert_eq!(taken(&mut registry, 1), [4]);
+    assert_eq!(registry.waiting(), (0, 0));
+    assert_eq!(
+        registry.load_of(1000),
+        UserLoad {
+            queued: 0,
+            running: 1
+        }
+    );
+}
+
+#[test]
+fn a_job_whose_dependency_failed_is_reported_unsatisfiable_once() {
+    use crate::protocol::{After, Dependency};
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for depends_on in [None, Some(0)] {
+        let mut tracked = job(&registry, 1000);
+        if let (Some(id), Some(s)) = (depends_on, tracked.submission.as_mut()) {
+            s.dependency.push(Dependency {
+                after: After::Ok,
+                id,
+            });
+        }
+        registry.enqueue(tracked);
+    }
+    assert_eq!(taken(&mut registry, 10), [0]);
+    registry.finish(0, Some(2.0), false, Some(1), None);
+    assert!(taken(&mut registry, 10).is_empty());
+    let unsatisfiable = registry.take_unsatisfiable();
+    assert_eq!(unsatisfiable.len(), 1);
+    assert_eq!(unsatisfiable[0].0, 1);
+    registry.cancel(1);
+    registry.finish(1, Some(2.0), false, None, Some("never".into()));
+    assert!(taken(&mut registry, 10).is_empty());
+    assert!(registry.take_unsatisfiable().is_empty(), "reported once");
+    assert_eq!(registry.waiting(), (0, 0));
+}

@@ -2,7 +2,7 @@
 //! wait, and how late its slot switches come while hostile clients attack its socket.
 
 use super::bench_executor::quantile;
-use super::bench_users;
+use super::{bench_queued, bench_users};
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
@@ -40,10 +40,16 @@ submissions; then over ATTACK-SECONDS each other user's CPU time against a quart
 finished, within the retention) is written and a daemon started on it: the time until it listens \
 (target < 2 s) and its resident memory then (target < 100 MiB), against a daemon started on an \
 empty journal in the same run; then the time `cosched jobs --all` takes to list them.\n\
+5. With --queued N: under gang with one row, a job as wide as the machine holds it and N elements \
+of one array are submitted behind it, each timed (target p99 < 10 ms); then `jobs --state running` \
+is timed 200 times with them queued (target p99 < 10 ms).\n\
+Beside the latencies, the fsync of a 300-byte append in the bench's directory, timed 200 times: \
+the floor under every journaled answer on this disk.\n\
 Build with --release and measure on an idle machine (median of 3 runs).\n\n\
 Examples:\n  cargo run --release -p cosched -- bench daemon --attack\n  \
 cosched bench daemon --clients 16 --jobs 5000 --json\n  \
-cosched bench daemon --history 100000"
+cosched bench daemon --history 100000\n  \
+cosched bench daemon --queued 10000"
 )]
 pub struct DaemonArgs {
     /// Concurrent submitting clients
@@ -76,6 +82,9 @@ pub struct DaemonArgs {
     /// Also measure a restart over a journal of this many ended jobs
     #[arg(long, value_name = "JOBS")]
     history: Option<usize>,
+    /// Also measure submissions and `jobs --state running` with this many array elements queued
+    #[arg(long, value_name = "ELEMENTS")]
+    queued: Option<usize>,
     /// Print the figures as one JSON object
     #[arg(long)]
     json: bool,
@@ -100,6 +109,9 @@ struct Figures {
     idle_cpu_percent: f64,
     attack: Option<AttackFigures>,
     history: Option<HistoryFigures>,
+    queued: Option<bench_queued::QueuedFigures>,
+    /// A 300-byte append and fsync in the bench's directory: the disk's floor under a journaled answer.
+    disk_fsync_ms: Spread,
     targets: Targets,
 }
 
@@ -172,7 +184,12 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
             "{name} {seconds} must be a positive number of seconds"
         );
     }
+    anyhow::ensure!(
+        args.queued.is_none_or(|n| n >= 10),
+        "--queued must be at least 10 elements"
+    );
     let dir = std::env::temp_dir().join(format!("cosched-bench-daemon-{}", std::process::id()));
+    let disk_fsync_ms = Spread::of_ms(&fsync_latencies(&dir)?);
     let mut daemon = start_daemon(&dir.join("load"), &args.policy)?;
     let (submissions_per_s, latencies) = submit_all(&daemon.socket, args.clients, args.jobs)?;
     let idle_cpu_percent = idle_cpu(&daemon, args.idle_jobs, args.idle_seconds)?;
@@ -186,6 +203,10 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         Some(jobs) => Some(restart(&dir.join("history"), jobs)?),
         None => None,
     };
+    let queued = match args.queued {
+        Some(elements) => Some(bench_queued::run(&dir.join("queued"), elements)?),
+        None => None,
+    };
     let _ = std::fs::remove_dir_all(&dir);
     let figures = Figures {
         clients: args.clients,
@@ -197,6 +218,8 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         idle_cpu_percent,
         attack,
         history,
+        queued,
+        disk_fsync_ms,
         targets: Targets {
             submissions_per_s: THROUGHPUT_TARGET,
             latency_p99_ms: P99_TARGET_MS,
@@ -214,6 +237,10 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
 }
 
 fn print_figures(f: &Figures) {
+    println!(
+        "disk: a 300-byte append and fsync in the bench's directory: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (the floor under each journaled answer)",
+        f.disk_fsync_ms.p50, f.disk_fsync_ms.p99, f.disk_fsync_ms.max
+    );
     println!(
         "submissions: {} jobs from {} clients: {:.0} submissions/s (target >= {THROUGHPUT_TARGET:.0}: {:.2}x of target)",
         f.jobs,
@@ -264,11 +291,34 @@ fn print_figures(f: &Figures) {
         );
         println!("  `jobs --all` over them: {:.3} s", h.list_all_s);
     }
+    if let Some(q) = &f.queued {
+        bench_queued::print(q);
+    }
+}
+
+/// Fsyncs timed after appends of 300 bytes to a file in `dir`, seconds.
+fn fsync_latencies(dir: &Path) -> anyhow::Result<Vec<f64>> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let line = [b'x'; 300];
+    let mut latencies = Vec::with_capacity(200);
+    for _ in 0..200 {
+        file.write_all(&line)?;
+        let synced = Instant::now();
+        file.sync_data()?;
+        latencies.push(synced.elapsed().as_secs_f64());
+    }
+    std::fs::remove_file(&path)?;
+    Ok(latencies)
 }
 
 /// A daemon of this executable on its own socket and state directory; its stderr goes to a file so
 /// that the figures stay readable.
-fn start_daemon(dir: &Path, policy: &str) -> anyhow::Result<DaemonProcess> {
+pub(super) fn start_daemon(dir: &Path, policy: &str) -> anyhow::Result<DaemonProcess> {
     std::fs::create_dir_all(dir)?;
     let launch = Launch::new(&std::env::current_exe()?, dir, "state")
         .args(["--policy", policy, "--idle-timeout", "2"])

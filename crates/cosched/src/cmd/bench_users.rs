@@ -21,6 +21,8 @@ pub const LATENESS_P99_TARGET_MS: f64 = 1.0;
 const HOSTILE_JOBS: usize = 10_000;
 const HOSTILE_CONNECTIONS: usize = 1_000;
 const HOSTILE_UID: u32 = 65534;
+/// The weight the hostile user asks for its jobs, as issue #40 puts it.
+const HOSTILE_WEIGHT: f64 = 1e9;
 /// The other users: uids without a passwd entry, which the daemon runs jobs as all the same.
 const POLITE_UIDS: [u32; 3] = [60001, 60002, 60003];
 /// Submissions each polite user times while the hostile one floods the daemon.
@@ -45,6 +47,9 @@ pub struct UserArgs {
     probes: usize,
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// First try one spinner of this weight, and report whether the daemon took it
+    #[arg(long)]
+    try_weight: Option<f64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -55,6 +60,8 @@ struct Connected {
 
 #[derive(Serialize, Deserialize)]
 struct Submitted {
+    /// What the daemon answered to the spinner of `--try-weight`.
+    weight_answer: Option<String>,
     spinners: Vec<u64>,
     refused: usize,
     probe_latencies: Vec<f64>,
@@ -62,6 +69,8 @@ struct Submitted {
 
 #[derive(Serialize)]
 pub struct UsersFigures {
+    /// The daemon's answer to the hostile user's spinner of weight [`HOSTILE_WEIGHT`].
+    hostile_weight_answer: String,
     hostile_connections_held: usize,
     hostile_connections_refused: usize,
     hostile_jobs_submitted: usize,
@@ -93,6 +102,21 @@ pub fn run_user(args: UserArgs) -> anyhow::Result<()> {
     // connection of theirs first could not submit at all.
     let cpus = sysfs::discover()?.num_cpus() as u32;
     let socket = &args.socket;
+    let mut tried = Vec::new();
+    let weight_answer = args.try_weight.map(|weight| {
+        let heavy = Submission {
+            weight,
+            ..spinner(cpus)
+        };
+        match request(socket, Request::Submit(heavy)) {
+            Ok(Reply::Submitted { id }) => {
+                tried.push(id);
+                format!("taken as job {id}")
+            }
+            Ok(other) => format!("answered {other:?}"),
+            Err(refused) => format!("refused: {refused}"),
+        }
+    });
     let results: Vec<(Vec<u64>, usize)> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..args.threads)
             .map(|t| {
@@ -151,7 +175,11 @@ pub fn run_user(args: UserArgs) -> anyhow::Result<()> {
         );
     }
     let submitted = Submitted {
-        spinners: results.iter().flat_map(|r| r.0.clone()).collect(),
+        weight_answer,
+        spinners: tried
+            .into_iter()
+            .chain(results.iter().flat_map(|r| r.0.clone()))
+            .collect(),
         refused: results.iter().map(|r| r.1).sum(),
         probe_latencies,
     };
@@ -202,24 +230,47 @@ impl User {
     }
 }
 
+/// Waits, polling, until the daemon's slot switches number more than `count`; the number then.
+fn switch_past(daemon: &DaemonProcess, count: u64) -> anyhow::Result<u64> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (now, _) = daemon.switches()?;
+        if now > count {
+            return Ok(now);
+        }
+        anyhow::ensure!(Instant::now() < until, "no slot switch within 30 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 fn ticks(pid: u32) -> u64 {
     cosched_linux::procfs::stat(pid as i32)
         .map(|s| s.cpu_ticks)
         .unwrap_or(0)
 }
 
-/// The running jobs of each uid, by pid.
-fn running_pids(daemon: &DaemonProcess) -> anyhow::Result<Vec<(u32, u32)>> {
+/// The jobs not ended, as the bench follows them.
+struct Live {
+    /// The running ones: (uid, pid).
+    running: Vec<(u32, u32)>,
+    /// The uid of each, queued or running.
+    owners: Vec<u32>,
+}
+
+fn live_jobs(daemon: &DaemonProcess) -> anyhow::Result<Live> {
     match daemon.ask(Request::Jobs {
         all: false,
         filter: Default::default(),
     })? {
-        Reply::Jobs { jobs } => Ok(jobs
-            .iter()
-            // A job frozen between its gang slots is listed as suspended; it runs all the same.
-            .filter(|j| matches!(j.state, JobState::Running | JobState::Suspended))
-            .filter_map(|j| Some((j.uid, j.pid.filter(|&p| p != 0)?)))
-            .collect()),
+        Reply::Jobs { jobs } => Ok(Live {
+            running: jobs
+                .iter()
+                // A job frozen between its gang slots is listed as suspended; it runs all the same.
+                .filter(|j| matches!(j.state, JobState::Running | JobState::Suspended))
+                .filter_map(|j| Some((j.uid, j.pid.filter(|&p| p != 0)?)))
+                .collect(),
+            owners: jobs.iter().map(|j| j.uid).collect(),
+        }),
         other => anyhow::bail!("the daemon answered {other:?} to `jobs`"),
     }
 }
@@ -258,6 +309,8 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
             HOSTILE_JOBS.to_string(),
             "--threads".into(),
             "4".into(),
+            "--try-weight".into(),
+            HOSTILE_WEIGHT.to_string(),
         ],
     )?;
     let hostile_connected: Connected = hostile.next()?;
@@ -286,33 +339,44 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         latencies.extend(submitted.probe_latencies);
     }
     let hostile_submitted: Submitted = hostile.next()?;
-    // Every user's spinners running, the probes done.
+    // Every user's spinners running, and the probes ended: a probe waiting for its slot would take
+    // a part of its user's share that no spinner of theirs uses.
     let started = Instant::now();
     loop {
-        let running = running_pids(&daemon)?;
-        let users = |uid| running.iter().any(|&(u, _)| u == uid);
-        if POLITE_UIDS.iter().all(|&u| users(u)) && users(HOSTILE_UID) {
+        let live = live_jobs(&daemon)?;
+        let runs = |uid| live.running.iter().any(|&(u, _)| u == uid);
+        let only_spinner =
+            |uid| runs(uid) && live.owners.iter().filter(|&&u| u == uid).count() == 1;
+        if POLITE_UIDS.iter().all(|&u| only_spinner(u)) && runs(HOSTILE_UID) {
             break;
         }
         if started.elapsed() >= Duration::from_secs(60) {
             // A daemon's jobs outlive it by design; the bench's must not outlive the bench.
             cancel_spinners(&daemon, &hostile_submitted.spinners)?;
             anyhow::bail!(
-                "the users' jobs did not all start within a minute; see {}",
+                "the users' spinners did not all run, their probes ended, within a minute; see {}",
                 dir.join("daemon.log").display()
             );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
-    let running = running_pids(&daemon)?;
+    let running = live_jobs(&daemon)?.running;
+    // Each spinner is as wide as the machine: a gang row of its own, and a cycle one slot of each.
+    let rows = running.len() as u64;
+    let (now, _) = daemon.switches()?;
+    let switches_before = switch_past(&daemon, now)?;
     let before: Vec<u64> = running.iter().map(|&(_, p)| ticks(p)).collect();
-    let (switches_before, _) = daemon.switches()?;
     let window = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(seconds));
+    let (now, _) = daemon.switches()?;
+    // A whole number of cycles, so that each row had as many slots, whichever it began with.
+    // The first cycle end still to come.
+    let cycles = (now - switches_before) / rows + 1;
+    let switches_after = switch_past(&daemon, switches_before + cycles * rows - 1)?;
     let after: Vec<u64> = running.iter().map(|&(_, p)| ticks(p)).collect();
     let window_s = window.elapsed().as_secs_f64();
-    let (switches_after, lateness) = daemon.switches()?;
+    let (_, lateness) = daemon.switches()?;
     let used: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     let total: u64 = used.iter().sum();
     let fair = total as f64 / (POLITE_UIDS.len() + 1) as f64;
@@ -337,6 +401,7 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
     cancel_spinners(&daemon, &hostile_submitted.spinners)?;
     daemon.stop()?;
     Ok(Some(UsersFigures {
+        hostile_weight_answer: hostile_submitted.weight_answer.unwrap_or_default(),
         hostile_connections_held: hostile_connected.held,
         hostile_connections_refused: hostile_connected.refused,
         hostile_jobs_submitted: hostile_submitted.spinners.len(),
@@ -361,6 +426,10 @@ pub fn print(u: &UsersFigures) {
         POLITE_UIDS.len()
     );
     let worst = u.fair_share.iter().copied().fold(f64::INFINITY, f64::min);
+    println!(
+        "  its spinner of weight {HOSTILE_WEIGHT:e}: {}",
+        u.hostile_weight_answer
+    );
     println!(
         "  other users' CPU time over {:.1} s, against a fair quarter of the jobs': {} (target >= {FAIR_SHARE_TARGET}: worst {:.2}x of target)",
         u.window_s,

@@ -1,0 +1,125 @@
+use super::*;
+use crate::config::DaemonConfig;
+use crate::journal::Journal;
+use crate::protocol::Submission;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Long enough that only a request stuck behind the journal misses it.
+const ANSWER_WITHIN: Duration = Duration::from_secs(20);
+
+fn shared(dir: &std::path::Path) -> Shared {
+    let (journal, _) = Journal::open(&dir.join("journal.jsonl"), Duration::MAX).unwrap();
+    let registry = Registry::new("eq".into(), 0, Default::default());
+    Shared::new(registry, journal, dir.join("logs"), DaemonConfig::default())
+}
+
+/// The user the daemon runs as, whom it serves whether or not it is root.
+fn peer(shared: &Shared) -> Peer {
+    Peer {
+        pid: std::process::id() as i32,
+        uid: shared.daemon_uid,
+        gid: 0,
+    }
+}
+
+fn submit(shared: &Shared) -> Reply {
+    let request = Request::Submit(Submission::of("/bin/true"));
+    handle(shared, request, peer(shared))
+}
+
+fn listed(reply: Reply) -> Vec<u64> {
+    match reply {
+        Reply::Jobs { jobs } => jobs.iter().map(|j| j.id).collect(),
+        other => panic!("`jobs` answered {other:?}"),
+    }
+}
+
+#[test]
+fn a_cancel_of_many_queued_jobs_makes_one_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = shared(dir.path());
+    let ids: Vec<u64> = (0..50)
+        .map(|_| match submit(&shared) {
+            Reply::Submitted { id } => id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let before = shared.journal.fsyncs();
+    let reply = handle(&shared, Request::Cancel { ids: ids.clone() }, peer(&shared));
+    assert!(matches!(reply, Reply::Cancelled { .. }), "{reply:?}");
+    // A cancelled and a finished entry for each job, all made durable together.
+    assert_eq!(shared.journal.fsyncs() - before, 1);
+    let journal = std::fs::read_to_string(dir.path().join("journal.jsonl")).unwrap();
+    assert_eq!(journal.lines().count(), 50 * 3);
+}
+
+/// Waits until the journal holds `lines` entries (appended, not necessarily durable), without the
+/// registry, which a request stuck behind the disk would hold.
+fn wait_for_entries(dir: &std::path::Path, lines: usize) {
+    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
+    let journal = dir.join("journal.jsonl");
+    while std::fs::read_to_string(&journal).unwrap().lines().count() < lines {
+        assert!(std::time::Instant::now() < deadline, "never appended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn listing_jobs_is_answered_while_a_submission_waits_on_a_hanging_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = shared(dir.path());
+    let hung = shared.journal.hang_syncs();
+    std::thread::scope(|scope| {
+        let (submitted_tx, submitted) = mpsc::channel();
+        let shared = &shared;
+        scope.spawn(move || submitted_tx.send(submit(shared)).unwrap());
+        wait_for_entries(dir.path(), 1);
+        let (listed_tx, listing) = mpsc::channel();
+        scope.spawn(move || {
+            let request = Request::Jobs {
+                all: true,
+                filter: Default::default(),
+            };
+            listed_tx
+                .send(handle(shared, request, peer(shared)))
+                .unwrap()
+        });
+        let listed_meanwhile = listing.recv_timeout(ANSWER_WITHIN);
+        let acknowledged_meanwhile = submitted.try_recv().is_ok();
+        // The disk comes back before any assertion, so that a failing one does not hang the test.
+        drop(hung);
+        let listed_meanwhile =
+            listed_meanwhile.expect("`jobs` waited for the fsync: the registry was held meanwhile");
+        assert_eq!(listed(listed_meanwhile), [0]);
+        assert!(
+            !acknowledged_meanwhile,
+            "the submission was acknowledged before it was durable"
+        );
+        let reply = submitted.recv_timeout(ANSWER_WITHIN).unwrap();
+        assert!(matches!(reply, Reply::Submitted { id: 0 }), "{reply:?}");
+    });
+}
+
+#[test]
+fn submissions_waiting_on_one_hanging_fsync_share_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = shared(dir.path());
+    let hung = shared.journal.hang_syncs();
+    let before = shared.journal.fsyncs();
+    std::thread::scope(|scope| {
+        let (tx, answers) = mpsc::channel();
+        for _ in 0..8 {
+            let (shared, tx) = (&shared, tx.clone());
+            scope.spawn(move || tx.send(submit(shared)).unwrap());
+        }
+        // All eight appended before the disk comes back.
+        wait_for_entries(dir.path(), 8);
+        drop(hung);
+        for _ in 0..8 {
+            let reply = answers.recv_timeout(ANSWER_WITHIN).unwrap();
+            assert!(matches!(reply, Reply::Submitted { .. }), "{reply:?}");
+        }
+    });
+    assert_eq!(shared.journal.fsyncs() - before, 1, "one fsync covers all");
+}
