@@ -52,10 +52,13 @@ impl Executor<'_> {
 
     /// Sends the signals the source asked for to its running jobs; one that ended meanwhile is
     /// skipped. A signal asks a job to end and the source kills it later if it does not, so one
-    /// that cannot be sent is left to that kill.
+    /// that cannot be sent is left to that kill. A job frozen between its slots is thawed and kept
+    /// so: frozen, it would act on the signal only at its next slot, perhaps after the kill.
     pub(super) fn signal_asked(&mut self) {
         for (id, signal) in self.source.take_signals() {
             if let Some(r) = running_mut(&mut self.jobs, id) {
+                r.asked_to_end = true;
+                let _ = self.enforcer.set_frozen(&mut r.control, false);
                 let _ = self.enforcer.signal(&r.control, signal);
             }
         }

@@ -253,6 +253,8 @@ struct Running {
     held_total: f64,
     held_since: f64,
     mark: Reading,
+    /// Signalled to end (a time limit): never frozen again, so that it can act on the signal.
+    asked_to_end: bool,
 }
 
 impl Running {
@@ -271,6 +273,7 @@ impl Running {
             threads,
             held_total: 0.0,
             held_since: now,
+            asked_to_end: false,
             mark: Reading {
                 t: now,
                 ..Reading::default()

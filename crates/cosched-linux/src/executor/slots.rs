@@ -8,14 +8,17 @@ use cosched_core::JobId;
 
 impl Executor<'_> {
     /// Makes the current slot hold: freeze the jobs leaving it, move jobs whose CPUs change, then thaw
-    /// the jobs entering it. Jobs opted out of coscheduling and pinned jobs are never frozen.
+    /// the jobs entering it. Jobs opted out of coscheduling, pinned jobs and jobs asked to end are
+    /// never frozen.
     pub(super) fn enforce_slot(&mut self, switching: bool) -> Result<(), Error> {
         let now = self.now();
         let mut freeze = Vec::new();
         let mut place = Vec::new();
-        for id in self.running_ids() {
+        for (id, r) in self.running() {
             let spec = &self.jobs[&id].arriving.spec;
-            let never_frozen = !spec.coschedule || self.plan.pinned.iter().any(|a| a.job == id);
+            let never_frozen = !spec.coschedule
+                || r.asked_to_end
+                || self.plan.pinned.iter().any(|a| a.job == id);
             match self.plan.cpus_in_slot(self.slot, id) {
                 Some(cpus) => place.push((id, cpus.clone())),
                 None if !never_frozen => freeze.push(id),
