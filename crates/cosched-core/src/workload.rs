@@ -3,7 +3,7 @@
 //! A job carries what the real executor needs (`command`, `env`) and what the simulator needs
 //! (`profile`); a file may have either or both. Errors name the file, the line and the field.
 
-use crate::job::{JobHints, JobId, JobKind, JobSpec};
+use crate::job::{JobHints, JobId, JobKind, JobSpec, Owner};
 use crate::names::{check_name, NameError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -45,6 +45,10 @@ pub struct JobEntry {
     pub profile: Option<String>,
     #[serde(default)]
     pub hints: JobHints,
+    /// The user the job belongs to (`owner = { user = 1000, share = 2.0 }`); absent for a workload
+    /// of one user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
 }
 
 fn one() -> u32 {
@@ -227,6 +231,8 @@ pub enum JobProblem {
     ThreadRange { min: u32, max: u32 },
     #[error("field `weight`: {weight} must be a positive number")]
     Weight { weight: f64 },
+    #[error("field `owner.share`: {share} must be a positive number")]
+    Share { share: f64 },
     #[error("needs `command` (to run it for real) or `profile` (to simulate it), or both")]
     NothingToRun,
 }
@@ -334,6 +340,7 @@ impl JobEntry {
             coschedule: self.coschedule,
             weight: self.weight,
             hints: self.hints.clone(),
+            owner: self.owner,
         }
     }
 }
@@ -358,6 +365,11 @@ fn check_job(job: &JobEntry) -> Result<(), JobProblem> {
     }
     if !(job.weight.is_finite() && job.weight > 0.0) {
         return Err(JobProblem::Weight { weight: job.weight });
+    }
+    if let Some(Owner { share, .. }) = job.owner {
+        if !(share.is_finite() && share > 0.0) {
+            return Err(JobProblem::Share { share });
+        }
     }
     if job.command.is_empty() && job.profile.is_none() {
         return Err(JobProblem::NothingToRun);

@@ -348,6 +348,7 @@ mod tests {
         let rigid = Workload {
             jobs: (workload.jobs.iter().cloned())
                 .map(|j| JobEntry {
+                    owner: None,
                     kind: JobKind::Rigid,
                     command: vec!["y".into()],
                     ..j
@@ -485,6 +486,7 @@ mod tests {
         );
         store.record(vec![time(2, 2, 13.0)]);
         let entry = JobEntry {
+            owner: None,
             command: vec!["y".into()],
             ..Workload::parse(
                 "[workload]\nname = \"w\"\n[[job]]\nname = \"b\"\ncommand = [\"x\"]\n",
