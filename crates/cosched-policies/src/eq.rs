@@ -1,7 +1,9 @@
 //! EQ, equipartitioning without topology (TACO §4.2): the CPUs are divided equally among the jobs, and a
 //! change only adds CPUs to or removes CPUs from the sets jobs already hold, so that jobs do not migrate.
 //!
-//! A job never gets more CPUs than its `max_threads`; what it leaves goes to the others. With more jobs
+//! The CPUs go to users first, in proportion to their shares, then to each user's jobs by weight
+//! (`crate::users`); a single user's jobs of equal weight get equal counts. A job never gets more CPUs
+//! than its `max_threads`; what it leaves goes to the others. With more jobs
 //! than CPUs, running jobs keep one CPU each and newcomers wait in arrival order.
 
 use cosched_core::plan_change::SlotAssignment;
@@ -40,8 +42,9 @@ impl Policy for Equipartition {
             .chain(ctx.jobs.iter().filter(|j| j.started.is_none()))
             .take(machine.len())
             .collect();
-        let targets = equal_shares(
+        let targets = crate::users::split_cpus(
             machine.len(),
+            &receivers.iter().map(|j| &*j.spec).collect::<Vec<_>>(),
             &receivers
                 .iter()
                 .map(|j| j.spec.max_threads as usize)
@@ -148,21 +151,6 @@ pub(crate) fn grow_in_place(
     kept
 }
 
-/// Splits `cpus` equally among jobs, none above its cap, giving what capped jobs leave to the others.
-/// Needs `caps.len() <= cpus` and every cap ≥ 1; then every job gets at least one CPU.
-pub(crate) fn equal_shares(cpus: usize, caps: &[usize]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..caps.len()).collect();
-    order.sort_by_key(|&i| caps[i]);
-    let mut shares = vec![0; caps.len()];
-    let mut remaining = cpus;
-    for (done, &i) in order.iter().enumerate() {
-        let left = caps.len() - done;
-        shares[i] = caps[i].max(1).min(remaining.div_ceil(left));
-        remaining -= shares[i];
-    }
-    shares
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,12 +172,55 @@ mod tests {
             .collect()
     }
 
+    /// The CPU counts EQ gives jobs of `max_threads` `caps` on `cpus` CPUs, all started.
+    fn counts(cpus: usize, caps: &[u32]) -> Vec<usize> {
+        let topo = synthetic::parse(&format!("core:{cpus}")).unwrap();
+        let jobs: Vec<ActiveJob> = (0..caps.len() as u32)
+            .map(|i| job(i, caps[i as usize], true))
+            .collect();
+        counts_of(&topo, &jobs)
+    }
+
+    fn counts_of(topo: &cosched_core::Topology, jobs: &[ActiveJob]) -> Vec<usize> {
+        let ctx = Context {
+            topology: topo,
+            now: 0.0,
+            jobs,
+        };
+        let plan = Equipartition::default()
+            .decide(&ctx, &Event::Arrived { job: jobs[0].id() })
+            .unwrap();
+        jobs.iter()
+            .map(|j| plan.cpus_in_slot(0, j.id()).map_or(0, CpuSet::len))
+            .collect()
+    }
+
     #[test]
     fn shares_respect_caps_and_use_every_cpu() {
-        assert_eq!(equal_shares(24, &[24, 24, 24]), vec![8, 8, 8]);
-        assert_eq!(equal_shares(24, &[2, 24, 24]), vec![2, 11, 11]);
-        assert_eq!(equal_shares(10, &[24, 24, 24]).iter().sum::<usize>(), 10);
-        assert_eq!(equal_shares(3, &[5, 5, 5]), vec![1, 1, 1]);
+        assert_eq!(counts(24, &[24, 24, 24]), vec![8, 8, 8]);
+        assert_eq!(counts(24, &[2, 24, 24]), vec![2, 11, 11]);
+        assert_eq!(counts(10, &[24, 24, 24]).iter().sum::<usize>(), 10);
+        assert_eq!(counts(3, &[5, 5, 5]), vec![1, 1, 1]);
+    }
+
+    /// One user's seven jobs get together the CPUs another user's one job gets, and a user of
+    /// twice the share gets twice the CPUs.
+    #[test]
+    fn users_not_jobs_share_the_cpus() {
+        let topo = synthetic::parse("core:16").unwrap();
+        let owned = |id: u32, user: u32, share: f64| {
+            cosched_core::test_util::job(id)
+                .max_threads(16)
+                .owner(user, share)
+                .running(0.0, 1)
+        };
+        let mut jobs = vec![owned(0, 0, 1.0)];
+        jobs.extend((1..8).map(|id| owned(id, 65534, 1.0)));
+        let got = counts_of(&topo, &jobs);
+        assert_eq!(got[0], 8, "{got:?}");
+        assert_eq!(got[1..].iter().sum::<usize>(), 8, "{got:?}");
+        let weighted = vec![owned(0, 0, 3.0), owned(1, 65534, 1.0), owned(2, 65534, 1.0)];
+        assert_eq!(counts_of(&topo, &weighted), vec![12, 2, 2]);
     }
 
     /// Two EQs seeing the same events, one asked for changes: on a full machine a finish is handed

@@ -39,9 +39,10 @@ mod remaining;
 mod scalability;
 mod widths;
 
-use crate::eq::{equal_shares, grow_in_place};
+use crate::eq::grow_in_place;
 use cosched_core::{
-    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot, SyncKind,
+    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy, Slot,
+    SyncKind,
 };
 use probe::Probes;
 use remaining::Service;
@@ -531,12 +532,14 @@ fn admitted<'a>(elastic: &[&'a ActiveJob]) -> Vec<&'a ActiveJob> {
     order
 }
 
-/// Equal shares of `cpus` CPUs among `jobs`, none above its maximum.
+/// Fair shares of `cpus` CPUs among `jobs` (equal among one user's jobs of equal weight,
+/// `crate::users`), none above its maximum.
 fn equal_wanted(jobs: &[&ActiveJob], cpus: usize) -> Vec<(JobId, usize)> {
     let caps: Vec<usize> = jobs.iter().map(|j| j.spec.max_threads as usize).collect();
+    let specs: Vec<&JobSpec> = jobs.iter().map(|j| &*j.spec).collect();
     jobs.iter()
         .map(|j| j.id())
-        .zip(equal_shares(cpus, &caps))
+        .zip(crate::users::split_cpus(cpus, &specs, &caps))
         .collect()
 }
 
