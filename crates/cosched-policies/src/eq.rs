@@ -1,11 +1,13 @@
 //! EQ, equipartitioning without topology (TACO §4.2): the CPUs are divided equally among the jobs, and a
 //! change only adds CPUs to or removes CPUs from the sets jobs already hold, so that jobs do not migrate.
 //!
-//! The CPUs go to users first, in proportion to their shares, then to each user's jobs by weight
+//! Users, not jobs, share the machine (`crate::users`): waiting jobs get CPUs in fair-share order, and
+//! the CPUs go to users first, in proportion to their shares, then to each user's jobs by weight
 //! (`crate::users`); a single user's jobs of equal weight get equal counts. A job never gets more CPUs
 //! than its `max_threads`; what it leaves goes to the others. With more jobs
 //! than CPUs, running jobs keep one CPU each and newcomers wait in arrival order.
 
+use crate::users;
 use cosched_core::plan_change::SlotAssignment;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, PlanChange, Policy, Topology};
 use rustc_hash::FxHashMap as HashMap;
@@ -13,6 +15,8 @@ use rustc_hash::FxHashMap as HashMap;
 #[derive(Debug, Default)]
 pub struct Equipartition {
     held: HashMap<JobId, CpuSet>,
+    /// Whether the jobs of the last decision had owners (`crate::users`).
+    owned: bool,
 }
 
 impl Policy for Equipartition {
@@ -23,6 +27,10 @@ impl Policy for Equipartition {
     /// At most one job per CPU shares the machine, running ones first: a newcomer can only take a CPU
     /// that no receiver of the last decision holds.
     fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        // Jobs of several users wait in fair-share order, not arrival order: every one is seen.
+        if self.owned {
+            return None;
+        }
         Some(topology.num_cpus().saturating_sub(self.held.len()))
     }
 
@@ -35,13 +43,8 @@ impl Policy for Equipartition {
         if matches!(event, Event::Arrived { .. }) && self.held.len() >= machine.len() {
             return None;
         }
-        let receivers: Vec<_> = ctx
-            .jobs
-            .iter()
-            .filter(|j| j.started.is_some())
-            .chain(ctx.jobs.iter().filter(|j| j.started.is_none()))
-            .take(machine.len())
-            .collect();
+        self.owned = ctx.jobs.iter().any(|j| j.spec.owner.is_some());
+        let receivers = users::admitted(ctx.jobs, machine.len());
         let targets = crate::users::split_cpus(
             machine.len(),
             &receivers.iter().map(|j| &*j.spec).collect::<Vec<_>>(),
@@ -98,7 +101,12 @@ impl Equipartition {
         if self.held.len() != ctx.topology.num_cpus() || !self.held.contains_key(&finished) {
             return None;
         }
-        let next = ctx.jobs.iter().find(|j| j.started.is_none())?;
+        let next = match self.owned {
+            true => users::admitted(ctx.jobs, self.held.len())
+                .into_iter()
+                .find(|j| j.started.is_none()),
+            false => ctx.jobs.iter().find(|j| j.started.is_none()),
+        }?;
         if self.held.contains_key(&next.id()) {
             // Placed but not started: the general path sorts out who waits.
             return None;

@@ -6,7 +6,7 @@
 //! idle cores). Sizes therefore differ by at most one step.
 //!
 //! Where the jobs belong to several users, the sizes follow each job's part of its user's part of the
-//! machine instead (`crate::users`): a user with one job gets as many CPUs as one with seven, in
+//! machine instead, and waiting jobs get partitions in fair-share order (`crate::users`): a user with one job gets as many CPUs as one with seven, in
 //! the largest aligned partitions that fit those counts.
 //!
 //! Balancing is central and moves as little as it can: on every change a job keeps its partition when
@@ -21,6 +21,8 @@ use rustc_hash::FxHashMap as HashMap;
 pub struct TopologyAware {
     held: HashMap<JobId, CpuSet>,
     partitions: Partitions,
+    /// Whether the jobs of the last decision had owners (`crate::users`).
+    owned: bool,
 }
 
 impl Policy for TopologyAware {
@@ -30,6 +32,10 @@ impl Policy for TopologyAware {
 
     /// At most one job per CPU gets a partition, running ones first.
     fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        // Jobs of several users wait in fair-share order, not arrival order: every one is seen.
+        if self.owned {
+            return None;
+        }
         Some(topology.num_cpus())
     }
 
@@ -40,13 +46,8 @@ impl Policy for TopologyAware {
         let topo = ctx.topology;
         let cpus = topo.num_cpus();
         // Running jobs first, so that a newcomer never displaces one.
-        let receivers: Vec<_> = ctx
-            .jobs
-            .iter()
-            .filter(|j| j.started.is_some())
-            .chain(ctx.jobs.iter().filter(|j| j.started.is_none()))
-            .take(cpus)
-            .collect();
+        self.owned = ctx.jobs.iter().any(|j| j.spec.owner.is_some());
+        let receivers = crate::users::admitted(ctx.jobs, cpus);
         if receivers.is_empty() {
             self.held.clear();
             return Some(Plan::default());

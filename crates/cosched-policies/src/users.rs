@@ -3,7 +3,7 @@
 //! proportion to their weights. A user with twelve jobs thus gets what a user with one gets. Jobs
 //! without an owner are one user among the others (a single-user workload has no owners at all).
 
-use cosched_core::{JobSpec, Owner};
+use cosched_core::{ActiveJob, JobSpec, Owner};
 
 /// A job's owner as the split sees it: `None` stands for the ownerless jobs together.
 fn user_of(job: &JobSpec) -> Option<u32> {
@@ -166,6 +166,22 @@ pub(crate) fn fair_order(jobs: &[&JobSpec], placed: impl Fn(usize) -> bool) -> V
     order
 }
 
+/// The jobs that may hold CPUs, at most `limit`: the started ones (never displaced), then waiting
+/// ones, in arrival order for one user and in [`fair_order`] for several.
+pub(crate) fn admitted(jobs: &[ActiveJob], limit: usize) -> Vec<&ActiveJob> {
+    let started = jobs.iter().filter(|j| j.started.is_some());
+    if !several_users(jobs.iter().map(|j| &*j.spec)) {
+        let waiting = jobs.iter().filter(|j| j.started.is_none());
+        return started.chain(waiting).take(limit).collect();
+    }
+    let specs: Vec<&JobSpec> = jobs.iter().map(|j| &*j.spec).collect();
+    let waiting = fair_order(&specs, |i| jobs[i].started.is_some()).into_iter();
+    started
+        .chain(waiting.map(|i| &jobs[i]))
+        .take(limit)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +282,23 @@ mod tests {
         assert_eq!(fair_weights(&refs(&again)), folded);
         let alone = specs(&[(7, 1.0, 1.0), (7, 1.0, 3.0)]);
         assert_eq!(fair_weights(&refs(&alone)), vec![1.0, 3.0]);
+    }
+
+    #[test]
+    fn a_waiting_job_of_a_user_without_cpus_goes_before_older_ones() {
+        let jobs: Vec<ActiveJob> = [(0, 1, true), (1, 1, true), (2, 1, false), (3, 2, false)]
+            .into_iter()
+            .map(|(id, user, started)| {
+                let job = job(id).owner(user, 1.0);
+                match started {
+                    true => job.running(0.0, 1),
+                    false => job.waiting(),
+                }
+            })
+            .collect();
+        let ids = |limit| -> Vec<u32> { admitted(&jobs, limit).iter().map(|j| j.id().0).collect() };
+        assert_eq!(ids(3), [0, 1, 3]);
+        assert_eq!(ids(9), [0, 1, 3, 2]);
     }
 
     #[test]
