@@ -150,7 +150,8 @@ impl TopologyAware {
             placed.push((i, cpus));
         }
         // Rounding down to aligned sizes leaves CPUs idle: the jobs furthest below their targets
-        // grow into free partitions around theirs, up to their caps.
+        // grow first into free partitions around theirs, up to their caps; a CPU goes to a job
+        // above its target rather than stay idle.
         placed.sort_by_key(|(i, cpus)| std::cmp::Reverse(targets[*i] - cpus.len()));
         for (i, cpus) in &mut placed {
             let around = sizes
@@ -323,6 +324,21 @@ mod tests {
                 assert!(a.cpus.is_disjoint(&b.cpus));
             }
         }
+    }
+
+    #[test]
+    fn cpus_a_share_cannot_use_in_one_partition_go_to_others_rather_than_idle() {
+        let topo = presets::preset("taco-opteron8435").unwrap();
+        let jobs = owned(&[(0, 3.0), (65534, 1.0)]);
+        let plan = decide(
+            &mut TopologyAware::default(),
+            &topo,
+            &jobs,
+            Event::Arrived { job: JobId(1) },
+        );
+        // 18 and 6 CPUs are fair, but 18 is no partition size: the larger share gets a half, and the
+        // package beside the smaller share's grows into the other half.
+        assert_eq!([cpus_of(&plan, 0).len(), cpus_of(&plan, 1).len()], [12, 12]);
     }
 
     #[test]

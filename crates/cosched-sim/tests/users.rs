@@ -55,7 +55,13 @@ fn a_users_one_job_gets_half_the_machine_beside_another_users_seven() {
         // Half of 16 CPUs: 80 / 8 seconds. Without owners, one eighth: 80 / 2.
         let owned = lone_jobs_finish(policy, true);
         let alone = lone_jobs_finish(policy, false);
-        assert!((owned - 10.0).abs() < 0.5, "{policy}: {owned} s with owners");
-        assert!((alone - 40.0).abs() < 2.0, "{policy}: {alone} s without owners");
+        assert!(
+            (owned - 10.0).abs() < 0.5,
+            "{policy}: {owned} s with owners"
+        );
+        assert!(
+            (alone - 40.0).abs() < 2.0,
+            "{policy}: {alone} s without owners"
+        );
     }
 }
