@@ -467,6 +467,27 @@ profile = "nas/ep.B"
     }
 
     #[test]
+    fn an_owner_reaches_the_spec_and_its_share_is_checked() {
+        let owned = "[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n";
+        let with = |owner: &str| format!("{owned}owner = {owner}\n");
+        let workload = Workload::parse(&with("{ user = 7 }"), "w.toml").unwrap();
+        let spec = &workload.specs(4)[0];
+        assert_eq!(
+            spec.owner,
+            Some(Owner {
+                user: 7,
+                share: 1.0
+            })
+        );
+        assert_eq!(
+            Workload::parse(owned, "w.toml").unwrap().specs(4)[0].owner,
+            None
+        );
+        let err = error_of(&with("{ user = 7, share = 0 }"));
+        assert!(err.contains("owner.share"), "{err}");
+    }
+
+    #[test]
     fn unknown_field_names_file_line_and_field() {
         let err = error_of("[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\nthreads = 4\n");
         assert!(err.starts_with("w.toml: line 5"), "{err}");
