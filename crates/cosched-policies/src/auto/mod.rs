@@ -425,13 +425,27 @@ impl Auto {
         if rows.is_empty() {
             rows.push(Vec::new());
         }
+        // Users' shares folded in only where there are several: the weights of one user's jobs
+        // are their own.
+        let folded: HashMap<JobId, f64> =
+            match crate::users::several_users(ctx.jobs.iter().map(|j| &*j.spec)) {
+                true => {
+                    let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
+                    specs
+                        .iter()
+                        .map(|j| j.id)
+                        .zip(crate::users::fair_weights(&specs))
+                        .collect()
+                }
+                false => HashMap::default(),
+            };
         let mut plan = Plan::default();
         let mut held = HashMap::default();
         for mut row in rows {
             let weight = row
                 .iter()
                 .filter_map(|a| ctx.job(a.job))
-                .map(|j| j.spec.weight)
+                .map(|j| folded.get(&j.id()).copied().unwrap_or(j.spec.weight))
                 .fold(0.0, f64::max);
             row.extend(always.iter().cloned());
             for a in &row {
