@@ -41,12 +41,28 @@ fn by_user(jobs: &[&JobSpec]) -> Vec<(f64, Vec<usize>)> {
 /// gets at least one CPU. One user's jobs of equal weight get equal counts, the extra CPUs going to
 /// the jobs of the lowest caps.
 pub(crate) fn split_cpus(cpus: usize, jobs: &[&JobSpec], caps: &[usize]) -> Vec<usize> {
+    split_by_user(cpus, jobs, caps, |members, user_cpus| {
+        let mine: Vec<&JobSpec> = members.iter().map(|&i| jobs[i]).collect();
+        let my_caps: Vec<usize> = members.iter().map(|&i| caps[i]).collect();
+        among_jobs(user_cpus, &mine, &my_caps)
+    })
+}
+
+/// Splits `total` among the users of `jobs` by share, no user above the sum of their jobs' `caps`
+/// nor below one per job, and each user's part among their jobs by `divide` (the indices of the
+/// user's jobs and their part, answering a count per job). One user gets all of `total`.
+pub(crate) fn split_by_user(
+    total: usize,
+    jobs: &[&JobSpec],
+    caps: &[usize],
+    mut divide: impl FnMut(&[usize], usize) -> Vec<usize>,
+) -> Vec<usize> {
     let users = by_user(jobs);
     if users.len() == 1 {
-        return among_jobs(cpus, jobs, caps);
+        return divide(&users[0].1, total);
     }
     let per_user = proportional(
-        cpus,
+        total,
         &users
             .iter()
             .map(|(share, members)| Portion {
@@ -57,10 +73,8 @@ pub(crate) fn split_cpus(cpus: usize, jobs: &[&JobSpec], caps: &[usize]) -> Vec<
             .collect::<Vec<_>>(),
     );
     let mut split = vec![0; jobs.len()];
-    for ((_, members), user_cpus) in users.iter().zip(per_user) {
-        let mine: Vec<&JobSpec> = members.iter().map(|&i| jobs[i]).collect();
-        let my_caps: Vec<usize> = members.iter().map(|&i| caps[i]).collect();
-        for (&i, n) in members.iter().zip(among_jobs(user_cpus, &mine, &my_caps)) {
+    for ((_, members), part) in users.iter().zip(per_user) {
+        for (&i, n) in members.iter().zip(divide(members, part)) {
             split[i] = n;
         }
     }
