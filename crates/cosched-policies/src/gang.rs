@@ -139,7 +139,12 @@ impl Policy for Gang {
         // Users whose oldest unplaced job found no row: their later jobs wait behind it.
         let mut blocked: HashSet<Option<u32>> = HashSet::default();
         let in_rows = |i: usize| placed.contains(&specs[i].id);
-        for i in users::fair_order(&specs, in_rows) {
+        // One user's jobs in arrival order: the fair-share order without its cost.
+        let order = match several {
+            true => users::fair_order(&specs, in_rows),
+            false => (0..specs.len()).filter(|&i| !in_rows(i)).collect(),
+        };
+        for i in order {
             let job = &ctx.jobs[i];
             let user = job.spec.owner.map(|o| o.user);
             if blocked.contains(&user) {
@@ -184,15 +189,26 @@ impl Policy for Gang {
                 cpus,
             });
         }
-        let weights: HashMap<JobId, f64> = ctx
-            .jobs
-            .iter()
-            .map(|j| j.id())
-            .zip(users::fair_weights(&specs))
-            .collect();
+        // Users' shares folded in only where there are several: one user's weights are their own.
+        let folded: HashMap<JobId, f64> = match several {
+            true => specs
+                .iter()
+                .map(|j| j.id)
+                .zip(users::fair_weights(&specs))
+                .collect(),
+            false => HashMap::default(),
+        };
         let mut plan = Plan::default();
         for row in &self.rows {
-            let weight = row.iter().map(|a| weights[&a.job]).fold(0.0, f64::max);
+            let weight = row
+                .iter()
+                .map(|a| {
+                    folded
+                        .get(&a.job)
+                        .copied()
+                        .unwrap_or(active[&a.job].spec.weight)
+                })
+                .fold(0.0, f64::max);
             plan.slots.push(Slot {
                 length: self.slice * if weight > 0.0 { weight } else { 1.0 },
                 assignments: row.clone(),
