@@ -67,6 +67,23 @@ pub struct JobHints {
     pub sync: SyncKind,
 }
 
+/// The user a job belongs to, for sharing the machine among users before jobs: policies split CPUs
+/// and time among the owners present by `share`, then among each owner's jobs by their weights.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Owner {
+    /// Opaque id (a uid): jobs with the same id belong to the same user.
+    pub user: u32,
+    /// The user's part of the machine relative to other users' (Slurm's fair-share shares), 1.0 by
+    /// default.
+    #[serde(default = "unit_share")]
+    pub share: f64,
+}
+
+fn unit_share() -> f64 {
+    1.0
+}
+
 /// A job as policies see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSpec {
@@ -79,9 +96,13 @@ pub struct JobSpec {
     pub max_threads: u32,
     /// False opts the job out of coscheduling: it is pinned but never frozen (TACO §2.4).
     pub coschedule: bool,
-    /// Share of CPU time relative to other jobs (TACO §2.4), 1.0 by default.
+    /// Share of CPU time relative to other jobs (TACO §2.4), 1.0 by default; relative to its owner's
+    /// other jobs where it has an owner.
     pub weight: f64,
     pub hints: JobHints,
+    /// Whose it is; `None` for a single-user workload, where jobs share the machine by weight alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
 }
 
 impl JobSpec {

@@ -22,7 +22,7 @@ pub mod workload;
 pub use cpuset::CpuSet;
 pub use event::{Event, RateSource, Sample};
 pub use guard::{check_stall, PlanError, TimerLoopGuard};
-pub use job::{JobHints, JobId, JobKind, JobSpec, SyncKind};
+pub use job::{JobHints, JobId, JobKind, JobSpec, Owner, SyncKind};
 pub use plan::{Assignment, Plan, Slot};
 pub use plan_change::{PlanChange, PlanReplay};
 pub use policy::{take_over, ActiveJob, Context, Policy};

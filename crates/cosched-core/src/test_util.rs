@@ -1,12 +1,13 @@
 //! Jobs for tests, with the `test-util` feature: a [`JobSpec`] builder whose defaults most tests
 //! share, so that a test names only what matters to it.
 
-use crate::job::{JobHints, JobId, JobKind, JobSpec};
+use crate::job::{JobHints, JobId, JobKind, JobSpec, Owner};
 use crate::policy::ActiveJob;
 
 /// Job `j<id>`: arriving at 0, malleable, one thread, coscheduled, of weight 1, without hints.
 pub fn job(id: u32) -> JobBuilder {
     JobBuilder(JobSpec {
+        owner: None,
         id: JobId(id),
         name: format!("j{id}"),
         arrival: 0.0,
@@ -63,6 +64,12 @@ impl JobBuilder {
 
     pub fn weight(mut self, weight: f64) -> Self {
         self.0.weight = weight;
+        self
+    }
+
+    /// Owned by `user`, whose share of the machine is `share`.
+    pub fn owner(mut self, user: u32, share: f64) -> Self {
+        self.0.owner = Some(Owner { user, share });
         self
     }
 

@@ -3,7 +3,7 @@
 //! A job carries what the real executor needs (`command`, `env`) and what the simulator needs
 //! (`profile`); a file may have either or both. Errors name the file, the line and the field.
 
-use crate::job::{JobHints, JobId, JobKind, JobSpec};
+use crate::job::{JobHints, JobId, JobKind, JobSpec, Owner};
 use crate::names::{check_name, NameError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -54,6 +54,10 @@ pub struct JobEntry {
         with = "crate::memory::size_text"
     )]
     pub mem: Option<u64>,
+    /// The user the job belongs to (`owner = { user = 1000, share = 2.0 }`); absent for a workload
+    /// of one user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
 }
 
 fn one() -> u32 {
@@ -236,6 +240,8 @@ pub enum JobProblem {
     ThreadRange { min: u32, max: u32 },
     #[error("field `weight`: {weight} must be a positive number")]
     Weight { weight: f64 },
+    #[error("field `owner.share`: {share} must be a positive number")]
+    Share { share: f64 },
     #[error("needs `command` (to run it for real) or `profile` (to simulate it), or both")]
     NothingToRun,
 }
@@ -343,6 +349,7 @@ impl JobEntry {
             coschedule: self.coschedule,
             weight: self.weight,
             hints: self.hints.clone(),
+            owner: self.owner,
         }
     }
 }
@@ -367,6 +374,11 @@ fn check_job(job: &JobEntry) -> Result<(), JobProblem> {
     }
     if !(job.weight.is_finite() && job.weight > 0.0) {
         return Err(JobProblem::Weight { weight: job.weight });
+    }
+    if let Some(Owner { share, .. }) = job.owner {
+        if !(share.is_finite() && share > 0.0) {
+            return Err(JobProblem::Share { share });
+        }
     }
     if job.command.is_empty() && job.profile.is_none() {
         return Err(JobProblem::NothingToRun);
@@ -461,6 +473,27 @@ profile = "nas/ep.B"
 
     fn error_of(text: &str) -> String {
         Workload::parse(text, "w.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_owner_reaches_the_spec_and_its_share_is_checked() {
+        let owned = "[workload]\nname = \"x\"\n[[job]]\nname = \"a\"\nprofile = \"p\"\n";
+        let with = |owner: &str| format!("{owned}owner = {owner}\n");
+        let workload = Workload::parse(&with("{ user = 7 }"), "w.toml").unwrap();
+        let spec = &workload.specs(4)[0];
+        assert_eq!(
+            spec.owner,
+            Some(Owner {
+                user: 7,
+                share: 1.0
+            })
+        );
+        assert_eq!(
+            Workload::parse(owned, "w.toml").unwrap().specs(4)[0].owner,
+            None
+        );
+        let err = error_of(&with("{ user = 7, share = 0 }"));
+        assert!(err.contains("owner.share"), "{err}");
     }
 
     #[test]

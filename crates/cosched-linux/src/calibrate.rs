@@ -52,6 +52,7 @@ pub fn calibrate(
         let alone = Workload {
             info: workload.info.clone(),
             jobs: vec![JobEntry {
+                owner: None,
                 arrival: 0.0,
                 ..entry.clone()
             }],

@@ -368,6 +368,7 @@ mod tests {
         let rigid = Workload {
             jobs: (workload.jobs.iter().cloned())
                 .map(|j| JobEntry {
+                    owner: None,
                     kind: JobKind::Rigid,
                     command: vec!["y".into()],
                     ..j
@@ -505,6 +506,7 @@ mod tests {
         );
         store.record(vec![time(2, 2, 13.0)]);
         let entry = JobEntry {
+            owner: None,
             command: vec!["y".into()],
             ..Workload::parse(
                 "[workload]\nname = \"w\"\n[[job]]\nname = \"b\"\ncommand = [\"x\"]\n",

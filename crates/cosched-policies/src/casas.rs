@@ -18,14 +18,19 @@
 //! With more jobs than domains, `casas` lets the surplus wait in arrival order; `casas-ts` time-shares
 //! instead: ⌈n/D⌉ equal slots, jobs dealt to slots in arrival order, each slot allocated as above.
 //!
+//! **Users** share the domains before their jobs do (`crate::users`): where the jobs of a slot belong
+//! to several users, the domains are split among the users by share, and each user's part among
+//! their jobs by the ANTT optimum above.
+//!
 //! **Placement** keeps each job near its memory: a job's pages stay where it first ran (first touch; the
 //! paper's Linux 2.6.37 does not migrate them), so its probe starts on a domain no other job calls home,
 //! and every allocation gives a job its home domain, then the domains it already holds, then the free
 //! ones nearest home. A die holds an L3 and a memory controller (§3.1.1); an allocation that moved jobs
 //! away from their memory would bring back the memory-controller sharing die-granular allocation avoids.
 
+use crate::users;
 use cosched_core::{
-    Assignment, Context, CpuSet, Event, JobId, Level, Plan, Policy, Slot, Topology,
+    Assignment, Context, CpuSet, Event, JobId, JobSpec, Level, Plan, Policy, Slot, Topology,
 };
 use std::collections::{HashMap, VecDeque};
 
@@ -299,7 +304,20 @@ impl Casas {
                 .iter()
                 .map(|id| ntt_curve(&self.rates[id]))
                 .collect();
-            let counts = best_allocation(&ntt, domains.len()).expect("at most one job per domain");
+            let specs: Vec<&JobSpec> = members
+                .iter()
+                .map(|&id| &*ctx.job(id).expect("active").spec)
+                .collect();
+            // Users share the domains first; each user's part minimises the ANTT of their jobs.
+            let counts = users::split_by_user(
+                domains.len(),
+                &specs,
+                &vec![domains.len(); specs.len()],
+                |mine, part| {
+                    let curves: Vec<Vec<f64>> = mine.iter().map(|&i| ntt[i].clone()).collect();
+                    best_allocation(&curves, part).expect("at most one job per domain")
+                },
+            );
             let wanted: Vec<Wanted> = members
                 .iter()
                 .zip(&counts)
@@ -600,6 +618,36 @@ mod tests {
             .decide(&ctx(&topo, now, &left), &Event::Finished { job: JobId(1) })
             .unwrap();
         assert_eq!(plan.slots[0].assignments[0].cpus.len(), 48);
+    }
+
+    #[test]
+    fn a_users_one_job_gets_the_domains_another_users_three_share() {
+        let topo = presets::preset("casas-opteron6172").unwrap();
+        let owned = |id: u32, user: u32| {
+            cosched_core::test_util::job(id)
+                .arrival(f64::from(id))
+                .max_threads(48)
+                .owner(user, 1.0)
+                .waiting()
+        };
+        let jobs = [
+            owned(0, 65534),
+            owned(1, 65534),
+            owned(2, 65534),
+            owned(3, 0),
+        ];
+        let mut casas = Casas::space_sharing();
+        let mut now = 0.0;
+        let mut plan = Plan::default();
+        for n in 1..=4 {
+            plan = probe(&mut casas, &topo, &jobs[..n], n as u32 - 1, &mut now, |k| {
+                k as f64
+            });
+        }
+        let cpus = |id| plan.cpus_in_slot(0, JobId(id)).map_or(0, |c| c.len());
+        // Perfectly scaling jobs: without users, two domains each (12 CPUs).
+        assert_eq!(cpus(3), 24);
+        assert_eq!(cpus(0) + cpus(1) + cpus(2), 24);
     }
 
     #[test]

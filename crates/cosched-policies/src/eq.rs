@@ -1,9 +1,13 @@
 //! EQ, equipartitioning without topology (TACO §4.2): the CPUs are divided equally among the jobs, and a
 //! change only adds CPUs to or removes CPUs from the sets jobs already hold, so that jobs do not migrate.
 //!
-//! A job never gets more CPUs than its `max_threads`; what it leaves goes to the others. With more jobs
+//! Users, not jobs, share the machine (`crate::users`): waiting jobs get CPUs in fair-share order, and
+//! the CPUs go to users first, in proportion to their shares, then to each user's jobs by weight
+//! (`crate::users`); a single user's jobs of equal weight get equal counts. A job never gets more CPUs
+//! than its `max_threads`; what it leaves goes to the others. With more jobs
 //! than CPUs, running jobs keep one CPU each and newcomers wait in arrival order.
 
+use crate::users;
 use cosched_core::plan_change::SlotAssignment;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, PlanChange, Policy, Topology};
 use rustc_hash::FxHashMap as HashMap;
@@ -11,6 +15,8 @@ use rustc_hash::FxHashMap as HashMap;
 #[derive(Debug, Default)]
 pub struct Equipartition {
     held: HashMap<JobId, CpuSet>,
+    /// Whether the jobs of the last decision had owners (`crate::users`).
+    owned: bool,
 }
 
 impl Policy for Equipartition {
@@ -21,6 +27,10 @@ impl Policy for Equipartition {
     /// At most one job per CPU shares the machine, running ones first: a newcomer can only take a CPU
     /// that no receiver of the last decision holds.
     fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        // Jobs of several users wait in fair-share order, not arrival order: every one is seen.
+        if self.owned {
+            return None;
+        }
         Some(topology.num_cpus().saturating_sub(self.held.len()))
     }
 
@@ -33,15 +43,11 @@ impl Policy for Equipartition {
         if matches!(event, Event::Arrived { .. }) && self.held.len() >= machine.len() {
             return None;
         }
-        let receivers: Vec<_> = ctx
-            .jobs
-            .iter()
-            .filter(|j| j.started.is_some())
-            .chain(ctx.jobs.iter().filter(|j| j.started.is_none()))
-            .take(machine.len())
-            .collect();
-        let targets = equal_shares(
+        self.owned = ctx.jobs.iter().any(|j| j.spec.owner.is_some());
+        let receivers = users::admitted(ctx.jobs, machine.len());
+        let targets = crate::users::split_cpus(
             machine.len(),
+            &receivers.iter().map(|j| &*j.spec).collect::<Vec<_>>(),
             &receivers
                 .iter()
                 .map(|j| j.spec.max_threads as usize)
@@ -95,7 +101,12 @@ impl Equipartition {
         if self.held.len() != ctx.topology.num_cpus() || !self.held.contains_key(&finished) {
             return None;
         }
-        let next = ctx.jobs.iter().find(|j| j.started.is_none())?;
+        let next = match self.owned {
+            true => users::admitted(ctx.jobs, self.held.len())
+                .into_iter()
+                .find(|j| j.started.is_none()),
+            false => ctx.jobs.iter().find(|j| j.started.is_none()),
+        }?;
         if self.held.contains_key(&next.id()) {
             // Placed but not started: the general path sorts out who waits.
             return None;
@@ -148,21 +159,6 @@ pub(crate) fn grow_in_place(
     kept
 }
 
-/// Splits `cpus` equally among jobs, none above its cap, giving what capped jobs leave to the others.
-/// Needs `caps.len() <= cpus` and every cap ≥ 1; then every job gets at least one CPU.
-pub(crate) fn equal_shares(cpus: usize, caps: &[usize]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..caps.len()).collect();
-    order.sort_by_key(|&i| caps[i]);
-    let mut shares = vec![0; caps.len()];
-    let mut remaining = cpus;
-    for (done, &i) in order.iter().enumerate() {
-        let left = caps.len() - done;
-        shares[i] = caps[i].max(1).min(remaining.div_ceil(left));
-        remaining -= shares[i];
-    }
-    shares
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,12 +180,55 @@ mod tests {
             .collect()
     }
 
+    /// The CPU counts EQ gives jobs of `max_threads` `caps` on `cpus` CPUs, all started.
+    fn counts(cpus: usize, caps: &[u32]) -> Vec<usize> {
+        let topo = synthetic::parse(&format!("core:{cpus}")).unwrap();
+        let jobs: Vec<ActiveJob> = (0..caps.len() as u32)
+            .map(|i| job(i, caps[i as usize], true))
+            .collect();
+        counts_of(&topo, &jobs)
+    }
+
+    fn counts_of(topo: &cosched_core::Topology, jobs: &[ActiveJob]) -> Vec<usize> {
+        let ctx = Context {
+            topology: topo,
+            now: 0.0,
+            jobs,
+        };
+        let plan = Equipartition::default()
+            .decide(&ctx, &Event::Arrived { job: jobs[0].id() })
+            .unwrap();
+        jobs.iter()
+            .map(|j| plan.cpus_in_slot(0, j.id()).map_or(0, CpuSet::len))
+            .collect()
+    }
+
     #[test]
     fn shares_respect_caps_and_use_every_cpu() {
-        assert_eq!(equal_shares(24, &[24, 24, 24]), vec![8, 8, 8]);
-        assert_eq!(equal_shares(24, &[2, 24, 24]), vec![2, 11, 11]);
-        assert_eq!(equal_shares(10, &[24, 24, 24]).iter().sum::<usize>(), 10);
-        assert_eq!(equal_shares(3, &[5, 5, 5]), vec![1, 1, 1]);
+        assert_eq!(counts(24, &[24, 24, 24]), vec![8, 8, 8]);
+        assert_eq!(counts(24, &[2, 24, 24]), vec![2, 11, 11]);
+        assert_eq!(counts(10, &[24, 24, 24]).iter().sum::<usize>(), 10);
+        assert_eq!(counts(3, &[5, 5, 5]), vec![1, 1, 1]);
+    }
+
+    /// One user's seven jobs get together the CPUs another user's one job gets, and a user of
+    /// twice the share gets twice the CPUs.
+    #[test]
+    fn users_not_jobs_share_the_cpus() {
+        let topo = synthetic::parse("core:16").unwrap();
+        let owned = |id: u32, user: u32, share: f64| {
+            cosched_core::test_util::job(id)
+                .max_threads(16)
+                .owner(user, share)
+                .running(0.0, 1)
+        };
+        let mut jobs = vec![owned(0, 0, 1.0)];
+        jobs.extend((1..8).map(|id| owned(id, 65534, 1.0)));
+        let got = counts_of(&topo, &jobs);
+        assert_eq!(got[0], 8, "{got:?}");
+        assert_eq!(got[1..].iter().sum::<usize>(), 8, "{got:?}");
+        let weighted = vec![owned(0, 0, 3.0), owned(1, 65534, 1.0), owned(2, 65534, 1.0)];
+        assert_eq!(counts_of(&topo, &weighted), vec![12, 2, 2]);
     }
 
     /// Two EQs seeing the same events, one asked for changes: on a full machine a finish is handed

@@ -12,13 +12,21 @@
 //! When jobs leave, a job moves to an earlier row only where its own CPUs are free there, so repacking
 //! never migrates anyone; emptied rows disappear.
 //!
+//! Users, not jobs, share the machine (`crate::users`): jobs are offered rows in fair-share order (the
+//! next is the oldest job of the user holding the fewest places for their share), so that a user with many jobs cannot take every row ahead of a user with one, a user whose
+//! job waits for a row holds back only their own later jobs, and slot lengths follow the jobs' weights
+//! with their users' shares folded in.
+//!
 //! The matrix has at most `mpl` rows (the multiprogramming level of gang schedulers, which bounds how
 //! many jobs share the machine): a job that fits in no row when all are taken waits, and the jobs behind
 //! it wait too, first come first served.
 
 use crate::partitions::Partitions;
 use crate::settings::{self, SettingError};
-use cosched_core::{ActiveJob, Assignment, Context, Event, JobId, Plan, Policy, Slot, Topology};
+use crate::users;
+use cosched_core::{
+    ActiveJob, Assignment, Context, Event, JobId, JobSpec, Plan, Policy, Slot, Topology,
+};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Default slot length, seconds: TACO §3.3's slice (see `taco::DEFAULT_SLICE`); Peter et al. note gang
@@ -39,6 +47,8 @@ pub struct Gang {
     mpl: usize,
     rows: Vec<Vec<Assignment>>,
     partitions: Partitions,
+    /// Whether the jobs of the last decision had owners (`users`).
+    owned: bool,
 }
 
 impl Gang {
@@ -50,6 +60,7 @@ impl Gang {
             mpl: DEFAULT_MPL,
             rows: Vec::new(),
             partitions: Partitions::default(),
+            owned: false,
         }
     }
 
@@ -96,6 +107,11 @@ impl Policy for Gang {
     /// With every row taken only the oldest waiting job can get in (into a gap); otherwise each waiting
     /// job may get a row.
     fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        // Jobs of several users wait first come first served per user: each user's oldest may
+        // get in, wherever it is in the queue.
+        if self.owned {
+            return None;
+        }
         Some(if self.rows.len() >= self.mpl {
             1
         } else {
@@ -117,15 +133,28 @@ impl Policy for Gang {
         let shared = self.shared_sequential_slot;
         let sequential = |job: &ActiveJob| shared && job.spec.max_threads <= 1;
         let mut shared_slot = Vec::new();
-        for job in ctx.jobs {
+        let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
+        let several = users::several_users(specs.iter().copied());
+        self.owned = specs.iter().any(|j| j.owner.is_some());
+        // Users whose oldest unplaced job found no row: their later jobs wait behind it.
+        let mut blocked: HashSet<Option<u32>> = HashSet::default();
+        let in_rows = |i: usize| placed.contains(&specs[i].id);
+        // One user's jobs in arrival order: the fair-share order without its cost.
+        let order = match several {
+            true => users::fair_order(&specs, in_rows),
+            false => (0..specs.len()).filter(|&i| !in_rows(i)).collect(),
+        };
+        for i in order {
+            let job = &ctx.jobs[i];
+            let user = job.spec.owner.map(|o| o.user);
+            if blocked.contains(&user) {
+                continue;
+            }
             if sequential(job) {
                 shared_slot.push(Assignment {
                     job: job.id(),
                     cpus: ctx.topology.cpus().clone(),
                 });
-                continue;
-            }
-            if placed.contains(&job.id()) {
                 continue;
             }
             let width = job.fixed_threads().unwrap_or(job.spec.max_threads) as usize;
@@ -147,6 +176,11 @@ impl Policy for Gang {
                     self.rows.push(Vec::new());
                     (self.rows.len() - 1, partitions[0].clone())
                 }
+                // One user's jobs waiting for a row leave the others' jobs their turn.
+                None if several => {
+                    blocked.insert(user);
+                    continue;
+                }
                 None => break,
             };
             placed.insert(job.id());
@@ -155,11 +189,25 @@ impl Policy for Gang {
                 cpus,
             });
         }
+        // Users' shares folded in only where there are several: one user's weights are their own.
+        let folded: HashMap<JobId, f64> = match several {
+            true => specs
+                .iter()
+                .map(|j| j.id)
+                .zip(users::fair_weights(&specs))
+                .collect(),
+            false => HashMap::default(),
+        };
         let mut plan = Plan::default();
         for row in &self.rows {
             let weight = row
                 .iter()
-                .map(|a| active[&a.job].spec.weight)
+                .map(|a| {
+                    folded
+                        .get(&a.job)
+                        .copied()
+                        .unwrap_or(active[&a.job].spec.weight)
+                })
                 .fold(0.0, f64::max);
             plan.slots.push(Slot {
                 length: self.slice * if weight > 0.0 { weight } else { 1.0 },
@@ -318,6 +366,85 @@ mod tests {
             Event::Arrived { job: JobId(1) },
         );
         assert!((plan.share(JobId(1)) - 0.75).abs() < 1e-9);
+    }
+
+    /// Machine-wide rigid job `id` of `user`, arriving at `id` seconds.
+    fn owned(id: u32, user: u32) -> ActiveJob {
+        cosched_core::test_util::job(id)
+            .arrival(f64::from(id))
+            .kind(JobKind::Rigid)
+            .threads(16, 16)
+            .owner(user, 1.0)
+            .waiting()
+    }
+
+    fn users_by_row(plan: &Plan, jobs: &[ActiveJob]) -> Vec<u32> {
+        plan.slots
+            .iter()
+            .map(|slot| {
+                let job = slot.assignments[0].job;
+                jobs.iter()
+                    .find(|j| j.id() == job)
+                    .unwrap()
+                    .spec
+                    .owner
+                    .unwrap()
+                    .user
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_go_to_users_in_turn() {
+        // User 1 submitted four jobs before user 2's two: of three rows, user 2 gets one.
+        let mut jobs: Vec<ActiveJob> = (0..4).map(|id| owned(id, 1)).collect();
+        jobs.extend((4..6).map(|id| owned(id, 2)));
+        let mut gang = Gang::with_settings("gang:mpl=3", "mpl=3").unwrap();
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(5) });
+        assert_eq!(users_by_row(&plan, &jobs), [1, 2, 1]);
+    }
+
+    #[test]
+    fn a_user_holding_every_row_gives_the_next_free_one_to_another() {
+        let mut gang = Gang::with_settings("gang:mpl=3", "mpl=3").unwrap();
+        let mut jobs: Vec<ActiveJob> = (0..4).map(|id| owned(id, 1)).collect();
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(3) });
+        assert_eq!(users_by_row(&plan, &jobs), [1, 1, 1]);
+        jobs.extend((4..6).map(|id| owned(id, 2)));
+        let topo = presets::preset("gang-opteron8380").unwrap();
+        assert_eq!(
+            gang.queue_window(&topo),
+            None,
+            "every user's oldest is seen"
+        );
+        decide(&mut gang, &jobs, Event::Arrived { job: JobId(5) });
+        // User 1's job ends: the row goes to user 2, who holds none, ahead of user 1's older job.
+        jobs.remove(0);
+        let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(0) });
+        assert!(plan.placed_jobs().contains(&JobId(4)));
+        assert!(!plan.placed_jobs().contains(&JobId(3)));
+        // Another ends: both users hold one row, and user 1's job is the older.
+        jobs.remove(0);
+        let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(1) });
+        assert!(plan.placed_jobs().contains(&JobId(3)));
+        assert!(!plan.placed_jobs().contains(&JobId(5)));
+    }
+
+    #[test]
+    fn one_users_many_rows_get_the_time_of_another_users_one() {
+        let mut jobs: Vec<ActiveJob> = (0..12).map(|id| owned(id, 65534)).collect();
+        jobs.push(owned(12, 0));
+        let plan = decide(
+            &mut Gang::default(),
+            &jobs,
+            Event::Arrived { job: JobId(12) },
+        );
+        assert!(
+            (plan.share(JobId(12)) - 0.5).abs() < 1e-9,
+            "{}",
+            plan.share(JobId(12))
+        );
+        assert!((plan.share(JobId(0)) - 0.5 / 12.0).abs() < 1e-9);
     }
 
     #[test]

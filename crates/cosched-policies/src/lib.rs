@@ -19,6 +19,7 @@ mod ta;
 pub mod taco;
 mod taskbag;
 mod ue;
+mod users;
 
 pub use catalog::{settings, Setting};
 

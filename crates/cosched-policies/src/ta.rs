@@ -5,6 +5,10 @@
 //! as many as fit (5 jobs on 24 cores: three packages and two half-packages, not five halves and nine
 //! idle cores). Sizes therefore differ by at most one step.
 //!
+//! Where the jobs belong to several users, the sizes follow each job's part of its user's part of the
+//! machine instead, and waiting jobs get partitions in fair-share order (`crate::users`): a user with one job gets as many CPUs as one with seven, in
+//! the largest aligned partitions that fit those counts.
+//!
 //! Balancing is central and moves as little as it can: on every change a job keeps its partition when
 //! the size holds, shrinks inside it or grows around it when the size changes, and only the jobs that
 //! find their place taken move. With more jobs than CPUs, newcomers wait in arrival order.
@@ -17,6 +21,8 @@ use rustc_hash::FxHashMap as HashMap;
 pub struct TopologyAware {
     held: HashMap<JobId, CpuSet>,
     partitions: Partitions,
+    /// Whether the jobs of the last decision had owners (`crate::users`).
+    owned: bool,
 }
 
 impl Policy for TopologyAware {
@@ -26,6 +32,10 @@ impl Policy for TopologyAware {
 
     /// At most one job per CPU gets a partition, running ones first.
     fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        // Jobs of several users wait in fair-share order, not arrival order: every one is seen.
+        if self.owned {
+            return None;
+        }
         Some(topology.num_cpus())
     }
 
@@ -36,16 +46,15 @@ impl Policy for TopologyAware {
         let topo = ctx.topology;
         let cpus = topo.num_cpus();
         // Running jobs first, so that a newcomer never displaces one.
-        let receivers: Vec<_> = ctx
-            .jobs
-            .iter()
-            .filter(|j| j.started.is_some())
-            .chain(ctx.jobs.iter().filter(|j| j.started.is_none()))
-            .take(cpus)
-            .collect();
+        self.owned = ctx.jobs.iter().any(|j| j.spec.owner.is_some());
+        let receivers = crate::users::admitted(ctx.jobs, cpus);
         if receivers.is_empty() {
             self.held.clear();
             return Some(Plan::default());
+        }
+        if crate::users::several_users(receivers.iter().map(|j| &*j.spec)) {
+            let assignments = self.place_by_user(topo, &receivers);
+            return Some(self.plan(assignments));
         }
         let sizes = self.partitions.sizes(topo);
         let size = sizes
@@ -75,7 +84,14 @@ impl Policy for TopologyAware {
             }
             _ => assignments.extend(self.place(&fine, &receivers, &CpuSet::new())),
         }
-        let mut plan = Plan::space_sharing(Vec::with_capacity(receivers.len()));
+        Some(self.plan(assignments))
+    }
+}
+
+impl TopologyAware {
+    /// The plan giving each job its partition; remembered as the jobs' homes.
+    fn plan(&mut self, assignments: Vec<(&ActiveJob, CpuSet)>) -> Plan {
+        let mut plan = Plan::space_sharing(Vec::with_capacity(assignments.len()));
         for (job, cpus) in assignments {
             plan.advice
                 .insert(job.id(), job.spec.threads_for(cpus.len()));
@@ -89,11 +105,79 @@ impl Policy for TopologyAware {
             .iter()
             .map(|a| (a.job, a.cpus.clone()))
             .collect();
-        Some(plan)
+        plan
     }
-}
 
-impl TopologyAware {
+    /// Partitions for jobs of several users: each job's CPU count is its part of its user's part
+    /// (`crate::users`), and it gets the largest free aligned partition not wider than that, the
+    /// widest jobs first so that narrow ones do not break up the large partitions. A job keeps its
+    /// home (the partition equal to, inside or around its old CPUs) where it is free.
+    fn place_by_user<'a>(
+        &mut self,
+        topo: &Topology,
+        receivers: &[&'a ActiveJob],
+    ) -> Vec<(&'a ActiveJob, CpuSet)> {
+        let specs: Vec<_> = receivers.iter().map(|j| &*j.spec).collect();
+        let caps: Vec<usize> = receivers
+            .iter()
+            .map(|j| j.spec.max_threads as usize)
+            .collect();
+        let targets = crate::users::split_cpus(topo.num_cpus(), &specs, &caps);
+        let mut order: Vec<usize> = (0..receivers.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(targets[i]));
+        let sizes = self.partitions.sizes(topo);
+        let mut used = CpuSet::new();
+        let mut placed = Vec::with_capacity(receivers.len());
+        for i in order {
+            let job = receivers[i];
+            let old = self.held.get(&job.id()).cloned();
+            // Every job's target is at least 1 and the targets add up to at most the machine, so
+            // some CPU, a partition of size 1, is always left.
+            let cpus = sizes
+                .iter()
+                .rev()
+                .filter(|&&s| s <= targets[i])
+                .find_map(|&s| {
+                    let parts = self.partitions.of_size(topo, s);
+                    let mut free = parts.iter().filter(|p| p.is_disjoint(&used));
+                    let home = old.as_ref().and_then(|old| {
+                        free.clone().find(|p| p.is_subset(old) || old.is_subset(p))
+                    });
+                    home.or_else(|| free.next()).cloned()
+                })
+                .expect("a free CPU is left for every job");
+            used = used.union(&cpus);
+            placed.push((i, cpus));
+        }
+        // Rounding down to aligned sizes leaves CPUs idle: the jobs furthest below their targets
+        // grow first into free partitions around theirs, up to their caps; a CPU goes to a job
+        // above its target rather than stay idle.
+        placed.sort_by_key(|(i, cpus)| std::cmp::Reverse(targets[*i] - cpus.len()));
+        for (i, cpus) in &mut placed {
+            let around = sizes
+                .iter()
+                .rev()
+                .filter(|&&s| s > cpus.len() && s <= caps[*i])
+                .find_map(|&s| {
+                    let others = used.difference(cpus);
+                    self.partitions
+                        .of_size(topo, s)
+                        .iter()
+                        .find(|p| cpus.is_subset(p) && p.is_disjoint(&others))
+                        .cloned()
+                });
+            if let Some(wider) = around {
+                used = used.union(&wider);
+                *cpus = wider;
+            }
+        }
+        placed.sort_by_key(|(i, _)| *i);
+        placed
+            .into_iter()
+            .map(|(i, cpus)| (receivers[i], cpus))
+            .collect()
+    }
+
     /// One partition each for `jobs`, from `partitions` not overlapping `used`: a job keeps the one equal
     /// to, inside, or around its old CPUs where it is free; the others take the first free ones.
     fn place<'a>(
@@ -203,6 +287,77 @@ mod tests {
         // Job 0 grows around its package; job 2's package lies in the same half, so job 2 moves.
         assert!(cpus_of(&packages, 0).is_subset(&cpus_of(&again, 0)));
         assert!(cpus_of(&again, 2).is_disjoint(&cpus_of(&again, 0)));
+    }
+
+    /// Jobs started on the TACO machine, `users[i]` owning job `i`.
+    fn owned(users: &[(u32, f64)]) -> Vec<ActiveJob> {
+        users
+            .iter()
+            .enumerate()
+            .map(|(i, &(user, share))| {
+                cosched_core::test_util::job(i as u32)
+                    .max_threads(24)
+                    .owner(user, share)
+                    .running(0.0, 1)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_user_with_one_job_gets_what_a_user_with_seven_gets() {
+        let topo = presets::preset("taco-opteron8435").unwrap();
+        let mut users = vec![(0, 1.0)];
+        users.extend([(65534, 1.0); 7]);
+        let jobs = owned(&users);
+        let plan = decide(
+            &mut TopologyAware::default(),
+            &topo,
+            &jobs,
+            Event::Arrived { job: JobId(7) },
+        );
+        let sizes: Vec<usize> = (0..8).map(|j| cpus_of(&plan, j).len()).collect();
+        assert_eq!(sizes[0], 12, "{sizes:?}");
+        assert_eq!(sizes[1..].iter().sum::<usize>(), 12, "{sizes:?}");
+        for (i, a) in plan.slots[0].assignments.iter().enumerate() {
+            assert!(topo.partitions(a.cpus.len()).contains(&a.cpus));
+            for b in &plan.slots[0].assignments[i + 1..] {
+                assert!(a.cpus.is_disjoint(&b.cpus));
+            }
+        }
+    }
+
+    #[test]
+    fn cpus_a_share_cannot_use_in_one_partition_go_to_others_rather_than_idle() {
+        let topo = presets::preset("taco-opteron8435").unwrap();
+        let jobs = owned(&[(0, 3.0), (65534, 1.0)]);
+        let plan = decide(
+            &mut TopologyAware::default(),
+            &topo,
+            &jobs,
+            Event::Arrived { job: JobId(1) },
+        );
+        // 18 and 6 CPUs are fair, but 18 is no partition size: the larger share gets a half, and the
+        // package beside the smaller share's grows into the other half.
+        assert_eq!([cpus_of(&plan, 0).len(), cpus_of(&plan, 1).len()], [12, 12]);
+    }
+
+    #[test]
+    fn partitions_rounded_down_grow_into_what_is_left() {
+        let topo = presets::preset("taco-opteron8435").unwrap();
+        let mut ta = TopologyAware::default();
+        let jobs = owned(&[(0, 1.0), (65534, 1.0), (65534, 1.0)]);
+        let plan = decide(&mut ta, &topo, &jobs, Event::Arrived { job: JobId(2) });
+        let sizes: Vec<usize> = (0..3).map(|j| cpus_of(&plan, j).len()).collect();
+        assert_eq!(sizes, [12, 6, 6]);
+        // A third job of the second user: 4 CPUs each are rounded down to halves of packages, and
+        // one grows back to a whole package. The first user's job does not move.
+        let mut more = jobs.clone();
+        more.extend(owned(&[(0, 1.0), (0, 1.0), (0, 1.0), (65534, 1.0)]).pop());
+        let again = decide(&mut ta, &topo, &more, Event::Arrived { job: JobId(3) });
+        assert_eq!(cpus_of(&again, 0), cpus_of(&plan, 0));
+        let mut sizes: Vec<usize> = (1..4).map(|j| cpus_of(&again, j).len()).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, [3, 3, 6]);
     }
 
     proptest! {

@@ -78,6 +78,7 @@ mod tests {
 
     fn arrival(t: f64, id: u32) -> TraceLine {
         let job = JobSpec {
+            owner: None,
             id: JobId(id),
             name: format!("j{id}"),
             arrival: t,

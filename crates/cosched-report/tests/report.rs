@@ -20,6 +20,7 @@ fn arrival(id: u32, name: &str, at: f64, isolated: f64) -> TraceLine {
         at,
         Record::Arrival {
             job: JobSpec {
+                owner: None,
                 id: JobId(id),
                 name: name.into(),
                 arrival: at,

@@ -6,7 +6,7 @@ use crate::protocol::{now_unix, Accounting};
 use crate::scaling_history::ScalingHistory;
 use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
-use cosched_core::{JobId, JobSpec, Policy};
+use cosched_core::{JobId, JobSpec, Owner, Policy};
 use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource, OpenedAsUser};
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
@@ -98,6 +98,10 @@ impl JobSource for DaemonSource {
                         coschedule: s.coschedule,
                         weight: job.weight,
                         hints,
+                        owner: Some(Owner {
+                            user: job.uid,
+                            share: job.share,
+                        }),
                     },
                     command: s.command,
                     env: s.env,

@@ -88,6 +88,7 @@ impl Poisson {
                 }
                 let pick = rng.gen_range(0..mix.len());
                 JobEntry {
+                    owner: None,
                     name: format!("{i:03}-{}", short_name(&mix[pick])),
                     // Millisecond resolution keeps the TOML readable and the replay exact.
                     arrival: (arrival * 1000.0).round() / 1000.0,

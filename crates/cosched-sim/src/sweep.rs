@@ -216,6 +216,7 @@ impl Sweep {
                 })?
                 .sync;
             entries.extend((0..count).map(|i| JobEntry {
+                owner: None,
                 name: format!("{}-{i}", group.name),
                 arrival: 0.0,
                 kind: JobKind::Rigid,

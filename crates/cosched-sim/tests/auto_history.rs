@@ -129,6 +129,7 @@ fn job(id: u32, profile_text: &str, kind: JobKind, max_threads: u32) -> SimJob {
     let profile = profile::parse(profile_text).unwrap();
     SimJob {
         spec: JobSpec {
+            owner: None,
             id: JobId(id),
             name: format!("{id}-{profile_text}"),
             arrival: 0.0,

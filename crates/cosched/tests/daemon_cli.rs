@@ -2066,3 +2066,86 @@ fn one_users_many_jobs_do_not_starve_another_users_one_job() {
          (ticks {used:?}); its user's share is 0.5"
     );
 }
+
+/// A job that runs one thread, whatever it is advised.
+const ONE_THREAD: [&str; 6] = ["submit", "--threads", "1", "--kind", "rigid", "--"];
+
+/// Under eq, users share the CPUs before their jobs do: another user's jobs hold every CPU and one
+/// more of theirs waits; root's job, submitted after it, gets the first CPU freed (first come first
+/// served would give it to the other user's older job). The CPUs are those the processes really
+/// have.
+#[test]
+fn under_eq_a_freed_cpu_goes_to_the_user_without_one() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let mut daemon = Daemon::start(dir.path(), "eq");
+    let submit_as_nobody = |command: &str| -> u64 {
+        let out = as_nobody(&daemon, &[&ONE_THREAD[..], &["sh", "-c", command]].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let pid_of = |id: u64| show(&daemon, id).pid.filter(|&p| p != 0).map(|p| p as i32);
+    // One CPU each: a job that ends soon and spinners on the others.
+    let ending = submit_as_nobody("sleep 5");
+    let spinning: Vec<u64> = (1..cpus)
+        .map(|_| submit_as_nobody("while :; do :; done"))
+        .collect();
+    let all_started = poll(Duration::from_secs(20), || {
+        spinning
+            .iter()
+            .chain([&ending])
+            .all(|&id| pid_of(id).is_some())
+    });
+    let theirs_waiting = submit_as_nobody("while :; do :; done");
+    std::thread::sleep(Duration::from_secs(1));
+    let spin = ["sh", "-c", "while :; do :; done"];
+    let out = cosched(&daemon, &[&ONE_THREAD[..], &spin].concat());
+    let ours: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let ours_started = poll(Duration::from_secs(20), || pid_of(ours).is_some());
+    let waiting_started = pid_of(theirs_waiting).is_some();
+    let ours_cpus = pid_of(ours).map(cpus_allowed);
+    let spinning_cpus: Vec<String> = spinning
+        .iter()
+        .filter_map(|&id| pid_of(id).map(cpus_allowed))
+        .collect();
+    // The job that ended cannot be cancelled; waiting for the others leaves no spinner behind.
+    let live: Vec<u64> = spinning
+        .iter()
+        .copied()
+        .chain([ending, theirs_waiting, ours])
+        .filter(|&id| !show(&daemon, id).state.ended())
+        .collect();
+    let ids: Vec<String> = live.iter().map(u64::to_string).collect();
+    let mut cancel = vec!["cancel"];
+    cancel.extend(ids.iter().map(String::as_str));
+    let cancelled = cosched(&daemon, &cancel);
+    assert!(
+        cancelled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cancelled.stderr)
+    );
+    daemon.wait(live);
+    daemon.stop();
+    assert!(all_started, "the other user's first {cpus} jobs start");
+    assert!(ours_started, "root's job got no CPU when one was freed");
+    assert!(
+        !waiting_started,
+        "the other user's older waiting job took the freed CPU"
+    );
+    let ours_cpus = ours_cpus.unwrap();
+    assert!(
+        !ours_cpus.contains(['-', ',']),
+        "root's job has one CPU: {ours_cpus}"
+    );
+    assert!(
+        !spinning_cpus.contains(&ours_cpus),
+        "root's job shares CPU {ours_cpus} with the other user's: {spinning_cpus:?}"
+    );
+}

@@ -16,9 +16,8 @@ impl Executor<'_> {
         let mut place = Vec::new();
         for (id, r) in self.running() {
             let spec = &self.jobs[&id].arriving.spec;
-            let never_frozen = !spec.coschedule
-                || r.asked_to_end
-                || self.plan.pinned.iter().any(|a| a.job == id);
+            let never_frozen =
+                !spec.coschedule || r.asked_to_end || self.plan.pinned.iter().any(|a| a.job == id);
             match self.plan.cpus_in_slot(self.slot, id) {
                 Some(cpus) => place.push((id, cpus.clone())),
                 None if !never_frozen => freeze.push(id),

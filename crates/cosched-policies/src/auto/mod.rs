@@ -39,9 +39,10 @@ mod remaining;
 mod scalability;
 mod widths;
 
-use crate::eq::{equal_shares, grow_in_place};
+use crate::eq::grow_in_place;
 use cosched_core::{
-    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, Plan, Policy, Slot, SyncKind,
+    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobKind, JobSpec, Plan, Policy, Slot,
+    SyncKind,
 };
 use probe::Probes;
 use remaining::Service;
@@ -424,13 +425,27 @@ impl Auto {
         if rows.is_empty() {
             rows.push(Vec::new());
         }
+        // Users' shares folded in only where there are several: the weights of one user's jobs
+        // are their own.
+        let folded: HashMap<JobId, f64> =
+            match crate::users::several_users(ctx.jobs.iter().map(|j| &*j.spec)) {
+                true => {
+                    let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
+                    specs
+                        .iter()
+                        .map(|j| j.id)
+                        .zip(crate::users::fair_weights(&specs))
+                        .collect()
+                }
+                false => HashMap::default(),
+            };
         let mut plan = Plan::default();
         let mut held = HashMap::default();
         for mut row in rows {
             let weight = row
                 .iter()
                 .filter_map(|a| ctx.job(a.job))
-                .map(|j| j.spec.weight)
+                .map(|j| folded.get(&j.id()).copied().unwrap_or(j.spec.weight))
                 .fold(0.0, f64::max);
             row.extend(always.iter().cloned());
             for a in &row {
@@ -531,12 +546,14 @@ fn admitted<'a>(elastic: &[&'a ActiveJob]) -> Vec<&'a ActiveJob> {
     order
 }
 
-/// Equal shares of `cpus` CPUs among `jobs`, none above its maximum.
+/// Fair shares of `cpus` CPUs among `jobs` (equal among one user's jobs of equal weight,
+/// `crate::users`), none above its maximum.
 fn equal_wanted(jobs: &[&ActiveJob], cpus: usize) -> Vec<(JobId, usize)> {
     let caps: Vec<usize> = jobs.iter().map(|j| j.spec.max_threads as usize).collect();
+    let specs: Vec<&JobSpec> = jobs.iter().map(|j| &*j.spec).collect();
     jobs.iter()
         .map(|j| j.id())
-        .zip(equal_shares(cpus, &caps))
+        .zip(crate::users::split_cpus(cpus, &specs, &caps))
         .collect()
 }
 

@@ -342,3 +342,25 @@ fn a_job_on_fewer_cpus_is_credited_with_the_work_its_scaling_does_there() {
     let left = auto.service.remaining(JobId(0), 10.0);
     assert!((left - 5.0).abs() < 1e-9, "{left}");
 }
+
+#[test]
+fn with_nothing_known_a_users_one_job_is_as_wide_as_another_users_three() {
+    let topo = presets::preset("gang-opteron8380").unwrap();
+    let owned = |id: u32, user: u32| {
+        cosched_core::test_util::job(id)
+            .arrival(f64::from(id))
+            .max_threads(16)
+            .owner(user, 1.0)
+            .waiting()
+    };
+    let mut jobs: Vec<ActiveJob> = (0..3).map(|id| owned(id, 65534)).collect();
+    jobs.push(owned(3, 0));
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    let width = |id: u32| {
+        (0..plan.slots.len())
+            .find_map(|s| plan.cpus_in_slot(s, JobId(id)))
+            .map_or(0, |c| c.len())
+    };
+    assert_eq!(width(3), 8);
+    assert_eq!((0..3).map(width).sum::<usize>(), 8);
+}

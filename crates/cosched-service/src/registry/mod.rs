@@ -90,6 +90,8 @@ pub struct Incoming {
     pub submission: Submission,
     /// The weight the policy is to see: the job's share of its user's share (`fair_weights`).
     pub weight: f64,
+    /// Its user's share of the machine (`[shares]`), which the policy shares CPUs by.
+    pub share: f64,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     pub adopt: Option<Adopt>,
@@ -438,6 +440,7 @@ impl Registry {
                 gid: job.gid,
                 submission: *submission,
                 weight: 1.0,
+                share: self.shares.of(uid, job.gid),
                 stdout: job.view.stdout.clone(),
                 stderr: job.view.stderr.clone(),
                 adopt: job.adopt,

@@ -196,6 +196,7 @@ fn settle(node: &Topology, policy: &mut dyn Policy, widths: &[u32]) -> Plan {
         let id = JobId(i as u32);
         jobs.push(ActiveJob::new(
             JobSpec {
+                owner: None,
                 id,
                 name: format!("job{i}"),
                 arrival: 0.0,

@@ -5,7 +5,8 @@ use super::rates::Figures;
 use super::sampling::SampleWindow;
 use super::SimJob;
 use crate::model::Effects;
-use cosched_core::CpuSet;
+use cosched_core::trace::Record;
+use cosched_core::{ActiveJob, CpuSet, JobId};
 
 /// What thread advice does to a running malleable job.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,6 +40,25 @@ pub(super) fn switch_on_advice(
         Switch::At(now + delay, advised)
     } else {
         Switch::Unchanged
+    }
+}
+
+/// Marks the policy's view of job `id` (`active`, where it is still there) started at `now` with
+/// `threads`, and returns the trace record that says so: both engines start jobs alike.
+pub(super) fn mark_started(
+    active: Option<&mut ActiveJob>,
+    id: JobId,
+    threads: u32,
+    now: f64,
+) -> Record {
+    if let Some(a) = active {
+        a.started = Some(now);
+        a.threads = threads;
+    }
+    Record::Start {
+        job: id,
+        threads,
+        pid: None,
     }
 }
 

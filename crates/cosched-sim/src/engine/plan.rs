@@ -2,7 +2,7 @@
 //! (exact mode) slot ends are scheduled.
 
 use super::calendar::{self, Due};
-use super::job::{switch_on_advice, Phase, Run, Switch};
+use super::job::{mark_started, switch_on_advice, Phase, Run, Switch};
 use super::rates::{switch_cost, Figures};
 use super::sampling::SampleWindow;
 use super::{Engine, SimError};
@@ -59,15 +59,9 @@ impl Engine<'_> {
         }
         for (i, threads) in starts {
             let id = self.jobs[i].spec.id;
-            if let Some(a) = self.active.get_mut(self.states[i].order) {
-                a.started = Some(self.now);
-                a.threads = threads;
-            }
-            self.emit(Record::Start {
-                job: id,
-                threads,
-                pid: None,
-            })?;
+            let active = self.active.get_mut(self.states[i].order);
+            let record = mark_started(active, id, threads, self.now);
+            self.emit(record)?;
         }
         self.timer = plan.timer;
         self.timer_version += 1;

@@ -3,7 +3,7 @@
 
 use super::closed::{ClosedRuns, Next};
 use super::isolated::isolated;
-use super::job::{switch_on_advice, Switch};
+use super::job::{mark_started, switch_on_advice, Switch};
 use super::sampling::SampleWindow;
 use super::{SimError, SimJob, SimOptions, SimStats};
 use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch};
@@ -479,15 +479,9 @@ impl<'a> Engine<'a> {
             }
         }
         for (id, threads) in starts {
-            if let Some(a) = self.active.iter_mut().find(|a| a.spec.id == id) {
-                a.started = Some(self.now);
-                a.threads = threads;
-            }
-            self.emit(Record::Start {
-                job: id,
-                threads,
-                pid: None,
-            })?;
+            let active = self.active.iter_mut().find(|a| a.spec.id == id);
+            let record = mark_started(active, id, threads, self.now);
+            self.emit(record)?;
         }
         self.timer = plan.timer;
         self.slot = 0;

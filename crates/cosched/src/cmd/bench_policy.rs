@@ -63,6 +63,7 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
     for id in 0..args.jobs {
         jobs.push(ActiveJob::new(
             JobSpec {
+                owner: None,
                 id: JobId(id),
                 name: format!("job{id}"),
                 arrival: id as f64,

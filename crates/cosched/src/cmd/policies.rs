@@ -45,6 +45,7 @@ mod tests {
 
     fn job(max_threads: u32) -> JobSpec {
         JobSpec {
+            owner: None,
             id: JobId(0),
             name: "j".into(),
             arrival: 0.0,

@@ -1,0 +1,68 @@
+//! Users, not jobs, share the simulated machine: a user's one job gets the CPUs another user's seven
+//! get together.
+
+use cosched_core::metrics::summarize;
+use cosched_core::topology::synthetic;
+use cosched_core::workload::Workload;
+use cosched_core::JobId;
+use cosched_sim::{profile, simulate, SimJob, SimOptions};
+use std::sync::Arc;
+
+/// Perfectly scaling jobs of 80 CPU-seconds: one of user 0 after seven of user 65534 (or, with
+/// `owned` false, the same eight jobs without owners).
+fn workload(owned: bool) -> Workload {
+    let owner = |user: u32| match owned {
+        true => format!("owner = {{ user = {user} }}\n"),
+        false => String::new(),
+    };
+    let mut text = String::from("[workload]\nname = \"two-users\"\n");
+    for i in 0..8 {
+        let user = if i < 7 { 65534 } else { 0 };
+        text += &format!(
+            "[[job]]\nname = \"j{i}\"\nprofile = \"amdahl(serial=0, runtime=80)\"\n{}",
+            owner(user)
+        );
+    }
+    Workload::parse(&text, "two-users.toml").unwrap()
+}
+
+/// When the lone job of user 0 (the last one) finishes under `policy`.
+fn lone_jobs_finish(policy: &str, owned: bool) -> f64 {
+    let topo = synthetic::parse("package:2 core:8").unwrap();
+    let workload = workload(owned);
+    let jobs: Vec<SimJob> = workload
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| SimJob {
+            spec: Arc::new(entry.spec(JobId(i as u32), topo.num_cpus())),
+            profile: Arc::new(profile::parse(entry.profile.as_deref().unwrap()).unwrap()),
+            mem: entry.mem,
+        })
+        .collect();
+    let mut policy = cosched_policies::create(policy).unwrap();
+    let trace = simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
+    summarize(&trace)
+        .jobs
+        .iter()
+        .find(|j| j.id == JobId(7))
+        .and_then(|j| j.response)
+        .unwrap()
+}
+
+#[test]
+fn a_users_one_job_gets_half_the_machine_beside_another_users_seven() {
+    for policy in ["eq", "ta"] {
+        // Half of 16 CPUs: 80 / 8 seconds. Without owners, one eighth: 80 / 2.
+        let owned = lone_jobs_finish(policy, true);
+        let alone = lone_jobs_finish(policy, false);
+        assert!(
+            (owned - 10.0).abs() < 0.5,
+            "{policy}: {owned} s with owners"
+        );
+        assert!(
+            (alone - 40.0).abs() < 2.0,
+            "{policy}: {alone} s without owners"
+        );
+    }
+}
