@@ -208,10 +208,23 @@ impl Auto {
             .collect();
         let mut free = machine;
         let mut wanted: Vec<(&ActiveJob, usize)> = Vec::new();
-        // A started job that can run on one CPU keeps at least one: it is never stopped for others
-        // (one that waits for its width is frozen while shorter jobs run, as least remaining first
-        // has it).
-        let keeps = |r: &Ranked| usize::from(r.job.started.is_some() && !needs_its_width(r.job));
+        // A started job that can run on one CPU keeps at least one: it is never stopped for others.
+        // One that waits for its width is frozen while shorter jobs run, as least remaining first has
+        // it, unless it is a moldable job started narrower than the machine: it cannot widen later,
+        // so its work deferred would run narrow at the end beside idle CPUs, raising the makespan.
+        let keeps = |r: &Ranked| match r.job.started {
+            None => 0,
+            Some(_) if !needs_its_width(r.job) => 1,
+            Some(_) if r.job.spec.kind == JobKind::Moldable => {
+                let width = r.job.fixed_threads().map_or(machine, |t| t as usize);
+                if width < machine {
+                    width
+                } else {
+                    0
+                }
+            }
+            Some(_) => 0,
+        };
         let mut kept: usize = order.iter().map(keeps).sum();
         for ranked @ &Ranked { job, width, .. } in &order {
             kept -= keeps(ranked);
