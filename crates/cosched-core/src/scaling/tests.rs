@@ -287,3 +287,46 @@ fn times_alone_keep_a_speedup_that_jumps_at_a_package_boundary() {
     .unwrap();
     assert!(amdahl.scale(time(13.4), 24, 3) < 0.9 * time(2.5));
 }
+
+/// Runs recorded by `cosched compare` on a 2-CPU machine (`tests/data/scaling-runs-2cpu.json`:
+/// the calibration at full width and a run of `auto` that gave each program one CPU), by program.
+fn recorded() -> BTreeMap<String, Vec<ScalingRun>> {
+    #[derive(Deserialize)]
+    struct Program {
+        runs: Vec<ScalingRun>,
+    }
+    let text = include_str!("../../tests/data/scaling-runs-2cpu.json");
+    let programs: BTreeMap<String, Program> = serde_json::from_str(text).unwrap();
+    programs
+        .into_iter()
+        .map(|(name, p)| (name, p.runs))
+        .collect()
+}
+
+#[test]
+fn recorded_runs_tell_programs_that_scale_from_one_that_waits_on_a_timer() {
+    let runs = recorded();
+    let serial = |name: &str| {
+        fit(&runs[name])
+            .unwrap_or_else(|| panic!("{name}: no fit"))
+            .serial
+    };
+    // Compute-bound (a spin loop per thread), blocking OpenMP (dense), spinning OpenMP (stencil,
+    // OMP_WAIT_POLICY=active) and memory-streaming ones (spmv, a 256 MB buffer) all nearly halve
+    // their time on two CPUs of this machine.
+    for name in ["cpu-stress", "dense", "stencil", "spmv", "cache-stress"] {
+        assert!(serial(name) < 0.1, "{name}: {}", serial(name));
+    }
+    // Its threads each wait 200 µs between barriers: the same time on one CPU as on two.
+    assert!(serial("long-serial") > 0.9, "{}", serial("long-serial"));
+}
+
+#[test]
+fn recorded_runs_of_a_spinning_program_at_one_width_do_not_pass_for_scaling() {
+    // Two runs at full width; its CPU time (both CPUs busy spinning) says nothing of its scaling.
+    let runs = recorded();
+    assert_eq!(fit(&runs["spin-barrier"]), None);
+    let known = times_alone(&runs["spin-barrier"]);
+    assert_eq!(known.len(), 1, "{known:?}");
+    assert_eq!(known[0].width, 2);
+}
