@@ -13,15 +13,19 @@ use cosched_core::scaling::RunTracker;
 use cosched_core::trace::Record;
 use cosched_core::{JobId, Topology};
 use cosched_linux::{IsolatedTimes, ProgramScaling};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Command lines remembered per user.
 const PROGRAMS_PER_USER: usize = 64;
 
 /// A longer command line (arguments and all) is not remembered.
 const MAX_COMMAND_BYTES: usize = 4096;
+
+/// The least time between two writes of the stores: the executor's thread, which runs at real-time
+/// priority, writes them, and thousands of short jobs ending within seconds must not keep it busy.
+const SAVE_INTERVAL: Duration = Duration::from_secs(1);
 
 pub struct ScalingHistory {
     dir: PathBuf,
@@ -33,6 +37,9 @@ pub struct ScalingHistory {
     followed: BTreeMap<JobId, (u32, Vec<String>)>,
     /// Users' stores read so far.
     stores: BTreeMap<u32, IsolatedTimes>,
+    /// Users whose stores changed since they were last written, and when the stores were.
+    unsaved: BTreeSet<u32>,
+    saved_at: Option<Instant>,
 }
 
 impl ScalingHistory {
@@ -45,6 +52,8 @@ impl ScalingHistory {
             tracker: RunTracker::default(),
             followed: BTreeMap::new(),
             stores: BTreeMap::new(),
+            unsaved: BTreeSet::new(),
+            saved_at: None,
         }
     }
 
@@ -89,15 +98,26 @@ impl ScalingHistory {
         store.remember_scaling(&topology, &command, run);
         let excess = store.scaling.len().saturating_sub(PROGRAMS_PER_USER);
         store.scaling.drain(..excess);
-        let saved = std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))
-            .and_then(|()| {
-                let path = self.path(uid);
-                let store = &self.stores[&uid];
-                store.save(&path).map_err(|e| e.to_string())
-            });
-        if let Err(e) = saved {
-            eprintln!("cosched daemon: how job {id} scaled is not remembered: {e}");
+        self.unsaved.insert(uid);
+        if self.saved_at.is_none_or(|at| at.elapsed() >= SAVE_INTERVAL) {
+            self.save();
+        }
+    }
+
+    /// Writes the stores that changed since they were last written.
+    fn save(&mut self) {
+        self.saved_at = Some(Instant::now());
+        for uid in std::mem::take(&mut self.unsaved) {
+            let saved = std::fs::create_dir_all(&self.dir)
+                .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))
+                .and_then(|()| {
+                    let path = self.path(uid);
+                    let store = &self.stores[&uid];
+                    store.save(&path).map_err(|e| e.to_string())
+                });
+            if let Err(e) = saved {
+                eprintln!("cosched daemon: how uid {uid}'s jobs scaled is not remembered: {e}");
+            }
         }
     }
 
@@ -114,6 +134,13 @@ impl ScalingHistory {
                 IsolatedTimes::default()
             })
         })
+    }
+}
+
+/// What changed since the last write is written when the daemon stops.
+impl Drop for ScalingHistory {
+    fn drop(&mut self) {
+        self.save();
     }
 }
 
