@@ -278,11 +278,12 @@ fn an_oom_end_is_oom_with_the_cpus_the_job_had() {
     assert_eq!(accounting.peak_memory, Some(64 << 20));
 }
 
-#[test]
-fn a_dependent_job_takes_its_place_by_id_once_released_and_cancelled_jobs_are_never_handed() {
+/// A registry with one job of uid 1000 queued per entry of `depends_on`, each `afterok` the job
+/// named there, if any.
+fn depending(depends_on: &[Option<u64>]) -> Registry {
     use crate::protocol::{After, Dependency};
     let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
-    for depends_on in [None, Some(0), None, None, None] {
+    for &depends_on in depends_on {
         let mut tracked = job(&registry, 1000);
         if let (Some(id), Some(s)) = (depends_on, tracked.submission.as_mut()) {
             s.dependency.push(Dependency {
@@ -292,6 +293,12 @@ fn a_dependent_job_takes_its_place_by_id_once_released_and_cancelled_jobs_are_ne
         }
         registry.enqueue(tracked);
     }
+    registry
+}
+
+#[test]
+fn a_dependent_job_takes_its_place_by_id_once_released_and_cancelled_jobs_are_never_handed() {
+    let mut registry = depending(&[None, Some(0), None, None, None]);
     assert!(matches!(registry.cancel(3), Cancelled::BeforeStart { .. }));
     // One running job at a time: 0 first, 1 waits for it, 2 comes next.
     assert_eq!(taken(&mut registry, 1), [0]);
@@ -315,18 +322,7 @@ fn a_dependent_job_takes_its_place_by_id_once_released_and_cancelled_jobs_are_ne
 
 #[test]
 fn a_job_whose_dependency_failed_is_reported_unsatisfiable_once() {
-    use crate::protocol::{After, Dependency};
-    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
-    for depends_on in [None, Some(0)] {
-        let mut tracked = job(&registry, 1000);
-        if let (Some(id), Some(s)) = (depends_on, tracked.submission.as_mut()) {
-            s.dependency.push(Dependency {
-                after: After::Ok,
-                id,
-            });
-        }
-        registry.enqueue(tracked);
-    }
+    let mut registry = depending(&[None, Some(0)]);
     assert_eq!(taken(&mut registry, 10), [0]);
     registry.finish(0, Some(2.0), false, Some(1), None);
     assert!(taken(&mut registry, 10).is_empty());
