@@ -54,6 +54,13 @@ pub struct ProgramScaling {
     pub runs: Vec<ScalingRun>,
 }
 
+impl ProgramScaling {
+    /// Whether these are the runs of `command` on `machine` with `cpus` CPUs.
+    fn is(&self, machine: &str, cpus: usize, command: &[String]) -> bool {
+        self.machine == machine && self.cpus == cpus && self.command == command
+    }
+}
+
 /// Runs kept per program: the newest show the program as it is now.
 const KEPT_RUNS: usize = 8;
 
@@ -207,9 +214,24 @@ impl IsolatedTimes {
     }
 
     /// Keeps what one more run of a command line here showed about its scaling (a daemon's job,
-    /// followed with `cosched_core::scaling::RunTracker`).
-    pub fn remember_scaling(&mut self, topology: &Topology, command: &[String], run: ScalingRun) {
-        self.add_scaling(&topology.name, topology.num_cpus(), command, run);
+    /// followed with `cosched_core::scaling::RunTracker`), and at most `programs` command lines: the
+    /// least recently run are forgotten first.
+    pub fn remember_scaling(
+        &mut self,
+        topology: &Topology,
+        command: &[String],
+        run: ScalingRun,
+        programs: usize,
+    ) {
+        let (machine, cpus) = (&topology.name, topology.num_cpus());
+        // Most recently run last.
+        if let Some(i) = (self.scaling.iter()).position(|p| p.is(machine, cpus, command)) {
+            let program = self.scaling.remove(i);
+            self.scaling.push(program);
+        }
+        self.add_scaling(machine, cpus, command, run);
+        let excess = self.scaling.len().saturating_sub(programs);
+        self.scaling.drain(..excess);
     }
 
     /// Keeps one more run of a command line, dropping the oldest beyond `KEPT_RUNS`.
@@ -217,8 +239,7 @@ impl IsolatedTimes {
         if !run.informative() {
             return;
         }
-        let known = (self.scaling.iter_mut())
-            .find(|p| p.machine == machine && p.cpus == cpus && p.command == command);
+        let known = (self.scaling.iter_mut()).find(|p| p.is(machine, cpus, command));
         let program = match known {
             Some(program) => program,
             None => {
@@ -252,9 +273,7 @@ impl IsolatedTimes {
     /// The runs kept of this command line here, the newest last.
     fn scaling_runs(&self, topology: &Topology, command: &[String]) -> &[ScalingRun] {
         (self.scaling.iter())
-            .find(|p| {
-                p.machine == topology.name && p.cpus == topology.num_cpus() && p.command == command
-            })
+            .find(|p| p.is(&topology.name, topology.num_cpus(), command))
             .map_or(&[], |p| p.runs.as_slice())
     }
 

@@ -47,7 +47,7 @@ pub use executor::{
     execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, OpenedAsUser, Progress,
     RunOptions, RunReport, RunSetup, RunStats, WorkloadReplay,
 };
-pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes, ObservedProgram, ProgramScaling};
+pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes, ObservedProgram};
 pub use launch::InvokingUser;
 pub use measure::instruction_counter_status;
 pub use mechanism::{Freezer, Mechanisms, Placement, Unavailable, UnknownMechanism};

@@ -12,7 +12,7 @@
 use cosched_core::scaling::RunTracker;
 use cosched_core::trace::Record;
 use cosched_core::{JobId, Topology};
-use cosched_linux::{IsolatedTimes, ProgramScaling};
+use cosched_linux::IsolatedTimes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -87,17 +87,7 @@ impl ScalingHistory {
         }
         let topology = self.topology.clone();
         let store = self.store(uid);
-        // Most recently run last: the least recently run command lines are forgotten first.
-        let same = |p: &&ProgramScaling| {
-            (p.machine == topology.name && p.cpus == topology.num_cpus()) && p.command == command
-        };
-        if let Some(i) = store.scaling.iter().position(|p| same(&p)) {
-            let program = store.scaling.remove(i);
-            store.scaling.push(program);
-        }
-        store.remember_scaling(&topology, &command, run);
-        let excess = store.scaling.len().saturating_sub(PROGRAMS_PER_USER);
-        store.scaling.drain(..excess);
+        store.remember_scaling(&topology, &command, run, PROGRAMS_PER_USER);
         self.unsaved.insert(uid);
         if self.saved_at.is_none_or(|at| at.elapsed() >= SAVE_INTERVAL) {
             self.save();
