@@ -52,7 +52,7 @@ fn lone_jobs_finish(policy: &str, owned: bool) -> f64 {
 
 #[test]
 fn a_users_one_job_gets_half_the_machine_beside_another_users_seven() {
-    for policy in ["eq", "ta"] {
+    for policy in ["eq", "ta", "taco", "taco-basic", "taco-local"] {
         // Half of 16 CPUs: 80 / 8 seconds. Without owners, one eighth: 80 / 2.
         let owned = lone_jobs_finish(policy, true);
         let alone = lone_jobs_finish(policy, false);

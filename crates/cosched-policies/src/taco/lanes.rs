@@ -238,7 +238,7 @@ fn durations_alike(a: &[(JobId, f64)], b: &[(JobId, f64)]) -> bool {
 /// its lane has room. `jobs` are in arrival order, each with its duration; each lane takes its jobs in
 /// that order, so that dealing the same jobs again changes nothing. `held` gives a job's previous CPUs
 /// and the index among `partitions` where they may be (its lane when it was last dealt from them).
-pub fn deal<'h>(
+pub fn deal_by_count<'h>(
     partitions: &Arc<[CpuSet]>,
     places: &Places,
     jobs: &[(JobId, f64)],
@@ -288,6 +288,58 @@ pub fn deal<'h>(
             emptiest.push(Reverse((count[i], load[i].to_bits(), i)));
         }
     }
+    in_arrival_order(partitions, jobs, &lane_of, count)
+}
+
+/// Deals jobs to the partitions of one level so that lane loads (their turns' sums) even out, by
+/// Graham's longest-first rule: the longest turn first, each to the least loaded lane (then the
+/// one with fewest jobs, then the first). A job whose previous CPUs match a partition stays there
+/// while that keeps its lane within the even load. `jobs` and `held` as for [`deal_by_count`];
+/// each lane takes its jobs in arrival order.
+pub fn deal_by_load<'h>(
+    partitions: &Arc<[CpuSet]>,
+    places: &Places,
+    jobs: &[(JobId, f64)],
+    held: impl Fn(JobId) -> Option<(&'h CpuSet, usize)>,
+) -> Lanes {
+    let lane_count = partitions.len();
+    if lane_count == 0 {
+        return Lanes::default();
+    }
+    let even = jobs.iter().map(|(_, d)| d).sum::<f64>() / lane_count as f64;
+    let mut longest_first: Vec<usize> = (0..jobs.len()).collect();
+    longest_first.sort_by(|&a, &b| jobs[b].1.total_cmp(&jobs[a].1).then(a.cmp(&b)));
+    let mut count = vec![0usize; lane_count];
+    let mut load = vec![0.0f64; lane_count];
+    let mut lane_of = vec![0usize; jobs.len()];
+    for k in longest_first {
+        let (job, duration) = jobs[k];
+        let lane = match home(partitions, places, held(job)) {
+            Some(h) if load[h] + duration <= even * (1.0 + 1e-9) => h,
+            _ => (0..lane_count)
+                .min_by(|&a, &b| {
+                    load[a]
+                        .total_cmp(&load[b])
+                        .then(count[a].cmp(&count[b]))
+                        .then(a.cmp(&b))
+                })
+                .expect("at least one lane"),
+        };
+        lane_of[k] = lane;
+        count[lane] += 1;
+        load[lane] += duration;
+    }
+    in_arrival_order(partitions, jobs, &lane_of, count)
+}
+
+/// Lanes on `partitions` holding `jobs[k]` in lane `lane_of[k]`, `count` jobs each, every lane's
+/// jobs in the order of `jobs`.
+fn in_arrival_order(
+    partitions: &Arc<[CpuSet]>,
+    jobs: &[(JobId, f64)],
+    lane_of: &[usize],
+    count: Vec<usize>,
+) -> Lanes {
     let mut ends = count;
     let mut total = 0;
     for end in &mut ends {
@@ -314,7 +366,7 @@ fn home(partitions: &[CpuSet], places: &Places, held: Option<(&CpuSet, usize)>) 
     })
 }
 
-/// What [`deal`] gives for `jobs` when `before` was dealt for `jobs_before` and each of those is
+/// What [`deal_by_count`] gives for `jobs` when `before` was dealt for `jobs_before` and each of those is
 /// held where `before` put it, found from `before` when one job came or went and the others kept
 /// their turns, with the jobs that are new or moved; `None` otherwise, and the jobs must be dealt.
 /// Every job that stays is home again, so only the lane counts' one-job difference has to be
@@ -578,7 +630,7 @@ mod tests {
         held.insert(JobId(3), cpus(2..3));
         let jobs: Vec<(JobId, f64)> = (0..4).map(|j| (JobId(j), 1.0)).collect();
         let places = Places::of(&parts);
-        let lanes = deal(&parts, &places, &jobs, |j| {
+        let lanes = deal_by_count(&parts, &places, &jobs, |j| {
             held.get(&j).map(|c| (c, usize::MAX))
         });
         let ids = |lanes: &Lanes| {
@@ -593,7 +645,7 @@ mod tests {
             .iter()
             .flat_map(|(cpus, jobs)| jobs.iter().map(|(job, _)| (*job, cpus.clone())))
             .collect();
-        let again = deal(&parts, &places, &jobs, |j| {
+        let again = deal_by_count(&parts, &places, &jobs, |j| {
             held.get(&j).map(|c| (c, usize::MAX))
         });
         assert_eq!(ids(&again), vec![vec![0, 1], vec![2, 3]]);
@@ -621,13 +673,13 @@ mod tests {
                 .enumerate()
                 .filter_map(|(j, &(_, old))| old.map(|(first, len)| (JobId(j as u32), cpus(first..first + len))))
                 .collect();
-            let first = deal(&parts, &places, &members, |j| before.get(&j).map(|c| (c, usize::MAX)));
+            let first = deal_by_count(&parts, &places, &members, |j| before.get(&j).map(|c| (c, usize::MAX)));
             let held: HashMap<JobId, (CpuSet, usize)> = first
                 .iter()
                 .enumerate()
                 .flat_map(|(lane, (cpus, jobs))| jobs.iter().map(move |(job, _)| (*job, (cpus.clone(), lane))))
                 .collect();
-            let again = deal(&parts, &places, &members, |j| held.get(&j).map(|(c, lane)| (c, *lane)));
+            let again = deal_by_count(&parts, &places, &members, |j| held.get(&j).map(|(c, lane)| (c, *lane)));
             let lanes = |l: &Lanes| l.iter().map(|(_, jobs)| jobs.to_vec()).collect::<Vec<_>>();
             proptest::prop_assert_eq!(lanes(&first), lanes(&again));
         }
@@ -657,7 +709,7 @@ mod tests {
                     old.map(|(first, len)| (JobId(j as u32), (cpus(first..first + len), usize::MAX)))
                 })
                 .collect();
-            let first = deal(&parts, &places, &before, |j| earlier.get(&j).map(|(c, l)| (c, *l)));
+            let first = deal_by_count(&parts, &places, &before, |j| earlier.get(&j).map(|(c, l)| (c, *l)));
             let mut held: HashMap<JobId, (CpuSet, usize)> = first
                 .iter()
                 .enumerate()
@@ -675,7 +727,7 @@ mod tests {
                 }
             }
             let lookup = |j| held.get(&j).map(|(c, l)| (c, *l));
-            let anew = deal(&parts, &places, &now, lookup);
+            let anew = deal_by_count(&parts, &places, &now, lookup);
             let (again, moved) = deal_again(first.clone(), &before, &now, &places, lookup).expect("one job differs");
             let lanes = |l: &Lanes| l.iter().map(|(_, jobs)| jobs.to_vec()).collect::<Vec<_>>();
             proptest::prop_assert_eq!(lanes(&anew), lanes(&again));

@@ -28,6 +28,20 @@ impl LevelState {
     }
 }
 
+/// Jobs of the given weights as the thresholds count them when they belong to several users: their
+/// weights over the largest, so that a user's many jobs of small turns count for what their share
+/// is worth. Jobs of equal weights count one each.
+pub fn weighted_count(weights: impl Iterator<Item = f64> + Clone) -> usize {
+    let weights = weights.map(|w| w.max(1e-6));
+    let largest = weights.clone().fold(0.0, f64::max);
+    if largest == 0.0 {
+        return 0;
+    }
+    let total: f64 = weights.sum();
+    // Shares that add up to a whole number of jobs count as that many, rounding error aside.
+    (total / largest + 1e-9).floor() as usize
+}
+
 /// Jobs needed before switching down to a level of `partitions` partitions.
 pub fn threshold_down(partitions: usize, hysteresis: f64) -> usize {
     // Any positive hysteresis asks for at least one job more, so that a count oscillating by one

@@ -3,13 +3,15 @@
 //! sibling can spare a job, the siblings hand their jobs back to the parent.
 //!
 //! Each unit coschedules its jobs in turn, independently of the other units, so CPU time is not equal
-//! across units: the imbalance the paper names as this variant's cost.
+//! across units: the imbalance the paper names as this variant's cost. Within a unit, several users'
+//! jobs take turns as long as their weights, which then carry their users' shares.
 
 use super::geometry::Geometry;
-use super::lanes::{deal, side_by_side, Lanes, Places};
-use super::levels::threshold_down;
+use super::lanes::{deal_by_count, deal_by_load, side_by_side, Lanes, Places};
+use super::levels::{threshold_down, weighted_count};
 use super::options::TacoOptions;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan};
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 #[derive(Debug, Clone)]
@@ -32,6 +34,7 @@ impl Local {
         geometry: &Geometry,
         options: &TacoOptions,
         event: &Event,
+        by_users: bool,
     ) -> Plan {
         if self.units.is_empty() {
             self.units.push(Unit {
@@ -49,11 +52,65 @@ impl Local {
             }
         }
         match event {
+            _ if by_users => self.regroup_by_users(ctx, geometry, options.hysteresis),
             Event::Arrived { job } => self.arrive(*job, geometry, options.hysteresis),
             Event::Finished { job } => self.depart(*job, geometry),
             _ => {}
         }
-        self.build(ctx, options.slice)
+        self.build(ctx, options.slice, by_users)
+    }
+
+    /// Units for several users' jobs, found anew from the top, since every arrival or departure
+    /// changes the weights of its user's jobs: the jobs are dealt to the top units by load, and a
+    /// unit splits while its jobs, counted by weight, reach its children's threshold, dealing them
+    /// to the children by load. A job stays in the unit it was in where the loads allow.
+    fn regroup_by_users(&mut self, ctx: &Context, geometry: &Geometry, hysteresis: f64) {
+        let before: HashMap<JobId, CpuSet> = self
+            .units
+            .iter()
+            .flat_map(|u| u.jobs.iter().map(|&j| (j, u.cpus.clone())))
+            .collect();
+        let held = |job| before.get(&job).map(|cpus| (cpus, usize::MAX));
+        let jobs: Vec<(JobId, f64)> = ctx.jobs.iter().map(|j| (j.id(), j.spec.weight)).collect();
+        let tops = &geometry.parts[0];
+        let lanes = deal_by_load(tops, &geometry.places[0], &jobs, held);
+        self.units = lanes
+            .iter()
+            .map(|(cpus, jobs)| Unit {
+                level: 0,
+                cpus: cpus.clone(),
+                jobs: jobs.iter().map(|(j, _)| *j).collect(),
+            })
+            .collect();
+        let mut unit = 0;
+        while unit < self.units.len() {
+            let finer = self.units[unit].level + 1;
+            let children: Arc<[CpuSet]> = match geometry.parts.get(finer) {
+                Some(parts) => parts
+                    .iter()
+                    .filter(|p| p.is_subset(&self.units[unit].cpus))
+                    .cloned()
+                    .collect(),
+                None => Arc::from([]),
+            };
+            let members: Vec<(JobId, f64)> = self.units[unit]
+                .jobs
+                .iter()
+                .map(|&j| (j, ctx.job(j).map_or(1.0, |job| job.spec.weight)))
+                .collect();
+            let count = weighted_count(members.iter().map(|(_, w)| *w));
+            if children.is_empty() || count < threshold_down(children.len(), hysteresis) {
+                unit += 1;
+                continue;
+            }
+            let lanes = deal_by_load(&children, &Places::of(&children), &members, held);
+            self.units.swap_remove(unit);
+            self.units.extend(lanes.iter().map(|(cpus, jobs)| Unit {
+                level: finer,
+                cpus: cpus.clone(),
+                jobs: jobs.iter().map(|(j, _)| *j).collect(),
+            }));
+        }
     }
 
     fn arrive(&mut self, job: JobId, geometry: &Geometry, hysteresis: f64) {
@@ -85,7 +142,7 @@ impl Local {
         }
         let unit = self.units.swap_remove(index);
         let jobs: Vec<(JobId, f64)> = unit.jobs.iter().map(|j| (*j, 1.0)).collect();
-        let lanes = deal(&children, &Places::of(&children), &jobs, |_| None);
+        let lanes = deal_by_count(&children, &Places::of(&children), &jobs, |_| None);
         let first_child = self.units.len();
         self.units.extend(lanes.iter().map(|(cpus, jobs)| Unit {
             level: finer,
@@ -140,7 +197,9 @@ impl Local {
         }
     }
 
-    fn build(&self, ctx: &Context, slice: f64) -> Plan {
+    /// The plan of the units' jobs, each taking equal turns in its unit, or with `by_users` turns as
+    /// long as its weight.
+    fn build(&self, ctx: &Context, slice: f64, by_users: bool) -> Plan {
         let mut plan = Plan::default();
         let mut lanes = Vec::new();
         let mut longest = 0;
@@ -151,7 +210,8 @@ impl Local {
                 plan.advice
                     .insert(id, job.spec.threads_for(unit.cpus.len()));
                 if job.spec.coschedule {
-                    lane.push((id, 1.0));
+                    let turn = if by_users { job.spec.weight } else { 1.0 };
+                    lane.push((id, turn));
                 } else {
                     // §2.4 opt-out: runs all the time in its unit, uncoordinated with the unit's other jobs.
                     plan.pinned.push(Assignment {

@@ -11,6 +11,13 @@
 //! - restricted partition sizes (§4.4) and the slice length (§3.3) — [`geometry`], [`options`];
 //! - at most `mpl` jobs per CPU are admitted, first come first served; later ones wait unseen.
 //!
+//! **Users** share the machine before their jobs do (`crate::users`): where the admitted jobs belong
+//! to several users, they are admitted in fair-share order, each job's weight becomes its part of its
+//! user's share (§2.4's weights then give every user the same CPU time), the level follows the
+//! weighted job count (a user's twelve jobs count as one job of full weight), and each level's jobs
+//! are dealt so that its partitions carry equal turns ([`lanes::deal_by_load`]) with no partition
+//! left idle for exactness: a user who cannot use their share leaves it to the others.
+//!
 //! Registered as `taco` (all refinements), `taco-basic` (the version the paper measured, §4.2) and
 //! `taco-local`; any of them takes settings after a colon: `taco:hysteresis=0:sizes=1/6/24`.
 
@@ -24,9 +31,11 @@ mod steady;
 
 pub use options::{TacoOptions, DEFAULT_GRACE, DEFAULT_HYSTERESIS, DEFAULT_MPL, DEFAULT_SLICE};
 
-use cosched_core::{ActiveJob, Context, Event, Plan, PlanChange, Policy, Topology};
+use crate::users;
+use cosched_core::{ActiveJob, Context, Event, JobSpec, Plan, PlanChange, Policy, Topology};
 use geometry::Geometry;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 #[derive(Debug)]
 pub struct Taco {
@@ -36,6 +45,8 @@ pub struct Taco {
     geometry: Option<Geometry>,
     global: global::Global,
     local: local::Local,
+    /// Whether the jobs of the last decision had owners (`crate::users`).
+    owned: bool,
 }
 
 impl Taco {
@@ -46,6 +57,7 @@ impl Taco {
             geometry: None,
             global: global::Global::default(),
             local: local::Local::default(),
+            owned: false,
         }
     }
 }
@@ -56,20 +68,28 @@ impl Policy for Taco {
     }
 
     fn queue_window(&self, topology: &Topology) -> Option<usize> {
+        // Jobs of several users are admitted in fair-share order, not arrival order: every one is
+        // seen.
+        if self.owned {
+            return None;
+        }
         Some(self.admitted_count(topology))
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
         let (jobs, recount) = self.deciding(ctx, event)?;
+        let by_users = matches!(jobs, Admitted::ByUsers(_));
         let ctx = &Context {
-            jobs: &jobs,
+            jobs: jobs.jobs(),
             ..*ctx
         };
         let geometry = geometry_of(&mut self.geometry, ctx.topology, &self.options);
         Some(if self.options.local {
-            self.local.plan(ctx, geometry, &self.options, event)
+            self.local
+                .plan(ctx, geometry, &self.options, event, by_users)
         } else {
-            self.global.plan(ctx, geometry, &self.options, recount)
+            self.global
+                .plan(ctx, geometry, &self.options, recount, by_users)
         })
     }
 
@@ -83,7 +103,9 @@ impl Policy for Taco {
         current: &Plan,
     ) -> Option<PlanChange> {
         let admitted = self.admitted_count(ctx.topology);
-        if self.options.local {
+        // Several users' jobs are planned whole: the shortcuts below keep the turns and the level
+        // of jobs alone, which a user's next job or finish changes for all of that user's jobs.
+        if self.options.local || users::several_users(ctx.jobs.iter().map(|j| &*j.spec)) {
             return self
                 .decide(ctx, event)
                 .map(|plan| PlanChange::between(current, &plan));
@@ -113,7 +135,7 @@ impl Policy for Taco {
         }
         let (jobs, recount) = self.deciding(ctx, event)?;
         let ctx = &Context {
-            jobs: &jobs,
+            jobs: jobs.jobs(),
             ..*ctx
         };
         let geometry = geometry_of(&mut self.geometry, ctx.topology, &self.options);
@@ -139,11 +161,7 @@ impl Taco {
 
     /// Whether `event` calls for a plan: if so, the admitted jobs to plan for, and whether to
     /// re-evaluate the level.
-    fn deciding<'c>(
-        &mut self,
-        ctx: &Context<'c>,
-        event: &Event,
-    ) -> Option<(Cow<'c, [ActiveJob]>, bool)> {
+    fn deciding<'c>(&mut self, ctx: &Context<'c>, event: &Event) -> Option<(Admitted<'c>, bool)> {
         let recount = matches!(event, Event::Arrived { .. } | Event::Finished { .. });
         // Threads matter to the plan only for a job in its grace period (§2.3): running with the
         // advised count ends it. Anyone else's new team leaves the plan as it is.
@@ -161,9 +179,50 @@ impl Taco {
         if let Event::Finished { job } = event {
             self.global.forget(*job);
         }
-        let jobs = admitted(ctx.jobs, self.admitted_count(ctx.topology));
+        self.owned = ctx.jobs.iter().any(|j| j.spec.owner.is_some());
+        let count = self.admitted_count(ctx.topology);
+        let jobs = match users::several_users(ctx.jobs.iter().map(|j| &*j.spec)) {
+            true => Admitted::ByUsers(by_users(ctx.jobs, count)),
+            false => Admitted::Alone(admitted(ctx.jobs, count)),
+        };
         Some((jobs, recount))
     }
+}
+
+/// The jobs a plan is for.
+enum Admitted<'c> {
+    /// One user's (or no owner's), as they are.
+    Alone(Cow<'c, [ActiveJob]>),
+    /// Several users', each with its user's share folded into its weight.
+    ByUsers(Vec<ActiveJob>),
+}
+
+impl Admitted<'_> {
+    fn jobs(&self) -> &[ActiveJob] {
+        match self {
+            Admitted::Alone(jobs) => jobs,
+            Admitted::ByUsers(jobs) => jobs,
+        }
+    }
+}
+
+/// The jobs of several users that may hold places, `count` in all (more if more have started), in
+/// fair-share order, each weighing its part of its user's share (`users::fair_weights`).
+fn by_users(jobs: &[ActiveJob], count: usize) -> Vec<ActiveJob> {
+    let admitted = users::admitted(jobs, count);
+    let specs: Vec<&JobSpec> = admitted.iter().map(|j| &*j.spec).collect();
+    let weights = users::fair_weights(&specs);
+    admitted
+        .into_iter()
+        .zip(weights)
+        .map(|(job, weight)| {
+            let spec = JobSpec {
+                weight,
+                ..JobSpec::clone(&job.spec)
+            };
+            ActiveJob::new(Arc::new(spec), job.started, job.threads)
+        })
+        .collect()
 }
 
 /// The geometry `built` holds, built from `topology` on the first call: a run never changes machines.

@@ -669,3 +669,127 @@ proptest! {
         }
     }
 }
+
+/// `count` malleable jobs of up to 16 threads of `user`, ids from `first`, arriving at their ids.
+fn users_jobs(user: u32, first: u32, count: u32) -> Vec<ActiveJob> {
+    (first..first + count)
+        .map(|id| {
+            cosched_core::test_util::job(id)
+                .arrival(f64::from(id))
+                .threads(1, 16)
+                .owner(user, 1.0)
+                .waiting()
+        })
+        .collect()
+}
+
+/// Each user's CPU-seconds per second under `plan`.
+fn cpu_time_by_user(plan: &Plan, jobs: &[ActiveJob]) -> BTreeMap<u32, f64> {
+    let mut time = BTreeMap::new();
+    for (job, cpus) in cpu_time(plan) {
+        let user = jobs
+            .iter()
+            .find(|j| j.id() == job)
+            .unwrap()
+            .spec
+            .owner
+            .unwrap()
+            .user;
+        *time.entry(user).or_insert(0.0) += cpus;
+    }
+    time
+}
+
+/// The plan once every job of `jobs` has arrived, one after another, under `options`.
+fn plan_after_arrivals(options: TacoOptions, topo: &Topology, mut jobs: Vec<ActiveJob>) -> Plan {
+    let mut taco = Taco::new("taco", options);
+    let mut plan = None;
+    for k in 0..jobs.len() {
+        let id = jobs[k].id();
+        let seen = &mut jobs[..=k];
+        plan = step(&mut taco, topo, seen, k as f64, Event::Arrived { job: id }).or(plan);
+    }
+    plan.unwrap()
+}
+
+#[test]
+fn a_users_one_job_gets_the_cpu_time_another_users_seven_get() {
+    let topo = synthetic::parse("package:2 core:8").unwrap();
+    for (name, options) in [
+        ("taco", settled(DEFAULT_HYSTERESIS)),
+        ("taco-basic", TacoOptions::basic()),
+    ] {
+        let mut jobs = users_jobs(65534, 0, 7);
+        jobs.extend(users_jobs(1000, 7, 1));
+        let plan = plan_after_arrivals(options, &topo, jobs.clone());
+        assert_aligned(&topo, &plan);
+        let time = cpu_time_by_user(&plan, &jobs);
+        assert!((time[&1000] - 8.0).abs() < 0.1, "{name}: {time:?}");
+        assert!((time[&65534] - 8.0).abs() < 0.1, "{name}: {time:?}");
+    }
+}
+
+#[test]
+fn after_a_flood_of_one_users_jobs_the_next_place_goes_to_another_user() {
+    let topo = synthetic::parse("package:2 core:8").unwrap();
+    // 4 jobs per CPU are admitted: the flood's 70 fill them all before the other user's job comes.
+    let mut jobs = users_jobs(65534, 0, 70);
+    jobs.extend(users_jobs(1000, 70, 1));
+    let mut taco = Taco::new("taco", settled(DEFAULT_HYSTERESIS));
+    for k in 0..jobs.len() {
+        let id = jobs[k].id();
+        step(
+            &mut taco,
+            &topo,
+            &mut jobs[..=k],
+            k as f64,
+            Event::Arrived { job: id },
+        );
+    }
+    assert!(jobs[70].started.is_none(), "admitted past the limit");
+    jobs.remove(0);
+    let now = jobs.len() as f64;
+    let plan = step(
+        &mut taco,
+        &topo,
+        &mut jobs,
+        now,
+        Event::Finished { job: JobId(0) },
+    )
+    .unwrap();
+    assert!(
+        jobs[63].started.is_none(),
+        "the flood's next job went first"
+    );
+    let time = cpu_time_by_user(&plan, &jobs);
+    assert!((time[&1000] - 8.0).abs() < 0.5, "{time:?}");
+    let busy: f64 = time.values().sum();
+    assert!(busy > 15.9, "CPUs left idle: {time:?}");
+}
+
+#[test]
+fn under_local_taco_a_users_one_job_takes_longer_turns_than_another_users_seven() {
+    let topo = synthetic::parse("package:2 core:8").unwrap();
+    let local = TacoOptions {
+        local: true,
+        ..TacoOptions::basic()
+    };
+    let lone = |owned: bool| {
+        let mut jobs = users_jobs(65534, 0, 7);
+        jobs.extend(users_jobs(1000, 7, 1));
+        if !owned {
+            for job in &mut jobs {
+                let spec = JobSpec {
+                    owner: None,
+                    ..JobSpec::clone(&job.spec)
+                };
+                *job = ActiveJob::new(Arc::new(spec), None, 0);
+            }
+        }
+        let plan = plan_after_arrivals(local.clone(), &topo, jobs);
+        cpu_time(&plan)[&JobId(7)]
+    };
+    // Without owners it takes one turn in four in its package's unit: 2 CPUs.
+    assert!((lone(false) - 2.0).abs() < 0.1, "{}", lone(false));
+    assert!(lone(true) > 5.0, "{}", lone(true));
+}

@@ -1,7 +1,7 @@
 //! Replanning in part: after a thread change that only ends grace periods, or a finish while the
 //! last plan's decisions stand, only the levels that jobs leave or join are dealt again.
 
-use super::{duration, members_by_level, shortest, Decided, Global};
+use super::{duration, members_by_level, shortest, Deal, Decided, Global};
 use crate::taco::geometry::Geometry;
 use crate::taco::options::TacoOptions;
 use cosched_core::{ActiveJob, Context, CpuSet, JobId, Plan, PlanChange};
@@ -253,7 +253,9 @@ impl Global {
                 level,
                 std::mem::take(&mut members[level]),
                 unit,
-                options,
+                Deal::ByCount {
+                    balance: options.balance_levels,
+                },
                 old,
             ) {
                 replanned.push(levels.len());

@@ -8,8 +8,8 @@ mod opt_out;
 mod promotion;
 
 use super::geometry::Geometry;
-use super::lanes::{deal, deal_again, side_by_side, Lanes, Places};
-use super::levels::LevelState;
+use super::lanes::{deal_again, deal_by_count, deal_by_load, side_by_side, Lanes, Places};
+use super::levels::{weighted_count, LevelState};
 use super::options::TacoOptions;
 use super::steady::Steady;
 use cosched_core::{ActiveJob, Context, CpuSet, JobId, JobKind, Plan, PlanChange, Slot};
@@ -129,15 +129,17 @@ impl LevelPlan {
 
 impl Global {
     /// The plan for the jobs of `ctx`. `recount` re-evaluates the level (on arrivals and departures only:
-    /// Listing 1 changes levels on `on_start` and `on_terminate`).
+    /// Listing 1 changes levels on `on_start` and `on_terminate`). `by_users` plans for several users'
+    /// jobs, their shares folded into their weights (see the module doc of `taco`).
     pub fn plan(
         &mut self,
         ctx: &Context,
         geometry: &Geometry,
         options: &TacoOptions,
         recount: bool,
+        by_users: bool,
     ) -> Plan {
-        let (mut plan, advice) = self.plan_but_slots(ctx, geometry, options, recount);
+        let (mut plan, advice) = self.plan_but_slots(ctx, geometry, options, recount, by_users);
         plan.slots = self.slots().cloned().collect();
         plan.advice = advice.into_iter().collect();
         plan
@@ -153,7 +155,7 @@ impl Global {
         recount: bool,
         current: &Plan,
     ) -> PlanChange {
-        let (plan, advice) = self.plan_but_slots(ctx, geometry, options, recount);
+        let (plan, advice) = self.plan_but_slots(ctx, geometry, options, recount, false);
         PlanChange::with_slots(current, &plan, self.slots(), advice)
     }
 
@@ -170,10 +172,14 @@ impl Global {
         geometry: &Geometry,
         options: &TacoOptions,
         recount: bool,
+        by_users: bool,
     ) -> (Plan, Vec<(JobId, u32)>) {
         if recount {
-            self.level
-                .update(geometry, ctx.jobs.len(), options.hysteresis);
+            let count = match by_users {
+                true => weighted_count(ctx.jobs.iter().map(|j| j.spec.weight)),
+                false => ctx.jobs.len(),
+            };
+            self.level.update(geometry, count, options.hysteresis);
         }
         let base = self.level.level;
         let (opted_out, coscheduled): (Vec<&ActiveJob>, Vec<&ActiveJob>) =
@@ -240,7 +246,13 @@ impl Global {
         let unit = options.slice / shortest;
         let ids = coscheduled.iter().map(|job| job.id());
         let members = members_by_level(ids, &effective, &durations, available.len());
-        let mut levels = self.plan_levels(&available, &places, members, unit, options);
+        let deal = match by_users {
+            true => Deal::ByLoad,
+            false => Deal::ByCount {
+                balance: options.balance_levels,
+            },
+        };
+        let mut levels = self.plan_levels(&available, &places, members, unit, deal);
         self.hold_levels(geometry, &mut levels, held_apart, &opted_out);
         advice.extend(advice_for(geometry, coscheduled.iter().copied(), &targets));
         // Jobs come in arrival order, most often their ids' order too, which the sort only checks.
@@ -265,6 +277,11 @@ impl Global {
             unit,
         });
         self.levels = levels;
+        if by_users {
+            // Its turns are the users' shares of the moment: the next plan deals every level anew.
+            self.steady = None;
+            self.decided = None;
+        }
         (plan, advice)
     }
 
@@ -275,7 +292,7 @@ impl Global {
         places: &[Cow<Places>],
         mut members: Vec<Vec<(JobId, f64)>>,
         unit: f64,
-        options: &TacoOptions,
+        deal: Deal,
     ) -> Vec<LevelPlan> {
         let mut previous = self.previous_levels(available.len());
         let mut levels = Vec::new();
@@ -290,7 +307,7 @@ impl Global {
                 level,
                 members,
                 unit,
-                options,
+                deal,
                 before,
             ) {
                 levels.push(planned);
@@ -349,7 +366,7 @@ impl Global {
         level: usize,
         members: Vec<(JobId, f64)>,
         unit: f64,
-        options: &TacoOptions,
+        deal: Deal,
         before: Option<LevelPlan>,
     ) -> Option<LevelPlan> {
         if members.is_empty() {
@@ -383,13 +400,17 @@ impl Global {
             }
             before => before,
         };
-        let again = before.and_then(|b| deal_again(b.lanes, &b.members, &members, places, held));
-        let (mut lanes, unheld) = match again {
-            Some((lanes, moved)) => (lanes, Some(moved)),
-            None => (deal(partitions, places, &members, held), None),
+        let (mut lanes, unheld) = match deal {
+            Deal::ByLoad => (deal_by_load(partitions, places, &members, held), None),
+            Deal::ByCount { .. } => {
+                match before.and_then(|b| deal_again(b.lanes, &b.members, &members, places, held)) {
+                    Some((lanes, moved)) => (lanes, Some(moved)),
+                    None => (deal_by_count(partitions, places, &members, held), None),
+                }
+            }
         };
         let longest = (0..lanes.len()).map(|l| lanes.load(l)).fold(0.0, f64::max);
-        if options.balance_levels {
+        if deal == (Deal::ByCount { balance: true }) {
             // Exact shares: a lane shorter than the level idles for the rest of it. With equal
             // weights §2.2 leaves no such lane; with unequal ones this is what exactness costs.
             for lane in 0..lanes.len() {
@@ -429,6 +450,16 @@ impl Global {
         }
         previous
     }
+}
+
+/// How a level's jobs are dealt to its partitions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Deal {
+    /// Lane counts even (TACO's equal jobs), from the last deal where it stands; with `balance`
+    /// (§2.2), a lane shorter than the level idles for the rest of it, so that shares are exact.
+    ByCount { balance: bool },
+    /// Lane loads even, every lane kept busy: several users' jobs, whose turns differ by user.
+    ByLoad,
 }
 
 /// Each level's jobs among `ids` (in their order) with their turns, by their level for now.
