@@ -20,7 +20,11 @@
 //!
 //! **Users** share the domains before their jobs do (`crate::users`): where the jobs of a slot belong
 //! to several users, the domains are split among the users by share, and each user's part among
-//! their jobs by the ANTT optimum above.
+//! their jobs by the ANTT optimum above. With more jobs than domains, `casas` gives each user as many
+//! domains' worth of their oldest jobs as their share allows (a user's flood leaves another user's
+//! lone job room to widen), and `casas-ts` deals the jobs to its slots in fair-share order; the next
+//! job probed is the oldest of the user with the fewest jobs probed, so that one user's flood of
+//! probes does not hold back everyone else's first.
 //!
 //! **Placement** keeps each job near its memory: a job's pages stay where it first ran (first touch; the
 //! paper's Linux 2.6.37 does not migrate them), so its probe starts on a domain no other job calls home,
@@ -32,7 +36,7 @@ use crate::users;
 use cosched_core::{
     Assignment, Context, CpuSet, Event, JobId, JobSpec, Level, Plan, Policy, Slot, Topology,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Length of one probe on one domain count, seconds. The paper gives no figure; half a second is many
 /// sampling periods of `perf` yet short next to the PARSEC native runs (minutes).
@@ -247,10 +251,7 @@ impl Policy for Casas {
 impl Casas {
     fn next_probe_or_allocation(&mut self, ctx: &Context) -> Plan {
         let domains = ctx.topology.llc_domains().len();
-        while let Some(job) = self.unprobed.pop_front() {
-            if ctx.job(job).is_none() {
-                continue;
-            }
+        if let Some(job) = self.next_to_probe(ctx) {
             let counts = probe_counts(domains);
             let home = self.free_home(domains);
             self.home.insert(job, home);
@@ -264,6 +265,26 @@ impl Casas {
             return plan;
         }
         self.allocation(ctx)
+    }
+
+    /// The waiting job to probe next (taken off the list): the oldest still active, or where several
+    /// users wait, the oldest of the user with the fewest jobs probed for their share.
+    fn next_to_probe(&mut self, ctx: &Context) -> Option<JobId> {
+        let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
+        if !users::several_users(specs.iter().copied()) {
+            while let Some(job) = self.unprobed.pop_front() {
+                if ctx.job(job).is_some() {
+                    return Some(job);
+                }
+            }
+            return None;
+        }
+        let waiting: HashSet<JobId> = self.unprobed.iter().copied().collect();
+        let next = users::fair_order(&specs, |i| !waiting.contains(&specs[i].id))
+            .first()
+            .map(|&i| specs[i].id)?;
+        self.unprobed.retain(|&job| job != next);
+        Some(next)
     }
 
     /// The domain that is home to the fewest jobs (the lowest among equals): where a new job's memory
@@ -280,12 +301,29 @@ impl Casas {
     fn allocation(&mut self, ctx: &Context) -> Plan {
         let domains = ctx.topology.llc_domains();
         let packages = package_of(ctx.topology, &domains);
-        let probed: Vec<JobId> = ctx
+        let probed: Vec<&JobSpec> = ctx
             .jobs
             .iter()
-            .map(|j| j.id())
-            .filter(|id| self.rates.contains_key(id))
+            .map(|j| &*j.spec)
+            .filter(|spec| self.rates.contains_key(&spec.id))
             .collect();
+        let probed: Vec<JobId> = match users::several_users(probed.iter().copied()) {
+            false => probed.iter().map(|spec| spec.id).collect(),
+            true if self.time_sharing => users::fair_order(&probed, |_| false)
+                .into_iter()
+                .map(|i| probed[i].id)
+                .collect(),
+            true => {
+                let caps: Vec<usize> = probed
+                    .iter()
+                    .map(|spec| (spec.max_threads as usize).div_ceil(domain_size(&domains)))
+                    .collect();
+                users::given_places(domains.len(), &probed, &caps)
+                    .into_iter()
+                    .map(|i| probed[i].id)
+                    .collect()
+            }
+        };
         let slots = if self.time_sharing {
             probed.len().div_ceil(domains.len()).max(1)
         } else {
@@ -352,6 +390,11 @@ impl Casas {
         }
         plan
     }
+}
+
+/// CPUs of the largest LLC domain.
+fn domain_size(domains: &[CpuSet]) -> usize {
+    domains.iter().map(CpuSet::len).max().unwrap_or(1).max(1)
 }
 
 /// What one job needs from [`place`].
@@ -620,34 +663,74 @@ mod tests {
         assert_eq!(plan.slots[0].assignments[0].cpus.len(), 48);
     }
 
-    #[test]
-    fn a_users_one_job_gets_the_domains_another_users_three_share() {
-        let topo = presets::preset("casas-opteron6172").unwrap();
-        let owned = |id: u32, user: u32| {
-            cosched_core::test_util::job(id)
-                .arrival(f64::from(id))
-                .max_threads(48)
-                .owner(user, 1.0)
-                .waiting()
-        };
-        let jobs = [
-            owned(0, 65534),
-            owned(1, 65534),
-            owned(2, 65534),
-            owned(3, 0),
-        ];
-        let mut casas = Casas::space_sharing();
+    /// `flood` jobs of user 65534, then one of user 0, arriving one a second, of up to 48 threads.
+    fn flood_then_lone_job(flood: u32) -> Vec<ActiveJob> {
+        (0..=flood)
+            .map(|id| {
+                cosched_core::test_util::job(id)
+                    .arrival(f64::from(id))
+                    .max_threads(48)
+                    .owner(if id < flood { 65534 } else { 0 }, 1.0)
+                    .waiting()
+            })
+            .collect()
+    }
+
+    /// Probes `jobs` one after another, each scaling perfectly, and returns the allocation after
+    /// the last.
+    fn probe_each(casas: &mut Casas, topo: &cosched_core::Topology, jobs: &[ActiveJob]) -> Plan {
         let mut now = 0.0;
         let mut plan = Plan::default();
-        for n in 1..=4 {
-            plan = probe(&mut casas, &topo, &jobs[..n], n as u32 - 1, &mut now, |k| {
+        for n in 1..=jobs.len() {
+            plan = probe(casas, topo, &jobs[..n], n as u32 - 1, &mut now, |k| {
                 k as f64
             });
         }
+        plan
+    }
+
+    #[test]
+    fn a_users_one_job_gets_the_domains_another_users_three_share() {
+        let topo = presets::preset("casas-opteron6172").unwrap();
+        let plan = probe_each(&mut Casas::space_sharing(), &topo, &flood_then_lone_job(3));
         let cpus = |id| plan.cpus_in_slot(0, JobId(id)).map_or(0, |c| c.len());
         // Perfectly scaling jobs: without users, two domains each (12 CPUs).
         assert_eq!(cpus(3), 24);
         assert_eq!(cpus(0) + cpus(1) + cpus(2), 24);
+    }
+
+    #[test]
+    fn a_users_lone_job_gets_half_the_domains_beside_another_users_flood() {
+        let topo = presets::preset("casas-opteron6172").unwrap();
+        let plan = probe_each(&mut Casas::space_sharing(), &topo, &flood_then_lone_job(9));
+        let cpus = |id| plan.cpus_in_slot(0, JobId(id)).map_or(0, |c| c.len());
+        // Eight domains of six CPUs: four for the lone job, four for the flood's oldest four.
+        assert_eq!(cpus(9), 24);
+        assert_eq!((0..4).map(cpus).collect::<Vec<_>>(), [6; 4]);
+        assert_eq!((4..9).map(cpus).sum::<usize>(), 0);
+    }
+
+    #[test]
+    fn a_user_waiting_for_a_first_probe_goes_before_another_users_second() {
+        let topo = presets::preset("casas-opteron6172").unwrap();
+        let jobs = flood_then_lone_job(3);
+        let mut casas = Casas::space_sharing();
+        for id in 0..4 {
+            casas.decide(&ctx(&topo, 0.0, &jobs), &Event::Arrived { job: JobId(id) });
+        }
+        let mut now = 0.0;
+        let probed_next = loop {
+            now += PROBE_INTERVAL;
+            casas.decide(&ctx(&topo, now, &jobs), &sample(0, 1.0));
+            let plan = casas
+                .decide(&ctx(&topo, now, &jobs), &Event::Timer)
+                .unwrap();
+            let job = plan.slots[0].assignments[0].job;
+            if job != JobId(0) {
+                break job;
+            }
+        };
+        assert_eq!(probed_next, JobId(3));
     }
 
     #[test]

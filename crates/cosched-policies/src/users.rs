@@ -180,6 +180,41 @@ pub(crate) fn fair_order(jobs: &[&JobSpec], placed: impl Fn(usize) -> bool) -> V
     order
 }
 
+/// Which of `jobs` get one of `places` places (at least one place each, a job using at most its cap
+/// in `caps`), in [`fair_order`]: each user as many of their oldest jobs as the places their share
+/// gives them (at most their jobs' caps together, what they cannot use going to the others). A user
+/// with one job among others with many thus keeps room for that job to widen. One user: their
+/// first `places` jobs.
+pub(crate) fn given_places(places: usize, jobs: &[&JobSpec], caps: &[usize]) -> Vec<usize> {
+    let users = by_user(jobs);
+    if users.len() == 1 || users.len() >= places {
+        let order = match users.len() {
+            1 => (0..jobs.len()).collect(),
+            _ => fair_order(jobs, |_| false),
+        };
+        return order.into_iter().take(places).collect();
+    }
+    let quotas = proportional(
+        places,
+        &users
+            .iter()
+            .map(|(share, members)| Portion {
+                weight: *share,
+                min: 1,
+                cap: members.iter().map(|&i| caps[i].max(1)).sum(),
+            })
+            .collect::<Vec<_>>(),
+    );
+    let mut given = vec![false; jobs.len()];
+    for ((_, members), quota) in users.iter().zip(quotas) {
+        members.iter().take(quota).for_each(|&i| given[i] = true);
+    }
+    fair_order(jobs, |_| false)
+        .into_iter()
+        .filter(|&i| given[i])
+        .collect()
+}
+
 /// The jobs that may hold CPUs, at most `limit`: the started ones (never displaced), then waiting
 /// ones, in arrival order for one user and in [`fair_order`] for several.
 pub(crate) fn admitted(jobs: &[ActiveJob], limit: usize) -> Vec<&ActiveJob> {
@@ -313,6 +348,24 @@ mod tests {
         let ids = |limit| -> Vec<u32> { admitted(&jobs, limit).iter().map(|j| j.id().0).collect() };
         assert_eq!(ids(3), [0, 1, 3]);
         assert_eq!(ids(9), [0, 1, 3, 2]);
+    }
+
+    #[test]
+    fn a_users_lone_job_keeps_room_to_widen_beside_another_users_flood() {
+        let mut owners = vec![(1, 1.0, 1.0); 9];
+        owners.push((2, 1.0, 1.0));
+        let jobs = specs(&owners);
+        // Of 4 places, user 2 has a share of 2 for their one job: user 1 gets 2 jobs in, not 3.
+        assert_eq!(given_places(4, &refs(&jobs), &[4; 10]), vec![0, 9, 1]);
+        // A job that cannot widen leaves the place it cannot use to the other user.
+        let mut caps = [4; 10];
+        caps[9] = 1;
+        assert_eq!(given_places(4, &refs(&jobs), &caps), vec![0, 9, 1, 2]);
+        // One user: the oldest first.
+        assert_eq!(
+            given_places(4, &refs(&jobs[..9]), &[4; 9]),
+            vec![0, 1, 2, 3]
+        );
     }
 
     #[test]
