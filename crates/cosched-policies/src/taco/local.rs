@@ -24,7 +24,11 @@ struct Unit {
 /// The units that currently hold jobs: a tiling of the machine by partitions of possibly different levels.
 #[derive(Debug, Default)]
 pub struct Local {
+    /// Every arrived job's unit, by the count rule.
     units: Vec<Unit>,
+    /// The units of the last plan for several users' jobs, found anew on each (empty otherwise):
+    /// `units` goes on beside them, so that the count rule takes over where one user is left.
+    by_users: Vec<Unit>,
 }
 
 impl Local {
@@ -52,65 +56,16 @@ impl Local {
             }
         }
         match event {
-            _ if by_users => self.regroup_by_users(ctx, geometry, options.hysteresis),
             Event::Arrived { job } => self.arrive(*job, geometry, options.hysteresis),
             Event::Finished { job } => self.depart(*job, geometry),
             _ => {}
         }
-        self.build(ctx, options.slice, by_users)
-    }
-
-    /// Units for several users' jobs, found anew from the top, since every arrival or departure
-    /// changes the weights of its user's jobs: the jobs are dealt to the top units by load, and a
-    /// unit splits while its jobs, counted by weight, reach its children's threshold, dealing them
-    /// to the children by load. A job stays in the unit it was in where the loads allow.
-    fn regroup_by_users(&mut self, ctx: &Context, geometry: &Geometry, hysteresis: f64) {
-        let before: HashMap<JobId, CpuSet> = self
-            .units
-            .iter()
-            .flat_map(|u| u.jobs.iter().map(|&j| (j, u.cpus.clone())))
-            .collect();
-        let held = |job| before.get(&job).map(|cpus| (cpus, usize::MAX));
-        let jobs: Vec<(JobId, f64)> = ctx.jobs.iter().map(|j| (j.id(), j.spec.weight)).collect();
-        let tops = &geometry.parts[0];
-        let lanes = deal_by_load(tops, &geometry.places[0], &jobs, held);
-        self.units = lanes
-            .iter()
-            .map(|(cpus, jobs)| Unit {
-                level: 0,
-                cpus: cpus.clone(),
-                jobs: jobs.iter().map(|(j, _)| *j).collect(),
-            })
-            .collect();
-        let mut unit = 0;
-        while unit < self.units.len() {
-            let finer = self.units[unit].level + 1;
-            let children: Arc<[CpuSet]> = match geometry.parts.get(finer) {
-                Some(parts) => parts
-                    .iter()
-                    .filter(|p| p.is_subset(&self.units[unit].cpus))
-                    .cloned()
-                    .collect(),
-                None => Arc::from([]),
-            };
-            let members: Vec<(JobId, f64)> = self.units[unit]
-                .jobs
-                .iter()
-                .map(|&j| (j, ctx.job(j).map_or(1.0, |job| job.spec.weight)))
-                .collect();
-            let count = weighted_count(members.iter().map(|(_, w)| *w));
-            if children.is_empty() || count < threshold_down(children.len(), hysteresis) {
-                unit += 1;
-                continue;
-            }
-            let lanes = deal_by_load(&children, &Places::of(&children), &members, held);
-            self.units.swap_remove(unit);
-            self.units.extend(lanes.iter().map(|(cpus, jobs)| Unit {
-                level: finer,
-                cpus: cpus.clone(),
-                jobs: jobs.iter().map(|(j, _)| *j).collect(),
-            }));
+        if !by_users {
+            self.by_users.clear();
+            return build(&self.units, ctx, options.slice, false);
         }
+        self.by_users = regroup_by_users(&self.by_users, ctx, geometry, options.hysteresis);
+        build(&self.by_users, ctx, options.slice, true)
     }
 
     fn arrive(&mut self, job: JobId, geometry: &Geometry, hysteresis: f64) {
@@ -196,36 +151,95 @@ impl Local {
             index = self.units.len() - 1;
         }
     }
+}
 
-    /// The plan of the units' jobs, each taking equal turns in its unit, or with `by_users` turns as
-    /// long as its weight.
-    fn build(&self, ctx: &Context, slice: f64, by_users: bool) -> Plan {
-        let mut plan = Plan::default();
-        let mut lanes = Vec::new();
-        let mut longest = 0;
-        for unit in &self.units {
-            let mut lane = Vec::new();
-            for &id in &unit.jobs {
-                let Some(job) = ctx.job(id) else { continue };
-                plan.advice
-                    .insert(id, job.spec.threads_for(unit.cpus.len()));
-                if job.spec.coschedule {
-                    let turn = if by_users { job.spec.weight } else { 1.0 };
-                    lane.push((id, turn));
-                } else {
-                    // §2.4 opt-out: runs all the time in its unit, uncoordinated with the unit's other jobs.
-                    plan.pinned.push(Assignment {
-                        job: id,
-                        cpus: unit.cpus.clone(),
-                    });
-                }
+/// The plan of the units' jobs, each taking equal turns in its unit, or with `by_users` turns as
+/// long as its weight.
+fn build(units: &[Unit], ctx: &Context, slice: f64, by_users: bool) -> Plan {
+    let mut plan = Plan::default();
+    let mut lanes = Vec::new();
+    let mut longest = 0;
+    for unit in units {
+        let mut lane = Vec::new();
+        for &id in &unit.jobs {
+            let Some(job) = ctx.job(id) else { continue };
+            plan.advice
+                .insert(id, job.spec.threads_for(unit.cpus.len()));
+            if job.spec.coschedule {
+                let turn = if by_users { job.spec.weight } else { 1.0 };
+                lane.push((id, turn));
+            } else {
+                // §2.4 opt-out: runs all the time in its unit, uncoordinated with the unit's other jobs.
+                plan.pinned.push(Assignment {
+                    job: id,
+                    cpus: unit.cpus.clone(),
+                });
             }
-            longest = longest.max(lane.len());
-            lanes.push((unit.cpus.clone(), lane));
         }
-        plan.slots = side_by_side(&Lanes::new(lanes), slice * longest.max(1) as f64);
-        plan
+        longest = longest.max(lane.len());
+        lanes.push((unit.cpus.clone(), lane));
     }
+    plan.slots = side_by_side(&Lanes::new(lanes), slice * longest.max(1) as f64);
+    plan
+}
+
+/// Units for several users' jobs (those of `ctx`), found anew from the top, since every arrival or
+/// departure changes the weights of its user's jobs: the jobs are dealt to the top units by load,
+/// and a unit splits while its jobs, counted by weight, reach its children's threshold, dealing them
+/// to the children by load. A job stays in the unit it had `before` where the loads allow.
+fn regroup_by_users(
+    before: &[Unit],
+    ctx: &Context,
+    geometry: &Geometry,
+    hysteresis: f64,
+) -> Vec<Unit> {
+    let before: HashMap<JobId, CpuSet> = before
+        .iter()
+        .flat_map(|u| u.jobs.iter().map(|&j| (j, u.cpus.clone())))
+        .collect();
+    let held = |job| before.get(&job).map(|cpus| (cpus, usize::MAX));
+    let jobs: Vec<(JobId, f64)> = ctx.jobs.iter().map(|j| (j.id(), j.spec.weight)).collect();
+    let weight: HashMap<JobId, f64> = jobs.iter().copied().collect();
+    let tops = &geometry.parts[0];
+    let lanes = deal_by_load(tops, &geometry.places[0], &jobs, held);
+    let mut units: Vec<Unit> = lanes
+        .iter()
+        .map(|(cpus, jobs)| Unit {
+            level: 0,
+            cpus: cpus.clone(),
+            jobs: jobs.iter().map(|(j, _)| *j).collect(),
+        })
+        .collect();
+    let mut unit = 0;
+    while unit < units.len() {
+        let finer = units[unit].level + 1;
+        let children: Arc<[CpuSet]> = match geometry.parts.get(finer) {
+            Some(parts) => parts
+                .iter()
+                .filter(|p| p.is_subset(&units[unit].cpus))
+                .cloned()
+                .collect(),
+            None => Arc::from([]),
+        };
+        let members: Vec<(JobId, f64)> = units[unit]
+            .jobs
+            .iter()
+            .map(|&j| (j, weight[&j]))
+            .collect();
+        let count = weighted_count(members.iter().map(|(_, w)| *w));
+        if children.is_empty() || count < threshold_down(children.len(), hysteresis) {
+            unit += 1;
+            continue;
+        }
+        let lanes = deal_by_load(&children, &Places::of(&children), &members, held);
+        units.swap_remove(unit);
+        units.extend(lanes.iter().map(|(cpus, jobs)| Unit {
+            level: finer,
+            cpus: cpus.clone(),
+            jobs: jobs.iter().map(|(j, _)| *j).collect(),
+        }));
+    }
+    units
 }
 
 /// CPUs per job a newcomer would see in `unit`.
