@@ -22,14 +22,16 @@
 //! back only their own later jobs, and slot lengths follow the jobs' weights with their users' shares
 //! folded in (over the jobs in rows: waiting jobs do not thin their user's time).
 //!
-//! Rows are taken back: where every row is taken and a waiting job of user U fits in no gap, it takes
-//! a place from the user V holding the most places (jobs in rows) for their share, as long as V, before
-//! each job taken out, holds more places per share than U would after: h_V / s_V > (h_U + 1) / s_U.
-//! U's job gets the partition of its width that frees by taking out the fewest of V's jobs, and among
-//! those the one holding V's most recently placed. A started job taken out is in no slot, so it is frozen (its memory kept) and
-//! waits in fair order for a row again; V's later jobs wait behind it. The rule is strict, so no place
-//! goes back and forth: users holding as many places as their shares allow keep them, and the job
-//! taken out cannot take its place back on the next decision. With one user nothing is taken back.
+//! Rows are taken back: where every row is taken and a waiting job of user U fits in no gap, it
+//! takes a place from the user V holding the most places (jobs in rows) for their share, as long as
+//! V, before each job taken out, holds more places per share than U would after:
+//! h_V / s_V > (h_U + 1) / s_U. U's job gets the partition of its width that frees by taking out the fewest of V's
+//! jobs, and among those the one whose jobs were placed most recently. A started job taken out is
+//! in no slot, so it is frozen (its memory kept) and waits in fair order for a row again; V's later
+//! jobs wait behind it. A job opted out of coscheduling is never frozen, so it is never taken out.
+//! The rule is strict, so no place goes back and forth: users holding as many places as their
+//! shares allow keep them, and the job taken out cannot take its place back on the next decision.
+//! With one user nothing is taken back.
 
 use crate::partitions::Partitions;
 use crate::settings::{self, SettingError};
@@ -294,9 +296,10 @@ impl Room {
 
 impl Gang {
     /// Makes room for `claimant`, which fits in no row with every row taken, in one of `partitions`
-    /// (those of its width) by taking out jobs of another user, all of them one user's, while that user
-    /// still holds more places per share than the claimant's user would after it, before each job taken
-    /// out. Places are jobs in rows. `None` where no partition can be cleared fairly.
+    /// (those of its width) by taking out jobs of another user, all of them one user's and none opted
+    /// out of coscheduling, while that user still holds more places per share than the claimant's user
+    /// would after it, before each job taken out. Places are jobs in rows. `None` where no partition can
+    /// be cleared fairly.
     fn take_back(
         &mut self,
         active: &HashMap<JobId, &ActiveJob>,
@@ -324,7 +327,9 @@ impl Gang {
                 let mut one_giver = true;
                 for a in row.iter().filter(|a| !a.cpus.is_disjoint(partition)) {
                     let (u, _) = holder(a.job);
-                    if u == user || giver.is_some_and(|g| g != u) {
+                    // A job opted out of coscheduling is never frozen: out of its row, it runs on.
+                    let stays = !active[&a.job].spec.coschedule;
+                    if stays || u == user || giver.is_some_and(|g| g != u) {
                         one_giver = false;
                         break;
                     }
@@ -605,6 +610,27 @@ mod tests {
         jobs.remove(0);
         let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(0) });
         assert!(plan.placed_jobs().contains(&JobId(1)));
+    }
+
+    #[test]
+    fn jobs_opted_out_of_coscheduling_keep_their_rows() {
+        // Out of its row such a job would run on (the executor never freezes it).
+        for opted_out in [vec![1], vec![0, 1]] {
+            let mut gang = Gang::with_settings("gang:mpl=2", "mpl=2").unwrap();
+            let mut jobs = vec![owned(0, 1), owned(1, 1)];
+            for &i in &opted_out {
+                std::sync::Arc::make_mut(&mut jobs[i].spec).coschedule = false;
+            }
+            let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(1) });
+            start_placed(&mut jobs, &plan);
+            jobs.push(owned(2, 2));
+            let placed = decide(&mut gang, &jobs, Event::Arrived { job: JobId(2) }).placed_jobs();
+            let expected = match opted_out.len() {
+                1 => [JobId(1), JobId(2)].into(),
+                _ => [JobId(0), JobId(1)].into(),
+            };
+            assert_eq!(placed, expected, "jobs {opted_out:?} opted out");
+        }
     }
 
     #[test]
