@@ -12,20 +12,32 @@
 //! When jobs leave, a job moves to an earlier row only where its own CPUs are free there, so repacking
 //! never migrates anyone; emptied rows disappear.
 //!
-//! Users, not jobs, share the machine (`crate::users`): jobs are offered rows in fair-share order (the
-//! next is the oldest job of the user holding the fewest places for their share), so that a user with many jobs cannot take every row ahead of a user with one, a user whose
-//! job waits for a row holds back only their own later jobs, and slot lengths follow the jobs' weights
-//! with their users' shares folded in.
-//!
 //! The matrix has at most `mpl` rows (the multiprogramming level of gang schedulers, which bounds how
 //! many jobs share the machine): a job that fits in no row when all are taken waits, and the jobs behind
 //! it wait too, first come first served.
+//!
+//! Users, not jobs, share the machine (`crate::users`): jobs are offered rows in fair-share order (the
+//! next is the oldest job of the user holding the fewest places for their share), so that a user with
+//! many jobs cannot take every row ahead of a user with one, a user whose job waits for a row holds
+//! back only their own later jobs, and slot lengths follow the jobs' weights with their users' shares
+//! folded in (over the jobs in rows: waiting jobs do not thin their user's time).
+//!
+//! Rows are taken back: where every row is taken and a waiting job of user U fits in no gap, it
+//! takes a place from the user V holding the most places (jobs in rows) for their share, as long as
+//! V, before each job taken out, holds more places per share than U would after:
+//! h_V / s_V > (h_U + 1) / s_U. U's job gets the partition of its width that frees by taking out the fewest of V's
+//! jobs, and among those the one whose jobs were placed most recently. A started job taken out is
+//! in no slot, so it is frozen (its memory kept) and waits in fair order for a row again; V's later
+//! jobs wait behind it. A job opted out of coscheduling is never frozen, so it is never taken out.
+//! The rule is strict, so no place goes back and forth: users holding as many places as their
+//! shares allow keep them, and the job taken out cannot take its place back on the next decision.
+//! With one user nothing is taken back.
 
 use crate::partitions::Partitions;
 use crate::settings::{self, SettingError};
 use crate::users;
 use cosched_core::{
-    ActiveJob, Assignment, Context, Event, JobId, JobSpec, Plan, Policy, Slot, Topology,
+    ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobSpec, Plan, Policy, Slot, Topology,
 };
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -46,6 +58,9 @@ pub struct Gang {
     /// Most rows the matrix may have.
     mpl: usize,
     rows: Vec<Vec<Assignment>>,
+    /// When each job in `rows` got its place (a count of placements): a user gives back their newest.
+    placed_at: HashMap<JobId, u64>,
+    placements: u64,
     partitions: Partitions,
     /// Whether the jobs of the last decision had owners (`users`).
     owned: bool,
@@ -59,6 +74,8 @@ impl Gang {
             shared_sequential_slot: false,
             mpl: DEFAULT_MPL,
             rows: Vec::new(),
+            placed_at: HashMap::default(),
+            placements: 0,
             partitions: Partitions::default(),
             owned: false,
         }
@@ -127,6 +144,7 @@ impl Policy for Gang {
         for row in &mut self.rows {
             row.retain(|a| active.contains_key(&a.job));
         }
+        self.placed_at.retain(|job, _| active.contains_key(job));
         self.repack();
         let mut placed: HashSet<JobId> = self.rows.iter().flatten().map(|a| a.job).collect();
         let sizes = self.partitions.sizes(ctx.topology);
@@ -177,25 +195,38 @@ impl Policy for Gang {
                     (self.rows.len() - 1, partitions[0].clone())
                 }
                 // One user's jobs waiting for a row leave the others' jobs their turn.
-                None if several => {
-                    blocked.insert(user);
-                    continue;
-                }
+                None if several => match self.take_back(&active, &job.spec, &partitions) {
+                    Some(TakenBack { row, cpus, giver }) => {
+                        // The giver's jobs wait behind the one taken out, which is older.
+                        blocked.insert(giver);
+                        (row, cpus)
+                    }
+                    None => {
+                        blocked.insert(user);
+                        continue;
+                    }
+                },
                 None => break,
             };
             placed.insert(job.id());
+            self.placed_at.insert(job.id(), self.placements);
+            self.placements += 1;
             self.rows[row].push(Assignment {
                 job: job.id(),
                 cpus,
             });
         }
-        // Users' shares folded in only where there are several: one user's weights are their own.
+        // Users' shares folded in only where there are several: one user's weights are their own. Over
+        // the jobs in rows: a user's waiting jobs get no slot, so they take nothing of its share.
         let folded: HashMap<JobId, f64> = match several {
-            true => specs
-                .iter()
-                .map(|j| j.id)
-                .zip(users::fair_weights(&specs))
-                .collect(),
+            true => {
+                let in_rows: Vec<&JobSpec> = (self.rows.iter().flatten())
+                    .map(|a| &*active[&a.job].spec)
+                    .collect();
+                (in_rows.iter().map(|j| j.id))
+                    .zip(users::fair_weights(&in_rows))
+                    .collect()
+            }
             false => HashMap::default(),
         };
         let mut plan = Plan::default();
@@ -232,7 +263,118 @@ impl Policy for Gang {
     }
 }
 
+/// A place taken back for a waiting job: its row and CPUs, and the user who gave it up.
+struct TakenBack {
+    row: usize,
+    cpus: CpuSet,
+    giver: Option<u32>,
+}
+
+/// One way to make room for a waiting job: the jobs of one user in a partition of one row.
+struct Room {
+    /// The giver's places per share.
+    giver_holds: f64,
+    jobs: usize,
+    /// When the oldest of those jobs was placed.
+    oldest: u64,
+    row: usize,
+    partition: usize,
+    giver: Option<u32>,
+}
+
+impl Room {
+    /// Whether `self` is the better room: from the user holding the most per share, taking out the
+    /// fewest jobs, the most recently placed.
+    fn better_than(&self, other: &Room) -> bool {
+        self.giver_holds
+            .total_cmp(&other.giver_holds)
+            .then(other.jobs.cmp(&self.jobs))
+            .then(self.oldest.cmp(&other.oldest))
+            .is_gt()
+    }
+}
+
 impl Gang {
+    /// Makes room for `claimant`, which fits in no row with every row taken, in one of `partitions`
+    /// (those of its width) by taking out jobs of another user, all of them one user's and none opted
+    /// out of coscheduling, while that user still holds more places per share than the claimant's user
+    /// would after it, before each job taken out. Places are jobs in rows. `None` where no partition can
+    /// be cleared fairly.
+    fn take_back(
+        &mut self,
+        active: &HashMap<JobId, &ActiveJob>,
+        claimant: &JobSpec,
+        partitions: &[CpuSet],
+    ) -> Option<TakenBack> {
+        let holder = |job: JobId| users::holder(&active[&job].spec);
+        let mut held: Vec<(Option<u32>, f64, usize)> = Vec::new();
+        for a in self.rows.iter().flatten() {
+            let (user, share) = holder(a.job);
+            match held.iter_mut().find(|(u, ..)| *u == user) {
+                Some((_, _, places)) => *places += 1,
+                None => held.push((user, share, 1)),
+            }
+        }
+        let (user, share) = users::holder(claimant);
+        let mine = held.iter().find(|(u, ..)| *u == user).map_or(0, |h| h.2);
+        let claimant_after = (mine + 1) as f64 / share;
+        let mut best: Option<Room> = None;
+        for (r, row) in self.rows.iter().enumerate() {
+            for (p, partition) in partitions.iter().enumerate() {
+                let mut giver = None;
+                let mut jobs = 0;
+                let mut oldest = u64::MAX;
+                let mut one_giver = true;
+                for a in row.iter().filter(|a| !a.cpus.is_disjoint(partition)) {
+                    let (u, _) = holder(a.job);
+                    // A job opted out of coscheduling is never frozen: out of its row, it runs on.
+                    let stays = !active[&a.job].spec.coschedule;
+                    if stays || u == user || giver.is_some_and(|g| g != u) {
+                        one_giver = false;
+                        break;
+                    }
+                    giver = Some(u);
+                    jobs += 1;
+                    oldest = oldest.min(self.placed_at[&a.job]);
+                }
+                let (Some(giver), true) = (giver, one_giver) else {
+                    continue;
+                };
+                let &(_, giver_share, places) = held.iter().find(|(u, ..)| *u == giver)?;
+                // Before the last job taken out, the giver still holds more than the claimant would.
+                if (places + 1 - jobs) as f64 / giver_share <= claimant_after {
+                    continue;
+                }
+                let room = Room {
+                    giver_holds: places as f64 / giver_share,
+                    jobs,
+                    oldest,
+                    row: r,
+                    partition: p,
+                    giver,
+                };
+                if best.as_ref().is_none_or(|b| room.better_than(b)) {
+                    best = Some(room);
+                }
+            }
+        }
+        let room = best?;
+        let cpus = partitions[room.partition].clone();
+        let placed_at = &mut self.placed_at;
+        self.rows[room.row].retain(|a| {
+            let stays = a.cpus.is_disjoint(&cpus);
+            if !stays {
+                placed_at.remove(&a.job);
+            }
+            stays
+        });
+        Some(TakenBack {
+            row: room.row,
+            cpus,
+            giver: room.giver,
+        })
+    }
+
     /// Moves jobs to earlier rows where their CPUs are free, then drops empty rows.
     fn repack(&mut self) {
         for later in (1..self.rows.len()).rev() {
@@ -370,12 +512,25 @@ mod tests {
 
     /// Machine-wide rigid job `id` of `user`, arriving at `id` seconds.
     fn owned(id: u32, user: u32) -> ActiveJob {
+        member(id, user, 1.0, 16)
+    }
+
+    /// Rigid job `id` of `threads` threads of `user` with `share`, arriving at `id` seconds.
+    fn member(id: u32, user: u32, share: f64, threads: u32) -> ActiveJob {
         cosched_core::test_util::job(id)
             .arrival(f64::from(id))
             .kind(JobKind::Rigid)
-            .threads(16, 16)
-            .owner(user, 1.0)
+            .threads(threads, threads)
+            .owner(user, share)
             .waiting()
+    }
+
+    /// `jobs` as the executor holds them after `plan`: those placed have started.
+    fn start_placed(jobs: &mut [ActiveJob], plan: &Plan) {
+        let placed = plan.placed_jobs();
+        for job in jobs.iter_mut().filter(|j| placed.contains(&j.id())) {
+            job.started.get_or_insert(0.0);
+        }
     }
 
     fn users_by_row(plan: &Plan, jobs: &[ActiveJob]) -> Vec<u32> {
@@ -405,11 +560,12 @@ mod tests {
     }
 
     #[test]
-    fn a_user_holding_every_row_gives_the_next_free_one_to_another() {
+    fn freed_rows_go_to_the_user_holding_fewest_then_to_the_oldest_job() {
         let mut gang = Gang::with_settings("gang:mpl=3", "mpl=3").unwrap();
         let mut jobs: Vec<ActiveJob> = (0..4).map(|id| owned(id, 1)).collect();
         let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(3) });
         assert_eq!(users_by_row(&plan, &jobs), [1, 1, 1]);
+        start_placed(&mut jobs, &plan);
         jobs.extend((4..6).map(|id| owned(id, 2)));
         let topo = presets::preset("gang-opteron8380").unwrap();
         assert_eq!(
@@ -417,17 +573,139 @@ mod tests {
             None,
             "every user's oldest is seen"
         );
-        decide(&mut gang, &jobs, Event::Arrived { job: JobId(5) });
-        // User 1's job ends: the row goes to user 2, who holds none, ahead of user 1's older job.
+        // User 2 takes one row back (job 2's), not two: user 1 would then hold fewer.
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(5) });
+        assert_eq!(users_by_row(&plan, &jobs), [1, 1, 2]);
+        start_placed(&mut jobs, &plan);
+        // User 2's job ends: the row goes to user 2, who holds none, ahead of user 1's older jobs.
+        jobs.retain(|j| j.id() != JobId(4));
+        let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(4) });
+        assert!(plan.placed_jobs().contains(&JobId(5)));
+        start_placed(&mut jobs, &plan);
+        // User 1's job ends: both users hold one row, and user 1's job taken out is the oldest.
         jobs.remove(0);
         let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(0) });
-        assert!(plan.placed_jobs().contains(&JobId(4)));
-        assert!(!plan.placed_jobs().contains(&JobId(3)));
-        // Another ends: both users hold one row, and user 1's job is the older.
+        let placed = plan.placed_jobs();
+        assert!(placed.contains(&JobId(2)));
+        assert!(!placed.contains(&JobId(3)) && placed.contains(&JobId(5)));
+    }
+
+    #[test]
+    fn a_user_holding_every_row_gives_the_newest_back_to_a_newcomer() {
+        let mut gang = Gang::with_settings("gang:mpl=2", "mpl=2").unwrap();
+        let mut jobs = vec![owned(0, 1), owned(1, 1)];
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(1) });
+        start_placed(&mut jobs, &plan);
+        jobs.push(owned(2, 2));
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(2) });
+        let placed = plan.placed_jobs();
+        assert!(placed.contains(&JobId(2)), "the newcomer has a row");
+        assert!(placed.contains(&JobId(0)) && !placed.contains(&JobId(1)));
+        assert_eq!(users_by_row(&plan, &jobs), [1, 2]);
+        // Job 1 has started and is in no slot: frozen, not ended. It does not take its row back.
+        start_placed(&mut jobs, &plan);
+        let again = decide(&mut gang, &jobs, Event::Arrived { job: JobId(2) });
+        assert_eq!(again, plan);
+        // When user 1's other job ends, job 1 gets its row again.
         jobs.remove(0);
-        let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(1) });
-        assert!(plan.placed_jobs().contains(&JobId(3)));
-        assert!(!plan.placed_jobs().contains(&JobId(5)));
+        let plan = decide(&mut gang, &jobs, Event::Finished { job: JobId(0) });
+        assert!(plan.placed_jobs().contains(&JobId(1)));
+    }
+
+    #[test]
+    fn jobs_opted_out_of_coscheduling_keep_their_rows() {
+        // Out of its row such a job would run on (the executor never freezes it).
+        for opted_out in [vec![1], vec![0, 1]] {
+            let mut gang = Gang::with_settings("gang:mpl=2", "mpl=2").unwrap();
+            let mut jobs = vec![owned(0, 1), owned(1, 1)];
+            for &i in &opted_out {
+                std::sync::Arc::make_mut(&mut jobs[i].spec).coschedule = false;
+            }
+            let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(1) });
+            start_placed(&mut jobs, &plan);
+            jobs.push(owned(2, 2));
+            let placed = decide(&mut gang, &jobs, Event::Arrived { job: JobId(2) }).placed_jobs();
+            let expected = match opted_out.len() {
+                1 => [JobId(1), JobId(2)].into(),
+                _ => [JobId(0), JobId(1)].into(),
+            };
+            assert_eq!(placed, expected, "jobs {opted_out:?} opted out");
+        }
+    }
+
+    #[test]
+    fn a_place_is_not_taken_back_where_the_giver_would_then_hold_fewer() {
+        // User 1 holds one row or two, user 2 one, of every row: user 2's second job waits. Taking a
+        // row from a user holding two would only hand the unfairness over, and then back.
+        for held in [1, 2] {
+            let rows = held + 1;
+            let settings = format!("mpl={rows}");
+            let mut gang = Gang::with_settings(&format!("gang:{settings}"), &settings).unwrap();
+            let mut jobs: Vec<ActiveJob> = (0..held).map(|id| owned(id, 1)).collect();
+            jobs.push(owned(held, 2));
+            let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(held) });
+            assert_eq!(plan.slots.len(), rows as usize);
+            start_placed(&mut jobs, &plan);
+            jobs.push(owned(held + 1, 2));
+            let after = decide(
+                &mut gang,
+                &jobs,
+                Event::Arrived {
+                    job: JobId(held + 1),
+                },
+            );
+            assert_eq!(after, plan, "user 1 holding {held}: nothing is taken back");
+        }
+    }
+
+    #[test]
+    fn rows_are_taken_back_up_to_the_users_shares() {
+        // User 1 (share 1) fills all four rows before user 2 (share 3) arrives; and the other way.
+        for (first, then) in [(1.0, 3.0), (3.0, 1.0)] {
+            let mut gang = Gang::with_settings("gang:mpl=4", "mpl=4").unwrap();
+            let mut jobs: Vec<ActiveJob> = (0..5).map(|id| member(id, 1, first, 16)).collect();
+            let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(4) });
+            start_placed(&mut jobs, &plan);
+            jobs.extend((5..10).map(|id| member(id, 2, then, 16)));
+            let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(9) });
+            let mut rows = users_by_row(&plan, &jobs);
+            rows.sort();
+            let expected = if first < then {
+                [1, 2, 2, 2]
+            } else {
+                [1, 1, 1, 2]
+            };
+            assert_eq!(rows, expected, "shares {first} and {then}");
+            assert!(plan.placed_jobs().contains(&JobId(0)), "the oldest stays");
+            start_placed(&mut jobs, &plan);
+            let again = decide(&mut gang, &jobs, Event::Arrived { job: JobId(9) });
+            assert_eq!(again, plan, "shares {first} and {then}: no churn");
+        }
+    }
+
+    #[test]
+    fn a_wider_job_takes_out_the_newest_narrow_ones_while_fair() {
+        // Sixteen one-CPU jobs of user 1 fill the only row; user 2's job needs a package of four.
+        let mut gang = Gang::with_settings("gang:mpl=1", "mpl=1").unwrap();
+        let mut jobs: Vec<ActiveJob> = (0..16).map(|id| member(id, 1, 1.0, 1)).collect();
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(15) });
+        let cpus_of_newest = plan.cpus_in_slot(0, JobId(15)).unwrap().clone();
+        jobs.push(member(16, 2, 1.0, 4));
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(16) });
+        let placed = plan.placed_jobs();
+        let cpus = plan.cpus_in_slot(0, JobId(16)).unwrap();
+        assert_eq!(cpus.len(), 4);
+        assert!(cpus_of_newest.is_subset(cpus), "the newest jobs' package");
+        assert_eq!(placed.len(), 13, "four taken out for one");
+        assert!((0..12).all(|id| placed.contains(&JobId(id))));
+
+        // Four jobs of four CPUs: a machine-wide job would leave user 1 fewer places than user 2.
+        let mut gang = Gang::with_settings("gang:mpl=1", "mpl=1").unwrap();
+        let mut jobs: Vec<ActiveJob> = (0..4).map(|id| member(id, 1, 1.0, 4)).collect();
+        let plan = decide(&mut gang, &jobs, Event::Arrived { job: JobId(3) });
+        jobs.push(member(4, 2, 1.0, 16));
+        let after = decide(&mut gang, &jobs, Event::Arrived { job: JobId(4) });
+        assert_eq!(after, plan, "user 2 waits");
     }
 
     #[test]

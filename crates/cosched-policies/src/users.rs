@@ -231,6 +231,12 @@ pub(crate) fn admitted(jobs: &[ActiveJob], limit: usize) -> Vec<&ActiveJob> {
         .collect()
 }
 
+/// Who holds a place for `job`, as the split sees it: its user (`None` for the ownerless jobs
+/// together) and that user's share.
+pub(crate) fn holder(job: &JobSpec) -> (Option<u32>, f64) {
+    (user_of(job), share_of(job))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

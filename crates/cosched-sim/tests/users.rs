@@ -66,3 +66,48 @@ fn a_users_one_job_gets_half_the_machine_beside_another_users_seven() {
         );
     }
 }
+
+/// Machine-wide rigid jobs: four of 160 CPU-seconds of user 65534 at 0 s, then one of 16 CPU-seconds
+/// of user 0 at 1 s (or, with `owned` false, the same five without owners).
+fn late_user(owned: bool) -> Workload {
+    let mut text = String::from("[workload]\nname = \"late-user\"\n");
+    let jobs = [(65534, 0, 160); 4].into_iter().chain([(0, 1, 16)]);
+    for (i, (user, arrival, runtime)) in jobs.enumerate() {
+        text += &format!(
+            "[[job]]\nname = \"j{i}\"\narrival = {arrival}\nkind = \"rigid\"\nmin_threads = 16\n\
+             profile = \"amdahl(serial=0, runtime={runtime})\"\n"
+        );
+        if owned {
+            text += &format!("owner = {{ user = {user} }}\n");
+        }
+    }
+    Workload::parse(&text, "late-user.toml").unwrap()
+}
+
+/// The response time of job `id` of `workload` on 16 CPUs under `policy`.
+fn response(policy: &str, workload: &Workload, id: u32) -> f64 {
+    let topo = synthetic::parse("package:2 core:8").unwrap();
+    let jobs: Vec<SimJob> = (workload.jobs.iter().enumerate())
+        .map(|(i, entry)| SimJob {
+            spec: Arc::new(entry.spec(JobId(i as u32), topo.num_cpus())),
+            profile: Arc::new(profile::parse(entry.profile.as_deref().unwrap()).unwrap()),
+            mem: entry.mem,
+        })
+        .collect();
+    let mut policy = cosched_policies::create(policy).unwrap();
+    let trace = simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
+    (summarize(&trace).jobs.iter())
+        .find(|j| j.id == JobId(id))
+        .and_then(|j| j.response)
+        .unwrap()
+}
+
+#[test]
+fn gang_takes_a_row_back_for_a_late_users_lone_job() {
+    // User 65534's four 10 s jobs fill both rows. Without owners the late 1 s job waits for all four
+    // (about 40 s); with owners it takes back a row and runs in every other slot (about 2 s).
+    let owned = response("gang:mpl=2", &late_user(true), 4);
+    let alone = response("gang:mpl=2", &late_user(false), 4);
+    assert!(owned < 3.0, "{owned} s with owners");
+    assert!(alone > 35.0, "{alone} s without owners");
+}
