@@ -229,19 +229,23 @@ impl Policy for Gang {
             }
             false => HashMap::default(),
         };
+        let row_weights: Vec<f64> = (self.rows.iter())
+            .map(|row| {
+                row.iter()
+                    .map(|a| {
+                        folded
+                            .get(&a.job)
+                            .copied()
+                            .unwrap_or(active[&a.job].spec.weight)
+                    })
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        let lengths = users::slot_lengths(self.slice, &row_weights, several);
         let mut plan = Plan::default();
-        for row in &self.rows {
-            let weight = row
-                .iter()
-                .map(|a| {
-                    folded
-                        .get(&a.job)
-                        .copied()
-                        .unwrap_or(active[&a.job].spec.weight)
-                })
-                .fold(0.0, f64::max);
+        for (row, length) in self.rows.iter().zip(lengths) {
             plan.slots.push(Slot {
-                length: self.slice * if weight > 0.0 { weight } else { 1.0 },
+                length,
                 assignments: row.clone(),
             });
             for a in row {

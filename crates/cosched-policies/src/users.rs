@@ -215,6 +215,25 @@ pub(crate) fn given_places(places: usize, jobs: &[&JobSpec], caps: &[usize]) -> 
         .collect()
 }
 
+/// Slot lengths for rows of the given weights (each row's largest): `slice` per unit of weight. Where
+/// the weights carry `several` users' shares ([`fair_weights`]), they shrink as a user's jobs
+/// multiply, a hundred jobs weighing a hundredth each, so they are scaled to make the shortest slot
+/// last `slice`: a slot much shorter than a cache refill would do no work.
+pub(crate) fn slot_lengths(slice: f64, row_weights: &[f64], several: bool) -> Vec<f64> {
+    let unit = match several {
+        true => row_weights
+            .iter()
+            .copied()
+            .filter(|&w| w > 0.0)
+            .fold(f64::INFINITY, f64::min),
+        false => 1.0,
+    };
+    row_weights
+        .iter()
+        .map(|&w| slice * if w > 0.0 { w / unit } else { 1.0 })
+        .collect()
+}
+
 /// The jobs that may hold CPUs, at most `limit`: the started ones (never displaced), then waiting
 /// ones, in arrival order for one user and in [`fair_order`] for several.
 pub(crate) fn admitted(jobs: &[ActiveJob], limit: usize) -> Vec<&ActiveJob> {
@@ -372,6 +391,18 @@ mod tests {
             given_places(4, &refs(&jobs[..9]), &[4; 9]),
             vec![0, 1, 2, 3]
         );
+    }
+
+    #[test]
+    fn several_users_slots_are_never_shorter_than_the_slice() {
+        // A user's 16 rows of a sixteenth each beside another user's row of weight 1.
+        let mut weights = vec![1.0 / 16.0; 16];
+        weights.push(1.0);
+        let lengths = slot_lengths(0.1, &weights, true);
+        assert!(lengths[..16].iter().all(|&l| (l - 0.1).abs() < 1e-12));
+        assert!((lengths[16] - 1.6).abs() < 1e-12);
+        // One user's weights are their own: a half-weight row gets half a slice.
+        assert_eq!(slot_lengths(0.1, &[0.5, 1.0], false), vec![0.05, 0.1]);
     }
 
     #[test]

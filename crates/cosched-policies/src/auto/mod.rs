@@ -440,32 +440,36 @@ impl Auto {
         }
         // Users' shares folded in only where there are several: the weights of one user's jobs
         // are their own.
-        let folded: HashMap<JobId, f64> =
-            match crate::users::several_users(ctx.jobs.iter().map(|j| &*j.spec)) {
-                true => {
-                    let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
-                    specs
-                        .iter()
-                        .map(|j| j.id)
-                        .zip(crate::users::fair_weights(&specs))
-                        .collect()
-                }
-                false => HashMap::default(),
-            };
+        let several = crate::users::several_users(ctx.jobs.iter().map(|j| &*j.spec));
+        let folded: HashMap<JobId, f64> = match several {
+            true => {
+                let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
+                specs
+                    .iter()
+                    .map(|j| j.id)
+                    .zip(crate::users::fair_weights(&specs))
+                    .collect()
+            }
+            false => HashMap::default(),
+        };
+        let row_weights: Vec<f64> = (rows.iter())
+            .map(|row| {
+                row.iter()
+                    .filter_map(|a| ctx.job(a.job))
+                    .map(|j| folded.get(&j.id()).copied().unwrap_or(j.spec.weight))
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        let lengths = crate::users::slot_lengths(SLICE, &row_weights, several);
         let mut plan = Plan::default();
         let mut held = HashMap::default();
-        for mut row in rows {
-            let weight = row
-                .iter()
-                .filter_map(|a| ctx.job(a.job))
-                .map(|j| folded.get(&j.id()).copied().unwrap_or(j.spec.weight))
-                .fold(0.0, f64::max);
+        for (mut row, length) in rows.into_iter().zip(lengths) {
             row.extend(always.iter().cloned());
             for a in &row {
                 held.entry(a.job).or_insert_with(|| a.cpus.clone());
             }
             plan.slots.push(Slot {
-                length: SLICE * if weight > 0.0 { weight } else { 1.0 },
+                length,
                 assignments: row,
             });
         }
