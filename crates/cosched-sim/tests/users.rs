@@ -1,11 +1,12 @@
 //! Users, not jobs, share the simulated machine: a user's one job gets the CPUs another user's seven
-//! get together.
+//! get together, and every policy runs one user's flood beside another user's job to the end.
 
 use cosched_core::metrics::summarize;
 use cosched_core::topology::synthetic;
+use cosched_core::trace::TraceLine;
 use cosched_core::workload::Workload;
 use cosched_core::JobId;
-use cosched_sim::{profile, simulate, SimJob, SimOptions};
+use cosched_sim::{profile, simulate, SimError, SimJob, SimOptions};
 use std::sync::Arc;
 
 /// Perfectly scaling jobs of 80 CPU-seconds: one of user 0 after seven of user 65534 (or, with
@@ -26,36 +27,12 @@ fn workload(owned: bool) -> Workload {
     Workload::parse(&text, "two-users.toml").unwrap()
 }
 
-/// When the lone job of user 0 (the last one) finishes under `policy`.
-fn lone_jobs_finish(policy: &str, owned: bool) -> f64 {
-    let topo = synthetic::parse("package:2 core:8").unwrap();
-    let workload = workload(owned);
-    let jobs: Vec<SimJob> = workload
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, entry)| SimJob {
-            spec: Arc::new(entry.spec(JobId(i as u32), topo.num_cpus())),
-            profile: Arc::new(profile::parse(entry.profile.as_deref().unwrap()).unwrap()),
-            mem: entry.mem,
-        })
-        .collect();
-    let mut policy = cosched_policies::create(policy).unwrap();
-    let trace = simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
-    summarize(&trace)
-        .jobs
-        .iter()
-        .find(|j| j.id == JobId(7))
-        .and_then(|j| j.response)
-        .unwrap()
-}
-
 #[test]
 fn a_users_one_job_gets_half_the_machine_beside_another_users_seven() {
     for policy in ["eq", "ta", "taco", "taco-basic", "taco-local"] {
         // Half of 16 CPUs: 80 / 8 seconds. Without owners, one eighth: 80 / 2.
-        let owned = lone_jobs_finish(policy, true);
-        let alone = lone_jobs_finish(policy, false);
+        let owned = response(policy, &workload(true), 7);
+        let alone = response(policy, &workload(false), 7);
         assert!(
             (owned - 10.0).abs() < 0.5,
             "{policy}: {owned} s with owners"
@@ -86,6 +63,15 @@ fn late_user(owned: bool) -> Workload {
 
 /// The response time of job `id` of `workload` on 16 CPUs under `policy`.
 fn response(policy: &str, workload: &Workload, id: u32) -> f64 {
+    let trace = simulate_on_16_cpus(policy, workload).unwrap();
+    (summarize(&trace).jobs.iter())
+        .find(|j| j.id == JobId(id))
+        .and_then(|j| j.response)
+        .unwrap()
+}
+
+/// `workload` simulated on 16 CPUs (two packages of eight) under `policy`.
+fn simulate_on_16_cpus(policy: &str, workload: &Workload) -> Result<Vec<TraceLine>, SimError> {
     let topo = synthetic::parse("package:2 core:8").unwrap();
     let jobs: Vec<SimJob> = (workload.jobs.iter().enumerate())
         .map(|(i, entry)| SimJob {
@@ -95,11 +81,33 @@ fn response(policy: &str, workload: &Workload, id: u32) -> f64 {
         })
         .collect();
     let mut policy = cosched_policies::create(policy).unwrap();
-    let trace = simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default()).unwrap();
-    (summarize(&trace).jobs.iter())
-        .find(|j| j.id == JobId(id))
-        .and_then(|j| j.response)
-        .unwrap()
+    simulate(&topo, &jobs, policy.as_mut(), &SimOptions::default())
+}
+
+/// A hundred malleable jobs of 20 CPU-seconds of user 1000 arriving a hundredth of a second apart,
+/// and one of user 2000 half way through them.
+fn flood() -> Workload {
+    let mut text = String::from("[workload]\nname = \"flood\"\n");
+    for i in 0..100 {
+        text += &format!(
+            "[[job]]\nname = \"a{i}\"\narrival = {}\nprofile = \"amdahl(serial=0.05, runtime=20)\"\n\
+             owner = {{ user = 1000 }}\n",
+            f64::from(i) / 100.0
+        );
+    }
+    text += "[[job]]\nname = \"b\"\narrival = 0.5\nprofile = \"amdahl(serial=0.05, runtime=20)\"\n\
+             owner = { user = 2000 }\n";
+    Workload::parse(&text, "flood.toml").unwrap()
+}
+
+#[test]
+fn every_policy_runs_a_flood_beside_another_users_job_to_the_end() {
+    for policy in cosched_policies::names() {
+        let trace = simulate_on_16_cpus(policy, &flood());
+        let summary = summarize(&trace.unwrap_or_else(|e| panic!("{policy}: {e}")));
+        let ended = summary.jobs.iter().filter(|j| j.response.is_some()).count();
+        assert_eq!(ended, 101, "{policy}");
+    }
 }
 
 #[test]

@@ -221,11 +221,8 @@ fn regroup_by_users(
                 .collect(),
             None => Arc::from([]),
         };
-        let members: Vec<(JobId, f64)> = units[unit]
-            .jobs
-            .iter()
-            .map(|&j| (j, weight[&j]))
-            .collect();
+        let members: Vec<(JobId, f64)> =
+            units[unit].jobs.iter().map(|&j| (j, weight[&j])).collect();
         let count = weighted_count(members.iter().map(|(_, w)| *w));
         if children.is_empty() || count < threshold_down(children.len(), hysteresis) {
             unit += 1;
