@@ -54,6 +54,10 @@ pub struct Casas {
     probe: Option<Probe>,
     /// Jobs waiting for their probe, in arrival order.
     unprobed: VecDeque<JobId>,
+    /// Probes started for each user with active jobs (`None`: the jobs without an owner): a probe
+    /// ends before the next starts, and often the job with it, so holdings cannot tell whose turn
+    /// it is.
+    probes_by_user: HashMap<Option<u32>, usize>,
     /// The domain each job first ran on, which holds its memory.
     home: HashMap<JobId, usize>,
     /// Domains each job holds in the current plan.
@@ -240,7 +244,8 @@ impl Policy for Casas {
                         Some(self.next_probe_or_allocation(ctx))
                     }
                     Some(_) => None,
-                    None => Some(self.allocation(ctx)),
+                    // A place freed may let in a job its user's share held back from probing.
+                    None => Some(self.next_probe_or_allocation(ctx)),
                 }
             }
             Event::ThreadsChanged { .. } => None,
@@ -268,7 +273,10 @@ impl Casas {
     }
 
     /// The waiting job to probe next (taken off the list): the oldest still active, or where several
-    /// users wait, the oldest of the user with the fewest jobs probed for their share.
+    /// users wait, the oldest of the user with the fewest probes started for their share. Under `casas`
+    /// that job must also be one its user's share of the domains would let in now: a user's flood
+    /// would otherwise keep the machine probing, and every other job waiting, until it was all
+    /// probed.
     fn next_to_probe(&mut self, ctx: &Context) -> Option<JobId> {
         let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
         if !users::several_users(specs.iter().copied()) {
@@ -280,11 +288,32 @@ impl Casas {
             return None;
         }
         let waiting: HashSet<JobId> = self.unprobed.iter().copied().collect();
-        let next = users::fair_order(&specs, |i| !waiting.contains(&specs[i].id))
-            .first()
-            .map(|&i| specs[i].id)?;
-        self.unprobed.retain(|&job| job != next);
-        Some(next)
+        let mut candidates = users::fair_order(&specs, |i| !waiting.contains(&specs[i].id));
+        if !self.time_sharing {
+            let domains = ctx.topology.llc_domains();
+            let caps = domain_caps(&specs, &domains);
+            let mut let_in = vec![false; specs.len()];
+            for i in users::given_places(domains.len(), &specs, &caps) {
+                let_in[i] = true;
+            }
+            candidates.retain(|&i| let_in[i]);
+        }
+        let active: HashSet<Option<u32>> = specs.iter().map(|s| s.owner.map(|o| o.user)).collect();
+        self.probes_by_user.retain(|user, _| active.contains(user));
+        let probes = |i: &usize| {
+            let owner = specs[*i].owner;
+            let started = self.probes_by_user.get(&owner.map(|o| o.user)).copied();
+            started.unwrap_or(0) as f64 / owner.map_or(1.0, |o| o.share)
+        };
+        // The user with the fewest probes for their share; among equals, the fair order's first.
+        let next = (candidates.iter())
+            .min_by(|a, b| probes(a).total_cmp(&probes(b)))
+            .map(|&i| specs[i])?;
+        *(self.probes_by_user)
+            .entry(next.owner.map(|o| o.user))
+            .or_default() += 1;
+        self.unprobed.retain(|&job| job != next.id);
+        Some(next.id)
     }
 
     /// The domain that is home to the fewest jobs (the lowest among equals): where a new job's memory
@@ -314,10 +343,7 @@ impl Casas {
                 .map(|i| probed[i].id)
                 .collect(),
             true => {
-                let caps: Vec<usize> = probed
-                    .iter()
-                    .map(|spec| (spec.max_threads as usize).div_ceil(domain_size(&domains)))
-                    .collect();
+                let caps = domain_caps(&probed, &domains);
                 users::given_places(domains.len(), &probed, &caps)
                     .into_iter()
                     .map(|i| probed[i].id)
@@ -392,9 +418,12 @@ impl Casas {
     }
 }
 
-/// CPUs of the largest LLC domain.
-fn domain_size(domains: &[CpuSet]) -> usize {
-    domains.iter().map(CpuSet::len).max().unwrap_or(1).max(1)
+/// The most LLC domains each job's threads can use (domains as large as the largest).
+fn domain_caps(jobs: &[&JobSpec], domains: &[CpuSet]) -> Vec<usize> {
+    let size = domains.iter().map(CpuSet::len).max().unwrap_or(1).max(1);
+    (jobs.iter())
+        .map(|spec| (spec.max_threads as usize).div_ceil(size))
+        .collect()
 }
 
 /// What one job needs from [`place`].
@@ -731,6 +760,22 @@ mod tests {
             }
         };
         assert_eq!(probed_next, JobId(3));
+    }
+
+    #[test]
+    fn a_job_ending_during_its_probe_hands_the_next_probe_to_another_user() {
+        let topo = presets::preset("casas-opteron6172").unwrap();
+        let mut jobs = flood_then_lone_job(3);
+        let mut casas = Casas::space_sharing();
+        for id in 0..4 {
+            casas.decide(&ctx(&topo, 0.0, &jobs), &Event::Arrived { job: JobId(id) });
+        }
+        // Job 0 ends while probed: no user holds a probed job, and the other user's turn is next.
+        jobs.remove(0);
+        let plan = casas
+            .decide(&ctx(&topo, 0.2, &jobs), &Event::Finished { job: JobId(0) })
+            .unwrap();
+        assert_eq!(plan.slots[0].assignments[0].job, JobId(3));
     }
 
     #[test]

@@ -234,6 +234,31 @@ pub(crate) fn slot_lengths(slice: f64, row_weights: &[f64], several: bool) -> Ve
         .collect()
 }
 
+/// `order` (indices into `jobs`, most deserving first) interleaved by user: each user's jobs keep
+/// their order, and the next is always the first of the user who got the least so far for their
+/// share, counting each job's `size` (its CPUs). A user's flood ahead of another user's jobs thus
+/// takes turns with them instead of going first.
+pub(crate) fn interleave(jobs: &[&JobSpec], order: &[usize], sizes: &[f64]) -> Vec<usize> {
+    let mut users: Vec<(Option<u32>, f64, f64, std::collections::VecDeque<usize>)> = Vec::new();
+    for &i in order {
+        let user = user_of(jobs[i]);
+        match users.iter_mut().find(|u| u.0 == user) {
+            Some(u) => u.3.push_back(i),
+            None => users.push((user, share_of(jobs[i]), 0.0, [i].into())),
+        }
+    }
+    let mut interleaved = Vec::with_capacity(order.len());
+    while let Some(next) = (users.iter_mut())
+        .filter(|u| !u.3.is_empty())
+        .min_by(|a, b| (a.2 / a.1).total_cmp(&(b.2 / b.1)))
+    {
+        let i = next.3.pop_front().expect("not empty");
+        next.2 += sizes[i];
+        interleaved.push(i);
+    }
+    interleaved
+}
+
 /// The jobs that may hold CPUs, at most `limit`: the started ones (never displaced), then waiting
 /// ones, in arrival order for one user and in [`fair_order`] for several.
 pub(crate) fn admitted(jobs: &[ActiveJob], limit: usize) -> Vec<&ActiveJob> {
@@ -403,6 +428,24 @@ mod tests {
         assert!((lengths[16] - 1.6).abs() < 1e-12);
         // One user's weights are their own: a half-weight row gets half a slice.
         assert_eq!(slot_lengths(0.1, &[0.5, 1.0], false), vec![0.05, 0.1]);
+    }
+
+    #[test]
+    fn a_users_flood_ahead_takes_turns_with_another_users_jobs() {
+        let jobs = specs(&[
+            (1, 1.0, 1.0),
+            (1, 1.0, 1.0),
+            (1, 1.0, 1.0),
+            (2, 1.0, 1.0),
+            (2, 1.0, 1.0),
+        ]);
+        // User 1's jobs first by the policy's order; user 2's first job is twice as wide.
+        let order = [2, 0, 1, 4, 3];
+        let sizes = [1.0, 1.0, 1.0, 1.0, 2.0];
+        assert_eq!(
+            interleave(&refs(&jobs), &order, &sizes),
+            vec![2, 4, 0, 1, 3]
+        );
     }
 
     #[test]

@@ -198,6 +198,11 @@ impl Auto {
         if makespan(&promoted) < makespan(&order) * (1.0 - 1e-9) {
             order = promoted;
         }
+        let specs: Vec<&JobSpec> = ranked.iter().map(|r| &*r.0.spec).collect();
+        if crate::users::several_users(specs.iter().copied()) {
+            let sizes: Vec<f64> = widths.iter().map(|&w| w as f64).collect();
+            order = crate::users::interleave(&specs, &order, &sizes);
+        }
         let order: Vec<Ranked> = (order.into_iter())
             .map(|i| Ranked {
                 job: ranked[i].0,
@@ -551,7 +556,8 @@ struct Ranked<'a> {
 }
 
 /// The elastic jobs that run side by side when nothing is known: every started one (a job is never
-/// stopped), then the oldest waiting ones, up to `SIDE_BY_SIDE`.
+/// stopped), then the oldest waiting ones (in fair-share order where several users wait), up to
+/// `SIDE_BY_SIDE`.
 fn admitted<'a>(elastic: &[&'a ActiveJob]) -> Vec<&'a ActiveJob> {
     let mut order = elastic.to_vec();
     order.sort_by(|a, b| {
@@ -559,6 +565,13 @@ fn admitted<'a>(elastic: &[&'a ActiveJob]) -> Vec<&'a ActiveJob> {
             .then(a.spec.arrival.total_cmp(&b.spec.arrival))
     });
     let started = order.iter().filter(|j| j.started.is_some()).count();
+    let specs: Vec<&JobSpec> = order.iter().map(|j| &*j.spec).collect();
+    if crate::users::several_users(specs.iter().copied()) {
+        let waiting = crate::users::fair_order(&specs, |i| order[i].started.is_some());
+        order = (order[..started].iter().copied())
+            .chain(waiting.into_iter().map(|i| order[i]))
+            .collect();
+    }
     order.truncate(started.max(SIDE_BY_SIDE));
     order
 }
