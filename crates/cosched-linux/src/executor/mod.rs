@@ -621,11 +621,8 @@ impl<'a> Executor<'a> {
         }
         let now = self.now();
         self.timer = plan.timer;
-        self.slot = 0;
-        self.slot_deadline = match plan.slots.as_slice() {
-            [first, _, ..] => now + first.length.max(0.0),
-            _ => f64::INFINITY,
-        };
+        (self.slot, self.slot_deadline) =
+            slots::going_on((&self.plan, self.slot, self.slot_deadline), &plan, now);
         self.plan = plan;
         self.enforce_slot(false)?;
         if new.is_empty() {

@@ -27,8 +27,8 @@ const HOSTILE_WEIGHT: f64 = 1e9;
 const POLITE_UIDS: [u32; 3] = [60001, 60002, 60003];
 /// Submissions each polite user times while the hostile one floods the daemon.
 const PROBES: usize = 50;
-/// Running jobs per user in the bench daemon's configuration: below gang's 16 rows, so that the
-/// hostile user's jobs cannot take every row before the others' come (gang never gives a row back).
+/// Running jobs per user in the bench daemon's configuration: four users' fit in gang's 16 rows, so
+/// that the shares measured come from the slots, not from rows being taken back.
 const RUNNING_PER_USER: usize = 4;
 
 /// One user's side of the bench, run as that user (`cosched bench daemon-user`, hidden): opens
