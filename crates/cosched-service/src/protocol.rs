@@ -401,7 +401,7 @@ pub struct JobView {
     /// What it used, once it has ended (none for a job that never started or whose end no daemon
     /// saw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accounting: Option<Accounting>,
+    pub accounting: Option<Box<Accounting>>,
 }
 
 /// What an ended job used, kept in the journal with its end.

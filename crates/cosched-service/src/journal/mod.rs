@@ -99,7 +99,7 @@ pub enum Entry {
         oom: bool,
         /// What it used, where the executor measured it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        accounting: Option<Accounting>,
+        accounting: Option<Box<Accounting>>,
     },
     Cancelled {
         id: u64,
@@ -476,7 +476,7 @@ mod tests {
                     exit_code: Some(137),
                     error: Some("out of memory".into()),
                     oom: true,
-                    accounting: Some(accounting.clone()),
+                    accounting: Some(Box::new(accounting.clone())),
                 })
                 .unwrap();
             journal.compact(FOREVER).unwrap();
@@ -486,7 +486,7 @@ mod tests {
         let (_, history) = Journal::open(&path, FOREVER).unwrap();
         let view = &history.jobs[0].view;
         assert_eq!(view.state, crate::protocol::JobState::Oom);
-        assert_eq!(view.accounting.as_ref(), Some(&accounting));
+        assert_eq!(view.accounting.as_deref(), Some(&accounting));
     }
 
     fn finished(id: u64, t: f64) -> Entry {

@@ -672,7 +672,7 @@ impl Registry {
             if !job.ran_on.is_empty() {
                 accounting.cpus = Some(job.ran_on.to_string());
             }
-            job.view.accounting = Some(accounting);
+            job.view.accounting = Some(Box::new(accounting));
             job.oom = oom;
         }
     }

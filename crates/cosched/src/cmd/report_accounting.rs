@@ -113,12 +113,12 @@ mod tests {
         job.started = Some(11.0);
         job.finished = Some(15.5);
         job.error = Some("killed by signal 9 (Killed)".into());
-        job.accounting = Some(Accounting {
+        job.accounting = Some(Box::new(Accounting {
             user_seconds: Some(1.5),
             system_seconds: Some(0.25),
             peak_memory: Some(64 << 20),
             cpus: Some("0-1,4".into()),
-        });
+        }));
         let text = csv(&[job.clone()]);
         let mut lines = text.lines();
         assert_eq!(lines.next().unwrap().split(',').count(), COLUMNS.len());
