@@ -2,6 +2,7 @@
 //! trace that every executor writes, and the workload files that feed them.
 
 pub mod cpuset;
+pub mod cycle;
 pub mod event;
 pub mod guard;
 pub mod job;

@@ -40,6 +40,7 @@ use crate::priority::Realtime;
 use crate::watchdog::OnDeath;
 use crate::Error;
 use clock::{monotonic, pidfd_open, thread_cpu_seconds, Sleeper};
+use cosched_core::cycle;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceWriter, TRACE_VERSION};
 use cosched_core::workload::Workload;
 use cosched_core::{
@@ -621,8 +622,9 @@ impl<'a> Executor<'a> {
         }
         let now = self.now();
         self.timer = plan.timer;
+        let running = cycle::slot_jobs(&self.plan, self.slot);
         (self.slot, self.slot_deadline) =
-            slots::going_on((&self.plan, self.slot, self.slot_deadline), &plan, now);
+            cycle::going_on((&running, self.slot, self.slot_deadline), &plan, now);
         self.plan = plan;
         self.enforce_slot(false)?;
         if new.is_empty() {

@@ -7,6 +7,7 @@ use super::rates::{switch_cost, Figures};
 use super::sampling::SampleWindow;
 use super::{Engine, SimError};
 use crate::model::Mode;
+use cosched_core::cycle::slot_jobs;
 use cosched_core::trace::Record;
 use cosched_core::{Assignment, JobId, JobKind, Plan, PlanChange, PlanError};
 use std::collections::{BTreeSet, HashSet};
@@ -23,6 +24,8 @@ impl Engine<'_> {
         change
             .validate(self.topology.cpus(), is_active)
             .map_err(|e| self.plan_error(e))?;
+        // Where the cycle stands matters only slot by slot.
+        let running = (self.options.mode == Mode::Exact).then(|| slot_jobs(&self.plan, self.slot));
         let mut plan = std::mem::take(&mut self.plan);
         change.apply(&mut plan);
         self.book.change(&change, &plan, &self.index);
@@ -70,8 +73,8 @@ impl Engine<'_> {
             self.calendar
                 .schedule(t.max(self.now), Due::Timer { version });
         }
-        self.slot = 0;
-        self.slot_end = self.now + plan.slots.first().map_or(f64::INFINITY, |s| s.length);
+        (self.slot, self.slot_end) =
+            going_on_at(running, (self.slot, self.slot_end), &plan, self.now);
         self.slot_version += 1;
         if self.options.mode == Mode::Exact && plan.slots.len() > 1 {
             let version = self.slot_version;
@@ -195,5 +198,27 @@ impl Engine<'_> {
             }
         }
         self.rates_stale = true;
+    }
+}
+
+/// Where the cycle of `next` starts at `now`: in exact mode, as the real executor has it, the slot
+/// running now (its jobs `running`, its index and end in `current`) goes on; averaged over the cycle,
+/// it starts at the first slot.
+pub(super) fn going_on_at(
+    running: Option<BTreeSet<JobId>>,
+    current: (usize, f64),
+    next: &Plan,
+    now: f64,
+) -> (usize, f64) {
+    match running {
+        Some(jobs) => {
+            let (slot, end) =
+                cosched_core::cycle::going_on((&jobs, current.0, current.1), next, now);
+            (slot, end.max(now))
+        }
+        None => (
+            0,
+            now + next.slots.first().map_or(f64::INFINITY, |s| s.length),
+        ),
     }
 }

@@ -4,10 +4,12 @@
 use super::closed::{ClosedRuns, Next};
 use super::isolated::isolated;
 use super::job::{mark_started, switch_on_advice, Switch};
+use super::plan::going_on_at;
 use super::sampling::SampleWindow;
 use super::{SimError, SimJob, SimOptions, SimStats};
 use crate::model::{slot_rates, MachineModel, Mode, Runner, Scratch};
 use crate::sink::TraceSink;
+use cosched_core::cycle::slot_jobs;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceLine, TRACE_VERSION};
 use cosched_core::{check_stall, PlanError, TimerLoopGuard, Topology};
 use cosched_core::{ActiveJob, Context, CpuSet, Event, JobId, JobKind, Plan, Policy};
@@ -484,8 +486,9 @@ impl<'a> Engine<'a> {
             self.emit(record)?;
         }
         self.timer = plan.timer;
-        self.slot = 0;
-        self.slot_end = self.now + plan.slots.first().map_or(f64::INFINITY, |s| s.length);
+        let running = (self.options.mode == Mode::Exact).then(|| slot_jobs(&self.plan, self.slot));
+        (self.slot, self.slot_end) =
+            going_on_at(running, (self.slot, self.slot_end), &plan, self.now);
         self.plan = plan;
         self.dirty = true;
         Ok(())
