@@ -78,7 +78,7 @@ pub fn settings(base: &str) -> Vec<Setting> {
             values: "JOBS_PER_CPU",
             default: taco.mpl.to_string(),
             example: "2",
-            about: "most jobs admitted per CPU; later ones wait in arrival order",
+            about: "most jobs admitted per CPU; later ones wait in arrival order (fair-share order across users)",
         },
     ]
 }

@@ -28,7 +28,7 @@ type Entry = (&'static str, &'static str, fn() -> Box<dyn Policy>);
 
 const POLICIES: &[Entry] = &[
     ("ue", "uncontrolled: every job gets all CPUs and one thread per CPU; the OS time-shares them (TACO §4.2)", || Box::new(ue::Uncontrolled)),
-    ("bp", "batch: one job at a time on the whole machine, in arrival order (TACO §4.2)", || Box::new(bp::Batch)),
+    ("bp", "batch: one job at a time on the whole machine, in arrival order (TACO §4.2)", || Box::new(bp::Batch::default())),
     ("eq", "equipartition: equal CPU shares, grown and shrunk in place without topology (TACO §4.2)", || Box::<eq::Equipartition>::default()),
     ("ta", "topology-aware equipartition: one aligned partition per job, all of one size, minimal moves (TACO §4.2)", || Box::<ta::TopologyAware>::default()),
     ("taco", "TACO with hysteresis, equal CPU time across levels, grace periods, opt-out (TACO §2); settings: taco:KEY=VALUE:...", || Box::new(taco::Taco::new("taco", taco::TacoOptions::full()))),

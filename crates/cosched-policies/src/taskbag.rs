@@ -11,9 +11,14 @@
 //! [`RoundRobin`] bind tasks to cores in arrival order, cyclically, and a core whose queue is empty idles
 //! while others still have work — what Scalpel's dispatch avoids ("full use of computing cores", §VI-B).
 //! [`GlobalFifo`] and [`GlobalRoundRobin`] are the same Linux policies without affinity.
+//!
+//! **Users** (`crate::users`): where the tasks belong to several users, the rules of [`TaskBag`]
+//! (FIFO, LPT, DI, Scalpel) see only each user's oldest waiting tasks up to their share of the cores.
+//! RR and global RR model the Linux scheduler, which shares cores among tasks, not users.
 
-use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, Plan, Policy};
-use std::collections::{BTreeMap, HashMap};
+use crate::users;
+use cosched_core::{ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobSpec, Plan, Policy};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Decides which waiting tasks start on which free cores.
 pub(crate) trait FillRule: Send {
@@ -141,10 +146,34 @@ impl<R: FillRule> Policy for TaskBag<R> {
             Event::Timer => {}
             Event::ThreadsChanged { .. } | Event::Sample(_) => return None,
         }
-        let waiting: Vec<&ActiveJob> = ctx.jobs.iter().filter(|j| !cores.holds(j.id())).collect();
+        let mut waiting: Vec<&ActiveJob> =
+            ctx.jobs.iter().filter(|j| !cores.holds(j.id())).collect();
+        if users::several_users(ctx.jobs.iter().map(|j| &*j.spec)) {
+            waiting = within_shares(ctx, cores, waiting);
+        }
         self.rule.fill(ctx, cores, &waiting);
         Some(cores.plan(None))
     }
+}
+
+/// The waiting tasks of several users the rule may start: each user's oldest tasks up to their
+/// share of the cores (`users::given_places`, a task per core), so that one user's bag cannot take
+/// every core that frees while another user's tasks wait. Running tasks are never stopped.
+fn within_shares<'a>(
+    ctx: &Context,
+    cores: &Cores,
+    waiting: Vec<&'a ActiveJob>,
+) -> Vec<&'a ActiveJob> {
+    let specs: Vec<&JobSpec> = ctx.jobs.iter().map(|j| &*j.spec).collect();
+    let count = cores.all().count();
+    let given: HashSet<JobId> = users::given_places(count, &specs, &vec![1; specs.len()])
+        .into_iter()
+        .map(|i| specs[i].id)
+        .collect();
+    waiting
+        .into_iter()
+        .filter(|j| given.contains(&j.id()))
+        .collect()
 }
 
 /// Cores in turn for tasks in arrival order: task k is bound to core k mod (cores), in CPU order.
@@ -438,5 +467,31 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(plan.slots[0].assignments.len(), 6);
         assert!(plan.slots[0].assignments.iter().all(|a| a.cpus.len() == 4));
+    }
+
+    #[test]
+    fn a_users_bag_leaves_another_user_their_share_of_the_cores() {
+        let topo = synthetic::parse("core:4").unwrap();
+        // User 1's eight tasks arrived before user 2's two: each user gets two of the four cores.
+        let jobs: Vec<ActiveJob> = (0..10)
+            .map(|id| {
+                let mut job = task(id, 10.0, 1.0);
+                std::sync::Arc::make_mut(&mut job.spec).owner = Some(cosched_core::Owner {
+                    user: if id < 8 { 1 } else { 2 },
+                    share: 1.0,
+                });
+                job
+            })
+            .collect();
+        for rule in [
+            Box::new(TaskBag::new(GlobalFifo)) as Box<dyn Policy>,
+            Box::new(TaskBag::new(LongerFirst)),
+        ] {
+            let mut policy = rule;
+            let plan = start_bag(policy.as_mut(), &topo, &jobs);
+            let mut placed: Vec<u32> = plan.placed_jobs().into_iter().map(|j| j.0).collect();
+            placed.sort_unstable();
+            assert_eq!(placed, [0, 1, 8, 9], "{}", policy.name());
+        }
     }
 }

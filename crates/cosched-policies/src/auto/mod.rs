@@ -10,9 +10,10 @@
 //!    CPUs, and space sharing costs no slot switches. Their widths minimise the summed normalised
 //!    turnaround time by the scalability their CPU time shows (`scalability.rs`; equal shares until a
 //!    job is seen to have a serial part). They are present in every slot, so they never stop. With no
-//!    fixed job, at most `SIDE_BY_SIDE` run at once and later ones wait in arrival order. When no CPU is
-//!    left beside the fixed jobs, or more elastic jobs than CPUs are waiting, they take turns in rows
-//!    of their own instead of waiting (time sharing, as `gang` and `taco`).
+//!    fixed job, at most `SIDE_BY_SIDE` run at once and later ones wait in arrival order (fair-share
+//!    order across users). When no CPU is left beside the fixed jobs, or more elastic jobs than CPUs
+//!    are waiting, they take turns in rows of their own instead of waiting (time sharing, as `gang`
+//!    and `taco`). Least remaining first (below) is interleaved by user where there are several.
 //! 3. **Known remaining work.** When every job has an estimated run time (`hints.runtime`, declared or
 //!    from the run history), widths come from each job's scaling (`widths.rs`): those that minimise
 //!    the makespan bound max(total CPU work / CPUs, longest job), then wider ones for jobs known to

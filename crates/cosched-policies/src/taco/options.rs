@@ -32,7 +32,8 @@ pub struct TacoOptions {
     pub sizes: Option<Vec<usize>>,
     /// §3.3 slot length, see [`DEFAULT_SLICE`].
     pub slice: f64,
-    /// Most jobs admitted per CPU, see [`DEFAULT_MPL`]; later ones wait in arrival order.
+    /// Most jobs admitted per CPU, see [`DEFAULT_MPL`]; later ones wait in arrival order (in
+    /// fair-share order where they belong to several users).
     pub mpl: usize,
 }
 
