@@ -258,19 +258,12 @@ pub fn deal_by_count<'h>(
         }
         room
     };
-    // Each lane's job count and load so far, and each job's lane.
-    let mut count = vec![0usize; lane_count];
-    let mut load = vec![0.0f64; lane_count];
-    let mut lane_of = vec![0usize; jobs.len()];
+    let mut dealt = Dealt::new(lane_count, jobs);
     let mut homeless = Vec::new();
-    for (k, &(job, duration)) in jobs.iter().enumerate() {
+    for (k, &(job, _)) in jobs.iter().enumerate() {
         let home = home(partitions, places, held(job));
         match home {
-            Some(i) if has_room(count[i]) => {
-                lane_of[k] = i;
-                count[i] += 1;
-                load[i] += duration;
-            }
+            Some(i) if has_room(dealt.count[i]) => dealt.put(k, i),
             _ => homeless.push(k),
         }
     }
@@ -278,17 +271,15 @@ pub fn deal_by_count<'h>(
         // The emptiest lane first (fewest jobs, then least load, then first); loads are never
         // negative, so their bits order them.
         let mut emptiest: BinaryHeap<Reverse<(usize, u64, usize)>> = (0..lane_count)
-            .map(|i| Reverse((count[i], load[i].to_bits(), i)))
+            .map(|i| Reverse((dealt.count[i], dealt.load[i].to_bits(), i)))
             .collect();
         for k in homeless {
             let Reverse((_, _, i)) = emptiest.pop().expect("at least one lane");
-            lane_of[k] = i;
-            count[i] += 1;
-            load[i] += jobs[k].1;
-            emptiest.push(Reverse((count[i], load[i].to_bits(), i)));
+            dealt.put(k, i);
+            emptiest.push(Reverse((dealt.count[i], dealt.load[i].to_bits(), i)));
         }
     }
-    in_arrival_order(partitions, jobs, &lane_of, count)
+    dealt.into_lanes(partitions)
 }
 
 /// Deals jobs to the partitions of one level so that lane loads (their turns' sums) even out, by
@@ -309,11 +300,10 @@ pub fn deal_by_load<'h>(
     let even = jobs.iter().map(|(_, d)| d).sum::<f64>() / lane_count as f64;
     let mut longest_first: Vec<usize> = (0..jobs.len()).collect();
     longest_first.sort_by(|&a, &b| jobs[b].1.total_cmp(&jobs[a].1).then(a.cmp(&b)));
-    let mut count = vec![0usize; lane_count];
-    let mut load = vec![0.0f64; lane_count];
-    let mut lane_of = vec![0usize; jobs.len()];
+    let mut dealt = Dealt::new(lane_count, jobs);
     for k in longest_first {
         let (job, duration) = jobs[k];
+        let (count, load) = (&dealt.count, &dealt.load);
         let lane = match home(partitions, places, held(job)) {
             Some(h) if load[h] + duration <= even * (1.0 + 1e-9) => h,
             _ => (0..lane_count)
@@ -325,36 +315,54 @@ pub fn deal_by_load<'h>(
                 })
                 .expect("at least one lane"),
         };
-        lane_of[k] = lane;
-        count[lane] += 1;
-        load[lane] += duration;
+        dealt.put(k, lane);
     }
-    in_arrival_order(partitions, jobs, &lane_of, count)
+    dealt.into_lanes(partitions)
 }
 
-/// Lanes on `partitions` holding `jobs[k]` in lane `lane_of[k]`, `count` jobs each, every lane's
-/// jobs in the order of `jobs`.
-fn in_arrival_order(
-    partitions: &Arc<[CpuSet]>,
-    jobs: &[(JobId, f64)],
-    lane_of: &[usize],
+/// A deal under way: each lane's job count and load so far, and each job's lane.
+struct Dealt<'j> {
+    jobs: &'j [(JobId, f64)],
     count: Vec<usize>,
-) -> Lanes {
-    let mut ends = count;
-    let mut total = 0;
-    for end in &mut ends {
-        total += *end;
-        *end = total;
+    load: Vec<f64>,
+    lane_of: Vec<usize>,
+}
+
+impl<'j> Dealt<'j> {
+    fn new(lanes: usize, jobs: &'j [(JobId, f64)]) -> Dealt<'j> {
+        Dealt {
+            jobs,
+            count: vec![0; lanes],
+            load: vec![0.0; lanes],
+            lane_of: vec![0; jobs.len()],
+        }
     }
-    // Filled from each lane's end backwards, in reverse `jobs` order, so each lane takes its jobs in
-    // arrival order.
-    let mut dealt = vec![(JobId(0), 0.0); jobs.len()];
-    let mut next = ends.clone();
-    for (k, &i) in lane_of.iter().enumerate().rev() {
-        next[i] -= 1;
-        dealt[next[i]] = jobs[k];
+
+    /// Deals `jobs[k]` to `lane`.
+    fn put(&mut self, k: usize, lane: usize) {
+        self.lane_of[k] = lane;
+        self.count[lane] += 1;
+        self.load[lane] += self.jobs[k].1;
     }
-    Lanes::of(partitions.clone(), dealt, ends)
+
+    /// The lanes on `partitions`, each taking its jobs in the order of `jobs`.
+    fn into_lanes(self, partitions: &Arc<[CpuSet]>) -> Lanes {
+        let mut ends = self.count;
+        let mut total = 0;
+        for end in &mut ends {
+            total += *end;
+            *end = total;
+        }
+        // Filled from each lane's end backwards, in reverse `jobs` order, so each lane takes its
+        // jobs in arrival order.
+        let mut dealt = vec![(JobId(0), 0.0); self.jobs.len()];
+        let mut next = ends.clone();
+        for (k, &i) in self.lane_of.iter().enumerate().rev() {
+            next[i] -= 1;
+            dealt[next[i]] = self.jobs[k];
+        }
+        Lanes::of(partitions.clone(), dealt, ends)
+    }
 }
 
 /// The lane among `partitions` of a job that `held` the given CPUs (with the index where they may be).
