@@ -67,6 +67,16 @@ pub struct JobHints {
     pub sync: SyncKind,
 }
 
+impl JobHints {
+    /// Takes the times alone `measured` in earlier runs (none: the declared ones stay): a
+    /// measurement of this machine outweighs what a workload file or a user declared.
+    pub fn take_measured_times_alone(&mut self, measured: Vec<(u32, f64)>) {
+        if !measured.is_empty() {
+            self.times_alone = measured;
+        }
+    }
+}
+
 /// The user a job belongs to, for sharing the machine among users before jobs: policies split CPUs
 /// and time among the owners present by `share`, then among each owner's jobs by their weights.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -80,10 +80,7 @@ impl JobSource for DaemonSource {
                 let id = JobId(job.id as u32);
                 // Measured here before, its times alone replace any the user declared.
                 let mut hints = s.hints;
-                let measured = self.history.times_alone(job.uid, &s.command);
-                if !measured.is_empty() {
-                    hints.times_alone = measured;
-                }
+                hints.take_measured_times_alone(self.history.times_alone(job.uid, &s.command));
                 if job.adopt.is_none() {
                     self.history.follow(id, job.uid, &s.command);
                 }

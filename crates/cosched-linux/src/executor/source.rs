@@ -156,10 +156,9 @@ impl WorkloadReplay {
                     .or(spec.hints.one_cpu_runtime);
                 // Its times alone at the widths its past runs measured, which `auto` trusts
                 // over a curve.
-                let measured = isolated_times.times_alone(topology, &entry.command);
-                if !measured.is_empty() {
-                    spec.hints.times_alone = measured;
-                }
+                (spec.hints).take_measured_times_alone(
+                    isolated_times.times_alone(topology, &entry.command),
+                );
                 if let Some(known) = isolated_times.behaviour(topology, &entry.command) {
                     known.apply(&mut spec);
                 }
