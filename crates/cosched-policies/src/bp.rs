@@ -4,13 +4,11 @@
 
 use crate::users;
 use cosched_core::{ActiveJob, Assignment, Context, Event, JobSpec, Plan, Policy, Topology};
-use std::collections::HashMap;
 
 #[derive(Debug, Default)]
 pub struct Batch {
-    /// Jobs started for each user with jobs (`None`: those without an owner): one job runs at a
-    /// time, so holdings cannot tell whose turn it is.
-    started_by_user: HashMap<Option<u32>, usize>,
+    /// Jobs started for each user with jobs.
+    started_by_user: users::Turns,
     /// Whether the jobs of the last decision had owners.
     owned: bool,
 }
@@ -59,17 +57,9 @@ impl Batch {
         if !users::several_users(specs.iter().copied()) {
             return None;
         }
-        let user = |spec: &JobSpec| spec.owner.map(|o| o.user);
-        let waiting: Vec<Option<u32>> = specs.iter().map(|s| user(s)).collect();
-        self.started_by_user.retain(|u, _| waiting.contains(u));
-        let turns = |spec: &JobSpec| {
-            let started = self.started_by_user.get(&user(spec)).copied().unwrap_or(0);
-            started as f64 / spec.owner.map_or(1.0, |o| o.share)
-        };
         // Jobs come oldest first: among equal turns, the first is the oldest.
-        let next = (ctx.jobs.iter()).min_by(|a, b| turns(&a.spec).total_cmp(&turns(&b.spec)))?;
-        *self.started_by_user.entry(user(&next.spec)).or_default() += 1;
-        Some(next)
+        let next = self.started_by_user.next(&specs, 0..specs.len())?;
+        Some(&ctx.jobs[next])
     }
 }
 

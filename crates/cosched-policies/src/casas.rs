@@ -54,10 +54,8 @@ pub struct Casas {
     probe: Option<Probe>,
     /// Jobs waiting for their probe, in arrival order.
     unprobed: VecDeque<JobId>,
-    /// Probes started for each user with active jobs (`None`: the jobs without an owner): a probe
-    /// ends before the next starts, and often the job with it, so holdings cannot tell whose turn
-    /// it is.
-    probes_by_user: HashMap<Option<u32>, usize>,
+    /// Probes started for each user with active jobs.
+    probes_by_user: users::Turns,
     /// The domain each job first ran on, which holds its memory.
     home: HashMap<JobId, usize>,
     /// Domains each job holds in the current plan.
@@ -298,20 +296,8 @@ impl Casas {
             }
             candidates.retain(|&i| let_in[i]);
         }
-        let active: HashSet<Option<u32>> = specs.iter().map(|s| s.owner.map(|o| o.user)).collect();
-        self.probes_by_user.retain(|user, _| active.contains(user));
-        let probes = |i: &usize| {
-            let owner = specs[*i].owner;
-            let started = self.probes_by_user.get(&owner.map(|o| o.user)).copied();
-            started.unwrap_or(0) as f64 / owner.map_or(1.0, |o| o.share)
-        };
         // The user with the fewest probes for their share; among equals, the fair order's first.
-        let next = (candidates.iter())
-            .min_by(|a, b| probes(a).total_cmp(&probes(b)))
-            .map(|&i| specs[i])?;
-        *(self.probes_by_user)
-            .entry(next.owner.map(|o| o.user))
-            .or_default() += 1;
+        let next = specs[self.probes_by_user.next(&specs, candidates)?];
         self.unprobed.retain(|&job| job != next.id);
         Some(next.id)
     }

@@ -4,6 +4,7 @@
 //! without an owner are one user among the others (a single-user workload has no owners at all).
 
 use cosched_core::{ActiveJob, JobSpec, Owner};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// A job's owner as the split sees it: `None` stands for the ownerless jobs together.
 fn user_of(job: &JobSpec) -> Option<u32> {
@@ -156,7 +157,7 @@ pub(crate) fn fair_weights(jobs: &[&JobSpec]) -> Vec<f64> {
 /// places given before it. A user with many jobs then cannot take every place ahead of a user with
 /// one. One user's jobs keep their order.
 pub(crate) fn fair_order(jobs: &[&JobSpec], placed: impl Fn(usize) -> bool) -> Vec<usize> {
-    let mut users: Vec<(f64, usize, std::collections::VecDeque<usize>)> = by_user(jobs)
+    let mut users: Vec<(f64, usize, VecDeque<usize>)> = by_user(jobs)
         .into_iter()
         .map(|(share, members)| {
             let held = members.iter().filter(|&&i| placed(i)).count();
@@ -239,24 +240,48 @@ pub(crate) fn slot_lengths(slice: f64, row_weights: &[f64], several: bool) -> Ve
 /// share, counting each job's `size` (its CPUs). A user's flood ahead of another user's jobs thus
 /// takes turns with them instead of going first.
 pub(crate) fn interleave(jobs: &[&JobSpec], order: &[usize], sizes: &[f64]) -> Vec<usize> {
-    let mut users: Vec<(Option<u32>, f64, f64, std::collections::VecDeque<usize>)> = Vec::new();
-    for &i in order {
-        let user = user_of(jobs[i]);
-        match users.iter_mut().find(|u| u.0 == user) {
-            Some(u) => u.3.push_back(i),
-            None => users.push((user, share_of(jobs[i]), 0.0, [i].into())),
-        }
-    }
+    let ordered: Vec<&JobSpec> = order.iter().map(|&i| jobs[i]).collect();
+    // Each user's share, what they got so far, and their jobs to come (indices into `jobs`).
+    let mut users: Vec<(f64, f64, VecDeque<usize>)> = by_user(&ordered)
+        .into_iter()
+        .map(|(share, members)| (share, 0.0, members.into_iter().map(|k| order[k]).collect()))
+        .collect();
     let mut interleaved = Vec::with_capacity(order.len());
     while let Some(next) = (users.iter_mut())
-        .filter(|u| !u.3.is_empty())
-        .min_by(|a, b| (a.2 / a.1).total_cmp(&(b.2 / b.1)))
+        .filter(|u| !u.2.is_empty())
+        .min_by(|a, b| (a.1 / a.0).total_cmp(&(b.1 / b.0)))
     {
-        let i = next.3.pop_front().expect("not empty");
-        next.2 += sizes[i];
+        let i = next.2.pop_front().expect("not empty");
+        next.1 += sizes[i];
         interleaved.push(i);
     }
     interleaved
+}
+
+/// Turns each user has had where one job at a time gets the turn (BP's next job, CaSAS's next
+/// probe): the job given it often ends before the next turn, so holdings cannot tell whose turn it
+/// is. Only users with jobs keep their count.
+#[derive(Debug, Default)]
+pub(crate) struct Turns(HashMap<Option<u32>, usize>);
+
+impl Turns {
+    /// Of `candidates` (indices into `jobs`, the first preferred among equals), the one of the user
+    /// with the fewest turns for their share, whose turn it now counts; `jobs` are every active job.
+    pub(crate) fn next(
+        &mut self,
+        jobs: &[&JobSpec],
+        candidates: impl IntoIterator<Item = usize>,
+    ) -> Option<usize> {
+        let active: HashSet<Option<u32>> = jobs.iter().map(|j| user_of(j)).collect();
+        self.0.retain(|user, _| active.contains(user));
+        let turns = |i: usize| {
+            let had = self.0.get(&user_of(jobs[i])).copied().unwrap_or(0);
+            had as f64 / share_of(jobs[i])
+        };
+        let next = (candidates.into_iter()).min_by(|&a, &b| turns(a).total_cmp(&turns(b)))?;
+        *self.0.entry(user_of(jobs[next])).or_default() += 1;
+        Some(next)
+    }
 }
 
 /// The jobs that may hold CPUs, at most `limit`: the started ones (never displaced), then waiting
