@@ -1,0 +1,11 @@
+//! The root daemon against hostile local users: two unprivileged uids (through `setpriv`) try to
+//! crash it, exhaust it, read through it or leave their mark on each other's jobs. Each module is
+//! one kind of attack; `common` holds what they share. Tests skip, saying so, without root or
+//! `setpriv`.
+
+mod common;
+
+mod bounds;
+mod control_page;
+mod environment;
+mod outputs;
