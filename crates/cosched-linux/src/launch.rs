@@ -3,16 +3,18 @@
 //! invoking user's identity).
 
 use crate::affinity::Mask;
+use crate::output_file::{OutputPath, Refused};
 use cosched_core::CpuSet;
+use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
 use nix::unistd::{chdir, getgrouplist, setgid, setgroups, setuid, Gid, Uid, User};
 use std::collections::BTreeMap;
-use std::ffi::{CStr, CString, OsString};
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -107,13 +109,12 @@ pub enum Output {
 
 impl Output {
     /// What the child starts with, and the path it is to open itself, if any.
-    fn split(self) -> io::Result<(Stdio, Option<(PathBuf, CString)>)> {
+    fn split(self) -> io::Result<(Stdio, Option<(PathBuf, OutputPath)>)> {
         match self {
             Output::File(file) => Ok((file.into(), None)),
             Output::AsUser(path) => {
-                let c_path = CString::new(path.as_os_str().as_bytes())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                Ok((Stdio::null(), Some((path, c_path))))
+                let split = OutputPath::new(&path)?;
+                Ok((Stdio::null(), Some((path, split))))
             }
         }
     }
@@ -152,6 +153,9 @@ enum Step {
     EnterDirectory = 4,
     OpenStdout = 5,
     OpenStderr = 6,
+    /// The output path is a link another user owns.
+    ForeignLinkStdout = 7,
+    ForeignLinkStderr = 8,
 }
 
 impl Step {
@@ -163,6 +167,8 @@ impl Step {
             Step::EnterDirectory,
             Step::OpenStdout,
             Step::OpenStderr,
+            Step::ForeignLinkStdout,
+            Step::ForeignLinkStderr,
         ]
         .into_iter()
         .find(|s| *s as u8 == byte)
@@ -260,10 +266,17 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         if let Some(dir) = &cwd {
             chdir(dir.as_c_str()).map_err(|e| fail(Step::EnterDirectory)(e.into()))?;
         }
-        let stdout = stdout_c.as_deref();
-        let stderr = stderr_c.as_deref();
+        let stdout = stdout_c.as_ref();
+        let stderr = stderr_c.as_ref();
+        let refused = |os: Step, link: Step| {
+            move |refusal| match refusal {
+                Refused::Os(errno) => fail(os)(errno.into()),
+                Refused::ForeignLink => fail(link)(Errno::ELOOP.into()),
+            }
+        };
         if let Some(path) = stdout {
-            open_onto(path, libc::STDOUT_FILENO).map_err(|e| fail(Step::OpenStdout)(e.into()))?;
+            path.open_onto(libc::STDOUT_FILENO)
+                .map_err(refused(Step::OpenStdout, Step::ForeignLinkStdout))?;
         }
         match stderr {
             // One file for both, as Slurm's `-o` alone gives.
@@ -271,8 +284,9 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
                 nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)
                     .map_err(|e| fail(Step::OpenStderr)(e.into()))?;
             }
-            Some(path) => open_onto(path, libc::STDERR_FILENO)
-                .map_err(|e| fail(Step::OpenStderr)(e.into()))?,
+            Some(path) => path
+                .open_onto(libc::STDERR_FILENO)
+                .map_err(refused(Step::OpenStderr, Step::ForeignLinkStderr))?,
             None => {}
         }
         Ok(())
@@ -301,25 +315,26 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             ),
             Some(Step::OpenStdout) => output_error(&stdout_path, "standard output", &as_user),
             Some(Step::OpenStderr) => output_error(&stderr_path, "standard error", &as_user),
+            Some(Step::ForeignLinkStdout) => foreign_link(&stdout_path, "standard output"),
+            Some(Step::ForeignLinkStderr) => foreign_link(&stderr_path, "standard error"),
             None => format!("cannot start {program}"),
         };
         io::Error::new(e.kind(), format!("{what}: {e}"))
     })
 }
 
-/// In the child, once it is the job's user: opens (creates, truncates) `path` as descriptor
-/// `target`, left open across exec.
-fn open_onto(path: &CStr, target: RawFd) -> nix::Result<()> {
-    let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_CLOEXEC;
-    let fd = nix::fcntl::open(path, flags, Mode::from_bits_truncate(0o644))?;
-    nix::unistd::dup2(fd, target)?;
-    nix::unistd::close(fd)
-}
-
-fn output_error(path: &Option<(PathBuf, CString)>, stream: &str, as_user: &str) -> String {
+fn output_error(path: &Option<(PathBuf, OutputPath)>, stream: &str, as_user: &str) -> String {
     let path = path.as_ref().map_or(Path::new(""), |(p, _)| p.as_path());
     format!(
         "cannot open {} for the job's {stream}{as_user}",
+        path.display()
+    )
+}
+
+fn foreign_link(path: &Option<(PathBuf, OutputPath)>, stream: &str) -> String {
+    let path = path.as_ref().map_or(Path::new(""), |(p, _)| p.as_path());
+    format!(
+        "{} is a symbolic link another user owns, not followed for the job's {stream}",
         path.display()
     )
 }

@@ -36,6 +36,7 @@ mod launch;
 mod measure;
 mod mechanism;
 pub mod model_runs;
+mod output_file;
 mod priority;
 pub mod procfs;
 pub mod slurm;
