@@ -89,8 +89,9 @@ impl ShareTable {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Privacy {
-    /// Hide the command line of other users' jobs (as Slurm's `PrivateData=jobs` hides jobs): they
-    /// are listed with their id, owner, name, state and times only. Root sees everything.
+    /// Hide from other users what a job's request chose (as Slurm's `PrivateData=jobs` hides
+    /// jobs): they are listed without command, output paths, pid, error text or slowdown, and a
+    /// default name reads `private`. Root and the daemon's own user see everything.
     pub private_jobs: bool,
 }
 

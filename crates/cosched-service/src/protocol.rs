@@ -69,11 +69,12 @@ pub struct JobFilter {
 }
 
 impl JobFilter {
-    /// Whether `view`, listed in `state`, is kept.
-    pub fn keeps(&self, view: &JobView, state: JobState) -> bool {
+    /// Whether `view`, listed in `state` and under `name` (its own, or the one a user who may not
+    /// see it is shown), is kept.
+    pub fn keeps(&self, view: &JobView, state: JobState, name: &str) -> bool {
         (self.users.is_empty() || self.users.contains(&view.uid))
             && (self.states.is_empty() || self.states.contains(&state))
-            && (self.names.is_empty() || self.names.contains(&view.name))
+            && (self.names.is_empty() || self.names.iter().any(|n| n == name))
             && (self.arrays.is_empty() || view.array_id.is_some_and(|a| self.arrays.contains(&a)))
             && self
                 .since

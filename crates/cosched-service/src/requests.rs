@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::MutexGuard;
 
+mod privacy;
+
 /// Answers one request from `peer`.
 pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
     let result = match request {
@@ -55,13 +57,19 @@ fn check_served(shared: &Shared, peer: Peer) -> Result<(), ServiceError> {
     Ok(())
 }
 
-/// What `peer` may see of `view`: all of its own jobs; of other users' jobs, where jobs are private
-/// (`privacy.private_jobs`), no command line. Root and the daemon's own user see everything.
-fn as_seen_by(shared: &Shared, peer: Peer, mut view: JobView) -> JobView {
-    if shared.config.privacy.private_jobs && view.uid != peer.uid && !shared.privileged(peer.uid) {
-        view.command = Vec::new();
+/// Whether `view` is hidden from `peer`: another user's job where jobs are private
+/// (`privacy.private_jobs`). Root and the daemon's own user see everything.
+fn hidden_from(shared: &Shared, peer: Peer, view: &JobView) -> bool {
+    shared.config.privacy.private_jobs && view.uid != peer.uid && !shared.privileged(peer.uid)
+}
+
+/// What `peer` may see of `view`: all of its own jobs, and of a job hidden from it what
+/// [`privacy::hidden`] keeps.
+fn as_seen_by(shared: &Shared, peer: Peer, view: JobView) -> JobView {
+    match hidden_from(shared, peer, &view) {
+        true => privacy::hidden(view),
+        false => view,
     }
-    view
 }
 
 /// Jobs copied per hold of the registry's lock: a long history is listed in turns with the executor.
@@ -86,8 +94,13 @@ fn jobs(shared: &Shared, all: bool, filter: &JobFilter, peer: Peer) -> Reply {
                 JobState::Running if suspended.contains(&view.id) => JobState::Suspended,
                 state => state,
             };
-            // Filtered before the copy: a filtered listing of a long history copies little.
-            if !filter.keeps(view, state) {
+            // Filtered before the copy: a filtered listing of a long history copies little. By
+            // the name `peer` sees, or `--name` would tell which program a hidden job runs.
+            let name = match hidden_from(shared, peer, view) {
+                true => privacy::seen_name(view),
+                false => &view.name,
+            };
+            if !filter.keeps(view, state, name) {
                 continue;
             }
             let mut listed = registry.with_slowdown(view.clone(), now);

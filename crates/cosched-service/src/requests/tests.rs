@@ -123,3 +123,57 @@ fn submissions_waiting_on_one_hanging_fsync_share_the_next() {
     });
     assert_eq!(shared.journal.fsyncs() - before, 1, "one fsync covers all");
 }
+
+#[test]
+fn another_user_sees_nothing_a_private_jobs_request_chose_but_its_owner_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = shared(dir.path());
+    if shared.daemon_uid != 0 {
+        eprintln!("SKIPPED: only a root daemon serves two users");
+        return;
+    }
+    let (alice, mallory) = (
+        Peer {
+            uid: 1000,
+            ..peer(&shared)
+        },
+        Peer {
+            uid: 1001,
+            ..peer(&shared)
+        },
+    );
+    let mut submission = Submission::of("/home/alice/secret-solver");
+    submission.name = "secret-solver".into();
+    submission.cwd = "/home/alice/secret-project".into();
+    submission.output = Some("out-%j".into());
+    let id = match handle(&shared, Request::Submit(submission), alice) {
+        Reply::Submitted { id } => id,
+        other => panic!("{other:?}"),
+    };
+    let error = "cannot start /home/alice/secret-solver: No such file or directory";
+    shared
+        .lock()
+        .finish(id, Some(1.0), false, None, Some(error.into()));
+    let jobs = |peer: Peer, names: &[&str]| {
+        let filter = JobFilter {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        };
+        handle(&shared, Request::Jobs { all: true, filter }, peer)
+    };
+    let listing = |peer: Peer, names: &[&str]| serde_json::to_string(&jobs(peer, names)).unwrap();
+    let shown = |peer: Peer| serde_json::to_string(&handle(&shared, Request::Show { id }, peer));
+    for seen in [listing(mallory, &[]), shown(mallory).unwrap()] {
+        assert!(!seen.contains("secret"), "{seen}");
+        assert!(seen.contains(r#""name":"private""#), "{seen}");
+    }
+    // Nor does a filter by the real name find it.
+    assert_eq!(listed(jobs(mallory, &["secret-solver"])), [] as [u64; 0]);
+    assert_eq!(listed(jobs(mallory, &["private"])), [id]);
+    for peer in [alice, peer(&shared)] {
+        for seen in [listing(peer, &["secret-solver"]), shown(peer).unwrap()] {
+            assert!(seen.contains("/home/alice/secret-project/out-0"), "{seen}");
+            assert!(seen.contains(error), "{seen}");
+        }
+    }
+}
