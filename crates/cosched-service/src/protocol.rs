@@ -19,6 +19,18 @@ pub struct Envelope {
     pub request: Request,
 }
 
+/// One request line as a client sent it: the request, or the error the client is told.
+pub fn decode(line: &[u8]) -> Result<Request, String> {
+    match serde_json::from_slice::<Envelope>(line) {
+        Err(e) => Err(format!("malformed request: {e}")),
+        Ok(envelope) if envelope.version != PROTOCOL_VERSION => Err(format!(
+            "protocol version {} is not spoken here; this daemon speaks version {PROTOCOL_VERSION}",
+            envelope.version
+        )),
+        Ok(envelope) => Ok(envelope.request),
+    }
+}
+
 // One request is decoded per message and handled at once: never stored in bulk, so the size of its
 // largest variant costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -515,6 +527,92 @@ mod tests {
             r#"{"version":1,"request":{"format_disk":{}}}"#,
         ] {
             assert!(serde_json::from_str::<Envelope>(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Lines of every kind of request, as a client sends them.
+    fn valid_lines() -> Vec<Vec<u8>> {
+        let mut submission = Submission::of("/bin/true");
+        submission.output = Some("out-%j".into());
+        submission.labels.insert("k".into(), "v".into());
+        let submit = serde_json::to_string(&Envelope {
+            version: PROTOCOL_VERSION,
+            request: Request::Submit(submission),
+        })
+        .unwrap();
+        let requests = [
+            r#"{"jobs":{"all":true,"filter":{"users":[1],"states":["running"],"names":["a"],"since":1.5}}}"#,
+            r#"{"show":{"id":3}}"#,
+            r#"{"cancel":{"ids":[1,2]}}"#,
+            r#"{"wait":{"ids":[4]}}"#,
+            r#"{"policy":{"set":"eq"}}"#,
+            r#"{"switches":{}}"#,
+            r#"{"attach":{"pid":1,"name":null,"min_threads":null,"max_threads":2,"kind":"rigid","weight":1.0,"coschedule":true,"hints":{},"labels":{},"in_place":false}}"#,
+        ];
+        let lines = requests.map(|r| format!(r#"{{"version":1,"request":{r}}}"#));
+        let lines: Vec<Vec<u8>> = lines
+            .into_iter()
+            .chain([submit])
+            .map(String::into_bytes)
+            .collect();
+        for line in &lines {
+            assert!(decode(line).is_ok(), "{}", String::from_utf8_lossy(line));
+        }
+        lines
+    }
+
+    /// What the daemon makes of `line`: a request that encodes back to one it decodes alike, or
+    /// an error to send.
+    fn check(line: &[u8]) {
+        match decode(line) {
+            Ok(request) => {
+                let again = serde_json::to_vec(&Envelope {
+                    version: PROTOCOL_VERSION,
+                    request,
+                })
+                .unwrap();
+                assert!(decode(&again).is_ok());
+            }
+            Err(message) => assert!(!message.is_empty()),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_bytes_are_refused_or_a_request(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..600)) {
+            check(&bytes);
+        }
+
+        #[test]
+        fn cut_and_mutated_requests_are_refused_or_a_request(
+            which in 0usize..8,
+            cut in proptest::num::usize::ANY,
+            edits in proptest::collection::vec((proptest::num::usize::ANY, proptest::num::u8::ANY, 0u8..3), 0..6),
+        ) {
+            let mut line = valid_lines()[which].clone();
+            for (at, byte, how) in edits {
+                let at = at % (line.len() + 1);
+                match how {
+                    0 => line.insert(at, byte),
+                    1 if at < line.len() => line[at] = byte,
+                    _ if at < line.len() => { line.remove(at); }
+                    _ => {}
+                }
+            }
+            check(&line);
+            line.truncate(cut % (line.len() + 1));
+            check(&line);
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_overflowing_the_stack() {
+        for open in ["[", "{\"a\":"] {
+            let line = format!(
+                r#"{{"version":1,"request":{{"jobs":{{"all":{}"#,
+                open.repeat(100_000)
+            );
+            assert!(decode(line.as_bytes()).is_err());
         }
     }
 }

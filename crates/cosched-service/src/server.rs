@@ -6,7 +6,7 @@
 
 use crate::config::Limits;
 use crate::error::ServiceError;
-use crate::protocol::{Envelope, Reply, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
+use crate::protocol::{decode, Reply, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 use crate::registry::Peer;
 use crate::state::Shared;
 use nix::sys::socket::{getsockopt, sockopt};
@@ -170,17 +170,9 @@ fn connection(
                 format!("request longer than {MAX_REQUEST_BYTES} bytes; closing the connection");
             return respond(&mut writer, Reply::Error { message });
         }
-        let reply = match serde_json::from_slice::<Envelope>(&line) {
-            Err(e) => Reply::Error {
-                message: format!("malformed request: {e}"),
-            },
-            Ok(envelope) if envelope.version != PROTOCOL_VERSION => Reply::Error {
-                message: format!(
-                    "protocol version {} is not spoken here; this daemon speaks version {PROTOCOL_VERSION}",
-                    envelope.version
-                ),
-            },
-            Ok(envelope) => crate::requests::handle(shared, envelope.request, peer),
+        let reply = match decode(&line) {
+            Err(message) => Reply::Error { message },
+            Ok(request) => crate::requests::handle(shared, request, peer),
         };
         respond(&mut writer, reply)?;
     }
