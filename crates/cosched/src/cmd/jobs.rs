@@ -134,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 pub const DEFAULT_FIELDS: &str = "id,name,user,state,reason,cpus,threads,elapsed,slowdown,labels";
 
-/// One line per job with `fields` (comma-separated), under a header.
+/// One line per job with `fields` (comma-separated), under a header; what users chose is escaped.
 pub fn print_table(jobs: &[JobView], fields: &str) -> anyhow::Result<()> {
     let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
     let mut names = UserNames::default();
@@ -144,6 +144,7 @@ pub fn print_table(jobs: &[JobView], fields: &str) -> anyhow::Result<()> {
         let row = fields
             .iter()
             .map(|field| value(job, field, now, &mut names))
+            .map(|cell| cell.map(|c| super::terminal::escaped(&c).into_owned()))
             .collect::<anyhow::Result<Vec<_>>>()?;
         rows.push(row);
     }

@@ -33,5 +33,6 @@ pub mod sim;
 mod sim_tables;
 mod slurm_time;
 pub mod submit;
+mod terminal;
 pub mod topo;
 pub mod wait;

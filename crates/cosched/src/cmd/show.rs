@@ -2,6 +2,7 @@
 
 use super::client::{unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
+use serde_json::Value;
 
 /// Show jobs of the daemon, everything it knows of each
 #[derive(clap::Args, Debug)]
@@ -34,8 +35,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         let text = serde_json::to_value(&job).expect("views serialise");
         for (key, value) in text.as_object().expect("a view is an object") {
-            println!("{key:>10}: {value}");
+            println!("{key:>10}: {}", shown(value));
         }
     }
     Ok(())
+}
+
+/// `value` as JSON, but with its strings escaped for a terminal as `jobs` escapes them: JSON
+/// leaves DEL and the C1 controls (a one-character CSI among them) as they are.
+fn shown(value: &Value) -> String {
+    let joined = |items: Vec<String>| items.join(",");
+    match value {
+        Value::String(s) => format!("\"{}\"", super::terminal::escaped(s)),
+        Value::Array(items) => format!("[{}]", joined(items.iter().map(shown).collect())),
+        Value::Object(fields) => {
+            let fields = fields
+                .iter()
+                .map(|(k, v)| format!("\"{}\":{}", super::terminal::escaped(k), shown(v)));
+            format!("{{{}}}", joined(fields.collect()))
+        }
+        other => other.to_string(),
+    }
 }
