@@ -1,17 +1,17 @@
 //! `cosched logs`: a job's output, read from the files the daemon gives it.
 
 use super::client::{unexpected, ClientArgs};
-use anyhow::Context as _;
+use super::log_file::{self, Shape};
 use cosched_service::protocol::{JobView, Reply, Request};
-use std::io::{Read, Seek, SeekFrom, Write};
 
-/// Print a job's standard output (and with --stderr its standard error)
+/// Print a job's standard output (or with --stderr its standard error)
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "With --json, each piece of output read is one JSON line: {\"id\": ID, \
 \"stream\": \"stdout\" or \"stderr\", \"text\": ...} (bytes that are not UTF-8 replaced by U+FFFD).\n\n\
 Examples:\n  cosched logs 12\n  cosched logs 12 --follow\n  cosched logs 12 --stderr\n  \
-cosched logs 12 --follow --json | jq -r .text"
+cosched logs 12 --tail 20 --follow\n  cosched logs 12 --follow --json | jq -r .text\n\n\
+Only a regular file is read: a job whose output goes to a device or a FIFO has no log here."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -23,6 +23,9 @@ pub struct Args {
     /// Standard error instead of standard output
     #[arg(long)]
     stderr: bool,
+    /// Only the last N lines (then, with --follow, what follows)
+    #[arg(long, short = 'n', value_name = "N")]
+    tail: Option<u64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -40,11 +43,22 @@ parent sent it",
     }
     .clone();
     let stream = if args.stderr { "stderr" } else { "stdout" };
-    let json = args.client.json.then_some((job.id, stream));
-    let mut offset = 0;
+    let shape = match args.client.json {
+        true => Shape::Json { id: job.id, stream },
+        false => Shape::Raw,
+    };
+    let mut offset = None;
     let mut out = std::io::stdout();
     loop {
-        offset += copy_from(&path, offset, &mut out, json)?;
+        // Opened afresh each time: the job may not have created it yet.
+        if let Some((mut file, len)) = log_file::open(&path)? {
+            let from = match (offset, args.tail) {
+                (Some(offset), _) => offset,
+                (None, Some(lines)) => log_file::tail_offset(&mut file, len, lines)?,
+                (None, None) => 0,
+            };
+            offset = Some(log_file::copy(&mut file, from, len, &mut out, shape)?);
+        }
         if !args.follow || job.state.ended() {
             return Ok(());
         }
@@ -58,37 +72,4 @@ fn show(args: &Args) -> anyhow::Result<JobView> {
         Reply::Job { job } => Ok(*job),
         other => Err(unexpected(other)),
     }
-}
-
-/// Copies what `path` holds beyond `offset`, as it is or, given the job's id and stream, as one JSON
-/// line; a log not created yet holds nothing.
-fn copy_from(
-    path: &std::path::Path,
-    offset: u64,
-    out: &mut impl Write,
-    json: Option<(u64, &str)>,
-) -> anyhow::Result<u64> {
-    let mut file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => {
-            return Err(e).with_context(|| {
-                format!("cannot read {}; only the job's owner may", path.display())
-            })
-        }
-    };
-    file.seek(SeekFrom::Start(offset))?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    match json {
-        Some(_) if bytes.is_empty() => {}
-        Some((id, stream)) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let line = serde_json::json!({ "id": id, "stream": stream, "text": text });
-            writeln!(out, "{line}")?;
-        }
-        None => out.write_all(&bytes)?,
-    }
-    out.flush()?;
-    Ok(bytes.len() as u64)
 }

@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod gen;
 mod job_ids;
 pub mod jobs;
+mod log_file;
 pub mod logs;
 pub mod machine;
 pub mod machine_model;
