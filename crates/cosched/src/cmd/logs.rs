@@ -42,6 +42,12 @@ parent sent it",
         &job.stdout
     }
     .clone();
+    // Where jobs are private, another user's job comes without its paths.
+    anyhow::ensure!(
+        !path.as_os_str().is_empty(),
+        "job {} is another user's: only its owner or root may read its output",
+        job.id
+    );
     let stream = if args.stderr { "stderr" } else { "stdout" };
     let shape = match args.client.json {
         true => Shape::Json { id: job.id, stream },

@@ -98,6 +98,9 @@ fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
             );
         }
     }
+    let logs = cosched_as(MALLORY, &daemon, root, &["logs", &ids[0]]);
+    assert!(!logs.status.success());
+    assert!(text(&logs).contains("another user's"), "{}", text(&logs));
     let listed = json_as(MALLORY, &daemon, &["jobs", "--all"]);
     assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
     // Its owner sees everything.
