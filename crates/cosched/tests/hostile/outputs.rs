@@ -7,6 +7,7 @@ use serde_json::Value;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 /// Long enough for any of these jobs to start and end on a loaded machine.
@@ -19,6 +20,26 @@ fn owned_dir(parent: &Path, name: &str, uid: u32, mode: u32) -> PathBuf {
     std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
     std::fs::set_permissions(&dir, PermissionsExt::from_mode(mode)).unwrap();
     dir
+}
+
+/// What each test here runs against: a daemon of the default settings in a directory both users
+/// may enter, one test at a time. Dropped in this order: the daemon, its directory, the turn.
+struct Setting {
+    daemon: DaemonProcess,
+    dir: tempfile::TempDir,
+    _turn: MutexGuard<'static, ()>,
+}
+
+/// The [`Setting`], or `None` (saying why) where two users cannot be had.
+fn setting() -> Option<Setting> {
+    let turn = common::one_at_a_time();
+    let dir = common::dir_for_two_users()?;
+    let daemon = common::start_daemon(dir.path(), "eq", "");
+    Some(Setting {
+        daemon,
+        dir,
+        _turn: turn,
+    })
 }
 
 /// `cosched submit ARGS…` as `uid` from `cwd`: the job's id.
@@ -49,11 +70,10 @@ fn text(out: &Output) -> String {
 
 #[test]
 fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
-    let _serial = common::one_at_a_time();
-    let Some(dir) = common::dir_for_two_users() else {
+    let Some(mut setting) = setting() else {
         return;
     };
-    let mut daemon = common::start_daemon(dir.path(), "eq", "");
+    let (daemon, dir) = (&setting.daemon, &setting.dir);
     let hideout = owned_dir(dir.path(), "hideout-q7z", ALICE, 0o755);
     let program = hideout.join("solver-k2p9");
     std::fs::copy("/bin/sleep", &program).unwrap();
@@ -61,22 +81,22 @@ fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
     // It fails, with an error naming its program; its output goes to a file in its directory.
     let failed = submit_as(
         ALICE,
-        &daemon,
+        daemon,
         &hideout,
         &["-o", "out-%j", "--", "/no/solver-k2p9"],
     );
-    let running = submit_as(ALICE, &daemon, &hideout, &["--", program, "30"]);
-    let error = ended(ALICE, &daemon, failed)["error"].clone();
+    let running = submit_as(ALICE, daemon, &hideout, &["--", program, "30"]);
+    let error = ended(ALICE, daemon, failed)["error"].clone();
     assert!(error.to_string().contains("/no/solver-k2p9"), "{error}");
     let pid_of = |uid| {
-        let job = json_as(uid, &daemon, &["show", &running.to_string()]);
+        let job = json_as(uid, daemon, &["show", &running.to_string()]);
         job["pid"].as_u64()
     };
     assert!(wait_for(LIMIT, || pid_of(ALICE).is_some()), "never started");
     assert_eq!(pid_of(MALLORY), None);
 
     let (ids, root) = ([failed, running].map(|id| id.to_string()), Path::new("/"));
-    let as_mallory = |args: &[&str]| text(&cosched_as(MALLORY, &daemon, root, args));
+    let as_mallory = |args: &[&str]| text(&cosched_as(MALLORY, daemon, root, args));
     let seen_by_mallory = [
         as_mallory(&["jobs", "--all", "--json"]),
         as_mallory(&[
@@ -98,13 +118,13 @@ fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
             );
         }
     }
-    let logs = cosched_as(MALLORY, &daemon, root, &["logs", &ids[0]]);
+    let logs = cosched_as(MALLORY, daemon, root, &["logs", &ids[0]]);
     assert!(!logs.status.success());
     assert!(text(&logs).contains("another user's"), "{}", text(&logs));
-    let listed = json_as(MALLORY, &daemon, &["jobs", "--all"]);
+    let listed = json_as(MALLORY, daemon, &["jobs", "--all"]);
     assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
     // Its owner sees everything.
-    let theirs = as_alice_and_root(&daemon, &["jobs", "--all", "--json"]);
+    let theirs = as_alice_and_root(daemon, &["jobs", "--all", "--json"]);
     for seen in theirs {
         for secret in ["hideout-q7z/out-", "/no/solver-k2p9", program] {
             assert!(
@@ -113,8 +133,8 @@ fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
             );
         }
     }
-    ok_as(ALICE, &daemon, root, &["cancel", &ids[1]]);
-    daemon.stop().unwrap();
+    ok_as(ALICE, daemon, root, &["cancel", &ids[1]]);
+    setting.daemon.stop().unwrap();
 }
 
 /// What `cosched ARGS…` prints to the job's owner and to root.
@@ -124,11 +144,10 @@ fn as_alice_and_root(daemon: &DaemonProcess, args: &[&str]) -> [String; 2] {
 
 #[test]
 fn a_link_another_user_planted_is_not_followed_but_the_users_own_is() {
-    let _serial = common::one_at_a_time();
-    let Some(dir) = common::dir_for_two_users() else {
+    let Some(mut setting) = setting() else {
         return;
     };
-    let mut daemon = common::start_daemon(dir.path(), "eq", "");
+    let (daemon, dir) = (&setting.daemon, &setting.dir);
     let shared = owned_dir(dir.path(), "shared", 0, 0o1777);
     let home = owned_dir(dir.path(), "home", ALICE, 0o755);
     let precious = home.join("precious");
@@ -141,11 +160,11 @@ fn a_link_another_user_planted_is_not_followed_but_the_users_own_is() {
     let planted = planted.to_str().unwrap();
     let id = submit_as(
         ALICE,
-        &daemon,
+        daemon,
         &home,
         &["-o", planted, "--", "echo", "overwritten"],
     );
-    let job = ended(ALICE, &daemon, id);
+    let job = ended(ALICE, daemon, id);
     assert_eq!(job["state"], "failed", "{job}");
     let error = job["error"].as_str().unwrap();
     assert!(
@@ -161,18 +180,13 @@ fn a_link_another_user_planted_is_not_followed_but_the_users_own_is() {
     symlink(home.join("target"), &own).unwrap();
     std::os::unix::fs::lchown(&own, Some(ALICE), Some(ALICE)).unwrap();
     let own = own.to_str().unwrap();
-    let id = submit_as(
-        ALICE,
-        &daemon,
-        &home,
-        &["-o", own, "--", "echo", "followed"],
-    );
-    assert_eq!(ended(ALICE, &daemon, id)["state"], "done");
+    let id = submit_as(ALICE, daemon, &home, &["-o", own, "--", "echo", "followed"]);
+    assert_eq!(ended(ALICE, daemon, id)["state"], "done");
     assert_eq!(
         std::fs::read_to_string(home.join("target")).unwrap(),
         "followed\n"
     );
-    daemon.stop().unwrap();
+    setting.daemon.stop().unwrap();
 }
 
 /// `cosched logs ARGS…` as `uid`, killed if it has not ended within [`LIMIT`]: its output, or
@@ -200,61 +214,59 @@ fn logs_within_limit(uid: u32, daemon: &DaemonProcess, args: &[&str]) -> Option<
 
 #[test]
 fn logs_refuse_what_is_not_a_regular_file_and_tail_reads_the_end() {
-    let _serial = common::one_at_a_time();
-    let Some(dir) = common::dir_for_two_users() else {
+    let Some(mut setting) = setting() else {
         return;
     };
-    let mut daemon = common::start_daemon(dir.path(), "eq", "");
+    let (daemon, dir) = (&setting.daemon, &setting.dir);
     let home = owned_dir(dir.path(), "home", ALICE, 0o755);
     let lines = ["-o", "big", "--", "seq", "-f", "line %.0f", "200000"];
-    let big = submit_as(ALICE, &daemon, &home, &lines).to_string();
-    assert_eq!(ended(ALICE, &daemon, big.parse().unwrap())["state"], "done");
-    let tail = ok_as(ALICE, &daemon, &home, &["logs", "--tail", "3", &big]);
+    let big = submit_as(ALICE, daemon, &home, &lines).to_string();
+    assert_eq!(ended(ALICE, daemon, big.parse().unwrap())["state"], "done");
+    let tail = ok_as(ALICE, daemon, &home, &["logs", "--tail", "3", &big]);
     assert_eq!(tail, "line 199998\nline 199999\nline 200000\n");
 
     // Its log replaced by a FIFO, which would keep a reader waiting for a writer.
-    let fifo = submit_as(ALICE, &daemon, &home, &["-o", "fifo", "--", "true"]);
-    assert_eq!(ended(ALICE, &daemon, fifo)["state"], "done");
+    let fifo = submit_as(ALICE, daemon, &home, &["-o", "fifo", "--", "true"]);
+    assert_eq!(ended(ALICE, daemon, fifo)["state"], "done");
     std::fs::remove_file(home.join("fifo")).unwrap();
     nix::unistd::mkfifo(
         &home.join("fifo"),
         nix::sys::stat::Mode::from_bits_truncate(0o644),
     )
     .unwrap();
-    let zero = submit_as(ALICE, &daemon, &home, &["-o", "/dev/zero", "--", "true"]);
-    assert_eq!(ended(ALICE, &daemon, zero)["state"], "done");
+    let zero = submit_as(ALICE, daemon, &home, &["-o", "/dev/zero", "--", "true"]);
+    assert_eq!(ended(ALICE, daemon, zero)["state"], "done");
     for (id, what) in [
         (fifo, "fifo is a FIFO"),
         (zero, "/dev/zero is a character device"),
     ] {
-        let out = logs_within_limit(ALICE, &daemon, &[&id.to_string()])
+        let out = logs_within_limit(ALICE, daemon, &[&id.to_string()])
             .unwrap_or_else(|| panic!("`cosched logs` of job {id} did not end"));
         assert!(!out.status.success());
         let message = String::from_utf8_lossy(&out.stderr);
         assert!(message.contains(what), "{message}");
     }
-    daemon.stop().unwrap();
+    setting.daemon.stop().unwrap();
 }
 
 #[test]
 fn control_characters_show_escaped_in_tables_and_exact_in_json() {
-    let _serial = common::one_at_a_time();
-    let Some(dir) = common::dir_for_two_users() else {
+    let Some(mut setting) = setting() else {
         return;
     };
-    let mut daemon = common::start_daemon(dir.path(), "eq", "");
+    let (daemon, dir) = (&setting.daemon, &setting.dir);
     let cwd = owned_dir(dir.path(), "ctl\x1b[31mred\ndir", ALICE, 0o755);
     let program = "/no/\x1b[2J\nforged line";
-    let bad_program = submit_as(ALICE, &daemon, &cwd, &["--name", "a", "--", program]);
+    let bad_program = submit_as(ALICE, daemon, &cwd, &["--name", "a", "--", program]);
     // Its output cannot be opened: the error names the working directory.
     let bad_output = submit_as(
         ALICE,
-        &daemon,
+        daemon,
         &cwd,
         &["--name", "b", "-o", "no/out", "--", "true"],
     );
     let root = Path::new("/");
-    let as_root = |args: &[&str]| text(&cosched_as(0, &daemon, root, args));
+    let as_root = |args: &[&str]| text(&cosched_as(0, daemon, root, args));
     let waited = as_root(&["wait", &bad_program.to_string(), &bad_output.to_string()]);
     let tables = [
         waited,
@@ -267,12 +279,12 @@ fn control_characters_show_escaped_in_tables_and_exact_in_json() {
         assert!(table.contains("ctl\\x1b[31mred\\ndir/no/out"), "{table}");
         assert!(!table.lines().any(|l| l.starts_with("forged")), "{table}");
     }
-    let listed = json_as(0, &daemon, &["jobs", "--all"]);
+    let listed = json_as(0, daemon, &["jobs", "--all"]);
     let errors: Vec<&str> = (listed.as_array().unwrap().iter())
         .map(|job| job["error"].as_str().unwrap())
         .collect();
     assert!(errors[0].contains(program), "{errors:?}");
     let cwd = cwd.to_str().unwrap();
     assert!(errors[1].contains(&format!("{cwd}/no/out")), "{errors:?}");
-    daemon.stop().unwrap();
+    setting.daemon.stop().unwrap();
 }
