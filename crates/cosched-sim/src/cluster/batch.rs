@@ -243,6 +243,11 @@ mod tests {
 7 16 -1 30 -1 -1 -1 1 30 -1 1 1 1 -1 -1 -1 -1 -1
 ";
 
+    fn easy_starts(trace: &str, machine: &str) -> Vec<f64> {
+        let jobs = swf::parse(trace, "hand.swf").unwrap().jobs;
+        starts(&on_cluster(&jobs, machine, BatchPolicy::Easy, exclusive()).unwrap())
+    }
+
     fn exclusive_starts(policy: BatchPolicy) -> Vec<f64> {
         let trace = swf::parse(TRACE, "hand.swf").unwrap();
         starts(&on_cluster(&trace.jobs, "cluster:4 core:1", policy, exclusive()).unwrap())
@@ -282,34 +287,32 @@ mod tests {
         // reservation at 10, when 1 and 2 both end, and then 3 nodes are free: 1 extra.
         // t2: 4 (1 node, 20 s) outlasts the reservation but takes only the extra node: it starts,
         // and 3 still starts at 10.
-        let jobs = swf::parse(
-            "1 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             2 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             3 1 -1  5 -1 -1 -1 2  5 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             4 2 -1 20 -1 -1 -1 1 20 -1 1 1 1 -1 -1 -1 -1 -1\n",
-            "ties.swf",
-        )
-        .unwrap()
-        .jobs;
-        let replay = on_cluster(&jobs, "cluster:3 core:1", BatchPolicy::Easy, exclusive()).unwrap();
-        assert_eq!(starts(&replay), [0.0, 0.0, 10.0, 2.0]);
+        let trace = "\
+1 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1
+2 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1
+3 1 -1  5 -1 -1 -1 2  5 -1 1 1 1 -1 -1 -1 -1 -1
+4 2 -1 20 -1 -1 -1 1 20 -1 1 1 1 -1 -1 -1 -1 -1
+";
+        assert_eq!(
+            easy_starts(trace, "cluster:3 core:1"),
+            [0.0, 0.0, 10.0, 2.0]
+        );
     }
 
     #[test]
     fn a_job_started_in_the_pass_counts_by_its_estimate_in_the_reservation() {
         // t10: 1 ends, 2 (2 nodes, 5 s) starts; 3 (4 nodes) is the head, reserved at 15 when 2
         // ends, with no node to spare: 4 (1 node, 100 s) waits for 3 to start and end.
-        let jobs = swf::parse(
-            "1 0 -1  10 -1 -1 -1 4  10 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             2 1 -1   5 -1 -1 -1 2   5 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             3 2 -1   5 -1 -1 -1 4   5 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             4 3 -1 100 -1 -1 -1 1 100 -1 1 1 1 -1 -1 -1 -1 -1\n",
-            "same-pass.swf",
-        )
-        .unwrap()
-        .jobs;
-        let replay = on_cluster(&jobs, "cluster:4 core:1", BatchPolicy::Easy, exclusive()).unwrap();
-        assert_eq!(starts(&replay), [0.0, 10.0, 15.0, 20.0]);
+        let trace = "\
+1 0 -1  10 -1 -1 -1 4  10 -1 1 1 1 -1 -1 -1 -1 -1
+2 1 -1   5 -1 -1 -1 2   5 -1 1 1 1 -1 -1 -1 -1 -1
+3 2 -1   5 -1 -1 -1 4   5 -1 1 1 1 -1 -1 -1 -1 -1
+4 3 -1 100 -1 -1 -1 1 100 -1 1 1 1 -1 -1 -1 -1 -1
+";
+        assert_eq!(
+            easy_starts(trace, "cluster:4 core:1"),
+            [0.0, 10.0, 15.0, 20.0]
+        );
     }
 
     /// Small traces with equal submit times and estimates above and below the run times.
