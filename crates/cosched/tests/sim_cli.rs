@@ -120,6 +120,18 @@ fn a_jobs_trace_keeps_each_jobs_arrival_start_and_finish_and_none_writes_no_trac
 }
 
 #[test]
+fn a_trace_level_without_a_directory_is_refused() {
+    for command in ["sim", "replay"] {
+        let out = cosched(&[command, "w.toml", "--trace", "none"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("--out"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
 fn bad_profile_is_a_one_line_error_naming_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");

@@ -87,7 +87,8 @@ pub struct Args {
         long = "trace",
         value_name = "jobs|none",
         default_value = "jobs",
-        value_parser = ["jobs", "none"]
+        value_parser = ["jobs", "none"],
+        requires = "out"
     )]
     trace_level: String,
     /// Write into --out even if it holds earlier results

@@ -79,7 +79,12 @@ pub struct Args {
     force: bool,
     /// How much of each run --out keeps: full (every line), jobs (each job's arrival, start and
     /// finish; a large run's plans make nearly all of its trace) or none (no trace file)
-    #[arg(long, value_name = "full|jobs|none", default_value = "full")]
+    #[arg(
+        long,
+        value_name = "full|jobs|none",
+        default_value = "full",
+        requires = "out"
+    )]
     trace: TraceLevel,
     #[command(flatten)]
     model: ModelArgs,
