@@ -49,4 +49,4 @@ pub use engine::{isolated_time, simulate, simulate_into, SimError, SimJob, SimOp
 pub use footprint::Footprint;
 pub use model::{Effects, Mode, ModelParams, SpeedupModel};
 pub use profile::Profile;
-pub use sink::{JsonLinesSink, OutcomeSink, SummarySink, TraceSink};
+pub use sink::{JsonLinesSink, OutcomeSink, SummarySink, TraceLevel, TraceSink};

@@ -9,10 +9,11 @@ use crate::generate::Poisson;
 use crate::jobs::{self, Instance};
 use crate::parallel::in_parallel;
 use crate::scenario::{ModelConfig, ScenarioError, ScenarioProblem, WorkloadSet, REFERENCE_POLICY};
-use crate::sink::{in_background, JsonLinesSink, SummarySink, TraceSink};
+use crate::sink::{in_background, JsonLinesSink, SummarySink, TraceLevel, TraceSink};
 use crate::sweep::{PointResult, Sweep};
 use cosched_core::metrics::RunSummary;
 use cosched_core::names::file_name_part;
+use cosched_core::trace::TraceLine;
 use cosched_core::Topology;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -62,11 +63,11 @@ pub fn run_all(
     instances: &[Instance],
     policies: &[String],
     model: &ModelConfig,
-    trace_dir: Option<&Path>,
+    trace: Option<TraceOut>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RunResult>, ScenarioError> {
     let all = with_reference(policies);
-    run_each(topology, instances, &all, model, trace_dir, progress)
+    run_each(topology, instances, &all, model, trace, progress)
 }
 
 /// Runs each of `policies` on every instance, results in that order.
@@ -75,7 +76,7 @@ fn run_each(
     instances: &[Instance],
     policies: &[String],
     model: &ModelConfig,
-    trace_dir: Option<&Path>,
+    trace: Option<TraceOut>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RunResult>, ScenarioError> {
     let runs: Vec<(&Instance, &String)> = instances
@@ -84,7 +85,7 @@ fn run_each(
         .collect();
     let run = |k: usize, isolated: &IsolatedTimes| {
         let (instance, policy) = runs[k];
-        run_one(topology, instance, policy, model, trace_dir, isolated)
+        run_one(topology, instance, policy, model, trace, isolated)
     };
     in_parallel(runs.len(), |k| k % policies.len(), run, progress)
 }
@@ -98,13 +99,13 @@ fn with_reference(policies: &[String]) -> Vec<String> {
     all
 }
 
-/// One policy on one instance, its trace kept in `trace_dir` when given.
+/// One policy on one instance, its trace kept as `trace` says when given.
 fn run_one(
     topology: &Topology,
     instance: &Instance,
     policy_name: &str,
     model: &ModelConfig,
-    trace_dir: Option<&Path>,
+    trace: Option<TraceOut>,
     isolated: &IsolatedTimes,
 ) -> Result<RunResult, ScenarioError> {
     let mut policy =
@@ -118,15 +119,12 @@ fn run_one(
         min_runs: model.min_runs,
         memory: model.memory,
     };
-    let mut file = match trace_dir {
-        Some(dir) => Some(TraceFile::create(dir, &instance.name, policy_name)?),
+    let mut file = match trace {
+        Some(out) => TraceFile::create(out, &instance.name, policy_name)?,
         None => None,
     };
     let trace_path = file.as_ref().map(|f| f.path.display().to_string());
-    let mut sink = SummarySink::new(
-        file.as_mut()
-            .map(|f| &mut f.sink as &mut (dyn TraceSink + Send)),
-    );
+    let mut sink = SummarySink::new(file.as_mut().map(|f| f as &mut (dyn TraceSink + Send)));
     let mut simulate = |sink: &mut dyn TraceSink| {
         simulate_sharing(
             topology,
@@ -162,14 +160,40 @@ fn run_one(
     })
 }
 
+/// Where runs' traces go and how much of them.
+#[derive(Clone, Copy, Debug)]
+pub struct TraceOut<'a> {
+    pub dir: &'a Path,
+    pub level: TraceLevel,
+}
+
 /// A trace file being written, `DIR/WORKLOAD-POLICY.jsonl`.
 struct TraceFile {
     path: PathBuf,
     sink: JsonLinesSink<std::io::BufWriter<std::fs::File>>,
+    level: TraceLevel,
+}
+
+impl TraceSink for TraceFile {
+    fn record(&mut self, line: TraceLine) -> std::io::Result<()> {
+        if !self.level.keeps(&line.record) {
+            return Ok(());
+        }
+        self.sink.record(line)
+    }
 }
 
 impl TraceFile {
-    fn create(dir: &Path, workload: &str, policy: &str) -> Result<TraceFile, ScenarioError> {
+    /// The file for one run; none at level `none`.
+    fn create(
+        out: TraceOut,
+        workload: &str,
+        policy: &str,
+    ) -> Result<Option<TraceFile>, ScenarioError> {
+        if out.level == TraceLevel::None {
+            return Ok(None);
+        }
+        let dir = out.dir;
         let path = dir.join(format!(
             "{}-{}.jsonl",
             file_name_part(workload),
@@ -177,10 +201,11 @@ impl TraceFile {
         ));
         let file = std::fs::create_dir_all(dir).and_then(|()| std::fs::File::create(&path));
         match file {
-            Ok(file) => Ok(TraceFile {
+            Ok(file) => Ok(Some(TraceFile {
                 sink: JsonLinesSink::new(std::io::BufWriter::new(file)),
                 path,
-            }),
+                level: out.level,
+            })),
             Err(source) => Err(ScenarioError::Trace {
                 path: path.display().to_string(),
                 source,
@@ -213,7 +238,7 @@ pub fn run_sets(
     seeds: u64,
     policies: &[String],
     model: &ModelConfig,
-    trace_dir: Option<&Path>,
+    trace: Option<TraceOut>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<SetResult>, ScenarioError> {
     let per_set = with_reference(policies).len();
@@ -230,7 +255,7 @@ pub fn run_sets(
                 &instances,
                 policies,
                 model,
-                trace_dir,
+                trace,
                 &mut |done, _| progress(done_before + done, total),
             )?;
             done_before += results.len();
@@ -300,7 +325,7 @@ pub fn run_sweep(
     sweep: &Sweep,
     policies: &[String],
     model: &ModelConfig,
-    trace_dir: Option<&Path>,
+    trace: Option<TraceOut>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<PointResult>, ScenarioError> {
     let points = sweep.points();
@@ -315,7 +340,7 @@ pub fn run_sweep(
                 })
         })
         .collect::<Result<Vec<Instance>, ScenarioError>>()?;
-    let results = run_each(topology, &instances, policies, model, trace_dir, progress)?;
+    let results = run_each(topology, &instances, policies, model, trace, progress)?;
     let mut results = results.into_iter();
     Ok(points
         .into_iter()

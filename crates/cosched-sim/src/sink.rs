@@ -57,6 +57,54 @@ impl<W: Write> TraceSink for JsonLinesSink<W> {
     }
 }
 
+/// How much of a run `cosched sim` writes to its trace file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TraceLevel {
+    /// Every line (`docs/trace-format.md`).
+    #[default]
+    Full,
+    /// The run's header and end, and each job's arrival, start and finish: a large run's plans and
+    /// thread changes would otherwise make nearly all of its trace and of its time.
+    Jobs,
+    /// No trace file.
+    None,
+}
+
+/// A trace level's name that is none of those known.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown trace level `{0}`; choose full, jobs or none")]
+pub struct UnknownTraceLevel(String);
+
+impl std::str::FromStr for TraceLevel {
+    type Err = UnknownTraceLevel;
+    fn from_str(s: &str) -> Result<Self, UnknownTraceLevel> {
+        match s {
+            "full" => Ok(Self::Full),
+            "jobs" => Ok(Self::Jobs),
+            "none" => Ok(Self::None),
+            _ => Err(UnknownTraceLevel(s.to_string())),
+        }
+    }
+}
+
+impl TraceLevel {
+    /// Whether a line of this kind goes into a trace of this level.
+    pub fn keeps(self, record: &Record) -> bool {
+        match self {
+            TraceLevel::Full => true,
+            TraceLevel::Jobs => matches!(
+                record,
+                Record::RunStart { .. }
+                    | Record::Arrival { .. }
+                    | Record::Start { .. }
+                    | Record::Finish { .. }
+                    | Record::RunEnd { .. }
+            ),
+            TraceLevel::None => false,
+        }
+    }
+}
+
 /// Keeps everything but plans and samples: enough for makespan, slowdowns and NTT of very large runs,
 /// whose plans would not fit in memory (reconfiguration counts need the plans and read as zero).
 #[derive(Default)]

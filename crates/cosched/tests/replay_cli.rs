@@ -55,6 +55,29 @@ fn easy_backfills_where_fcfs_waits() {
 }
 
 #[test]
+fn easy_keeps_the_heads_reservation_behind_a_job_started_in_the_same_pass() {
+    // t10: 2 starts and 3 (4 nodes) is reserved for 15, when 2 ends by its estimate, with no node
+    // to spare: 4 (100 s) waits until 3 ends at 20. Waits 0, 9, 13, 17.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(
+        dir.path(),
+        "same-pass.swf",
+        "; MaxProcs: 4\n\
+         1 0 -1  10 -1 -1 -1 4  10 -1 1 1 1 -1 -1 -1 -1 -1\n\
+         2 1 -1   5 -1 -1 -1 2   5 -1 1 1 1 -1 -1 -1 -1 -1\n\
+         3 2 -1   5 -1 -1 -1 4   5 -1 1 1 1 -1 -1 -1 -1 -1\n\
+         4 3 -1 100 -1 -1 -1 1 100 -1 1 1 1 -1 -1 -1 -1 -1\n",
+    );
+    let easy = metrics(&["replay", &trace, "--batch", "easy", "--json"]);
+    assert_eq!(easy["mean_wait"], 39.0 / 4.0);
+    // The speed is the 120 s makespan in days per hour of the replay's wall-clock time.
+    let days = easy["simulated_days_per_hour"].as_f64().unwrap()
+        * easy["replay_seconds"].as_f64().unwrap()
+        / 3_600.0;
+    assert!((days * 86_400.0 - 120.0).abs() < 1e-6, "{easy}");
+}
+
+#[test]
 fn a_gzip_trace_replays_as_the_plain_one_and_a_broken_one_is_named() {
     use std::io::Write as _;
     let dir = tempfile::tempdir().unwrap();
@@ -67,6 +90,7 @@ fn a_gzip_trace_replays_as_the_plain_one_and_a_broken_one_is_named() {
     let without_timing = |trace: &str| {
         let mut m = metrics(&["replay", trace, "--batch", "easy", "--json"]);
         m.as_object_mut().unwrap().remove("replay_seconds");
+        m.as_object_mut().unwrap().remove("simulated_days_per_hour");
         m
     };
     assert_eq!(without_timing(packed), without_timing(&plain));
@@ -107,6 +131,13 @@ fn out_directory_holds_the_schedule() {
             .any(|(suffix, _)| name.ends_with(suffix));
         assert!(!numeric || has_unit, "schedule.csv: {name} has no unit");
     }
+    let bare = dir.path().join("bare");
+    let bare_dir = bare.to_str().unwrap();
+    metrics(&[
+        "replay", &trace, "--json", "-o", bare_dir, "--trace", "none",
+    ]);
+    assert!(bare.join("metrics.json").exists());
+    assert!(!bare.join("schedule.csv").exists());
 }
 
 #[test]

@@ -71,6 +71,66 @@ fn generated_workload_simulates_with_one_row_per_policy() {
     );
 }
 
+/// The one trace `cosched sim W --policy eq -o DIR --trace LEVEL` writes (besides BP's), if any,
+/// and the table it prints.
+fn eq_trace_at(level: &str) -> (Option<String>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    let w = workload.to_str().unwrap();
+    stdout_of(&["gen", "--jobs", "12", "--rate", "9", "--seed", "4", "-o", w]);
+    let traces = dir.path().join("traces");
+    let t = traces.to_str().unwrap();
+    let machine = "taco-opteron8435";
+    let args = ["sim", w, "--machine", machine, "--policy", "eq", "-o", t];
+    let stdout = stdout_of(&[&args[..], &["--trace", level]].concat());
+    assert!(traces.join("metadata.json").exists());
+    let trace = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_str().unwrap().ends_with("-eq.jsonl"))
+        .map(|p| std::fs::read_to_string(p).unwrap());
+    let table = stdout.lines().filter(|l| !l.starts_with("traces: "));
+    (trace, table.collect::<Vec<_>>().join("\n"))
+}
+
+#[test]
+fn a_jobs_trace_keeps_each_jobs_arrival_start_and_finish_and_none_writes_no_trace() {
+    let (full, full_table) = eq_trace_at("full");
+    let (jobs, jobs_table) = eq_trace_at("jobs");
+    let (none, none_table) = eq_trace_at("none");
+    let full = full.unwrap();
+    let jobs = jobs.unwrap();
+    let kind =
+        |line: &str| serde_json::from_str::<serde_json::Value>(line).unwrap()["type"].clone();
+    let count = |trace: &str, wanted: &str| trace.lines().filter(|l| kind(l) == wanted).count();
+    for wanted in ["arrival", "start", "finish"] {
+        assert_eq!(count(&jobs, wanted), 12, "{wanted}");
+    }
+    assert!(count(&full, "plan") + count(&full, "plan_change") > 0);
+    let kept = ["run_start", "arrival", "start", "finish", "run_end"];
+    assert!(
+        jobs.lines().all(|l| kept.iter().any(|k| kind(l) == *k)),
+        "{jobs}"
+    );
+    assert!(jobs.len() < full.len());
+    assert_eq!(none, None);
+    // The figures come from the run, not from the file.
+    assert_eq!(jobs_table, full_table);
+    assert_eq!(none_table, full_table);
+}
+
+#[test]
+fn a_trace_level_without_a_directory_is_refused() {
+    for command in ["sim", "replay"] {
+        let out = cosched(&[command, "w.toml", "--trace", "none"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("--out"),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn bad_profile_is_a_one_line_error_naming_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();

@@ -226,8 +226,9 @@ fn rate_if_started(state: &mut State, nodes: &[u32], threads: u32) -> f64 {
 mod tests {
     use super::*;
     use crate::cluster::tests::{exclusive, on_cluster, starts};
-    use crate::cluster::ClusterError;
-    use crate::swf;
+    use crate::cluster::{reference, ClusterError};
+    use crate::swf::{self, SwfJob};
+    use proptest::prelude::*;
 
     /// Seven jobs on 4 processors (fields: number, submit, wait, run, allocated, cpu, memory,
     /// requested processors, requested time, ...).
@@ -241,6 +242,11 @@ mod tests {
 6  5 -1  2 -1 -1 -1 3  2 -1 1 1 1 -1 -1 -1 -1 -1
 7 16 -1 30 -1 -1 -1 1 30 -1 1 1 1 -1 -1 -1 -1 -1
 ";
+
+    fn easy_starts(trace: &str, machine: &str) -> Vec<f64> {
+        let jobs = swf::parse(trace, "hand.swf").unwrap().jobs;
+        starts(&on_cluster(&jobs, machine, BatchPolicy::Easy, exclusive()).unwrap())
+    }
 
     fn exclusive_starts(policy: BatchPolicy) -> Vec<f64> {
         let trace = swf::parse(TRACE, "hand.swf").unwrap();
@@ -281,17 +287,97 @@ mod tests {
         // reservation at 10, when 1 and 2 both end, and then 3 nodes are free: 1 extra.
         // t2: 4 (1 node, 20 s) outlasts the reservation but takes only the extra node: it starts,
         // and 3 still starts at 10.
-        let jobs = swf::parse(
-            "1 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             2 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             3 1 -1  5 -1 -1 -1 2  5 -1 1 1 1 -1 -1 -1 -1 -1\n\
-             4 2 -1 20 -1 -1 -1 1 20 -1 1 1 1 -1 -1 -1 -1 -1\n",
-            "ties.swf",
-        )
-        .unwrap()
-        .jobs;
-        let replay = on_cluster(&jobs, "cluster:3 core:1", BatchPolicy::Easy, exclusive()).unwrap();
-        assert_eq!(starts(&replay), [0.0, 0.0, 10.0, 2.0]);
+        let trace = "\
+1 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1
+2 0 -1 10 -1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1
+3 1 -1  5 -1 -1 -1 2  5 -1 1 1 1 -1 -1 -1 -1 -1
+4 2 -1 20 -1 -1 -1 1 20 -1 1 1 1 -1 -1 -1 -1 -1
+";
+        assert_eq!(
+            easy_starts(trace, "cluster:3 core:1"),
+            [0.0, 0.0, 10.0, 2.0]
+        );
+    }
+
+    #[test]
+    fn a_job_started_in_the_pass_counts_by_its_estimate_in_the_reservation() {
+        // t10: 1 ends, 2 (2 nodes, 5 s) starts; 3 (4 nodes) is the head, reserved at 15 when 2
+        // ends, with no node to spare: 4 (1 node, 100 s) waits for 3 to start and end.
+        let trace = "\
+1 0 -1  10 -1 -1 -1 4  10 -1 1 1 1 -1 -1 -1 -1 -1
+2 1 -1   5 -1 -1 -1 2   5 -1 1 1 1 -1 -1 -1 -1 -1
+3 2 -1   5 -1 -1 -1 4   5 -1 1 1 1 -1 -1 -1 -1 -1
+4 3 -1 100 -1 -1 -1 1 100 -1 1 1 1 -1 -1 -1 -1 -1
+";
+        assert_eq!(
+            easy_starts(trace, "cluster:4 core:1"),
+            [0.0, 10.0, 15.0, 20.0]
+        );
+    }
+
+    /// Small traces with equal submit times and estimates above and below the run times.
+    fn small_traces() -> impl Strategy<Value = (u32, u32, Vec<SwfJob>)> {
+        (1u32..=5, 1u32..=2).prop_flat_map(|(nodes, cpus)| {
+            let job = (0u32..12, 1u32..15, 1..=nodes * cpus, 1u32..20).prop_map(
+                |(submit, run, procs, estimate)| SwfJob {
+                    id: 0,
+                    submit: f64::from(submit),
+                    run: f64::from(run),
+                    procs,
+                    estimate: f64::from(estimate),
+                },
+            );
+            (Just(nodes), Just(cpus), prop::collection::vec(job, 1..10))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(10_000))]
+        #[test]
+        fn exclusive_nodes_start_every_job_when_the_textbook_scheduler_does(
+            (nodes, cpus, jobs) in small_traces(),
+            easy in any::<bool>(),
+        ) {
+            let policy = if easy { BatchPolicy::Easy } else { BatchPolicy::Fcfs };
+            let machine = format!("cluster:{nodes} core:{cpus}");
+            let replay = on_cluster(&jobs, &machine, policy, exclusive()).unwrap();
+            prop_assert_eq!(starts(&replay), reference::starts(&jobs, nodes, cpus, policy));
+        }
+    }
+
+    /// The archive's KTH-SP2 log where the project's shared data holds it: a whole log's starts,
+    /// FCFS and EASY, against the textbook scheduler's.
+    #[test]
+    fn kth_sp2_starts_every_job_when_the_textbook_scheduler_does() {
+        use std::io::Read as _;
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/data/traces/KTH-SP2-1996-2.1-cln.swf.gz"
+        );
+        let Ok(file) = std::fs::File::open(path) else {
+            eprintln!("SKIPPED: {path} not found");
+            return;
+        };
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(file)
+            .read_to_string(&mut text)
+            .unwrap();
+        let jobs = swf::parse(&text, path).unwrap().jobs;
+        for policy in [BatchPolicy::Fcfs, BatchPolicy::Easy] {
+            let replay = on_cluster(&jobs, "cluster:100 core:1", policy, exclusive()).unwrap();
+            let textbook = reference::starts(&jobs, 100, 1, policy);
+            let differ = starts(&replay)
+                .iter()
+                .zip(&textbook)
+                .filter(|(a, b)| a != b)
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{policy:?}: {differ} of {} starts differ",
+                jobs.len()
+            );
+        }
     }
 
     #[test]

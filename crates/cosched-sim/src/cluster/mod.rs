@@ -6,6 +6,8 @@
 pub mod batch;
 pub mod metrics;
 pub mod nodes;
+#[cfg(test)]
+mod reference;
 pub mod replay;
 
 pub use batch::BatchPolicy;

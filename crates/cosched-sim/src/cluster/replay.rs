@@ -12,7 +12,9 @@
 //!   once, the product of its shares when the nodes' phases are independent.
 //!
 //! On an event, only the jobs on the nodes whose jobs changed get a new rate; a job's finish is
-//! rescheduled in the calendar when its rate changes.
+//! rescheduled in the calendar when its rate changes. Rates are set at once, after the instant's
+//! finishes and at each start, because the batch scheduler reads estimated ends from them in the
+//! same pass.
 
 use super::batch::{self, BatchPolicy};
 use super::nodes::{NodeSharing, ShareBook, Signature, EMPTY};
@@ -146,8 +148,8 @@ pub fn replay(
             next_arrival += 1;
             events += 1;
         }
-        batch::pass(&mut state, options.batch);
         state.refresh();
+        batch::pass(&mut state, options.batch);
     }
     let policy_runs = state.book.policy_runs;
     let placements = state
@@ -290,6 +292,7 @@ impl State<'_> {
             rate: 0.0,
             version: 0,
         });
+        self.refresh();
     }
 
     fn finish(&mut self, job: usize) {

@@ -198,15 +198,17 @@ pub(crate) fn simulate_sharing(
 }
 
 /// The model of `topology` for a run of `jobs`: its regions by LLC alone when none of them demands
-/// memory bandwidth (or the bandwidth effect is off), since a NUMA node then couples nobody.
+/// memory bandwidth (or the bandwidth effect is off), since a NUMA node then couples nobody; and
+/// by package on a machine that names no cache when no job has a footprint either.
 fn machine_model(topology: &Topology, jobs: &[SimJob], options: &SimOptions) -> MachineModel {
     let machine = MachineModel::new(topology, &options.params);
     let bandwidth_bound =
         options.effects.bandwidth && jobs.iter().any(|j| j.profile.bandwidth_gbs > 0.0);
-    if bandwidth_bound {
-        machine
-    } else {
-        machine.uncouple_memory(topology)
+    let cache_bound = options.effects.llc && jobs.iter().any(|j| j.profile.footprint.is_some());
+    match (bandwidth_bound, cache_bound) {
+        (true, _) => machine,
+        (false, true) => machine.uncouple_memory(topology),
+        (false, false) => machine.uncouple_cache(topology),
     }
 }
 

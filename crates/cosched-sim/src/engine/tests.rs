@@ -28,6 +28,18 @@ fn a_shared_memory_node_couples_llcs_only_when_a_job_demands_bandwidth() {
     assert_eq!(regions("amdahl(serial=0.05, runtime=4, bandwidth=3)"), 1);
 }
 
+#[test]
+fn a_machine_naming_no_cache_is_one_region_only_for_jobs_with_a_footprint() {
+    let topology = synthetic::parse("package:2 core:4").unwrap();
+    let options = SimOptions::default();
+    let regions = |profile: &str| {
+        let jobs = [sim_job(0, profile, 0.0, JobKind::Rigid, 1)];
+        machine_model(&topology, &jobs, &options).regions
+    };
+    assert_eq!(regions("amdahl(serial=0.05, runtime=4)"), 2);
+    assert_eq!(regions("amdahl(serial=0.05, runtime=4, working_set=2)"), 1);
+}
+
 fn finishes(trace: &[TraceLine]) -> Vec<(JobId, f64)> {
     let mut out: Vec<(JobId, f64)> = trace
         .iter()

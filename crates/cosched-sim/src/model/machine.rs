@@ -113,9 +113,31 @@ impl MachineModel {
     /// is then the only thing that a NUMA node's jobs share, and it slows nobody. A machine whose
     /// CPUs share one memory node would otherwise be one region, and every start or finish would
     /// evaluate all of its jobs again.
-    pub fn uncouple_memory(mut self, topology: &Topology) -> MachineModel {
-        let cpus = self.llc_of_cpu.len();
-        let (region_of_cpu, regions) = coupled_regions(cpus, &[&topology.llc_domains()]);
+    pub fn uncouple_memory(self, topology: &Topology) -> MachineModel {
+        self.regions_by(&topology.llc_domains())
+    }
+
+    /// Regions by package on a machine whose topology names no cache, for a run in which neither
+    /// memory nor the LLC couples anybody (no job has a footprint, or the LLC effect is off): the
+    /// one LLC assumed for the whole machine would otherwise make it one region, and every start or
+    /// finish would evaluate all of its jobs again.
+    pub fn uncouple_cache(self, topology: &Topology) -> MachineModel {
+        let packages: Vec<CpuSet> = topology
+            .nodes_at(Level::Package)
+            .map(|n| n.cpus.clone())
+            .collect();
+        if Level::ALL
+            .iter()
+            .any(|l| l.is_cache() && topology.nodes_at(*l).next().is_some())
+            || packages.is_empty()
+        {
+            return self.uncouple_memory(topology);
+        }
+        self.regions_by(&packages)
+    }
+
+    fn regions_by(mut self, domains: &[CpuSet]) -> MachineModel {
+        let (region_of_cpu, regions) = coupled_regions(self.llc_of_cpu.len(), &[domains]);
         self.regions = regions;
         self.regions_by_word = DomainsByWord::of(&region_of_cpu);
         self

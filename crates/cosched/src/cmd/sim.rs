@@ -8,9 +8,10 @@ use cosched_core::topology::presets;
 use cosched_core::Topology;
 use cosched_sim::jobs::{self, Instance};
 use cosched_sim::runner;
+use cosched_sim::runner::TraceOut;
 use cosched_sim::scenario::{self, ModelConfig, PaperFigures, ScenarioFile};
 use cosched_sim::sweep::Sweep;
-use cosched_sim::Mode;
+use cosched_sim::{Mode, TraceLevel};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -76,6 +77,15 @@ pub struct Args {
     /// Write into --out even if it holds earlier traces
     #[arg(long)]
     force: bool,
+    /// How much of each run --out keeps: full (every line), jobs (each job's arrival, start and
+    /// finish; a large run's plans make nearly all of its trace) or none (no trace file)
+    #[arg(
+        long,
+        value_name = "full|jobs|none",
+        default_value = "full",
+        requires = "out"
+    )]
+    trace: TraceLevel,
     #[command(flatten)]
     model: ModelArgs,
 }
@@ -191,7 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &instances,
         &policies,
         &model,
-        args.out.as_deref(),
+        trace_out(&args),
         &mut |done, total| progress.update(done, total),
     )?;
     progress.finish();
@@ -227,7 +237,7 @@ fn run_sets(
         args.seeds.unwrap_or(file.scenario.seeds),
         policies,
         model,
-        args.out.as_deref(),
+        trace_out(args),
         &mut |done, total| progress.update(done, total),
     )?;
     progress.finish();
@@ -270,7 +280,7 @@ fn run_sweep(
         sweep,
         policies,
         model,
-        args.out.as_deref(),
+        trace_out(args),
         &mut |done, total| progress.update(done, total),
     )?;
     progress.finish();
@@ -298,8 +308,17 @@ fn print_results(
     }
     println!("{header}");
     print!("{}", table());
-    print_closing(paper, args.out.as_deref());
+    let traces = trace_out(args).filter(|t| t.level != TraceLevel::None);
+    print_closing(paper, traces.map(|t| t.dir));
     Ok(())
+}
+
+/// Where the runs' traces go, and how much of them.
+fn trace_out(args: &Args) -> Option<TraceOut<'_>> {
+    args.out.as_deref().map(|dir| TraceOut {
+        dir,
+        level: args.trace,
+    })
 }
 
 /// The paper's source and findings, and where the traces went.
