@@ -9,76 +9,17 @@
 /// Only the part of the shared fixtures that these tests use.
 mod common {
     pub mod auto;
+    pub mod history;
 }
 
 use common::auto::{best, row, run, table, Row};
-use cosched_core::scaling::{fit, runs_from_trace, times_alone, ScalingFit, ScalingRun};
+use common::history::{calibrated, learnt};
+use cosched_core::scaling::{fit, runs_from_trace, ScalingRun};
 use cosched_core::topology::{presets, synthetic};
 use cosched_core::{JobHints, JobId, JobKind, JobSpec, Topology};
-use cosched_sim::{isolated_time, profile, SimJob, SimOptions, SpeedupModel};
+use cosched_sim::{profile, SimJob, SimOptions, SpeedupModel};
 use std::path::Path;
 use std::sync::Arc;
-
-/// Its width alone: its maximum threads, at most the machine.
-fn full_width(job: &SimJob, topology: &Topology) -> u32 {
-    job.spec.max_threads.clamp(1, topology.num_cpus() as u32)
-}
-
-/// Each job with its time alone on the whole machine as its run time (what a calibration measures,
-/// and the denominator of its slowdown), and nothing known of its scaling.
-fn calibrated(topology: &Topology, jobs: &[SimJob], options: &SimOptions) -> Vec<SimJob> {
-    jobs.iter()
-        .map(|job| {
-            let mut spec = (*job.spec).clone();
-            spec.hints.runtime = Some(isolated_time(topology, job, options));
-            spec.hints.one_cpu_runtime = None;
-            SimJob {
-                spec: spec.into(),
-                profile: job.profile.clone(),
-                mem: job.mem,
-            }
-        })
-        .collect()
-}
-
-/// The jobs as the next run sees them after `trace`: each with its one-CPU time from the curve fitted
-/// to its calibration alone on the whole machine and its spells in the run (as the store beside the
-/// isolated times does).
-fn learnt(
-    topology: &Topology,
-    jobs: &[SimJob],
-    trace: &[cosched_core::trace::TraceLine],
-) -> Vec<SimJob> {
-    let mut runs = runs_from_trace(trace);
-    jobs.iter()
-        .map(|job| {
-            let width = full_width(job, topology);
-            let runtime = job.spec.hints.runtime.unwrap();
-            let mut history = vec![ScalingRun::alone(width, width, runtime)];
-            history.extend(runs.remove(&job.spec.id));
-            let fitted: Option<ScalingFit> = fit(&history).filter(ScalingFit::trusted);
-            let mut spec = (*job.spec).clone();
-            spec.hints.one_cpu_runtime = fitted.map(|f| {
-                f.one_cpu_seconds
-                    .unwrap_or_else(|| runtime * f.speedup(width))
-            });
-            spec.hints.times_alone = (times_alone(&history).iter())
-                .map(|t| (t.width, t.seconds))
-                .collect();
-            eprintln!(
-                "learnt {:14} {:?} {:?}",
-                spec.name,
-                fitted.map(|f| (f.serial, f.residual, f.samples)),
-                spec.hints.times_alone
-            );
-            SimJob {
-                spec: spec.into(),
-                profile: job.profile.clone(),
-                mem: job.mem,
-            }
-        })
-        .collect()
-}
 
 /// First run, then the run with history: both tables.
 fn first_and_second(
@@ -95,7 +36,7 @@ fn first_and_second(
         &format!("{label}, first run"),
     );
     let (_, trace) = run(topology, &first_jobs, options, "auto");
-    let second_jobs = learnt(topology, &first_jobs, &trace);
+    let second_jobs = learnt(topology, &first_jobs, &[&trace]);
     let second = table(
         topology,
         &second_jobs,
