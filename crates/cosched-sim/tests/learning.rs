@@ -1,7 +1,9 @@
 //! What a run teaches never makes the next run slower. Each mix runs under every policy twice, as two
 //! `cosched compare` in a row do: first with each job's time alone known (the calibration `compare`
 //! makes first), then with the history all the first runs left (how each program took advice, how it
-//! scaled). No policy's second run may be more than 5% slower than its first.
+//! scaled). No policy's second run may be more than 5% slower than its first. And `auto` reaches the
+//! best schedule its knowledge allows on both runs: its makespan within 3% of the better of BP
+//! shortest-first and Gang, its mean slowdown within 10% of the best policy's.
 
 mod common {
     // The table and its comparisons are for the tests of `auto`.
@@ -10,7 +12,7 @@ mod common {
     pub mod history;
 }
 
-use common::auto::{run, Row, POLICIES};
+use common::auto::{best, row, run, Row, POLICIES};
 use common::history::{calibrated, learnt};
 use cosched_core::topology::{presets, synthetic};
 use cosched_core::trace::{Record, TraceLine};
@@ -187,4 +189,61 @@ pub fn npb_mix() -> (Topology, Vec<SimJob>, SimOptions) {
 fn an_npb_mix_runs_as_fast_the_second_time() {
     let (topology, jobs, options) = npb_mix();
     never_slower(&topology, &jobs, &options, "NPB");
+}
+
+/// `auto` against the others on one run: makespan within 3% of the better of BP shortest-first and
+/// Gang, mean slowdown within 10% of the best; the ratios where it is not.
+fn auto_misses(rows: &[Row], label: &str) -> Vec<String> {
+    let auto = row(rows, "auto");
+    let baseline = f64::min(
+        row(rows, "bp:order=shortest").makespan,
+        row(rows, "gang").makespan,
+    );
+    let makespan = auto.makespan / baseline;
+    let slowdown = auto.slowdown / best(rows, |r| r.slowdown);
+    eprintln!("{label}: auto's makespan {makespan:.3} × the baseline's, mean slowdown {slowdown:.3} × the best");
+    let mut misses = Vec::new();
+    if makespan > 1.03 {
+        misses.push(format!(
+            "{label}: makespan {makespan:.3} × min(BP shortest, Gang)"
+        ));
+    }
+    if slowdown > 1.10 {
+        misses.push(format!("{label}: mean slowdown {slowdown:.3} × the best"));
+    }
+    misses
+}
+
+#[test]
+fn auto_is_within_the_targets_cold_and_warm() {
+    let topology = two_cpus();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut mixes: Vec<(String, Topology, Vec<SimJob>, SimOptions)> = ["default", "scaling"]
+        .into_iter()
+        .map(|name| {
+            let file = examples.join(format!("{name}.toml"));
+            let (_, jobs) = cosched_sim::jobs::load(&file, topology.num_cpus()).unwrap();
+            (
+                name.to_string(),
+                topology.clone(),
+                jobs,
+                SimOptions::default(),
+            )
+        })
+        .collect();
+    let (npb_topology, npb_jobs, npb_options) = npb_mix();
+    mixes.push(("NPB".to_string(), npb_topology, npb_jobs, npb_options));
+    mixes.push((
+        "long regions".to_string(),
+        topology.clone(),
+        long_regions(),
+        SimOptions::default(),
+    ));
+    let mut misses = Vec::new();
+    for (label, topology, jobs, options) in &mixes {
+        let (first, second, _) = twice(topology, jobs, options);
+        misses.extend(auto_misses(&first, &format!("{label}, first run")));
+        misses.extend(auto_misses(&second, &format!("{label}, warm")));
+    }
+    assert!(misses.is_empty(), "{misses:#?}");
 }

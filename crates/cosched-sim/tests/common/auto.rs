@@ -7,10 +7,12 @@ use cosched_core::Topology;
 use cosched_sim::{simulate, SimJob, SimOptions};
 
 /// The policies of the five papers that run multithreaded jobs (the task-bag ones give every job one
-/// core), and `auto`.
+/// core), BP shortest first (the baseline a user with the times alone at hand would reach for), and
+/// `auto`.
 pub const POLICIES: &[&str] = &[
     "ue",
     "bp",
+    "bp:order=shortest",
     "eq",
     "ta",
     "taco-basic",
