@@ -173,7 +173,11 @@ impl Auto {
             .collect();
         let choices: Vec<Choice> = ranked.iter().map(|r| r.2.clone()).collect();
         let keys: Vec<(bool, f64)> = ranked.iter().map(|r| r.1).collect();
-        let order::Schedule { widths, mut order } = order::schedule(&choices, &keys, machine);
+        let order::Schedule {
+            widths,
+            mut order,
+            why,
+        } = order::schedule(&choices, &keys, machine);
         let specs: Vec<&JobSpec> = ranked.iter().map(|r| &*r.0.spec).collect();
         if crate::users::several_users(specs.iter().copied()) {
             let sizes: Vec<f64> = widths.iter().map(|&w| w as f64).collect();
@@ -281,6 +285,7 @@ impl Auto {
             .into_iter()
             .flatten()
             .reduce(f64::min);
+        plan.why = Some(why.to_string());
         plan
     }
 

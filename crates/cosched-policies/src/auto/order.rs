@@ -11,24 +11,42 @@
 
 use super::widths::{self, Choice};
 
-/// The widths (by job) and the order (indices) the jobs are planned at.
+/// The widths (by job) and the order (indices) the jobs are planned at, and why, for the trace.
 pub struct Schedule {
     pub widths: Vec<usize>,
     pub order: Vec<usize>,
+    pub why: &'static str,
 }
+
+const BOUNDED: &str = "known run times: widths of the least makespan bound, least remaining \
+                       first; estimated no worse than shortest first at full width on makespan and \
+                       mean slowdown";
+const LATE_FIRST: &str = "known run times: widths of the least makespan bound, the job that would \
+                          end after it first; estimated no worse than shortest first at full width \
+                          on makespan and mean slowdown";
+const SHORTEST_FIRST: &str = "known run times: least remaining first at full width, as BP \
+                              shortest-first; the widths of the least makespan bound were estimated \
+                              to end later or to raise the mean slowdown";
 
 /// The schedule for `choices`, ranked by `keys` (urgent ones, `false`, first; then least remaining).
 pub fn schedule(choices: &[Choice], keys: &[(bool, f64)], machine: usize) -> Schedule {
     let widths = widths::widths(choices, machine);
     let mut shortest: Vec<usize> = (0..choices.len()).collect();
     shortest.sort_by(|&a, &b| keys[a].partial_cmp(&keys[b]).expect("finite keys"));
+    let order = late_first(choices, keys, &widths, &shortest, machine);
     let bounded = Schedule {
-        order: late_first(choices, keys, &widths, &shortest, machine),
+        why: if order == shortest {
+            BOUNDED
+        } else {
+            LATE_FIRST
+        },
+        order,
         widths,
     };
     let widest = Schedule {
         widths: choices.iter().map(|c| c.full).collect(),
         order: shortest,
+        why: SHORTEST_FIRST,
     };
     let (a, b) = (
         estimate(choices, &bounded, machine),

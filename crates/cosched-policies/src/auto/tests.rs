@@ -297,6 +297,8 @@ fn long_jobs_that_scale_poorly_run_side_by_side_on_one_cpu_each() {
         assert_eq!(plan.cpus_in_slot(0, id).map(|c| c.len()), Some(1));
         assert_eq!(plan.advice[&id], 1);
     }
+    let why = plan.why.unwrap();
+    assert!(why.contains("least makespan bound"), "{why}");
 }
 
 #[test]
@@ -309,6 +311,8 @@ fn a_long_job_that_scales_poorly_beside_short_ones_runs_as_bp_shortest_first() {
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)), None);
     assert_eq!(plan.cpus_in_slot(0, JobId(1)).map(|c| c.len()), Some(2));
+    let why = plan.why.unwrap();
+    assert!(why.contains("as BP shortest-first"), "{why}");
 }
 
 #[test]
