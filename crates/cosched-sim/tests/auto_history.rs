@@ -13,14 +13,13 @@ mod common {
     pub mod history;
 }
 
-use common::auto::{best, row, run, table, Row};
+use common::auto::{best, job, npb_mix, row, run, table, Row};
 use common::history::{calibrated, learnt};
 use cosched_core::scaling::{fit, runs_from_trace, ScalingRun};
-use cosched_core::topology::{presets, synthetic};
-use cosched_core::{JobHints, JobId, JobKind, JobSpec, Topology};
-use cosched_sim::{profile, SimJob, SimOptions, SpeedupModel};
+use cosched_core::topology::synthetic;
+use cosched_core::{JobId, JobKind, Topology};
+use cosched_sim::{SimJob, SimOptions};
 use std::path::Path;
-use std::sync::Arc;
 
 /// First run, then the run with history: both tables.
 fn first_and_second(
@@ -69,30 +68,6 @@ fn check_with_history(second: &[Row]) {
     eprintln!("with history, auto: makespan {makespan:.3} × the baseline's, mean slowdown {slowdown:.3} × the best");
     assert!(makespan <= 1.03, "makespan {makespan:.3} × the baseline's");
     assert!(slowdown <= 1.10, "mean slowdown {slowdown:.3} × the best");
-}
-
-fn job(id: u32, profile_text: &str, kind: JobKind, max_threads: u32) -> SimJob {
-    let profile = profile::parse(profile_text).unwrap();
-    SimJob {
-        spec: JobSpec {
-            owner: None,
-            id: JobId(id),
-            name: format!("{id}-{profile_text}"),
-            arrival: 0.0,
-            kind,
-            min_threads: 1,
-            max_threads,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints {
-                sync: profile.sync,
-                ..JobHints::default()
-            },
-        }
-        .into(),
-        profile: Arc::new(profile),
-        mem: None,
-    }
 }
 
 #[test]
@@ -154,21 +129,6 @@ fn the_scaling_example_with_history_is_within_the_targets_of_the_best_policy() {
     );
     check_first_run(&first);
     check_with_history(&second);
-}
-
-/// TACO's Table 1 codes, all arriving at once on the machine they were measured on, each scaling
-/// as its traditional speedups there (Table 1, left).
-fn npb_mix() -> (Topology, Vec<SimJob>, SimOptions) {
-    let topology = presets::preset("taco-opteron8435").unwrap();
-    let mut options = SimOptions::default();
-    options.effects.speedup = SpeedupModel::Traditional;
-    let names = [
-        "bt.A", "cg.B", "ft.B", "is.C", "lu.A", "mg.B", "sp.A", "ua.A",
-    ];
-    let jobs: Vec<SimJob> = (names.iter().enumerate())
-        .map(|(i, name)| job(i as u32, &format!("nas/{name}"), JobKind::Malleable, 24))
-        .collect();
-    (topology, jobs, options)
 }
 
 #[test]

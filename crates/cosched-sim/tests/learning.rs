@@ -12,42 +12,17 @@ mod common {
     pub mod history;
 }
 
-use common::auto::{best, row, run, Row, POLICIES};
+use common::auto::{best, job, npb_mix, row, run, Row, POLICIES};
 use common::history::{calibrated, learnt};
-use cosched_core::topology::{presets, synthetic};
+use cosched_core::topology::synthetic;
 use cosched_core::trace::{Record, TraceLine};
-use cosched_core::{JobHints, JobId, JobKind, JobSpec, Topology};
-use cosched_sim::{profile, SimJob, SimOptions, SpeedupModel};
+use cosched_core::{JobKind, Topology};
+use cosched_sim::{SimJob, SimOptions};
 use std::path::Path;
-use std::sync::Arc;
 
 /// A second run may be this much slower than the first (the probes and reconfigurations of runs
 /// that learn differ).
 const NOISE: f64 = 1.05;
-
-fn job(id: u32, profile_text: &str, kind: JobKind, max_threads: u32) -> SimJob {
-    let profile = profile::parse(profile_text).unwrap();
-    SimJob {
-        spec: JobSpec {
-            owner: None,
-            id: JobId(id),
-            name: format!("{id}-{profile_text}"),
-            arrival: 0.0,
-            kind,
-            min_threads: 1,
-            max_threads,
-            coschedule: true,
-            weight: 1.0,
-            hints: JobHints {
-                sync: profile.sync,
-                ..JobHints::default()
-            },
-        }
-        .into(),
-        profile: Arc::new(profile),
-        mem: None,
-    }
-}
 
 /// A malleable-labelled OpenMP program whose whole computation is one parallel region: it takes the
 /// threads it is given at start and never applies advice after that.
@@ -168,21 +143,6 @@ fn every_example_runs_as_fast_the_second_time() {
         let label = file.file_name().unwrap().to_string_lossy().to_string();
         never_slower(&topology, &jobs, &SimOptions::default(), &label);
     }
-}
-
-/// TACO's Table 1 codes, all arriving at once on the machine they were measured on, each scaling as
-/// its traditional speedups there (Table 1, left).
-pub fn npb_mix() -> (Topology, Vec<SimJob>, SimOptions) {
-    let topology = presets::preset("taco-opteron8435").unwrap();
-    let mut options = SimOptions::default();
-    options.effects.speedup = SpeedupModel::Traditional;
-    let names = [
-        "bt.A", "cg.B", "ft.B", "is.C", "lu.A", "mg.B", "sp.A", "ua.A",
-    ];
-    let jobs: Vec<SimJob> = (names.iter().enumerate())
-        .map(|(i, name)| job(i as u32, &format!("nas/{name}"), JobKind::Malleable, 24))
-        .collect();
-    (topology, jobs, options)
 }
 
 #[test]
