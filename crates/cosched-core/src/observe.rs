@@ -7,10 +7,13 @@
 //! its threads whatever it is advised).
 
 use crate::event::{Event, Sample};
-use crate::job::{JobId, JobKind, JobSpec, SyncKind};
+use crate::job::{JobId, JobKind};
 use crate::policy::ActiveJob;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod behaviour;
+
+pub use behaviour::{behaviours, Advice, Behaviour, RunBehaviour};
 
 /// How long a malleable job may take to apply new advice before it is treated as fixed at the threads
 /// it runs, seconds. TACO's grace period (§2.3) is the time a malleable job is given to adapt; this is
@@ -70,10 +73,15 @@ pub struct JobObservation {
     uncrowded_efficiency: Option<f64>,
     /// Running seconds since its samples last showed the latest advice applied.
     advice_unseen_for: Option<f64>,
-    /// Its samples showed advice unapplied for at least the deadline / applied after a change.
+    /// Its samples showed advice unapplied for at least the deadline.
     advice_overdue: bool,
-    advice_applied: bool,
     samples_by_cpus: BTreeMap<u32, u32>,
+    /// The team of its first parallel region that reported one, and the most threads its processes
+    /// had: the threads it runs before any advice while running changes them.
+    first_team: Option<u32>,
+    most_os_threads: Option<u32>,
+    /// Its samples showed its threads change: it applied advice while running.
+    threads_changed: bool,
 }
 
 impl JobObservation {
@@ -91,26 +99,6 @@ impl JobObservation {
         self.region_age.is_some_and(|age| age >= ADVICE_DEADLINE)
     }
 
-    /// What this run taught about the job, to remember for its next run.
-    pub fn behaviour(&self) -> Behaviour {
-        let follows_advice = match self.following {
-            Following::Ignores { .. } => Some(false),
-            _ if self.advice_overdue => Some(false),
-            Following::Follows { .. } => Some(true),
-            _ if self.advice_applied => Some(true),
-            _ => None,
-        };
-        Behaviour {
-            follows_advice,
-            spins: match self.waiting {
-                Waiting::Spins => Some(true),
-                Waiting::Blocks => Some(false),
-                Waiting::Unknown => None,
-            },
-            threads: self.team_size.or(self.os_threads),
-        }
-    }
-
     fn add(&mut self, s: &Sample) {
         match s.advice_seen {
             Some(false) => {
@@ -118,11 +106,16 @@ impl JobObservation {
                 *unseen += s.interval;
                 self.advice_overdue |= *unseen >= ADVICE_DEADLINE - 1e-9;
             }
-            Some(true) => self.advice_applied |= self.advice_unseen_for.take().is_some(),
+            Some(true) => self.advice_unseen_for = None,
             None => {}
         }
+        let before = self.team_size.or(self.os_threads);
         self.os_threads = s.os_threads.or(self.os_threads);
+        self.most_os_threads = self.most_os_threads.max(s.os_threads);
         self.team_size = s.team_size.filter(|&t| t > 0).or(self.team_size);
+        self.first_team = self.first_team.or(self.team_size);
+        self.threads_changed |=
+            before.is_some_and(|b| Some(b) != self.team_size.or(self.os_threads));
         match s.regions_started {
             Some(0) if self.team_size.is_some() => {
                 *self.region_age.get_or_insert(0.0) += s.interval;
@@ -172,61 +165,6 @@ impl JobObservation {
             _ => self.waiting,
         };
     }
-}
-
-/// What past runs of a program showed, remembered with its run time (the run history). Each field is
-/// `None` where no run tested it, so what is unknown is never guessed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Behaviour {
-    /// Whether it applied thread-count advice within the deadline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub follows_advice: Option<bool>,
-    /// Whether its threads spin (true) or block (false) when they outnumber their CPUs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spins: Option<bool>,
-    /// The threads it really ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<u32>,
-}
-
-impl Behaviour {
-    /// Takes in a newer run's findings: what it tested replaces what an older run found.
-    pub fn merge(&mut self, newer: Behaviour) {
-        self.follows_advice = newer.follows_advice.or(self.follows_advice);
-        self.spins = newer.spins.or(self.spins);
-        self.threads = newer.threads.or(self.threads);
-    }
-
-    /// What a policy should assume about the job from the start: a malleable job known not to follow
-    /// advice is rigid at the threads it ran (as `advice_check` would find 2 s later), and observed
-    /// spinning replaces a declared `sync`. Seen not to spin, a job keeps what it declared: a job
-    /// that never waits for its threads and one that blocks look the same under crowding, so the
-    /// observation cannot make a declared `none` into `block` (which would have `auto` hold it back
-    /// for its full width). Only observed facts change the spec, so a job with no history is seen as
-    /// declared.
-    pub fn apply(&self, spec: &mut JobSpec) {
-        if let (Some(false), Some(threads), JobKind::Malleable) =
-            (self.follows_advice, self.threads, spec.kind)
-        {
-            spec.kind = JobKind::Rigid;
-            spec.min_threads = threads.max(1);
-            spec.max_threads = threads.max(1);
-        }
-        if self.spins == Some(true) {
-            spec.hints.sync = SyncKind::Spin;
-        }
-    }
-}
-
-/// What the samples of one run show about each job (a trace's `sample` records, in order).
-pub fn behaviours<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> BTreeMap<JobId, Behaviour> {
-    let mut jobs: BTreeMap<JobId, JobObservation> = BTreeMap::new();
-    for sample in samples {
-        jobs.entry(sample.job).or_default().add(sample);
-    }
-    jobs.into_iter()
-        .map(|(id, o)| (id, o.behaviour()))
-        .collect()
 }
 
 /// Observations of all jobs of a run.
@@ -535,90 +473,5 @@ mod tests {
         observer.advised(0.0, &job, 1);
         assert_eq!(observer.next_deadline(), None);
         assert!(observer.expire(10.0).is_empty());
-    }
-
-    #[test]
-    fn a_run_stuck_in_one_spinning_region_is_remembered_as_rigid_and_spinning() {
-        let samples = [
-            second(2, 2.0, 20.0, 2, 5, true),
-            // Squeezed onto one CPU inside its region: advice never applied, the CPU busy, no progress.
-            second(1, 1.0, 0.0, 2, 0, false),
-            second(1, 1.0, 0.0, 2, 0, false),
-            second(1, 1.0, 0.0, 2, 0, false),
-        ];
-        let found = behaviours(&samples)[&JobId(0)];
-        assert_eq!(
-            found,
-            Behaviour {
-                follows_advice: Some(false),
-                spins: Some(true),
-                threads: Some(2),
-            }
-        );
-        let mut spec = (*running(2).spec).clone();
-        found.apply(&mut spec);
-        assert_eq!(
-            (spec.kind, spec.min_threads, spec.max_threads),
-            (JobKind::Rigid, 2, 2)
-        );
-        assert_eq!(spec.hints.sync, SyncKind::Spin);
-    }
-
-    #[test]
-    fn a_run_that_applied_advice_in_time_is_remembered_as_following() {
-        let samples = [
-            second(2, 2.0, 20.0, 2, 5, true),
-            second(1, 1.0, 10.0, 2, 3, false),
-            second(1, 1.0, 10.0, 1, 3, true),
-        ];
-        let found = behaviours(&samples)[&JobId(0)];
-        assert_eq!(found.follows_advice, Some(true));
-        let mut spec = (*running(2).spec).clone();
-        found.apply(&mut spec);
-        assert_eq!(spec.kind, JobKind::Malleable, "stays malleable");
-    }
-
-    #[test]
-    fn a_job_seen_not_to_spin_keeps_its_declared_sync_and_one_seen_spinning_spins() {
-        let not_spinning = Behaviour {
-            spins: Some(false),
-            ..Behaviour::default()
-        };
-        for declared in [SyncKind::None, SyncKind::Block, SyncKind::Spin] {
-            let mut spec = (*running(2).spec).clone();
-            spec.hints.sync = declared;
-            not_spinning.apply(&mut spec);
-            assert_eq!(spec.hints.sync, declared);
-        }
-        let mut spec = (*running(2).spec).clone();
-        Behaviour {
-            spins: Some(true),
-            ..Behaviour::default()
-        }
-        .apply(&mut spec);
-        assert_eq!(spec.hints.sync, SyncKind::Spin);
-    }
-
-    #[test]
-    fn no_history_leaves_the_spec_as_declared_and_a_newer_run_refines_an_older() {
-        let declared = (*running(2).spec).clone();
-        let mut spec = declared.clone();
-        Behaviour::default().apply(&mut spec);
-        assert_eq!(spec, declared);
-        let mut known = Behaviour {
-            follows_advice: Some(false),
-            spins: Some(true),
-            threads: Some(2),
-        };
-        known.merge(Behaviour {
-            spins: Some(false),
-            ..Behaviour::default()
-        });
-        assert_eq!(
-            known.follows_advice,
-            Some(false),
-            "an untested field is kept"
-        );
-        assert_eq!(known.spins, Some(false), "a tested one is replaced");
     }
 }

@@ -40,6 +40,9 @@ pub struct Plan {
     /// Absolute time at which the policy wants a `Timer` event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer: Option<f64>,
+    /// Why the policy chose this plan, for a person reading the trace (`auto`: its widths and order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// Advice is a JSON object keyed by job id. Inside a flattened trace record serde buffers the object and

@@ -54,6 +54,9 @@ pub struct PlanChange {
     /// The new plan's timer (not a difference: absent means none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timer: Option<f64>,
+    /// The new plan's reason, as the timer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl PlanChange {
@@ -75,6 +78,7 @@ impl PlanChange {
     ) -> PlanChange {
         let mut change = PlanChange {
             timer: new.timer,
+            why: new.why.clone(),
             ..PlanChange::default()
         };
         change.slots = change.diff_slots(old, 0, slots);
@@ -88,7 +92,7 @@ impl PlanChange {
     }
 
     /// What turns `old` into the plan that keeps its first `kept` slots, its pinned jobs and its
-    /// advice, and goes on with `slots` (and `timer`): [`between`](Self::between) for a policy that
+    /// advice and its reason, and goes on with `slots` (and `timer`): [`between`](Self::between) for a policy that
     /// knows which slots it made again, without building and comparing the rest.
     pub fn replacing_slots<'s>(
         old: &Plan,
@@ -98,6 +102,7 @@ impl PlanChange {
     ) -> PlanChange {
         let mut change = PlanChange {
             timer,
+            why: old.why.clone(),
             ..PlanChange::default()
         };
         change.slots = kept + change.diff_slots(old, kept, slots);
@@ -247,6 +252,7 @@ impl PlanChange {
         plan.advice
             .extend(self.advice.iter().map(|(j, t)| (*j, *t)));
         plan.timer = self.timer;
+        plan.why.clone_from(&self.why);
     }
 
     /// Whether applying the change to `plan` leaves it as it is.
@@ -261,6 +267,7 @@ impl PlanChange {
             && self.unadvised.is_empty()
             && self.advice.is_empty()
             && self.timer == plan.timer
+            && self.why == plan.why
     }
 
     /// Jobs whose place or advice changed.
@@ -642,6 +649,7 @@ mod tests {
                         .collect(),
                     pinned,
                     advice: advice.into_iter().map(|(j, t)| (JobId(j), t)).collect(),
+                    why: timer.filter(|&t| t < 5.0).map(|t| format!("until {t}")),
                     timer,
                 }
             })

@@ -7,12 +7,13 @@
 //! command line, so that an edited command is not matched with an old time).
 //!
 //! Beside the times, the store keeps what past runs observed about each program
-//! ([`cosched_core::observe::Behaviour`]: follows advice, spins, threads it really runs), keyed by machine
-//! and command line: [`IsolatedTimes::learn`] takes in a finished run's samples, and the executor
-//! applies what is known to a job's spec on arrival ([`IsolatedTimes::behaviour`]), so that a job known
-//! to ignore advice starts rigid instead of after a 2 s deadline. A daemon feeds it the same way: keep
-//! an `Observer` per job from its samples, and at its finish call [`IsolatedTimes::remember`] with
-//! `observer.job(id).behaviour()` and save.
+//! ([`cosched_core::observe::Behaviour`]: whether it takes advice at start, at region boundaries or
+//! never, and whether it spins), keyed by machine and command line: [`IsolatedTimes::learn`] takes in a
+//! finished run's start and sample records, and the executor applies what is known to a job's spec on
+//! arrival ([`IsolatedTimes::behaviour`]), so that a job known to keep the threads it starts with starts
+//! moldable instead of being found out after a 2 s deadline. A daemon feeds it the same way: keep an
+//! `Observer` per job from its samples, and at its finish call [`IsolatedTimes::remember`] with
+//! `observer.job(id).behaviour(started_with)` and save.
 //!
 //! It also keeps, per machine and command line, how each run of the program scaled
 //! ([`cosched_core::scaling`]: its spells alone on its CPUs at each width, and whether they cover the
@@ -22,9 +23,9 @@
 //! on the whole machine where no calibration measured it ([`IsolatedTimes::runtime_estimate`]).
 
 use crate::Error;
-use cosched_core::observe::{behaviours, Behaviour};
+use cosched_core::observe::{behaviours, Behaviour, RunBehaviour};
 use cosched_core::scaling::{fit, runs_from_trace, speedup, times_alone, ScalingFit, ScalingRun};
-use cosched_core::trace::{Record, TraceLine};
+use cosched_core::trace::TraceLine;
 use cosched_core::workload::JobEntry;
 use cosched_core::{JobKind, Topology};
 use serde::{Deserialize, Serialize};
@@ -142,34 +143,33 @@ impl IsolatedTimes {
             .map(|p| p.behaviour)
     }
 
-    /// Merges one run's findings about a command line into what is known.
-    pub fn remember(&mut self, topology: &Topology, command: &[String], found: Behaviour) {
-        if found == Behaviour::default() {
-            return;
-        }
+    /// Takes one run's findings about a command line into what is known.
+    pub fn remember(&mut self, topology: &Topology, command: &[String], found: &RunBehaviour) {
         match self
             .behaviour
             .iter_mut()
             .find(|p| p.is_for(topology, command))
         {
-            Some(known) => known.behaviour.merge(found),
-            None => self.behaviour.push(ObservedProgram {
-                machine: topology.name.clone(),
-                cpus: topology.num_cpus(),
-                command: command.to_vec(),
-                behaviour: found,
-            }),
+            Some(known) => known.behaviour.learn(found),
+            None => {
+                let mut behaviour = Behaviour::default();
+                behaviour.learn(found);
+                if behaviour != Behaviour::default() {
+                    self.behaviour.push(ObservedProgram {
+                        machine: topology.name.clone(),
+                        cpus: topology.num_cpus(),
+                        command: command.to_vec(),
+                        behaviour,
+                    });
+                }
+            }
         }
     }
 
-    /// Takes in what the samples of a finished run of `jobs` (job id = index) showed: each program's
-    /// behaviour and how it scaled.
+    /// Takes in what a finished run of `jobs` (job id = index) showed: each program's behaviour and
+    /// how it scaled.
     pub fn learn(&mut self, topology: &Topology, jobs: &[JobEntry], trace: &[TraceLine]) {
-        let samples = trace.iter().filter_map(|line| match &line.record {
-            Record::Sample(s) => Some(s),
-            _ => None,
-        });
-        for (id, mut found) in behaviours(samples) {
+        for (id, mut found) in behaviours(trace.iter().map(|line| &line.record)) {
             let Some(entry) = jobs.get(id.0 as usize) else {
                 continue;
             };
@@ -177,7 +177,7 @@ impl IsolatedTimes {
             if entry.kind != JobKind::Malleable {
                 found.follows_advice = None;
             }
-            self.remember(topology, &entry.command, found);
+            self.remember(topology, &entry.command, &found);
         }
         for (id, run) in runs_from_trace(trace) {
             if let Some(entry) = jobs.get(id.0 as usize) {
@@ -355,7 +355,9 @@ pub enum Calibrated {
 mod tests {
     use super::*;
     use cosched_core::event::{RateSource, Sample};
+    use cosched_core::observe::Advice;
     use cosched_core::topology::presets;
+    use cosched_core::trace::Record;
     use cosched_core::workload::Workload;
     use cosched_core::JobId;
 
@@ -382,7 +384,14 @@ mod tests {
         )
         .unwrap();
         let mut store = IsolatedTimes::default();
-        let trace: Vec<TraceLine> = (0..3).map(|_| stuck_second(1)).collect();
+        let start = Record::Start {
+            job: JobId(1),
+            threads: 2,
+            pid: None,
+        };
+        let trace: Vec<TraceLine> = std::iter::once(line(0.0, start))
+            .chain((0..3).map(|_| stuck_second(1)))
+            .collect();
         store.learn(&topology, &workload.jobs, &trace);
         let rigid = Workload {
             jobs: (workload.jobs.iter().cloned())
@@ -398,14 +407,15 @@ mod tests {
         let mut others = IsolatedTimes::default();
         others.learn(&topology, &rigid.jobs, &trace);
         let y = others.behaviour(&topology, &["y".to_string()]).unwrap();
-        assert_eq!(
-            y.follows_advice, None,
-            "a rigid job is never advised at run time"
-        );
+        assert_eq!(y.advice, None, "a rigid job is never advised at run time");
         let x2 = store
             .behaviour(&topology, &workload.jobs[1].command)
             .unwrap();
-        assert_eq!((x2.follows_advice, x2.threads), (Some(false), Some(2)));
+        assert_eq!(
+            x2.advice,
+            Some(Advice::AtStart),
+            "it took its two threads at start and kept them"
+        );
         assert_eq!(store.behaviour(&topology, &workload.jobs[0].command), None);
         let other = presets::machine("package:1 core:4").unwrap();
         assert_eq!(store.behaviour(&other, &workload.jobs[1].command), None);
@@ -418,6 +428,21 @@ mod tests {
         assert!(
             IsolatedTimes::load(&path).unwrap().behaviour.is_empty(),
             "older files load"
+        );
+        // Written when a run's threads were remembered as the program's own after one run.
+        std::fs::write(
+            &path,
+            r#"{"entries": [], "behaviour": [{"machine": "m", "cpus": 2, "command": ["x"],
+                "follows_advice": false, "threads": 1, "spins": true}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            IsolatedTimes::load(&path).unwrap().behaviour[0].behaviour,
+            Behaviour {
+                spins: Some(true),
+                ..Behaviour::default()
+            },
+            "the threads one run gave it are forgotten"
         );
     }
 

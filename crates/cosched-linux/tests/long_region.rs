@@ -1,6 +1,8 @@
 //! A malleable-labelled OpenMP job stuck in one long parallel region (`longregion`, spinning barrier) is
 //! shrunk to one CPU when two more jobs arrive; it cannot follow, and once its advice is overdue the
-//! policy must give its two threads CPUs again. Affinity is read back from procfs.
+//! policy must give its two threads CPUs again. Affinity is read back from procfs. And one started on
+//! one CPU, which keeps its one thread when widened, is learnt to be moldable: BP starts it on both
+//! CPUs the next time, not rigid at the one thread it was given once.
 
 mod common;
 
@@ -123,4 +125,91 @@ command = [{}]
             "at {t:.1} s a thread of the stuck job ({threads} threads) may use only {fewest} CPU(s)"
         );
     }
+}
+
+/// Runs `text` (the workload) in `dir` under `policy` with `history`, and returns its jobs and trace.
+fn run_in(
+    dir: &std::path::Path,
+    name: &str,
+    text: &str,
+    policy: &str,
+    history: cosched_linux::IsolatedTimes,
+) -> (Workload, Vec<cosched_core::trace::TraceLine>) {
+    let mut workload = Workload::parse(text, "w.toml").unwrap();
+    workload.dir = dir.to_path_buf();
+    let options = RunOptions {
+        sample_interval: 0.2,
+        isolated: history,
+        ..RunOptions::new(dir.join(format!("{name}.jsonl")), dir.join(name))
+    };
+    let policy = cosched_policies::create(policy).unwrap();
+    let report = run(&workload, &topology(), policy, &options).unwrap();
+    for job in &report.jobs {
+        assert_eq!(job.status, ExitStatus::Ok, "{job:?}");
+    }
+    let file = std::fs::File::open(&report.trace).unwrap();
+    let trace = read_trace(std::io::BufReader::new(file), "trace").unwrap();
+    (workload, trace)
+}
+
+#[test]
+fn a_long_region_started_on_one_cpu_starts_on_both_under_bp_next_time() {
+    let _serial = serial();
+    let machine = topology();
+    if machine.num_cpus() != 2 {
+        eprintln!(
+            "SKIPPED: written for a 2-CPU machine, this one has {}",
+            machine.num_cpus()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spin = spin_command(1, 3.0, 0, &format!("{}-one", dir.path().display()));
+    let text = format!(
+        r#"[workload]
+name = "narrow"
+[[job]]
+name = "one"
+kind = "rigid"
+max_threads = 1
+command = [{}]
+[[job]]
+name = "region"
+arrival = 0.2
+kind = "malleable"
+max_threads = 2
+command = [{:?}, "--rounds", "8000", "--work", "1000"]
+"#,
+        (spin.iter().map(|a| format!("{a:?}")))
+            .collect::<Vec<_>>()
+            .join(", "),
+        cosched_native::benchmark("longregion")
+            .display()
+            .to_string(),
+    );
+    // Beside a single-threaded job it starts with one thread; widened once that job ends, it keeps
+    // its one thread to the end of its region.
+    let history = cosched_linux::IsolatedTimes::default();
+    let (workload, first) = run_in(dir.path(), "first", &text, "eq", history.clone());
+    let started = |trace: &[cosched_core::trace::TraceLine]| {
+        (trace.iter()).find_map(|l| match l.record {
+            Record::Start { job, threads, .. } if job.0 == 1 => Some(threads),
+            _ => None,
+        })
+    };
+    assert_eq!(started(&first), Some(1), "nothing was tested");
+    let mut history = history;
+    history.learn(&machine, &workload.jobs, &first);
+    let known = history.behaviour(&machine, &workload.jobs[1].command);
+    assert_eq!(
+        known.and_then(|b| b.advice),
+        Some(cosched_core::observe::Advice::AtStart),
+        "{known:?}"
+    );
+    let (_, second) = run_in(dir.path(), "second", &text, "bp", history);
+    assert_eq!(
+        started(&second),
+        Some(2),
+        "moldable, not rigid at one thread"
+    );
 }

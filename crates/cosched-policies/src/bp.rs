@@ -1,26 +1,66 @@
 //! BP, batch processing (TACO §4.2): jobs run one after the other in arrival order, each alone on the
 //! whole machine. Where the waiting jobs belong to several users (`crate::users`), the next is the
 //! oldest of the user with the fewest jobs run for their share among the users with jobs.
+//!
+//! `bp:order=shortest` takes the waiting job with the shortest estimated run time first (its time
+//! alone, `hints.runtime`), jobs without one after those with one, in arrival order: the schedule a
+//! user with the times alone at hand would run by hand, which minimises the mean response time of jobs
+//! arriving together among one-at-a-time schedules.
 
+use crate::settings::SettingError;
 use crate::users;
 use cosched_core::{ActiveJob, Assignment, Context, Event, JobSpec, Plan, Policy, Topology};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Batch {
+    name: String,
+    /// Shortest estimated run time first instead of arrival order.
+    shortest_first: bool,
     /// Jobs started for each user with jobs.
     started_by_user: users::Turns,
     /// Whether the jobs of the last decision had owners.
     owned: bool,
 }
 
+impl Default for Batch {
+    fn default() -> Batch {
+        Batch {
+            name: "bp".to_string(),
+            shortest_first: false,
+            started_by_user: users::Turns::default(),
+            owned: false,
+        }
+    }
+}
+
+impl Batch {
+    /// BP with the settings after its name (`order=arrival|shortest`); `name` is the full string.
+    pub fn with_settings(name: &str, settings: &str) -> Result<Batch, SettingError> {
+        let mut shortest_first = false;
+        for setting in settings.split(':').filter(|s| !s.is_empty()) {
+            match setting.split_once('=') {
+                Some(("order", "arrival")) => shortest_first = false,
+                Some(("order", "shortest")) => shortest_first = true,
+                _ => return Err(SettingError::UnknownBp(setting.to_string())),
+            }
+        }
+        Ok(Batch {
+            name: name.to_string(),
+            shortest_first,
+            ..Batch::default()
+        })
+    }
+}
+
 impl Policy for Batch {
     fn name(&self) -> &str {
-        "bp"
+        &self.name
     }
 
-    /// Only the oldest waiting job can be next, or any user's oldest where jobs have owners.
+    /// Only the oldest waiting job can be next, or any user's oldest where jobs have owners; shortest
+    /// first reads the whole queue.
     fn queue_window(&self, _topology: &Topology) -> Option<usize> {
-        (!self.owned).then_some(1)
+        (!self.owned && !self.shortest_first).then_some(1)
     }
 
     fn decide(&mut self, ctx: &Context, event: &Event) -> Option<Plan> {
@@ -34,7 +74,7 @@ impl Policy for Batch {
             .iter()
             .find(|job| job.started.is_some())
             .or_else(|| self.next_of_users(ctx))
-            .or_else(|| ctx.jobs.first());
+            .or_else(|| self.order(ctx).first().map(|&i| &ctx.jobs[i]));
         let Some(head) = head else {
             return Some(Plan::default());
         };
@@ -57,9 +97,19 @@ impl Batch {
         if !users::several_users(specs.iter().copied()) {
             return None;
         }
-        // Jobs come oldest first: among equal turns, the first is the oldest.
-        let next = self.started_by_user.next(&specs, 0..specs.len())?;
+        // Among equal turns, the first in order goes.
+        let next = self.started_by_user.next(&specs, self.order(ctx))?;
         Some(&ctx.jobs[next])
+    }
+
+    /// The jobs (indices into `ctx.jobs`, which come oldest first) in the order they go.
+    fn order(&self, ctx: &Context) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..ctx.jobs.len()).collect();
+        if self.shortest_first {
+            let runtime = |i: usize| ctx.jobs[i].spec.hints.runtime.unwrap_or(f64::INFINITY);
+            order.sort_by(|&a, &b| runtime(a).total_cmp(&runtime(b)));
+        }
+        order
     }
 }
 
@@ -119,5 +169,44 @@ mod tests {
         assert_eq!(next(&jobs, Event::Finished { job: JobId(0) }), Some(3));
         jobs.retain(|j| j.id() != JobId(3));
         assert_eq!(next(&jobs, Event::Finished { job: JobId(3) }), Some(1));
+    }
+
+    #[test]
+    fn shortest_first_takes_the_shortest_known_time_then_the_unknown_in_arrival_order() {
+        let topo = synthetic::parse("core:4").unwrap();
+        let timed = |id: u32, runtime: Option<f64>| {
+            let mut job = active(id);
+            std::sync::Arc::make_mut(&mut job.spec).hints.runtime = runtime;
+            job
+        };
+        let mut jobs = vec![
+            timed(0, Some(9.0)),
+            timed(1, None),
+            timed(2, Some(2.0)),
+            timed(3, None),
+            timed(4, Some(5.0)),
+        ];
+        let mut batch = Batch::with_settings("bp:order=shortest", "order=shortest").unwrap();
+        assert_eq!(batch.name(), "bp:order=shortest");
+        assert_eq!(batch.queue_window(&topo), None, "it reads the whole queue");
+        let mut ran = Vec::new();
+        while !jobs.is_empty() {
+            let ctx = Context {
+                topology: &topo,
+                now: 0.0,
+                jobs: &jobs,
+            };
+            let plan = batch
+                .decide(&ctx, &Event::Arrived { job: JobId(0) })
+                .unwrap();
+            let next = plan.placed_jobs().into_iter().next().unwrap();
+            assert_eq!(plan.advice[&next], 4, "alone on the whole machine");
+            ran.push(next.0);
+            jobs.retain(|j| j.id() != next);
+        }
+        assert_eq!(ran, [2, 4, 0, 1, 3]);
+        let arrival = Batch::with_settings("bp:order=arrival", "order=arrival").unwrap();
+        assert_eq!(arrival.queue_window(&topo), Some(1));
+        assert!(Batch::with_settings("bp:order=longest", "order=longest").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! What `cosched policies` lists of each policy beyond its description: the settings it takes after
-//! its name (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.05`). The parsers are
-//! [`crate::taco::TacoOptions::apply`] and `Gang::with_settings`; a test holds this list to them.
+//! its name (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.05`, `bp:order=shortest`). The parsers
+//! are [`crate::taco::TacoOptions::apply`], `Gang::with_settings` and `Batch::with_settings`; a test
+//! holds this list to them.
 
 use crate::gang;
 use crate::taco::TacoOptions;
@@ -25,6 +26,7 @@ pub fn settings(base: &str) -> Vec<Setting> {
         "taco-basic" => TacoOptions::basic(),
         "taco-local" => TacoOptions::local(),
         "gang" => return gang_settings(),
+        "bp" => return bp_settings(),
         _ => return Vec::new(),
     };
     let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
@@ -83,6 +85,16 @@ pub fn settings(base: &str) -> Vec<Setting> {
     ]
 }
 
+fn bp_settings() -> Vec<Setting> {
+    vec![Setting {
+        key: "order",
+        values: "arrival|shortest",
+        default: "arrival".to_string(),
+        example: "shortest",
+        about: "which waiting job goes next: the oldest, or the shortest known time alone",
+    }]
+}
+
 fn gang_settings() -> Vec<Setting> {
     vec![
         Setting {
@@ -130,7 +142,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(listed, 3 * 7 + 3);
+        assert_eq!(listed, 3 * 7 + 3 + 1);
     }
 
     #[test]

@@ -28,7 +28,7 @@ type Entry = (&'static str, &'static str, fn() -> Box<dyn Policy>);
 
 const POLICIES: &[Entry] = &[
     ("ue", "uncontrolled: every job gets all CPUs and one thread per CPU; the OS time-shares them (TACO §4.2)", || Box::new(ue::Uncontrolled)),
-    ("bp", "batch: one job at a time on the whole machine, in arrival order (TACO §4.2)", || Box::new(bp::Batch::default())),
+    ("bp", "batch: one job at a time on the whole machine, in arrival order (TACO §4.2); bp:order=shortest takes the shortest known time alone first", || Box::new(bp::Batch::default())),
     ("eq", "equipartition: equal CPU shares, grown and shrunk in place without topology (TACO §4.2)", || Box::<eq::Equipartition>::default()),
     ("ta", "topology-aware equipartition: one aligned partition per job, all of one size, minimal moves (TACO §4.2)", || Box::<ta::TopologyAware>::default()),
     ("taco", "TACO with hysteresis, equal CPU time across levels, grace periods, opt-out (TACO §2); settings: taco:KEY=VALUE:...", || Box::new(taco::Taco::new("taco", taco::TacoOptions::full()))),
@@ -93,8 +93,9 @@ pub fn create(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
     )?)))
 }
 
-/// The policy called `name` as it is, taking every job's label on trust. TACO's variants and `gang` also take settings after a colon
-/// (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.015`; see docs/policies.md); the policy then
+/// The policy called `name` as it is, taking every job's label on trust. TACO's variants, `gang` and
+/// `bp` also take settings after a colon (`taco:hysteresis=0:sizes=1/6/24`, `gang:slice=0.015`,
+/// `bp:order=shortest`; see docs/policies.md); the policy then
 /// reports the full string as its name, so that variants stay apart in traces and tables.
 fn create_unchecked(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
     let (base, settings) = name.split_once(':').unwrap_or((name, ""));
@@ -110,6 +111,11 @@ fn create_unchecked(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
             "gang" => {
                 return Ok(Box::new(
                     gang::Gang::with_settings(name, settings).map_err(bad_settings)?,
+                ))
+            }
+            "bp" => {
+                return Ok(Box::new(
+                    bp::Batch::with_settings(name, settings).map_err(bad_settings)?,
                 ))
             }
             _ => return Err(bad_settings(SettingError::NotTakingSettings)),

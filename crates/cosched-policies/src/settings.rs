@@ -3,7 +3,7 @@
 /// A setting that does not parse; the message names the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SettingError {
-    #[error("only taco, taco-basic, taco-local and gang take settings after ':'")]
+    #[error("only taco, taco-basic, taco-local, gang and bp take settings after ':'")]
     NotTakingSettings,
     #[error("{key}={value}: use on or off")]
     NotOnOff { key: String, value: String },
@@ -21,6 +21,8 @@ pub enum SettingError {
     UnknownTaco(String),
     #[error("unknown gang option {0:?}; valid: slice=SECONDS, sequential=packed|shared, mpl=ROWS")]
     UnknownGang(String),
+    #[error("unknown bp option {0:?}; valid: order=arrival|shortest")]
+    UnknownBp(String),
 }
 
 /// A number of seconds > 0.

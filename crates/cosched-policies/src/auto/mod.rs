@@ -16,11 +16,14 @@
 //!    and `taco`). Least remaining first (below) is interleaved by user where there are several.
 //! 3. **Known remaining work.** When every job has an estimated run time (`hints.runtime`, declared or
 //!    from the run history), widths come from each job's scaling (`widths.rs`): those that minimise
-//!    the makespan bound max(total CPU work / CPUs, longest job), then wider ones for jobs known to
-//!    scale while the bound stays within 1%. At those widths the jobs with the least remaining work
-//!    run first (shortest remaining processing time, which minimises mean response time), except
-//!    that a job that would end after the bound in that order starts first, longest first, where a
-//!    list schedule shows that ends the set sooner. No job gets more CPUs than it uses well (each
+//!    the makespan bound max(total CPU work / CPUs, longest job), then wider ones while the bound
+//!    stays within 1% (a job of unknown scaling taken to scale perfectly). At those widths the jobs
+//!    with the least remaining work run first (shortest remaining processing time, which minimises
+//!    mean response time), except that a job that would end after the bound in that order starts
+//!    first, longest first, where a list schedule shows that ends the set sooner. That schedule is
+//!    kept only where its list schedule is no worse than BP shortest-first's (every job at its full
+//!    width, least remaining first) on both makespan and summed stretch; else that one runs
+//!    (`order.rs`). No job gets more CPUs than it uses well (each
 //!    added CPU gains half a CPU, by its measured, calibrated or learnt scaling; with times alone
 //!    measured at several widths, the bound decides). A job of unknown scaling at its full width
 //!    spends a short spell on half its CPUs once (`probe.rs`), so that the next run knows.
@@ -35,6 +38,7 @@
 //!    first onto the CPU with the least work left (LPT), and each CPU runs its own tasks least remaining
 //!    first with the same aging: the makespan is LPT's, the mean slowdown close to shortest-first.
 
+mod order;
 mod probe;
 mod remaining;
 mod scalability;
@@ -168,37 +172,12 @@ impl Auto {
             })
             .collect();
         let choices: Vec<Choice> = ranked.iter().map(|r| r.2.clone()).collect();
-        let widths = widths::widths(&choices, machine);
-        let mut order: Vec<usize> = (0..ranked.len()).collect();
-        order.sort_by(|&a, &b| ranked[a].1.partial_cmp(&ranked[b].1).expect("finite keys"));
-        // Jobs that would end after the makespan bound in that order start first, longest first,
-        // where that ends the set sooner.
-        let bound = widths::bound(&choices, &widths, machine) * (1.0 + widths::SLACK);
-        let finishes = widths::finishes(&choices, &widths, &order, machine);
-        // One whose scaling is unknown only where it ends within the bound even if it scales
-        // perfectly (its time at its width is then assumed to be its full width's times its share).
-        let late = |i: usize| {
-            let movable = choices[i].known || choices[i].time(widths[i]) <= bound;
-            ranked[i].1 .0 && finishes[i] > bound && movable
-        };
-        let mut promoted = order.clone();
-        promoted.sort_by(|&a, &b| {
-            let urgent = |i: usize| !ranked[i].1 .0;
-            (urgent(b).cmp(&urgent(a)))
-                .then(late(b).cmp(&late(a)))
-                .then_with(|| match late(a) && late(b) {
-                    true => choices[b]
-                        .time(widths[b])
-                        .total_cmp(&choices[a].time(widths[a])),
-                    false => std::cmp::Ordering::Equal,
-                })
-        });
-        let makespan = |order: &[usize]| {
-            (widths::finishes(&choices, &widths, order, machine).into_iter()).fold(0.0, f64::max)
-        };
-        if makespan(&promoted) < makespan(&order) * (1.0 - 1e-9) {
-            order = promoted;
-        }
+        let keys: Vec<(bool, f64)> = ranked.iter().map(|r| r.1).collect();
+        let order::Schedule {
+            widths,
+            mut order,
+            why,
+        } = order::schedule(&choices, &keys, machine);
         let specs: Vec<&JobSpec> = ranked.iter().map(|r| &*r.0.spec).collect();
         if crate::users::several_users(specs.iter().copied()) {
             let sizes: Vec<f64> = widths.iter().map(|&w| w as f64).collect();
@@ -306,6 +285,7 @@ impl Auto {
             .into_iter()
             .flatten()
             .reduce(f64::min);
+        plan.why = Some(why.to_string());
         plan
     }
 

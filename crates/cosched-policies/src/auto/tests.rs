@@ -122,7 +122,8 @@ fn estimated(id: u32, arrival: f64, runtime: f64) -> ActiveJob {
 }
 
 #[test]
-fn known_run_times_run_the_least_remaining_first_side_by_side() {
+fn known_run_times_of_unknown_scaling_run_the_least_remaining_first_at_full_width() {
+    // As BP shortest-first: a user with the times alone at hand would do no worse.
     let topo = presets::machine("package:1 core:2").unwrap();
     let jobs = vec![
         estimated(0, 0.0, 30.0),
@@ -131,13 +132,10 @@ fn known_run_times_run_the_least_remaining_first_side_by_side() {
     ];
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
     assert_eq!(plan.slots.len(), 1);
-    assert_eq!(plan.cpus_in_slot(0, JobId(1)).unwrap().len(), 1);
-    assert_eq!(plan.cpus_in_slot(0, JobId(2)).unwrap().len(), 1);
-    assert_eq!(
-        plan.cpus_in_slot(0, JobId(0)),
-        None,
-        "the longest job waits"
-    );
+    assert_eq!(plan.cpus_in_slot(0, JobId(1)).unwrap().len(), 2);
+    assert_eq!(plan.advice[&JobId(1)], 2);
+    assert_eq!(plan.cpus_in_slot(0, JobId(2)), None);
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)), None);
     assert_eq!(plan.timer, Some(15.0), "when the shortest job turns urgent");
 }
 
@@ -289,20 +287,32 @@ fn long_and_two_short(one_cpu: f64) -> Vec<ActiveJob> {
 }
 
 #[test]
-fn a_long_job_that_scales_poorly_starts_at_once_on_one_cpu_instead_of_last_alone() {
+fn long_jobs_that_scale_poorly_run_side_by_side_on_one_cpu_each() {
     let topo = presets::machine("package:1 core:2").unwrap();
-    // 12 s on one CPU, 10 s on two: run last, alone, it would hold both CPUs for 10 s after 4 s of
-    // the short jobs (14 s); on one CPU from the start beside them, all end by 12 s.
+    // 12 s on one CPU, 10 s on two: one after the other at full width they end at 10 and 20 s;
+    // side by side on one CPU each, both by 12 s, a lower makespan and mean slowdown.
+    let jobs = vec![measured(0, 10.0, 12.0), measured(1, 10.0, 12.0)];
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    for id in [JobId(0), JobId(1)] {
+        assert_eq!(plan.cpus_in_slot(0, id).map(|c| c.len()), Some(1));
+        assert_eq!(plan.advice[&id], 1);
+    }
+    let why = plan.why.unwrap();
+    assert!(why.contains("least makespan bound"), "{why}");
+}
+
+#[test]
+fn a_long_job_that_scales_poorly_beside_short_ones_runs_as_bp_shortest_first() {
+    let topo = presets::machine("package:1 core:2").unwrap();
+    // On one CPU from the start beside the short jobs, all would end by 12 s, but the short ones
+    // would take twice as long: shortest first at full width ends by 14 s with a mean slowdown of
+    // 1.5 instead of 2.4.
     let jobs = long_and_two_short(12.0);
     let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
-    assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));
-    assert_eq!(plan.advice[&JobId(0)], 1);
-    assert_eq!(plan.cpus_in_slot(0, JobId(1)).map(|c| c.len()), Some(1));
-    assert_eq!(
-        plan.cpus_in_slot(0, JobId(2)),
-        None,
-        "shortest first beside it"
-    );
+    assert_eq!(plan.cpus_in_slot(0, JobId(0)), None);
+    assert_eq!(plan.cpus_in_slot(0, JobId(1)).map(|c| c.len()), Some(2));
+    let why = plan.why.unwrap();
+    assert!(why.contains("as BP shortest-first"), "{why}");
 }
 
 #[test]
@@ -325,8 +335,9 @@ fn a_moldable_job_that_scales_poorly_starts_with_the_threads_it_can_use() {
     hints.runtime = Some(10.0);
     hints.one_cpu_runtime = Some(12.0);
     hints.sync = SyncKind::Block;
-    let jobs = vec![poor, measured(1, 2.0, 4.0), measured(2, 2.0, 4.0)];
-    let plan = decide(&mut Auto::default(), &topo, 0.0, &jobs);
+    let mut twin = poor.clone();
+    std::sync::Arc::make_mut(&mut twin.spec).id = JobId(1);
+    let plan = decide(&mut Auto::default(), &topo, 0.0, &[poor, twin]);
     assert_eq!(plan.cpus_in_slot(0, JobId(0)).map(|c| c.len()), Some(1));
     assert_eq!(plan.advice[&JobId(0)], 1, "not two threads on one CPU");
 }
@@ -334,7 +345,7 @@ fn a_moldable_job_that_scales_poorly_starts_with_the_threads_it_can_use() {
 #[test]
 fn a_job_on_fewer_cpus_is_credited_with_the_work_its_scaling_does_there() {
     let topo = presets::machine("package:1 core:2").unwrap();
-    let jobs = long_and_two_short(12.0);
+    let jobs = vec![measured(0, 10.0, 12.0), measured(1, 10.0, 12.0)];
     let mut auto = Auto::default();
     decide(&mut auto, &topo, 0.0, &jobs);
     decide(&mut auto, &topo, 6.0, &jobs);

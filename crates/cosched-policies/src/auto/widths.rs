@@ -7,9 +7,11 @@
 //! first term small; the second term asks to widen the longest job. Starting from the narrowest
 //! widths, the longest job is widened while that lowers the bound (Turek, Wolf and Yu's approach to
 //! moldable jobs, "Approximate algorithms for scheduling parallelizable tasks", SPAA 1992). Then jobs
-//! whose scaling is known are widened, the cheapest in added CPU work first, while the bound stays
-//! within `SLACK` of its least: a job that scales perfectly adds no work by running on every CPU,
-//! and one after another at full width has a lower mean slowdown than side by side on a share.
+//! are widened, the cheapest in added CPU work first, while the bound stays within `SLACK` of its
+//! least: a job that scales perfectly adds no work by running on every CPU, and one after another at
+//! full width has a lower mean slowdown than side by side on a share. A job of unknown scaling is
+//! taken to scale perfectly, so that with nothing known but the times alone the jobs run as BP
+//! shortest-first does, the schedule a user would reach for; its spells teach the next run more.
 
 use super::scalability::Curve;
 
@@ -28,7 +30,7 @@ pub struct Choice {
     /// The widths it may be given.
     pub narrowest: usize,
     pub widest: usize,
-    /// Whether its scaling is known; an unknown one is widened only where it bounds the makespan.
+    /// Whether its scaling is known (an unknown one is taken to scale perfectly).
     pub known: bool,
     /// Whether it waits until its width of CPUs is free rather than start on fewer.
     pub waits_for_width: bool,
@@ -96,7 +98,7 @@ pub fn widths(choices: &[Choice], machine: usize) -> Vec<usize> {
             bound(choices, &wider, machine) <= limit
         };
         let cheapest = (0..choices.len())
-            .filter(|&i| choices[i].known && widths[i] < choices[i].widest)
+            .filter(|&i| widths[i] < choices[i].widest)
             .filter(|&i| fits(i, &widths))
             .min_by(|&a, &b| added(a, &widths).total_cmp(&added(b, &widths)));
         match cheapest {
@@ -199,14 +201,24 @@ mod tests {
 
     #[test]
     fn the_longest_job_is_widened_while_it_bounds_the_makespan() {
-        // 30 s alone on two CPUs (60 s on one) beside two jobs of 2 s, scaling unknown: on one CPU
+        // 30 s alone on two CPUs (60 s on one) beside two short jobs that scale poorly: on one CPU
         // it alone would take longer than all the work spread over the machine.
+        let jobs = [
+            job(30.0, 0.0, true),
+            job(2.0, 0.5, true),
+            job(2.0, 0.5, true),
+        ];
+        assert_eq!(widths(&jobs, 2), vec![2, 1, 1]);
+    }
+
+    #[test]
+    fn jobs_of_unknown_scaling_run_at_full_width_as_bp_shortest_first_does() {
         let jobs = [
             job(30.0, 0.0, false),
             job(2.0, 0.0, false),
             job(2.0, 0.0, false),
         ];
-        assert_eq!(widths(&jobs, 2), vec![2, 1, 1]);
+        assert_eq!(widths(&jobs, 2), vec![2, 2, 2]);
     }
 
     #[test]

@@ -1,16 +1,20 @@
-//! What the tests of `auto` share: the policies it is measured against, and each one's makespan and
-//! mean slowdown on a set of jobs.
+//! What the tests of `auto` share: the policies it is measured against, each one's makespan and mean
+//! slowdown on a set of jobs, and the mixes they run.
 
 use cosched_core::metrics::summarize;
+use cosched_core::topology::presets;
 use cosched_core::trace::TraceLine;
-use cosched_core::Topology;
-use cosched_sim::{simulate, SimJob, SimOptions};
+use cosched_core::{JobHints, JobId, JobKind, JobSpec, Topology};
+use cosched_sim::{profile, simulate, SimJob, SimOptions, SpeedupModel};
+use std::sync::Arc;
 
 /// The policies of the five papers that run multithreaded jobs (the task-bag ones give every job one
-/// core), and `auto`.
+/// core), BP shortest first (the baseline a user with the times alone at hand would reach for), and
+/// `auto`.
 pub const POLICIES: &[&str] = &[
     "ue",
     "bp",
+    "bp:order=shortest",
     "eq",
     "ta",
     "taco-basic",
@@ -71,4 +75,44 @@ pub fn best(rows: &[Row], of: fn(&Row) -> f64) -> f64 {
     (rows.iter().filter(|r| r.policy != "auto"))
         .map(of)
         .fold(f64::INFINITY, f64::min)
+}
+
+/// Job `id` of `profile_text`, arriving at 0.
+pub fn job(id: u32, profile_text: &str, kind: JobKind, max_threads: u32) -> SimJob {
+    let profile = profile::parse(profile_text).unwrap();
+    SimJob {
+        spec: JobSpec {
+            owner: None,
+            id: JobId(id),
+            name: format!("{id}-{profile_text}"),
+            arrival: 0.0,
+            kind,
+            min_threads: 1,
+            max_threads,
+            coschedule: true,
+            weight: 1.0,
+            hints: JobHints {
+                sync: profile.sync,
+                ..JobHints::default()
+            },
+        }
+        .into(),
+        profile: Arc::new(profile),
+        mem: None,
+    }
+}
+
+/// TACO's Table 1 codes, all arriving at once on the machine they were measured on, each scaling as
+/// its traditional speedups there (Table 1, left).
+pub fn npb_mix() -> (Topology, Vec<SimJob>, SimOptions) {
+    let topology = presets::preset("taco-opteron8435").unwrap();
+    let mut options = SimOptions::default();
+    options.effects.speedup = SpeedupModel::Traditional;
+    let names = [
+        "bt.A", "cg.B", "ft.B", "is.C", "lu.A", "mg.B", "sp.A", "ua.A",
+    ];
+    let jobs: Vec<SimJob> = (names.iter().enumerate())
+        .map(|(i, name)| job(i as u32, &format!("nas/{name}"), JobKind::Malleable, 24))
+        .collect();
+    (topology, jobs, options)
 }

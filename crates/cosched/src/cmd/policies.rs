@@ -5,8 +5,18 @@ use cosched_core::JobSpec;
 use cosched_policies::TASK_BAG_POLICIES;
 
 /// The policies compared when none are named, in this order, as far as they exist; with only
-/// single-threaded jobs, the task-bag policies after them.
-const DEFAULT_POLICIES: &[&str] = &["ue", "bp", "eq", "ta", "taco", "gang", "auto"];
+/// single-threaded jobs, the task-bag policies after them. BP shortest-first is the baseline a user
+/// with the times alone at hand would reach for.
+const DEFAULT_POLICIES: &[&str] = &[
+    "ue",
+    "bp",
+    "bp:order=shortest",
+    "eq",
+    "ta",
+    "taco",
+    "gang",
+    "auto",
+];
 
 /// The named policies, all of which must exist, each named once; or the default for `jobs`.
 pub fn chosen(named: &[String], jobs: &[JobSpec]) -> anyhow::Result<Vec<String>> {
@@ -33,7 +43,7 @@ pub fn default_for(jobs: &[JobSpec]) -> Vec<String> {
     DEFAULT_POLICIES
         .iter()
         .chain(TASK_BAG_POLICIES.iter().filter(|_| task_bag))
-        .filter(|p| known.contains(p))
+        .filter(|p| known.contains(&p.split(':').next().unwrap_or(p)))
         .map(|p| p.to_string())
         .collect()
 }
@@ -65,6 +75,10 @@ mod tests {
             .iter()
             .all(|p| !TASK_BAG_POLICIES.contains(&p.as_str())));
         assert!(parallel.contains(&"taco".to_string()));
+        assert!(parallel.contains(&"bp:order=shortest".to_string()));
+        for name in &parallel {
+            chosen(std::slice::from_ref(name), &[]).unwrap();
+        }
         let bag = default_for(&[job(1), job(1)]);
         assert!(bag.contains(&"scalpel".to_string()) && bag.contains(&"bp".to_string()));
     }
