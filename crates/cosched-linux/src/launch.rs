@@ -139,6 +139,8 @@ pub struct Launch<'a> {
     pub cwd: Option<PathBuf>,
     /// Start from an empty environment instead of cosched's own.
     pub clear_env: bool,
+    /// A descriptor the job inherits (its control page's), at the same number.
+    pub inherit: Option<RawFd>,
 }
 
 /// The steps between fork and exec that can fail, told to the parent through a pipe so that its
@@ -152,6 +154,7 @@ enum Step {
     EnterDirectory = 4,
     OpenStdout = 5,
     OpenStderr = 6,
+    Descriptors = 7,
 }
 
 impl Step {
@@ -163,6 +166,7 @@ impl Step {
             Step::EnterDirectory,
             Step::OpenStdout,
             Step::OpenStderr,
+            Step::Descriptors,
         ]
         .into_iter()
         .find(|s| *s as u8 == byte)
@@ -220,6 +224,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
         (groups, Gid::from_raw(user.gid), Uid::from_raw(user.uid))
     });
+    let inherit = launch.inherit;
     let (failed_step, report_step) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     let in_child = move || -> io::Result<()> {
         let report = &report_step;
@@ -275,6 +280,9 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
                 .map_err(|e| fail(Step::OpenStderr)(e.into()))?,
             None => {}
         }
+        if let Some(fd) = inherit {
+            cosched_native::control::keep_across_exec(fd).map_err(fail(Step::Descriptors))?;
+        }
         Ok(())
     };
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system calls
@@ -301,6 +309,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             ),
             Some(Step::OpenStdout) => output_error(&stdout_path, "standard output", &as_user),
             Some(Step::OpenStderr) => output_error(&stderr_path, "standard error", &as_user),
+            Some(Step::Descriptors) => "cannot keep the job's control page open".to_string(),
             None => format!("cannot start {program}"),
         };
         io::Error::new(e.kind(), format!("{what}: {e}"))
@@ -398,6 +407,7 @@ mod tests {
             user: None,
             cwd: None,
             clear_env: false,
+            inherit: None,
         }
     }
 

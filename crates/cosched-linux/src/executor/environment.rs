@@ -10,6 +10,7 @@ use cosched_native::control::{ControlPage, CONTROL_ENV};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -30,8 +31,6 @@ pub enum LaunchError {
 
 /// What every job of a run shares.
 pub struct LaunchEnvironment {
-    /// Directory of the jobs' control pages.
-    pub control_dir: PathBuf,
     pub bench: PathBuf,
     pub preload: PathBuf,
     pub interleave: bool,
@@ -52,13 +51,8 @@ impl LaunchEnvironment {
     ) -> Result<Running, LaunchError> {
         let spec = &job.spec;
         let user = job.user.as_ref().or(self.user.as_ref());
-        let page = ControlPage::create_unguessable(
-            &self.control_dir,
-            &format!("{}-{}", enforcer.tag(), spec.id.0),
-            user.map(|u| (u.uid, u.gid)),
-        )
-        .map_err(LaunchError::ControlPage)?;
-        let page_path = page.path().to_path_buf();
+        let page =
+            ControlPage::create(user.map(|u| (u.uid, u.gid))).map_err(LaunchError::ControlPage)?;
         page.set_advice(threads);
         if let Some(adopt) = job.adopt {
             let members = match adopt.attached {
@@ -70,7 +64,7 @@ impl LaunchEnvironment {
                 false => Members::Group(adopt.pid),
             };
             let mut prepared = enforcer
-                .prepare(cpus, &page_path, adopt.in_place, job.memory_limit)
+                .prepare(cpus, adopt.in_place, job.memory_limit)
                 .map_err(LaunchError::Enforcement)?;
             // Left in a batch system's cgroups, it must also stay on the CPUs they allow it.
             let allocation = adopt
@@ -115,12 +109,12 @@ impl LaunchEnvironment {
         };
         let mut env: Vec<(String, OsString)> = vec![
             ("OMP_NUM_THREADS".into(), omp_threads.to_string().into()),
-            (CONTROL_ENV.into(), page_path.clone().into_os_string()),
+            (CONTROL_ENV.into(), page.env_value()),
         ];
         env.extend(self.preload_for(job).map(|p| ("LD_PRELOAD".into(), p)));
         env.extend(launch::placement_env(spec.id.0, cpus));
         let mut prepared = enforcer
-            .prepare(cpus, &page_path, false, job.memory_limit)
+            .prepare(cpus, false, job.memory_limit)
             .map_err(LaunchError::Enforcement)?;
         let placeholders = Placeholders {
             threads: omp_threads,
@@ -144,6 +138,7 @@ impl LaunchEnvironment {
             user: job.user.clone().or_else(|| self.user.clone()),
             cwd: job.cwd.clone(),
             clear_env: job.clear_env,
+            inherit: Some(page.fd().as_raw_fd()),
         });
         let child = match spawned {
             Ok(child) => child,

@@ -53,7 +53,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::BufWriter;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// How to run a workload for real.
@@ -75,21 +75,13 @@ pub struct RunOptions {
     pub interleave: bool,
     /// Isolated times from `cosched calibrate`, written into the `arrival` records.
     pub isolated: IsolatedTimes,
-    /// Directory for the jobs' control pages (`/dev/shm` when it exists).
-    pub control_dir: PathBuf,
 }
 
 impl RunOptions {
     pub fn new(trace: impl Into<PathBuf>, output_dir: impl Into<PathBuf>) -> RunOptions {
         let output_dir = output_dir.into();
-        let shm = Path::new("/dev/shm");
         RunOptions {
             trace: trace.into(),
-            control_dir: if shm.is_dir() {
-                shm.to_path_buf()
-            } else {
-                output_dir.clone()
-            },
             output_dir,
             placement: None,
             freezer: None,
@@ -392,7 +384,6 @@ impl<'a> Executor<'a> {
             origin,
             cpu_origin: thread_cpu_seconds(),
             environment: LaunchEnvironment {
-                control_dir: options.control_dir.clone(),
                 bench: cosched_native::bench_dir(),
                 preload: cosched_native::preload_library(),
                 interleave: options.interleave,
