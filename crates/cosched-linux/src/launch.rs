@@ -139,8 +139,11 @@ pub struct Launch<'a> {
     pub cwd: Option<PathBuf>,
     /// Start from an empty environment instead of cosched's own.
     pub clear_env: bool,
-    /// A descriptor the job inherits (its control page's), at the same number.
+    /// The one descriptor beyond 0-2 the job inherits (its control page's), at the same number;
+    /// every other one of cosched's is closed as the job's program starts.
     pub inherit: Option<RawFd>,
+    /// The file mode creation mask the job starts with; cosched's own when `None`.
+    pub umask: Option<Mode>,
 }
 
 /// The steps between fork and exec that can fail, told to the parent through a pipe so that its
@@ -224,7 +227,9 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
         (groups, Gid::from_raw(user.gid), Uid::from_raw(user.uid))
     });
-    let inherit = launch.inherit;
+    let (inherit, umask) = (launch.inherit, launch.umask);
+    let open_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft);
     let (failed_step, report_step) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     let in_child = move || -> io::Result<()> {
         let report = &report_step;
@@ -262,6 +267,10 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             };
             become_user().map_err(|e| fail(Step::BecomeUser)(e.into()))?;
         }
+        // Before the output files it opens: they get the user's umask too.
+        if let Some(mask) = umask {
+            nix::sys::stat::umask(mask);
+        }
         if let Some(dir) = &cwd {
             chdir(dir.as_c_str()).map_err(|e| fail(Step::EnterDirectory)(e.into()))?;
         }
@@ -280,6 +289,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
                 .map_err(|e| fail(Step::OpenStderr)(e.into()))?,
             None => {}
         }
+        close_on_exec_from_3(open_limit).map_err(fail(Step::Descriptors))?;
         if let Some(fd) = inherit {
             cosched_native::control::keep_across_exec(fd).map_err(fail(Step::Descriptors))?;
         }
@@ -309,7 +319,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             ),
             Some(Step::OpenStdout) => output_error(&stdout_path, "standard output", &as_user),
             Some(Step::OpenStderr) => output_error(&stderr_path, "standard error", &as_user),
-            Some(Step::Descriptors) => "cannot keep the job's control page open".to_string(),
+            Some(Step::Descriptors) => "cannot close cosched's descriptors".to_string(),
             None => format!("cannot start {program}"),
         };
         io::Error::new(e.kind(), format!("{what}: {e}"))
@@ -331,6 +341,35 @@ fn output_error(path: &Option<(PathBuf, CString)>, stream: &str, as_user: &str) 
         "cannot open {} for the job's {stream}{as_user}",
         path.display()
     )
+}
+
+/// In the child: every descriptor from 3 on, whatever opened it (another thread of the daemon,
+/// the daemon's own parent), is closed when the job's program starts. Marked close-on-exec rather
+/// than closed, so that the pipes that report a failed step or exec to the parent still work.
+/// `limit`: the most descriptors the process may have, for kernels without `close_range`.
+fn close_on_exec_from_3(limit: u64) -> io::Result<()> {
+    // SAFETY: close_range only changes flags of this process's descriptors; no crate wraps it.
+    let marked = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if marked == 0 {
+        return Ok(());
+    }
+    for fd in 3..limit.min(libc::c_int::MAX as u64) as RawFd {
+        match nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        ) {
+            Ok(_) | Err(nix::errno::Errno::EBADF) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Writing "0" to `cgroup.procs` moves the writing process into that cgroup.
@@ -408,6 +447,7 @@ mod tests {
             cwd: None,
             clear_env: false,
             inherit: None,
+            umask: None,
         }
     }
 

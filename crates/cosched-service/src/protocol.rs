@@ -131,7 +131,15 @@ pub struct Submission {
     /// then in submission order; users' turns stay fair whatever their jobs' priorities.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u32>,
+    /// The submitter's file mode creation mask, which the job starts with; `None` (a client that
+    /// does not send it): [`DEFAULT_UMASK`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
+
+/// The umask of a job whose client did not send one: files it makes are readable by all, as in
+/// most distributions' login shells.
+pub const DEFAULT_UMASK: u32 = 0o022;
 
 /// The priority of a job submitted without `--priority`.
 pub const DEFAULT_PRIORITY: u32 = 0;
@@ -232,6 +240,7 @@ impl Submission {
             nice: 0,
             priority: None,
             mem: None,
+            umask: None,
         }
     }
 }

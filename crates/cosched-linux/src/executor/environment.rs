@@ -7,6 +7,7 @@ use crate::enforce::{Enforcer, Members};
 use crate::launch::{self, InvokingUser, Launch, Output, Placeholders};
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
+use nix::sys::stat::Mode;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -139,6 +140,7 @@ impl LaunchEnvironment {
             cwd: job.cwd.clone(),
             clear_env: job.clear_env,
             inherit: Some(page.fd().as_raw_fd()),
+            umask: job.umask.map(Mode::from_bits_truncate),
         });
         let child = match spawned {
             Ok(child) => child,
@@ -154,18 +156,19 @@ impl LaunchEnvironment {
 
     /// Every job gets the preload library: it caps a malleable job's regions at the advice, and gives
     /// every cooperating program (heartbeats, OpenMP regions) a progress counter. Other jobs' advice
-    /// stays at their start thread count, so the cap never bites them. A preload of their own follows.
+    /// stays at their start thread count, so the cap never bites them. A preload of their own follows:
+    /// the submitted one, or, for a job that starts from cosched's environment, cosched's.
     fn preload_for(&self, job: &ArrivingJob) -> Option<OsString> {
         let mut preload = self.preload.clone().into_os_string();
         if !self.preload.is_file() {
             preload.clear();
         }
-        if let Some(theirs) = job
-            .env
-            .get("LD_PRELOAD")
-            .cloned()
-            .or_else(|| std::env::var("LD_PRELOAD").ok())
-        {
+        let inherited = || match job.clear_env {
+            true => None,
+            false => std::env::var_os("LD_PRELOAD"),
+        };
+        let theirs = job.env.get("LD_PRELOAD").map(OsString::from);
+        if let Some(theirs) = theirs.or_else(inherited) {
             preload.push(" ");
             preload.push(theirs);
         }
