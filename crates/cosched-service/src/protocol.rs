@@ -423,7 +423,8 @@ pub struct Accounting {
     pub user_seconds: Option<f64>,
     pub system_seconds: Option<f64>,
     /// The most memory it held at once, in bytes: its memory cgroup's peak where it had one
-    /// (`--mem`), else the largest resident set of one of its processes (`wait4`'s maxrss).
+    /// (`--mem`), else the largest resident set of one of its processes, sampled while it ran and
+    /// never counting the daemon's own memory.
     pub peak_memory: Option<u64>,
     /// Every CPU it was given while it ran, as a CPU list.
     pub cpus: Option<String>,

@@ -34,7 +34,7 @@ use crate::enforce::{Enforcer, JobControl};
 use crate::interrupt::Interrupts;
 use crate::isolated::IsolatedTimes;
 use crate::launch::InvokingUser;
-use crate::measure::{instruction_counter_status, Reading};
+use crate::measure::{instruction_counter_status, Reading, ResidentPeak};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::priority::Realtime;
 use crate::watchdog::OnDeath;
@@ -123,7 +123,7 @@ pub struct JobOutcome {
     pub user_seconds: f64,
     pub system_seconds: f64,
     /// The most memory it held, in bytes: its memory cgroup's peak where it had one, else the
-    /// largest resident set of its main process and the children it waited for (wait4's maxrss).
+    /// largest resident set of one of its processes ([`crate::measure::ResidentPeak`]).
     pub peak_memory: Option<u64>,
     /// Ended badly after the kernel killed processes of it for passing its memory limit.
     pub oom_killed: bool,
@@ -246,6 +246,7 @@ struct Running {
     held_total: f64,
     held_since: f64,
     mark: Reading,
+    peak: ResidentPeak,
     /// Signalled to end (a time limit): never frozen again, so that it can act on the signal.
     asked_to_end: bool,
 }
@@ -258,8 +259,10 @@ impl Running {
         threads: u32,
         now: f64,
     ) -> Running {
+        let pid = control.members.pid();
         Running {
-            pid: control.members.pid(),
+            pid,
+            peak: ResidentPeak::start(pid),
             control,
             adopted,
             page,

@@ -2,11 +2,13 @@
 //! mark of the daemon's.
 
 use crate::common::*;
-use cosched_service::protocol::JobState;
+use cosched_service::harness::submission;
+use cosched_service::protocol::{After, Dependency, JobState};
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 /// What job `id` wrote on its standard output, once it ended well.
@@ -110,4 +112,51 @@ fn the_daemons_preload_is_not_a_jobs() {
         libraries.iter().all(|l| l.ends_with("/libcosched-omp.so")),
         "{said}"
     );
+}
+
+/// How much memory `pid` holds resident now, in bytes.
+fn resident(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap();
+    kib.trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        << 10
+}
+
+#[test]
+fn a_jobs_peak_memory_is_its_own_not_the_daemons() {
+    let _serial = one_at_a_time();
+    let Some(dir) = dir_for_two_users() else {
+        return;
+    };
+    let daemon = start_daemon(dir.path(), "eq", "");
+    // Queued jobs with large environments, which the daemon holds while they wait.
+    let blocker = daemon.submit(submission(&["sleep", "60"])).unwrap();
+    let mut big = submission(&["true"]);
+    big.env.insert("BALLAST".into(), "x".repeat(200 << 10));
+    big.dependency = vec![Dependency {
+        after: After::Ok,
+        id: blocker,
+    }];
+    for _ in 0..64 {
+        daemon.submit(big.clone()).unwrap();
+    }
+    let limit = 8 << 20;
+    let daemons = resident(daemon.pid());
+    assert!(daemons > limit, "the daemon holds only {daemons} bytes");
+    let id = submit_script_as(ALICE, &daemon, Path::new("/"), "sleep 0.5");
+    let job = daemon.wait(vec![id]).unwrap().remove(0);
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    let peak = job.accounting.and_then(|a| a.peak_memory);
+    assert!(
+        peak.is_some_and(|p| p < limit),
+        "{peak:?}, the daemon's {daemons}"
+    );
+    daemon.cancel(&[blocker]).unwrap();
 }
