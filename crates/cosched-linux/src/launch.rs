@@ -203,12 +203,11 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
     if launch.clear_env {
         command.env_clear();
     }
-    for (key, value) in launch.env {
-        command.env(key, launch.placeholders.expand(value));
-    }
-    for (key, value) in launch.executor_env {
-        command.env(key, value);
-    }
+    let env = launch
+        .env
+        .iter()
+        .map(|(k, v)| (k, launch.placeholders.expand(v)));
+    command.envs(env).envs(launch.executor_env);
     let invalid = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
     let join: Vec<CString> = launch
         .join
@@ -247,17 +246,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             mask.apply_to(0).map_err(fail(Step::SetCpus))?;
         }
         if let Some(nodes) = &interleave {
-            // Best effort: a kernel without NUMA support refuses, and the job runs anyway.
-            // SAFETY: set_mempolicy reads `nodes.len()` words from a buffer that lives as long as
-            // the closure; no crate wraps it.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_set_mempolicy,
-                    3, // MPOL_INTERLEAVE
-                    nodes.as_ptr(),
-                    (nodes.len() * 64 + 1) as libc::c_ulong,
-                )
-            };
+            interleave_memory(nodes);
         }
         if let Some((groups, gid, uid)) = &identity {
             let become_user = || -> nix::Result<()> {
@@ -274,21 +263,8 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         if let Some(dir) = &cwd {
             chdir(dir.as_c_str()).map_err(|e| fail(Step::EnterDirectory)(e.into()))?;
         }
-        let stdout = stdout_c.as_deref();
-        let stderr = stderr_c.as_deref();
-        if let Some(path) = stdout {
-            open_onto(path, libc::STDOUT_FILENO).map_err(|e| fail(Step::OpenStdout)(e.into()))?;
-        }
-        match stderr {
-            // One file for both, as Slurm's `-o` alone gives.
-            Some(path) if Some(path) == stdout => {
-                nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)
-                    .map_err(|e| fail(Step::OpenStderr)(e.into()))?;
-            }
-            Some(path) => open_onto(path, libc::STDERR_FILENO)
-                .map_err(|e| fail(Step::OpenStderr)(e.into()))?,
-            None => {}
-        }
+        open_outputs(stdout_c.as_deref(), stderr_c.as_deref())
+            .map_err(|(step, e)| fail(step)(e.into()))?;
         close_on_exec_from_3(open_limit).map_err(fail(Step::Descriptors))?;
         if let Some(fd) = inherit {
             cosched_native::control::keep_across_exec(fd).map_err(fail(Step::Descriptors))?;
@@ -307,23 +283,71 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             Ok(1) => Step::from_byte(byte[0]),
             _ => None,
         };
-        let as_user = launch.user.as_ref().map(|u| format!(" as uid {}", u.uid));
-        let as_user = as_user.unwrap_or_default();
-        let what = match step {
-            Some(Step::JoinCgroup) => "cannot join the job's cgroup".to_string(),
-            Some(Step::SetCpus) => "cannot set the job's CPUs".to_string(),
-            Some(Step::BecomeUser) => format!("cannot become the job's user{as_user}"),
-            Some(Step::EnterDirectory) => format!(
-                "cannot enter the working directory {}{as_user}",
-                launch.cwd.as_deref().unwrap_or(Path::new("")).display()
-            ),
-            Some(Step::OpenStdout) => output_error(&stdout_path, "standard output", &as_user),
-            Some(Step::OpenStderr) => output_error(&stderr_path, "standard error", &as_user),
-            Some(Step::Descriptors) => "cannot close cosched's descriptors".to_string(),
-            None => format!("cannot start {program}"),
-        };
+        let outputs = [&stdout_path, &stderr_path];
+        let what = failure(
+            step,
+            launch.user.as_ref(),
+            launch.cwd.as_deref(),
+            outputs,
+            program,
+        );
         io::Error::new(e.kind(), format!("{what}: {e}"))
     })
+}
+
+/// In words, what failed at `step` in the child (`None`: the exec).
+fn failure(
+    step: Option<Step>,
+    user: Option<&InvokingUser>,
+    cwd: Option<&Path>,
+    [stdout_path, stderr_path]: [&Option<(PathBuf, CString)>; 2],
+    program: &str,
+) -> String {
+    let as_user = user.map(|u| format!(" as uid {}", u.uid));
+    let as_user = as_user.unwrap_or_default();
+    match step {
+        Some(Step::JoinCgroup) => "cannot join the job's cgroup".to_string(),
+        Some(Step::SetCpus) => "cannot set the job's CPUs".to_string(),
+        Some(Step::BecomeUser) => format!("cannot become the job's user{as_user}"),
+        Some(Step::EnterDirectory) => format!(
+            "cannot enter the working directory {}{as_user}",
+            cwd.unwrap_or(Path::new("")).display()
+        ),
+        Some(Step::OpenStdout) => output_error(stdout_path, "standard output", &as_user),
+        Some(Step::OpenStderr) => output_error(stderr_path, "standard error", &as_user),
+        Some(Step::Descriptors) => "cannot close cosched's descriptors".to_string(),
+        None => format!("cannot start {program}"),
+    }
+}
+
+/// In the child: spreads the memory it allocates over NUMA nodes `nodes` (a bit mask), as far as
+/// the kernel can; one without NUMA support refuses, and the job runs anyway.
+fn interleave_memory(nodes: &[u64]) {
+    // SAFETY: set_mempolicy reads `nodes.len()` words from `nodes`; no crate wraps it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            3, // MPOL_INTERLEAVE
+            nodes.as_ptr(),
+            (nodes.len() * 64 + 1) as libc::c_ulong,
+        )
+    };
+}
+
+/// In the child, once it is the job's user: opens the output files the user named onto
+/// descriptors 1 and 2; one file for both when they name the same, as Slurm's `-o` alone gives.
+fn open_outputs(stdout: Option<&CStr>, stderr: Option<&CStr>) -> Result<(), (Step, nix::Error)> {
+    if let Some(path) = stdout {
+        open_onto(path, libc::STDOUT_FILENO).map_err(|e| (Step::OpenStdout, e))?;
+    }
+    let opened = match stderr {
+        Some(path) if Some(path) == stdout => {
+            nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO).map(drop)
+        }
+        Some(path) => open_onto(path, libc::STDERR_FILENO),
+        None => Ok(()),
+    };
+    opened.map_err(|e| (Step::OpenStderr, e))
 }
 
 /// In the child, once it is the job's user: opens (creates, truncates) `path` as descriptor
