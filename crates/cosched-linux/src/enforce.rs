@@ -1,7 +1,7 @@
 //! Putting a plan into effect for one job: its cgroups, its CPUs, frozen or running, and its removal.
 //!
-//! The enforcer owns the watchdog: whatever it creates that must be undone if cosched dies (a control
-//! page, cgroups, a process group) it registers there itself, before the thing exists or is joined, and
+//! The enforcer owns the watchdog: whatever it creates that must be undone if cosched dies (cgroups,
+//! a process group) it registers there itself, before the thing exists or is joined, and
 //! it unregisters it once it has undone it. The executor never talks to the watchdog.
 
 use crate::affinity::{within_allocation, Mask};
@@ -14,7 +14,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Whether every uid of process `pid` (real, effective, saved, file system) is `uid`.
@@ -86,7 +86,7 @@ pub struct MemoryUse {
     pub oom_kills: u64,
 }
 
-/// A job's control page and cgroups, created and registered before its process exists, and what the
+/// A job's cgroups, created and registered before its process exists, and what the
 /// process must do before exec.
 pub struct Prepared {
     entry: usize,
@@ -178,23 +178,17 @@ impl Enforcer {
         })
     }
 
-    /// `cosched-<pid>-<run>`, the prefix of this run's cgroups and control pages.
-    pub fn tag(&self) -> &str {
-        &self.tag
-    }
-
     pub fn uses_affinity(&self) -> bool {
         self.mechanisms.placement == Placement::Affinity
     }
 
-    /// Registers the job's control page and creates its cgroups on `cpus`, each registered with the
+    /// Creates the job's cgroups on `cpus`, each registered with the
     /// watchdog before anything joins it; `memory_limit`: bytes its processes may hold together,
     /// in a memory cgroup. `in_place`: no cgroup of its own, the job stays in the ones it is in and
     /// is placed by affinity (and frozen by signals). On error nothing is left behind.
     pub fn prepare(
         &mut self,
         cpus: &CpuSet,
-        page: &Path,
         in_place: bool,
         memory_limit: Option<u64>,
     ) -> io::Result<Prepared> {
@@ -217,7 +211,7 @@ impl Enforcer {
             join: Vec::new(),
             mask: None,
         };
-        if let Err(e) = self.create_cgroups(&mut prepared, page, in_place, memory_limit) {
+        if let Err(e) = self.create_cgroups(&mut prepared, in_place, memory_limit) {
             self.abandon(prepared);
             return Err(e);
         }
@@ -227,11 +221,9 @@ impl Enforcer {
     fn create_cgroups(
         &mut self,
         prepared: &mut Prepared,
-        page: &Path,
         in_place: bool,
         memory_limit: Option<u64>,
     ) -> io::Result<()> {
-        self.watchdog.set_control_page(prepared.entry, page)?;
         if in_place && memory_limit.is_some() {
             return Err(io::Error::other(
                 "a memory limit needs the job in a memory cgroup of cosched's, and this job stays \
@@ -341,7 +333,6 @@ impl Enforcer {
     pub fn let_go(&mut self, mut job: JobControl) {
         let _ = self.set_frozen(&mut job, false);
         self.watchdog.clear_process_group(job.entry);
-        self.watchdog.clear_control_page(job.entry);
         for cgroup in &job.cgroups {
             self.watchdog.remove_cgroup(job.entry, cgroup);
         }
@@ -350,7 +341,6 @@ impl Enforcer {
 
     /// Undoes [`Enforcer::prepare`] for a job whose process could not be started.
     pub fn abandon(&mut self, prepared: Prepared) {
-        self.watchdog.clear_control_page(prepared.entry);
         self.remove_cgroups(prepared.entry, prepared.cgroups);
     }
 
@@ -607,7 +597,6 @@ impl Enforcer {
             let _ = kill(Pid::from_raw(-pgid), Signal::SIGCONT);
         }
         self.watchdog.clear_process_group(job.entry);
-        self.watchdog.clear_control_page(job.entry);
         self.remove_cgroups(job.entry, job.cgroups);
         // Jobs a dead daemon left in its cgroups may end after they were adopted or found gone.
         self.remove_stale_cgroups();

@@ -5,7 +5,6 @@
 use crate::affinity::Mask;
 use crate::output_file::{OutputPath, Refused};
 use cosched_core::CpuSet;
-use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
@@ -14,7 +13,7 @@ use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -140,6 +139,11 @@ pub struct Launch<'a> {
     pub cwd: Option<PathBuf>,
     /// Start from an empty environment instead of cosched's own.
     pub clear_env: bool,
+    /// The one descriptor beyond 0-2 the job inherits (its control page's), at the same number;
+    /// every other one of cosched's is closed as the job's program starts.
+    pub inherit: Option<RawFd>,
+    /// The file mode creation mask the job starts with; cosched's own when `None`.
+    pub umask: Option<Mode>,
 }
 
 /// The steps between fork and exec that can fail, told to the parent through a pipe so that its
@@ -153,9 +157,10 @@ enum Step {
     EnterDirectory = 4,
     OpenStdout = 5,
     OpenStderr = 6,
+    Descriptors = 7,
     /// The output path is a link another user owns.
-    ForeignLinkStdout = 7,
-    ForeignLinkStderr = 8,
+    ForeignLinkStdout = 8,
+    ForeignLinkStderr = 9,
 }
 
 impl Step {
@@ -167,6 +172,7 @@ impl Step {
             Step::EnterDirectory,
             Step::OpenStdout,
             Step::OpenStderr,
+            Step::Descriptors,
             Step::ForeignLinkStdout,
             Step::ForeignLinkStderr,
         ]
@@ -202,12 +208,11 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
     if launch.clear_env {
         command.env_clear();
     }
-    for (key, value) in launch.env {
-        command.env(key, launch.placeholders.expand(value));
-    }
-    for (key, value) in launch.executor_env {
-        command.env(key, value);
-    }
+    let env = launch
+        .env
+        .iter()
+        .map(|(k, v)| (k, launch.placeholders.expand(v)));
+    command.envs(env).envs(launch.executor_env);
     let invalid = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
     let join: Vec<CString> = launch
         .join
@@ -226,6 +231,9 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
         (groups, Gid::from_raw(user.gid), Uid::from_raw(user.uid))
     });
+    let (inherit, umask) = (launch.inherit, launch.umask);
+    let open_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft);
     let (failed_step, report_step) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
     let in_child = move || -> io::Result<()> {
         let report = &report_step;
@@ -243,17 +251,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             mask.apply_to(0).map_err(fail(Step::SetCpus))?;
         }
         if let Some(nodes) = &interleave {
-            // Best effort: a kernel without NUMA support refuses, and the job runs anyway.
-            // SAFETY: set_mempolicy reads `nodes.len()` words from a buffer that lives as long as
-            // the closure; no crate wraps it.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_set_mempolicy,
-                    3, // MPOL_INTERLEAVE
-                    nodes.as_ptr(),
-                    (nodes.len() * 64 + 1) as libc::c_ulong,
-                )
-            };
+            interleave_memory(nodes);
         }
         if let Some((groups, gid, uid)) = &identity {
             let become_user = || -> nix::Result<()> {
@@ -263,31 +261,18 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             };
             become_user().map_err(|e| fail(Step::BecomeUser)(e.into()))?;
         }
+        // Before the output files it opens: they get the user's umask too.
+        if let Some(mask) = umask {
+            nix::sys::stat::umask(mask);
+        }
         if let Some(dir) = &cwd {
             chdir(dir.as_c_str()).map_err(|e| fail(Step::EnterDirectory)(e.into()))?;
         }
-        let stdout = stdout_c.as_ref();
-        let stderr = stderr_c.as_ref();
-        let refused = |os: Step, link: Step| {
-            move |refusal| match refusal {
-                Refused::Os(errno) => fail(os)(errno.into()),
-                Refused::ForeignLink => fail(link)(Errno::ELOOP.into()),
-            }
-        };
-        if let Some(path) = stdout {
-            path.open_onto(libc::STDOUT_FILENO)
-                .map_err(refused(Step::OpenStdout, Step::ForeignLinkStdout))?;
-        }
-        match stderr {
-            // One file for both, as Slurm's `-o` alone gives.
-            Some(path) if Some(path) == stdout => {
-                nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)
-                    .map_err(|e| fail(Step::OpenStderr)(e.into()))?;
-            }
-            Some(path) => path
-                .open_onto(libc::STDERR_FILENO)
-                .map_err(refused(Step::OpenStderr, Step::ForeignLinkStderr))?,
-            None => {}
+        open_outputs(stdout_c.as_ref(), stderr_c.as_ref())
+            .map_err(|(step, e)| fail(step)(e.into()))?;
+        close_on_exec_from_3(open_limit).map_err(fail(Step::Descriptors))?;
+        if let Some(fd) = inherit {
+            cosched_native::control::keep_across_exec(fd).map_err(fail(Step::Descriptors))?;
         }
         Ok(())
     };
@@ -303,24 +288,86 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
             Ok(1) => Step::from_byte(byte[0]),
             _ => None,
         };
-        let as_user = launch.user.as_ref().map(|u| format!(" as uid {}", u.uid));
-        let as_user = as_user.unwrap_or_default();
-        let what = match step {
-            Some(Step::JoinCgroup) => "cannot join the job's cgroup".to_string(),
-            Some(Step::SetCpus) => "cannot set the job's CPUs".to_string(),
-            Some(Step::BecomeUser) => format!("cannot become the job's user{as_user}"),
-            Some(Step::EnterDirectory) => format!(
-                "cannot enter the working directory {}{as_user}",
-                launch.cwd.as_deref().unwrap_or(Path::new("")).display()
-            ),
-            Some(Step::OpenStdout) => output_error(&stdout_path, "standard output", &as_user),
-            Some(Step::OpenStderr) => output_error(&stderr_path, "standard error", &as_user),
-            Some(Step::ForeignLinkStdout) => foreign_link(&stdout_path, "standard output"),
-            Some(Step::ForeignLinkStderr) => foreign_link(&stderr_path, "standard error"),
-            None => format!("cannot start {program}"),
-        };
+        let outputs = [&stdout_path, &stderr_path];
+        let what = failure(
+            step,
+            launch.user.as_ref(),
+            launch.cwd.as_deref(),
+            outputs,
+            program,
+        );
         io::Error::new(e.kind(), format!("{what}: {e}"))
     })
+}
+
+/// In words, what failed at `step` in the child (`None`: the exec).
+fn failure(
+    step: Option<Step>,
+    user: Option<&InvokingUser>,
+    cwd: Option<&Path>,
+    [stdout_path, stderr_path]: [&Option<(PathBuf, OutputPath)>; 2],
+    program: &str,
+) -> String {
+    let as_user = user.map(|u| format!(" as uid {}", u.uid));
+    let as_user = as_user.unwrap_or_default();
+    match step {
+        Some(Step::JoinCgroup) => "cannot join the job's cgroup".to_string(),
+        Some(Step::SetCpus) => "cannot set the job's CPUs".to_string(),
+        Some(Step::BecomeUser) => format!("cannot become the job's user{as_user}"),
+        Some(Step::EnterDirectory) => format!(
+            "cannot enter the working directory {}{as_user}",
+            cwd.unwrap_or(Path::new("")).display()
+        ),
+        Some(Step::OpenStdout) => output_error(stdout_path, "standard output", &as_user),
+        Some(Step::OpenStderr) => output_error(stderr_path, "standard error", &as_user),
+        Some(Step::Descriptors) => "cannot close cosched's descriptors".to_string(),
+        Some(Step::ForeignLinkStdout) => foreign_link(stdout_path, "standard output"),
+        Some(Step::ForeignLinkStderr) => foreign_link(stderr_path, "standard error"),
+        None => format!("cannot start {program}"),
+    }
+}
+
+/// In the child: spreads the memory it allocates over NUMA nodes `nodes` (a bit mask), as far as
+/// the kernel can; one without NUMA support refuses, and the job runs anyway.
+fn interleave_memory(nodes: &[u64]) {
+    // SAFETY: set_mempolicy reads `nodes.len()` words from `nodes`; no crate wraps it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_set_mempolicy,
+            3, // MPOL_INTERLEAVE
+            nodes.as_ptr(),
+            (nodes.len() * 64 + 1) as libc::c_ulong,
+        )
+    };
+}
+
+/// In the child, once it is the job's user: opens the output files the user named onto
+/// descriptors 1 and 2; one file for both when they name the same, as Slurm's `-o` alone gives.
+fn open_outputs(
+    stdout: Option<&OutputPath>,
+    stderr: Option<&OutputPath>,
+) -> Result<(), (Step, nix::Error)> {
+    let refused = |os: Step, link: Step| {
+        move |refusal| match refusal {
+            Refused::Os(errno) => (os, errno),
+            Refused::ForeignLink => (link, nix::errno::Errno::ELOOP),
+        }
+    };
+    if let Some(path) = stdout {
+        path.open_onto(libc::STDOUT_FILENO)
+            .map_err(refused(Step::OpenStdout, Step::ForeignLinkStdout))?;
+    }
+    match stderr {
+        Some(path) if Some(path) == stdout => {
+            nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)
+                .map(drop)
+                .map_err(|e| (Step::OpenStderr, e))
+        }
+        Some(path) => path
+            .open_onto(libc::STDERR_FILENO)
+            .map_err(refused(Step::OpenStderr, Step::ForeignLinkStderr)),
+        None => Ok(()),
+    }
 }
 
 fn output_error(path: &Option<(PathBuf, OutputPath)>, stream: &str, as_user: &str) -> String {
@@ -337,6 +384,35 @@ fn foreign_link(path: &Option<(PathBuf, OutputPath)>, stream: &str) -> String {
         "{} is a symbolic link another user owns, not followed for the job's {stream}",
         path.display()
     )
+}
+
+/// In the child: every descriptor from 3 on, whatever opened it (another thread of the daemon,
+/// the daemon's own parent), is closed when the job's program starts. Marked close-on-exec rather
+/// than closed, so that the pipes that report a failed step or exec to the parent still work.
+/// `limit`: the most descriptors the process may have, for kernels without `close_range`.
+fn close_on_exec_from_3(limit: u64) -> io::Result<()> {
+    // SAFETY: close_range only changes flags of this process's descriptors; no crate wraps it.
+    let marked = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if marked == 0 {
+        return Ok(());
+    }
+    for fd in 3..limit.min(libc::c_int::MAX as u64) as RawFd {
+        match nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        ) {
+            Ok(_) | Err(nix::errno::Errno::EBADF) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Writing "0" to `cgroup.procs` moves the writing process into that cgroup.
@@ -413,6 +489,8 @@ mod tests {
             user: None,
             cwd: None,
             clear_env: false,
+            inherit: None,
+            umask: None,
         }
     }
 

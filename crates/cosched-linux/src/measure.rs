@@ -50,6 +50,47 @@ impl Reading {
     }
 }
 
+/// The most memory one process of a job held, for a job whose memory cgroup does not say.
+///
+/// `wait4`'s maxrss alone would not do: a child forked from the executor starts with a copy of the
+/// executor's resident pages, and exec keeps their high-water mark in the maxrss the child reports,
+/// so a `sleep` would seem as large as a daemon. Each process's `VmHWM` counts only since its exec,
+/// so the largest one sampled is the job's own (though growth after the last sample is missed);
+/// the maxrss is taken as well only where it passes the executor's own high-water mark at the
+/// job's start, the most the copy could have held, so a job larger than the executor is measured
+/// to its last page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResidentPeak {
+    seen: u64,
+    executor_at_start: u64,
+}
+
+impl ResidentPeak {
+    /// Starts measuring job process `pid`, already past its exec.
+    pub fn start(pid: i32) -> ResidentPeak {
+        let executor = crate::procfs::resident_peak(std::process::id() as i32);
+        ResidentPeak {
+            seen: crate::procfs::resident_peak(pid).unwrap_or(0),
+            // Unknown, the maxrss cannot be told from the copy: it is never taken.
+            executor_at_start: executor.unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Samples process `pid` of the job.
+    pub fn observe(&mut self, pid: i32) {
+        self.seen = self
+            .seen
+            .max(crate::procfs::resident_peak(pid).unwrap_or(0));
+    }
+
+    /// The peak, with `waited_max_rss` (wait4's, bytes; 0 when not waited for); `None`: unknown.
+    pub fn at_end(&self, waited_max_rss: u64) -> Option<u64> {
+        let waited = (waited_max_rss > self.executor_at_start).then_some(waited_max_rss);
+        let peak = self.seen.max(waited.unwrap_or(0));
+        (peak > 0).then_some(peak)
+    }
+}
+
 /// Whether an instruction counter can be opened here, and if not, why (for the trace's mechanism line).
 pub fn instruction_counter_status() -> String {
     // perf_event_attr as the kernel's ABI version 5 lays it out (112 bytes); only the leading fields and
@@ -115,6 +156,44 @@ pub fn instruction_counter_status() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_maxrss_within_the_executors_own_peak_is_not_the_jobs() {
+        let peak = ResidentPeak {
+            seen: 2 << 20,
+            executor_at_start: 900 << 20,
+        };
+        assert_eq!(peak.at_end(900 << 20), Some(2 << 20));
+        assert_eq!(peak.at_end(0), Some(2 << 20));
+        assert_eq!(peak.at_end(901 << 20), Some(901 << 20));
+        let unknown = ResidentPeak {
+            seen: 0,
+            executor_at_start: u64::MAX,
+        };
+        assert_eq!(unknown.at_end(5 << 20), None);
+    }
+
+    #[test]
+    fn a_process_started_by_a_large_executor_is_measured_alone() {
+        // 64 MiB of the test's own, resident when the child is started.
+        let ballast = std::hint::black_box(vec![1u8; 64 << 20]);
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        let mut peak = ResidentPeak::start(child.id() as i32);
+        peak.observe(child.id() as i32);
+        child.wait().unwrap();
+        let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN);
+        let waited = (usage.unwrap().max_rss().max(0) as u64) << 10;
+        assert!(
+            waited >= 64 << 20,
+            "the maxrss carries the executor's: {waited}"
+        );
+        let measured = peak.at_end(waited).expect("sleep's VmHWM");
+        assert!(measured < 16 << 20, "sleep held {measured} bytes");
+        drop(ballast);
+    }
 
     #[test]
     fn control_page_progress_wins_over_cpu_time_once_reported() {

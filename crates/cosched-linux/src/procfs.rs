@@ -118,6 +118,15 @@ pub fn uids(pid: i32) -> io::Result<[u32; 4]> {
     ids.try_into().map_err(|_| malformed())
 }
 
+/// The most memory a process has held resident since its last exec, in bytes (`VmHWM:` of
+/// `/proc/<pid>/status`); `None` for a process gone or ended.
+pub fn resident_peak(pid: i32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib << 10)
+}
+
 /// Thread ids of a process.
 pub fn threads(pid: i32) -> Vec<i32> {
     let Ok(entries) = fs::read_dir(format!("/proc/{pid}/task")) else {

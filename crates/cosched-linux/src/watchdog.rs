@@ -2,12 +2,12 @@
 //!
 //! Forked at the start of a run, the watchdog blocks on the read end of a pipe whose only writer is
 //! cosched; the read returns end-of-file when cosched's process is gone, however it ended. The run
-//! registers every job's process group, cgroups and control page in a table in shared memory as it creates them and
+//! registers every job's process group and cgroups in a table in shared memory as it creates them and
 //! clears them as it cleans them itself, and every process it stops one by one (an attached process
 //! tree, paused by signals) before it stops it. On end-of-file the watchdog thaws every registered
 //! cgroup, sends SIGCONT to every process registered as stopped,
 //! then SIGCONT and SIGKILL to every registered process group and to every process left in those
-//! cgroups, removes the control pages, and removes the cgroups, retrying for up to a second while killed processes exit. Orphaned
+//! cgroups, and removes the cgroups, retrying for up to a second while killed processes exit. Orphaned
 //! jobs are killed rather than left running unsupervised: nothing would enforce their plan any more.
 //!
 //! A daemon's watchdog ([`OnDeath::Thaw`]) only thaws: the daemon's jobs keep running, unconstrained,
@@ -66,8 +66,6 @@ struct JobEntry {
     /// 0 = none.
     pgid: AtomicI32,
     cgroups: [CgroupEntry; CGROUPS_PER_JOB],
-    /// The job's control page file; `kind` 1 = present.
-    page: CgroupEntry,
     /// Processes stopped one by one (SIGSTOP), to be continued; 0 = free.
     stopped: [AtomicI32; STOPPED_PER_JOB],
 }
@@ -214,14 +212,6 @@ impl Watchdog {
         publish(slot, &cgroup.dir, kind_code(cgroup.kind))
     }
 
-    pub fn set_control_page(&self, job: usize, path: &Path) -> io::Result<()> {
-        publish(&self.entry(job).page, path, 1)
-    }
-
-    pub fn clear_control_page(&self, job: usize) {
-        self.entry(job).page.kind.store(0, Ordering::Release);
-    }
-
     pub fn remove_cgroup(&self, job: usize, cgroup: &Cgroup) {
         let bytes = cgroup.dir.as_os_str().as_bytes();
         for slot in &self.entry(job).cgroups {
@@ -327,12 +317,6 @@ fn sweep(table: &[JobEntry], on_death: OnDeath) {
         return;
     }
     for entry in table {
-        if entry.page.kind.load(Ordering::Acquire) != 0 {
-            let page = entry.page.path();
-            if let Ok(page) = CStr::from_bytes_until_nul(&page) {
-                let _ = nix::unistd::unlink(page);
-            }
-        }
         let pgid = entry.pgid.load(Ordering::Acquire);
         if pgid > 0 {
             let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);

@@ -10,13 +10,17 @@ use common::*;
 use cosched_core::trace::ExitStatus;
 use cosched_core::{JobId, Plan};
 use cosched_linux::{run, RunOptions};
-use std::path::Path;
 use std::time::Duration;
 
-/// `last_team_size` of the only control page in `dir` (its offset in docs/control-page.md), if the
-/// page exists yet.
-fn last_team_size(dir: &Path) -> Option<u32> {
-    let page = std::fs::read_dir(dir).ok()?.flatten().next()?.path();
+/// `last_team_size` of the control page of the process whose command line has `marker` (its
+/// offset in docs/control-page.md), read through that process's descriptor, if it runs yet.
+fn last_team_size(marker: &str) -> Option<u32> {
+    let pid = *processes_with(marker).first()?;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let own_path = environ
+        .split(|&b| b == 0)
+        .find_map(|var| var.strip_prefix(b"COSCHED_CONTROL=/proc/self/"))?;
+    let page = format!("/proc/{pid}/{}", String::from_utf8_lossy(own_path));
     let bytes = std::fs::read(page).ok()?;
     Some(u32::from_ne_bytes(bytes.get(32..36)?.try_into().ok()?))
 }
@@ -33,8 +37,6 @@ fn move_and_grow(steps: &[(&str, u32)]) {
     }
     let limit = Duration::from_secs(60);
     let dir = tempfile::tempdir().unwrap();
-    let pages = dir.path().join("pages");
-    std::fs::create_dir(&pages).unwrap();
     // A unique name, so that its process can be found by its command line.
     let program = dir.path().join("spmv-moved");
     std::os::unix::fs::symlink(cosched_native::benchmark("spmv"), &program).unwrap();
@@ -57,7 +59,6 @@ fn move_and_grow(steps: &[(&str, u32)]) {
     let (policy, gate) = Gated::new(1, plans);
     let options = RunOptions {
         sample_interval: 0.2,
-        control_dir: pages.clone(),
         ..RunOptions::new(dir.path().join("trace.jsonl"), dir.path().join("out"))
     };
     let handle = std::thread::spawn({
@@ -74,7 +75,7 @@ fn move_and_grow(steps: &[(&str, u32)]) {
             }
             let ran = poll_until(limit, || {
                 last = allowed_cpus_of(&marker);
-                last_team_size(&pages) == Some(threads)
+                last_team_size(&marker) == Some(threads)
                     && last.len() >= threads as usize
                     && last.iter().all(|(_, allowed)| allowed == &cpus(list))
             });
@@ -97,7 +98,7 @@ fn move_and_grow(steps: &[(&str, u32)]) {
     assert!(
         reached.len() == steps.len() && reached.iter().all(|&r| r),
         "steps {steps:?}: reached {reached:?}; last seen team {:?}, threads and their CPUs {last:?}",
-        last_team_size(&pages)
+        last_team_size(&marker)
     );
 }
 

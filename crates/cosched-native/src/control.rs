@@ -1,12 +1,19 @@
 //! The executor's end of a job's control page (layout: `docs/control-page.md`, version 1).
 //!
 //! The executor creates the page, writes the advice and reads the progress counters the job's
-//! processes write back through `libcosched-omp.so` or `cosched.h`.
+//! processes write back through `libcosched-omp.so` or `cosched.h`. The page is an anonymous,
+//! sealed memory file that the job inherits as a descriptor: no path names it, so no one can
+//! plant, replace or unlink it, and its seals keep its size, so no one can make the executor's
+//! mapping fault by truncating it.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, SealFlag};
+use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -14,8 +21,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub const MAGIC: u32 = 0x4843_5343;
 pub const VERSION: u32 = 1;
 pub const PAGE_SIZE: usize = 4096;
-/// Environment variable through which a job learns the path of its control page.
+/// Environment variable through which a job learns how to open its control page.
 pub const CONTROL_ENV: &str = "COSCHED_CONTROL";
+/// How executors that kept pages as files in `/dev/shm` named them: `cosched-<pid>-…`.
+const FILE_PREFIX: &str = "cosched-";
 
 /// The version-1 layout; field order and offsets are the documented ones (checked by a test).
 #[repr(C)]
@@ -48,10 +57,11 @@ impl Counters {
     }
 }
 
-/// A mapped control page; the file is removed when the page is dropped.
+/// A mapped control page: the executor's mapping of the job's memory file, which stays the
+/// executor's own (the job's user may read and write it, never resize it).
 #[derive(Debug)]
 pub struct ControlPage {
-    path: PathBuf,
+    file: File,
     map: NonNull<libc::c_void>,
 }
 
@@ -61,82 +71,44 @@ unsafe impl Send for ControlPage {}
 unsafe impl Sync for ControlPage {}
 
 impl ControlPage {
-    /// Creates the page file at `path`, which must not exist (a link there is not followed), maps it
-    /// and writes a version-1 header with no advice. The magic is written last so a job never sees
-    /// a half-initialised page as valid.
-    pub fn create(path: impl AsRef<Path>) -> io::Result<ControlPage> {
-        ControlPage::create_owned(path.as_ref(), None)
-    }
-
-    /// [`ControlPage::create`] in `dir`, named `<prefix>-<random>` so that no other user can guess the
-    /// name and be there first, and given to `owner` (uid, gid) by its descriptor: a directory
-    /// everyone may write to, such as `/dev/shm`, is safe for a root executor to create pages in.
-    pub fn create_unguessable(
-        dir: &Path,
-        prefix: &str,
-        owner: Option<(u32, u32)>,
-    ) -> io::Result<ControlPage> {
-        let mut random = [0u8; 8];
-        for _ in 0..8 {
-            File::open("/dev/urandom")
-                .and_then(|mut f| f.read_exact(&mut random))
-                .map_err(|e| with_path(e, "read", Path::new("/dev/urandom")))?;
-            let path = dir.join(format!("{prefix}-{:016x}", u64::from_ne_bytes(random)));
-            match ControlPage::create_owned(&path, owner) {
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                created => return created,
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!(
-                "cannot create a control page in {}: every name tried was taken",
-                dir.display()
-            ),
-        ))
-    }
-
-    fn create_owned(path: &Path, owner: Option<(u32, u32)>) -> io::Result<ControlPage> {
-        let path = path.to_path_buf();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| with_path(e, "create control page", &path))?;
-        let created = ControlPage::map_new(&file, &path);
-        let owned = owner.map_or(Ok(()), |(uid, gid)| {
-            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
-                .map_err(|e| with_path(e, "give away control page", &path))
-        });
-        match (created, owned) {
-            (Ok(page), Ok(())) => Ok(page),
-            // Dropping the page removes the file.
-            (Ok(_), Err(e)) => Err(e),
-            (Err(e), _) => {
-                let _ = std::fs::remove_file(&path);
-                Err(e)
-            }
-        }
-    }
-
-    fn map_new(file: &File, path: &Path) -> io::Result<ControlPage> {
+    /// Creates a page, given to `owner` (uid, gid) with mode 0600 so that the job's processes, once
+    /// they run as that user, may open it again through `/proc/self/fd`; sealed at its size; with a
+    /// version-1 header and no advice. The magic is written last so a job never sees a
+    /// half-initialised page as valid. The descriptor is close-on-exec: a job gets it only through
+    /// [`keep_across_exec`].
+    pub fn create(owner: Option<(u32, u32)>) -> io::Result<ControlPage> {
+        let flags = MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING;
+        let file = File::from(
+            memfd_create(c"cosched-control", flags).map_err(failed("create a control page"))?,
+        );
         file.set_len(PAGE_SIZE as u64)
-            .map_err(|e| with_path(e, "size control page", path))?;
-        let page = ControlPage {
-            map: map_shared(file).map_err(|e| with_path(e, "map control page", path))?,
-            path: path.to_path_buf(),
-        };
+            .map_err(failed("size the control page"))?;
+        let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+        fcntl(file.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals))
+            .map_err(failed("seal the control page"))?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(failed("protect the control page"))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
+                .map_err(failed("give away the control page"))?;
+        }
+        let map = map_shared(&file).map_err(failed("map the control page"))?;
+        let page = ControlPage { file, map };
         let layout = page.layout();
         layout.version.store(VERSION, Ordering::Relaxed);
         layout.magic.store(MAGIC, Ordering::Release);
         Ok(page)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The descriptor a job inherits, at the same number, through [`keep_across_exec`].
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// What [`CONTROL_ENV`] says to a process that inherited [`ControlPage::fd`]: a path that
+    /// opens it again in that process and its children (`open` in the preload library).
+    pub fn env_value(&self) -> OsString {
+        format!("/proc/self/fd/{}", self.file.as_raw_fd()).into()
     }
 
     /// Sets the team size for the job's next top-level parallel regions (`0` = no cap) and bumps the
@@ -180,12 +152,57 @@ impl Drop for ControlPage {
         unsafe {
             libc::munmap(self.map.as_ptr(), PAGE_SIZE);
         }
-        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// In a child between fork and exec: keeps `fd` (a page's, [`ControlPage::fd`]) open across exec.
+/// Makes one async-signal-safe system call.
+pub fn keep_across_exec(fd: RawFd) -> io::Result<()> {
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty()))?;
+    Ok(())
+}
+
+/// Removes from `dir` the page files of executors that kept their pages as files and died without
+/// removing them (their name carries the pid of an executor that no longer runs); gives how many.
+/// A live executor's files, and anything that is not a regular file, are left alone.
+pub fn remove_stale_pages(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let stale = entries.flatten().filter(|entry| {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(FILE_PREFIX))
+            .and_then(|rest| {
+                rest.split('-')
+                    .next()?
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|&pid| pid > 0)
+            });
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        is_file && pid.is_some_and(|pid| !runs(pid))
+    });
+    stale
+        .filter(|entry| std::fs::remove_file(entry.path()).is_ok())
+        .count()
+}
+
+/// Whether a process `pid` exists (one of another user's answers EPERM, and runs).
+fn runs(pid: i32) -> bool {
+    let signal = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None);
+    signal != Err(nix::errno::Errno::ESRCH)
+}
+
+fn failed<E: Into<io::Error>>(what: &'static str) -> impl Fn(E) -> io::Error {
+    move |e| {
+        let e = e.into();
+        io::Error::new(e.kind(), format!("cannot {what}: {e}"))
     }
 }
 
 fn map_shared(file: &File) -> io::Result<NonNull<libc::c_void>> {
-    use std::os::fd::AsRawFd;
     // SAFETY: a fresh shared mapping of a file we hold open, checked below.
     let addr = unsafe {
         libc::mmap(
@@ -201,10 +218,6 @@ fn map_shared(file: &File) -> io::Result<NonNull<libc::c_void>> {
         return Err(io::Error::last_os_error());
     }
     NonNull::new(addr).ok_or_else(|| io::Error::other("mmap returned null"))
-}
-
-fn with_path(e: io::Error, what: &str, path: &Path) -> io::Error {
-    io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -230,13 +243,20 @@ mod tests {
         u32::from_le_bytes(bytes[offset..offset + 4].try_into().unwrap())
     }
 
+    /// The page opened again by its path in this process, as a job's library opens it.
+    fn reopen(page: &ControlPage) -> File {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(page.env_value())
+            .unwrap()
+    }
+
     #[test]
     fn create_writes_a_header_other_processes_can_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("page");
-        let page = ControlPage::create(&path).unwrap();
+        let page = ControlPage::create(None).unwrap();
         page.set_advice(3);
-        let bytes = std::fs::read(&path).unwrap();
+        let bytes = std::fs::read(page.env_value()).unwrap();
         assert_eq!(bytes.len(), PAGE_SIZE);
         assert_eq!(&bytes[0..4], b"CSCH");
         assert_eq!(read_u32(&bytes, 4), VERSION);
@@ -247,8 +267,7 @@ mod tests {
 
     #[test]
     fn advice_changes_bump_the_generation_once_each() {
-        let dir = tempfile::tempdir().unwrap();
-        let page = ControlPage::create(dir.path().join("page")).unwrap();
+        let page = ControlPage::create(None).unwrap();
         assert_eq!((page.advice(), page.generation()), (0, 0));
         page.set_advice(2);
         page.set_advice(2);
@@ -259,15 +278,10 @@ mod tests {
 
     #[test]
     fn counters_written_through_the_file_are_seen() {
-        use std::io::{Seek, SeekFrom, Write};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("page");
-        let page = ControlPage::create(&path).unwrap();
-        let mut file = OpenOptions::new().write(true).open(&path).unwrap();
-        let mut write_at = |offset: u64, bytes: &[u8]| {
-            file.seek(SeekFrom::Start(offset)).unwrap();
-            file.write_all(bytes).unwrap();
-        };
+        use std::os::unix::fs::FileExt;
+        let page = ControlPage::create(None).unwrap();
+        let file = reopen(&page);
+        let write_at = |offset: u64, bytes: &[u8]| file.write_all_at(bytes, offset).unwrap();
         write_at(16, &7u64.to_le_bytes());
         write_at(24, &5u64.to_le_bytes());
         write_at(32, &2u32.to_le_bytes());
@@ -288,41 +302,53 @@ mod tests {
     }
 
     #[test]
-    fn drop_removes_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("page");
-        drop(ControlPage::create(&path).unwrap());
-        assert!(!path.exists());
+    fn no_one_can_resize_the_page_under_the_executor() {
+        let page = ControlPage::create(None).unwrap();
+        let file = reopen(&page);
+        for size in [0, 1, PAGE_SIZE as u64 * 2] {
+            let err = file.set_len(size).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EPERM), "to {size}: {err}");
+        }
+        let unsealed = fcntl(file.as_raw_fd(), FcntlArg::F_ADD_SEALS(SealFlag::empty()));
+        assert_eq!(unsealed, Err(nix::errno::Errno::EPERM));
+        // Still mapped whole: reading every field touches the page again.
+        page.set_advice(2);
+        assert_eq!(page.advice(), 2);
+        assert_eq!(page.counters(), Counters::default());
+        assert_eq!(file.metadata().unwrap().len(), PAGE_SIZE as u64);
     }
 
     #[test]
-    fn a_link_where_a_page_would_go_is_not_followed() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("target");
-        std::fs::write(&target, "precious").unwrap();
-        let link = dir.path().join("page");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        let err = ControlPage::create(&link).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+    fn the_page_is_private_and_leaves_no_file() {
+        let page = ControlPage::create(None).unwrap();
+        let meta = std::fs::metadata(page.env_value()).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let target = std::fs::read_link(page.env_value()).unwrap();
+        let target = target.to_string_lossy();
+        assert!(target.starts_with("/memfd:"), "{target}");
+        let flags = fcntl(page.fd().as_raw_fd(), FcntlArg::F_GETFD).unwrap();
+        assert_ne!(flags & libc::FD_CLOEXEC, 0, "a job gets it only on purpose");
     }
 
     #[test]
-    fn unguessable_pages_have_distinct_private_names() {
+    fn only_pages_of_executors_that_died_are_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let a = ControlPage::create_unguessable(dir.path(), "job-1", None).unwrap();
-        let b = ControlPage::create_unguessable(dir.path(), "job-1", None).unwrap();
-        assert_ne!(a.path(), b.path());
-        let name = a.path().file_name().unwrap().to_string_lossy().into_owned();
-        let random = name.strip_prefix("job-1-").unwrap();
-        assert_eq!(random.len(), 16, "{name}");
-        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-    }
-
-    #[test]
-    fn create_in_a_missing_directory_names_the_path() {
-        let err = ControlPage::create("/nonexistent-dir/page").unwrap_err();
-        assert!(err.to_string().contains("/nonexistent-dir/page"), "{err}");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let page = |pid: u32| {
+            dir.path()
+                .join(format!("cosched-{pid}-0-3-00112233aabbccdd"))
+        };
+        let (stale, live) = (page(dead), page(std::process::id()));
+        let unrelated = dir.path().join("cosched-notes");
+        for file in [&stale, &live, &unrelated] {
+            std::fs::write(file, "").unwrap();
+        }
+        let stale_dir = dir.path().join(format!("cosched-{dead}-1"));
+        std::fs::create_dir(&stale_dir).unwrap();
+        assert_eq!(remove_stale_pages(dir.path()), 1);
+        assert!(!stale.exists());
+        assert!(live.exists() && unrelated.exists() && stale_dir.exists());
     }
 }

@@ -3,8 +3,11 @@
 //! page just before it: built with GCC against GNU libgomp (the GOMP_* wrappers), and built with
 //! clang against LLVM libomp (the OMPT tool) where build.rs found clang and libomp.
 
-use cosched_native::control::{ControlPage, CONTROL_ENV};
+use cosched_native::control::{keep_across_exec, ControlPage, CONTROL_ENV};
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -25,11 +28,11 @@ fn libomp_program() -> Option<PathBuf> {
     Some(program)
 }
 
-fn command(preload: bool, control: Option<&Path>) -> Command {
+fn command(preload: bool, control: Option<&OsStr>) -> Command {
     command_for(&teamsize_program(), preload, control)
 }
 
-fn command_for(program: &Path, preload: bool, control: Option<&Path>) -> Command {
+fn command_for(program: &Path, preload: bool, control: Option<&OsStr>) -> Command {
     let mut command = Command::new(program);
     command
         .env("OMP_NUM_THREADS", DEFAULT_TEAM.to_string())
@@ -57,7 +60,11 @@ impl Program {
     }
 
     fn start_built(program: &Path, page: &ControlPage) -> Program {
-        let mut child = command_for(program, true, Some(page.path()))
+        let mut command = command_for(program, true, Some(page.env_value().as_ref()));
+        let fd = page.fd().as_raw_fd();
+        // SAFETY: one fcntl between fork and exec, on a descriptor the page keeps open.
+        unsafe { command.pre_exec(move || keep_across_exec(fd)) };
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -89,10 +96,8 @@ impl Drop for Program {
     }
 }
 
-fn page() -> (tempfile::TempDir, ControlPage) {
-    let dir = tempfile::tempdir().unwrap();
-    let page = ControlPage::create(dir.path().join("control")).unwrap();
-    (dir, page)
+fn page() -> ControlPage {
+    ControlPage::create(None).unwrap()
 }
 
 const CONSTRUCTS: &[&str] = &[
@@ -125,7 +130,7 @@ fn follows_advice_down_and_up(program: &mut Program, page: &ControlPage, constru
 
 #[test]
 fn every_construct_shrinks_and_grows_back_with_the_advice() {
-    let (_dir, page) = page();
+    let page = page();
     let mut program = Program::start(&page);
     follows_advice_down_and_up(&mut program, &page, CONSTRUCTS);
 }
@@ -142,16 +147,16 @@ const LIBOMP_CONSTRUCTS: &[&str] = &[
 ];
 
 /// A fresh page and the libomp build of the program under it, or `None` where it was not built.
-fn libomp_started() -> Option<(tempfile::TempDir, ControlPage, Program)> {
+fn libomp_started() -> Option<(ControlPage, Program)> {
     let built = libomp_program()?;
-    let (dir, page) = page();
+    let page = page();
     let program = Program::start_built(&built, &page);
-    Some((dir, page, program))
+    Some((page, program))
 }
 
 #[test]
 fn libomp_regions_shrink_and_grow_back_with_the_advice() {
-    let Some((_dir, page, mut program)) = libomp_started() else {
+    let Some((page, mut program)) = libomp_started() else {
         return;
     };
     follows_advice_down_and_up(&mut program, &page, LIBOMP_CONSTRUCTS);
@@ -159,7 +164,7 @@ fn libomp_regions_shrink_and_grow_back_with_the_advice() {
 
 #[test]
 fn libomp_counters_report_regions_and_the_advice_applied() {
-    let Some((_dir, page, mut program)) = libomp_started() else {
+    let Some((page, mut program)) = libomp_started() else {
         return;
     };
     page.set_advice(2);
@@ -178,7 +183,7 @@ fn libomp_counters_report_regions_and_the_advice_applied() {
 
 #[test]
 fn libomp_num_threads_clauses_run_at_their_size_and_are_recorded_so() {
-    let Some((_dir, page, mut program)) = libomp_started() else {
+    let Some((page, mut program)) = libomp_started() else {
         return;
     };
     page.set_advice(1);
@@ -193,7 +198,7 @@ fn libomp_num_threads_clauses_run_at_their_size_and_are_recorded_so() {
 
 #[test]
 fn a_num_threads_clause_is_lowered_but_never_raised() {
-    let (_dir, page) = page();
+    let page = page();
     let mut program = Program::start(&page);
     page.set_advice(2);
     assert_eq!(program.team("one"), 1);
@@ -205,7 +210,7 @@ fn a_num_threads_clause_is_lowered_but_never_raised() {
 
 #[test]
 fn nested_regions_follow_openmp_not_the_advice() {
-    let (_dir, page) = page();
+    let page = page();
     let mut program = Program::start(&page);
     page.set_advice(1);
     assert_eq!(program.team("nested"), 2);
@@ -213,7 +218,7 @@ fn nested_regions_follow_openmp_not_the_advice() {
 
 #[test]
 fn counters_report_regions_heartbeats_and_the_advice_applied() {
-    let (_dir, page) = page();
+    let page = page();
     let mut program = Program::start(&page);
     page.set_advice(2);
     program.team("parallel");
@@ -259,11 +264,17 @@ fn without_a_valid_control_page_the_program_runs_as_if_not_preloaded() {
 
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
-    assert_eq!(script_output(command(true, Some(&missing))), unpreloaded);
+    assert_eq!(
+        script_output(command(true, Some(missing.as_os_str()))),
+        unpreloaded
+    );
 
     let bad_magic = dir.path().join("bad-magic");
     let mut bytes = vec![0u8; 4096];
     bytes[8] = 1; // advice 1, which must be ignored
     std::fs::write(&bad_magic, bytes).unwrap();
-    assert_eq!(script_output(command(true, Some(&bad_magic))), unpreloaded);
+    assert_eq!(
+        script_output(command(true, Some(bad_magic.as_os_str()))),
+        unpreloaded
+    );
 }

@@ -79,6 +79,14 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     let _ = fs::set_permissions(&logs, fs::Permissions::from_mode(0o755));
     umask(Mode::from_bits_truncate(0o077));
     let _lock = take_lock(&options.state)?;
+    let shm = Path::new("/dev/shm");
+    match cosched_native::control::remove_stale_pages(shm) {
+        0 => {}
+        n => eprintln!(
+            "cosched: removed {n} control pages that daemons which died left in {}",
+            shm.display()
+        ),
+    }
     notify::tell("STATUS=replaying the journal");
     let retention = options.config.history.retention();
     let topology = sysfs::discover()?;

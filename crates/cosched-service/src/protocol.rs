@@ -144,7 +144,15 @@ pub struct Submission {
     /// then in submission order; users' turns stay fair whatever their jobs' priorities.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u32>,
+    /// The submitter's file mode creation mask, which the job starts with; `None` (a client that
+    /// does not send it): [`DEFAULT_UMASK`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
+
+/// The umask of a job whose client did not send one: files it makes are readable by all, as in
+/// most distributions' login shells.
+pub const DEFAULT_UMASK: u32 = 0o022;
 
 /// The priority of a job submitted without `--priority`.
 pub const DEFAULT_PRIORITY: u32 = 0;
@@ -245,6 +253,7 @@ impl Submission {
             nice: 0,
             priority: None,
             mem: None,
+            umask: None,
         }
     }
 }
@@ -427,7 +436,8 @@ pub struct Accounting {
     pub user_seconds: Option<f64>,
     pub system_seconds: Option<f64>,
     /// The most memory it held at once, in bytes: its memory cgroup's peak where it had one
-    /// (`--mem`), else the largest resident set of one of its processes (`wait4`'s maxrss).
+    /// (`--mem`), else the largest resident set of one of its processes, sampled while it ran and
+    /// never counting the daemon's own memory.
     pub peak_memory: Option<u64>,
     /// Every CPU it was given while it ran, as a CPU list.
     pub cpus: Option<String>,

@@ -314,6 +314,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         nice: 0,
         priority: None,
         mem: None,
+        umask: None,
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;

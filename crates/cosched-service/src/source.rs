@@ -2,7 +2,7 @@
 //! and what the executor reports (starts, placements, thread changes, ends) journaled and shown.
 
 use crate::journal::{Appended, Entry};
-use crate::protocol::{now_unix, Accounting};
+use crate::protocol::{now_unix, Accounting, DEFAULT_UMASK};
 use crate::scaling_history::ScalingHistory;
 use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
@@ -111,6 +111,7 @@ impl JobSource for DaemonSource {
                         .as_submitter
                         .then(|| InvokingUser::with_groups(job.uid, job.gid)),
                     clear_env: true,
+                    umask: Some(s.umask.unwrap_or(DEFAULT_UMASK) & 0o777),
                     adopt: job.adopt,
                     opened_as_user,
                     memory_limit: s.mem,

@@ -1724,7 +1724,7 @@ fn a_link_planted_where_a_control_page_would_go_is_not_followed() {
             link.display()
         );
     }
-    let report = "echo \"$COSCHED_CONTROL\"; stat -c '%u %a' \"$COSCHED_CONTROL\"";
+    let report = "echo \"$COSCHED_CONTROL\"; stat -L -c '%u %a' \"$COSCHED_CONTROL\"";
     let out = as_nobody(&daemon, &["submit", "--", "sh", "-c", report]);
     assert!(
         out.status.success(),

@@ -135,6 +135,7 @@ impl Executor<'_> {
             mark,
             held_total,
             adopted,
+            peak,
             ..
         } = *r;
         let memory = self.enforcer.memory_use(&control);
@@ -175,7 +176,7 @@ impl Executor<'_> {
         outcome.cpu_seconds = cpu_seconds;
         outcome.user_seconds = usage.user_seconds;
         outcome.system_seconds = usage.system_seconds;
-        outcome.peak_memory = memory.peak.or((usage.max_rss > 0).then_some(usage.max_rss));
+        outcome.peak_memory = memory.peak.or(peak.at_end(usage.max_rss));
         outcome.oom_killed = oom_killed;
         if status == ExitStatus::Ok {
             self.done += 1;

@@ -7,9 +7,11 @@ use crate::enforce::{Enforcer, Members};
 use crate::launch::{self, InvokingUser, Launch, Output, Placeholders};
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
+use nix::sys::stat::Mode;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -30,8 +32,6 @@ pub enum LaunchError {
 
 /// What every job of a run shares.
 pub struct LaunchEnvironment {
-    /// Directory of the jobs' control pages.
-    pub control_dir: PathBuf,
     pub bench: PathBuf,
     pub preload: PathBuf,
     pub interleave: bool,
@@ -52,13 +52,8 @@ impl LaunchEnvironment {
     ) -> Result<Running, LaunchError> {
         let spec = &job.spec;
         let user = job.user.as_ref().or(self.user.as_ref());
-        let page = ControlPage::create_unguessable(
-            &self.control_dir,
-            &format!("{}-{}", enforcer.tag(), spec.id.0),
-            user.map(|u| (u.uid, u.gid)),
-        )
-        .map_err(LaunchError::ControlPage)?;
-        let page_path = page.path().to_path_buf();
+        let page =
+            ControlPage::create(user.map(|u| (u.uid, u.gid))).map_err(LaunchError::ControlPage)?;
         page.set_advice(threads);
         if let Some(adopt) = job.adopt {
             let members = match adopt.attached {
@@ -70,7 +65,7 @@ impl LaunchEnvironment {
                 false => Members::Group(adopt.pid),
             };
             let mut prepared = enforcer
-                .prepare(cpus, &page_path, adopt.in_place, job.memory_limit)
+                .prepare(cpus, adopt.in_place, job.memory_limit)
                 .map_err(LaunchError::Enforcement)?;
             // Left in a batch system's cgroups, it must also stay on the CPUs they allow it.
             let allocation = adopt
@@ -115,12 +110,12 @@ impl LaunchEnvironment {
         };
         let mut env: Vec<(String, OsString)> = vec![
             ("OMP_NUM_THREADS".into(), omp_threads.to_string().into()),
-            (CONTROL_ENV.into(), page_path.clone().into_os_string()),
+            (CONTROL_ENV.into(), page.env_value()),
         ];
         env.extend(self.preload_for(job).map(|p| ("LD_PRELOAD".into(), p)));
         env.extend(launch::placement_env(spec.id.0, cpus));
         let mut prepared = enforcer
-            .prepare(cpus, &page_path, false, job.memory_limit)
+            .prepare(cpus, false, job.memory_limit)
             .map_err(LaunchError::Enforcement)?;
         let placeholders = Placeholders {
             threads: omp_threads,
@@ -144,6 +139,8 @@ impl LaunchEnvironment {
             user: job.user.clone().or_else(|| self.user.clone()),
             cwd: job.cwd.clone(),
             clear_env: job.clear_env,
+            inherit: Some(page.fd().as_raw_fd()),
+            umask: job.umask.map(Mode::from_bits_truncate),
         });
         let child = match spawned {
             Ok(child) => child,
@@ -159,18 +156,19 @@ impl LaunchEnvironment {
 
     /// Every job gets the preload library: it caps a malleable job's regions at the advice, and gives
     /// every cooperating program (heartbeats, OpenMP regions) a progress counter. Other jobs' advice
-    /// stays at their start thread count, so the cap never bites them. A preload of their own follows.
+    /// stays at their start thread count, so the cap never bites them. A preload of their own follows:
+    /// the submitted one, or, for a job that starts from cosched's environment, cosched's.
     fn preload_for(&self, job: &ArrivingJob) -> Option<OsString> {
         let mut preload = self.preload.clone().into_os_string();
         if !self.preload.is_file() {
             preload.clear();
         }
-        if let Some(theirs) = job
-            .env
-            .get("LD_PRELOAD")
-            .cloned()
-            .or_else(|| std::env::var("LD_PRELOAD").ok())
-        {
+        let inherited = || match job.clear_env {
+            true => None,
+            false => std::env::var_os("LD_PRELOAD"),
+        };
+        let theirs = job.env.get("LD_PRELOAD").map(OsString::from);
+        if let Some(theirs) = theirs.or_else(inherited) {
             preload.push(" ");
             preload.push(theirs);
         }

@@ -34,7 +34,7 @@ use crate::enforce::{Enforcer, JobControl};
 use crate::interrupt::Interrupts;
 use crate::isolated::IsolatedTimes;
 use crate::launch::InvokingUser;
-use crate::measure::{instruction_counter_status, Reading};
+use crate::measure::{instruction_counter_status, Reading, ResidentPeak};
 use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::priority::Realtime;
 use crate::watchdog::OnDeath;
@@ -53,7 +53,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::BufWriter;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// How to run a workload for real.
@@ -75,21 +75,13 @@ pub struct RunOptions {
     pub interleave: bool,
     /// Isolated times from `cosched calibrate`, written into the `arrival` records.
     pub isolated: IsolatedTimes,
-    /// Directory for the jobs' control pages (`/dev/shm` when it exists).
-    pub control_dir: PathBuf,
 }
 
 impl RunOptions {
     pub fn new(trace: impl Into<PathBuf>, output_dir: impl Into<PathBuf>) -> RunOptions {
         let output_dir = output_dir.into();
-        let shm = Path::new("/dev/shm");
         RunOptions {
             trace: trace.into(),
-            control_dir: if shm.is_dir() {
-                shm.to_path_buf()
-            } else {
-                output_dir.clone()
-            },
             output_dir,
             placement: None,
             freezer: None,
@@ -131,7 +123,7 @@ pub struct JobOutcome {
     pub user_seconds: f64,
     pub system_seconds: f64,
     /// The most memory it held, in bytes: its memory cgroup's peak where it had one, else the
-    /// largest resident set of its main process and the children it waited for (wait4's maxrss).
+    /// largest resident set of one of its processes ([`crate::measure::ResidentPeak`]).
     pub peak_memory: Option<u64>,
     /// Ended badly after the kernel killed processes of it for passing its memory limit.
     pub oom_killed: bool,
@@ -254,6 +246,7 @@ struct Running {
     held_total: f64,
     held_since: f64,
     mark: Reading,
+    peak: ResidentPeak,
     /// Signalled to end (a time limit): never frozen again, so that it can act on the signal.
     asked_to_end: bool,
 }
@@ -266,8 +259,10 @@ impl Running {
         threads: u32,
         now: f64,
     ) -> Running {
+        let pid = control.members.pid();
         Running {
-            pid: control.members.pid(),
+            pid,
+            peak: ResidentPeak::start(pid),
             control,
             adopted,
             page,
@@ -392,7 +387,6 @@ impl<'a> Executor<'a> {
             origin,
             cpu_origin: thread_cpu_seconds(),
             environment: LaunchEnvironment {
-                control_dir: options.control_dir.clone(),
                 bench: cosched_native::bench_dir(),
                 preload: cosched_native::preload_library(),
                 interleave: options.interleave,

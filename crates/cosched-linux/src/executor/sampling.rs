@@ -33,10 +33,11 @@ impl Executor<'_> {
             let Some(r) = running_mut(&mut self.jobs, id) else {
                 continue;
             };
-            let stats: Vec<_> = self
-                .enforcer
-                .members(&r.control, &table)
-                .into_iter()
+            let members = self.enforcer.members(&r.control, &table);
+            for &pid in &members {
+                r.peak.observe(pid);
+            }
+            let stats: Vec<_> = (members.into_iter())
                 .filter_map(|pid| crate::procfs::stat(pid).ok())
                 .collect();
             let cpu_seconds = stats.iter().map(|s| s.cpu_seconds()).sum::<f64>();

@@ -32,6 +32,8 @@ pub struct ArrivingJob {
     pub user: Option<InvokingUser>,
     /// Start from `env` alone instead of the executor's environment plus `env`.
     pub clear_env: bool,
+    /// The file mode creation mask it starts with (its submitter's); the executor's when `None`.
+    pub umask: Option<u32>,
     /// An already running process group to take under control instead of starting `command`.
     pub adopt: Option<Adopt>,
     /// Which of `stdout` and `stderr` the job's user named: those the job's own process opens once
@@ -173,6 +175,7 @@ impl WorkloadReplay {
                     cwd: None,
                     user: None,
                     clear_env: false,
+                    umask: None,
                     adopt: None,
                     opened_as_user: OpenedAsUser::default(),
                     memory_limit: entry.mem,

@@ -176,6 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             nice: 0,
             priority: None,
             mem: None,
+            umask: None,
         }],
     };
     let dependency = match &args.dependency {
@@ -190,6 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         submission.nice = args.nice.unwrap_or(0);
         submission.priority = args.priority;
         submission.mem = args.mem.or(submission.mem);
+        submission.umask = Some(own_umask());
     }
     let (indexes, limit) = match &args.array {
         Some(spec) => array_spec(spec)?,
@@ -356,6 +358,16 @@ pub fn exit_with_first_failure(jobs: &[JobView]) -> anyhow::Result<()> {
     }
 }
 
+/// The umask this process runs with, for the job to start with: files it makes get the modes
+/// they would get if the user ran it here.
+fn own_umask() -> u32 {
+    use nix::sys::stat::{umask, Mode};
+    // Reading it means setting it; it is put back at once, before anything is created.
+    let mask = umask(Mode::from_bits_truncate(0o022));
+    umask(mask);
+    mask.bits()
+}
+
 /// A workload's jobs, arrivals ignored (each is submitted now), commands with `{threads}` etc. as
 /// the executor expands them.
 fn from_workload(
@@ -392,6 +404,7 @@ fn from_workload(
                 nice: 0,
                 priority: None,
                 mem: job.mem,
+                umask: None,
             }
         })
         .collect())

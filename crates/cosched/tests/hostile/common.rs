@@ -76,3 +76,43 @@ pub fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
     done()
 }
+
+// ---- Shared by control_page.rs and environment.rs ----
+
+use cosched_service::protocol::{JobState, JobView, Reply, Request};
+
+/// Submits `sh -c SCRIPT` as `uid` from `cwd`: the new job's id.
+pub fn submit_script_as(uid: u32, daemon: &DaemonProcess, cwd: &Path, script: &str) -> u64 {
+    let said = ok_as(uid, daemon, cwd, &["submit", "--", "sh", "-c", script]);
+    said.trim().parse().unwrap()
+}
+
+/// Job `id` as the daemon shows it to root.
+pub fn show(daemon: &DaemonProcess, id: u64) -> JobView {
+    match daemon.ask(Request::Show { id }) {
+        Ok(Reply::Job { job }) => *job,
+        other => panic!("show {id}: {other:?}"),
+    }
+}
+
+/// Whether job `id` runs before `limit` runs out.
+pub fn runs_within(daemon: &DaemonProcess, id: u64, limit: Duration) -> bool {
+    wait_for(limit, || show(daemon, id).state == JobState::Running)
+}
+
+/// The daemon answers a `jobs` request from `uid` and runs a new job of theirs to its end.
+pub fn assert_serving(uid: u32, daemon: &DaemonProcess, cwd: &Path) {
+    ok_as(uid, daemon, cwd, &["jobs"]);
+    let id = submit_script_as(uid, daemon, cwd, "exit 0");
+    let job = daemon.wait(vec![id]).unwrap().remove(0);
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+}
+
+/// [`start_daemon`]'s daemon, not yet started: for a test that changes how it starts.
+pub fn daemon_launch(dir: &Path, policy: &str, config: &str) -> Launch {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, config).unwrap();
+    Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
+        .args(["--idle-timeout", "1", "--policy", policy, "--config"])
+        .args([&path])
+}
