@@ -67,6 +67,8 @@ pub enum ServiceError {
     // `reason`, not `source`: the message includes it, and a chain printed whole would repeat it.
     #[error("cannot write the journal {path}: {reason}")]
     Journal { path: PathBuf, reason: io::Error },
+    #[error("the file system at {mount} is full, so the journal {path} cannot record this; nothing was done: free space there and try again")]
+    JournalFull { path: PathBuf, mount: PathBuf },
     #[error("job {id} is queued, but {reason}")]
     QueuedNotDurable { id: u64, reason: Box<ServiceError> },
 }

@@ -11,7 +11,10 @@
 //! than the configured retention are forgotten, and the journal is rewritten to what is left when
 //! that pays (`compact.rs`); a running daemon compacts it too once it has grown far past its jobs.
 
+mod appender;
 mod compact;
+#[cfg(test)]
+mod fault_tests;
 mod replay;
 
 pub use replay::{History, Replayed};
@@ -24,9 +27,10 @@ pub fn read_history(path: &Path) -> io::Result<History> {
 
 use crate::error::ServiceError;
 use crate::protocol::{now_unix, Accounting, Submission};
+use appender::Appender;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -124,8 +128,8 @@ pub enum Entry {
 }
 
 pub struct Journal {
-    /// The file and how many entries were appended to it.
-    appended: Mutex<(File, u64)>,
+    /// The file's end, and how many entries were appended to it.
+    appended: Mutex<Appender>,
     /// A second handle on the file, and how many entries are known to be on disk.
     synced: Mutex<(File, u64)>,
     /// How many entries had been appended when it was last compacted.
@@ -157,8 +161,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Journal {
     /// Opens (creating) the journal and replays it, forgetting the jobs that ended longer than
-    /// `retention` ago. The journal is compacted when that forgot any, when it had lines that did
-    /// not read or a torn last line, or when it holds far more entries than its jobs need.
+    /// `retention` ago. A torn last line is cut off in place. The journal is compacted when that
+    /// forgot any, when it had lines that did not read, or when it holds far more entries than its
+    /// jobs need; a compaction that fails (a full file system) leaves it as it was.
     pub fn open(path: &Path, retention: Duration) -> io::Result<(Journal, History)> {
         let mut history = replay::read(path)?;
         let cutoff = now_unix() - retention.as_secs_f64();
@@ -177,24 +182,30 @@ impl Journal {
                 history.unreadable
             );
         }
+        cut_torn_tail(path, history.torn_bytes)?;
         let bloated = history.entries > 4 * history.jobs.len() + COMPACT_SLACK;
-        if forgotten > 0 || history.unreadable > 0 || history.torn_bytes > 0 || bloated {
+        if forgotten > 0 || history.unreadable > 0 || bloated {
             let fresh = path.with_extension("compacting");
-            compact::write(&fresh, &history)?;
-            compact::install(&fresh, path)?;
-            eprintln!(
-                "cosched: {}: compacted {} entries to {} jobs; {forgotten} jobs ended more than {} s ago forgotten",
-                path.display(),
-                history.entries,
-                history.jobs.len(),
-                retention.as_secs_f64()
-            );
+            // A full file system may refuse the copy: the journal as it is serves meanwhile.
+            match compact::write(&fresh, &history).and_then(|_| compact::install(&fresh, path)) {
+                Ok(()) => eprintln!(
+                    "cosched: {}: compacted {} entries to {} jobs; {forgotten} jobs forgotten",
+                    path.display(),
+                    history.entries,
+                    history.jobs.len(),
+                ),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&fresh);
+                    eprintln!("cosched: {}: cannot compact: {e}", path.display());
+                }
+            }
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let len = file.metadata()?.len();
         let syncing = file.try_clone()?;
         Ok((
             Journal {
-                appended: Mutex::new((file, 0)),
+                appended: Mutex::new(Appender::new(file, len, 0)),
                 synced: Mutex::new((syncing, 0)),
                 compacted_at: AtomicU64::new(0),
                 path: path.to_path_buf(),
@@ -207,7 +218,7 @@ impl Journal {
 
     /// Entries appended since the journal was opened or last compacted.
     pub fn appended_since_compaction(&self) -> u64 {
-        lock(&self.appended).1 - self.compacted_at.load(Ordering::Relaxed)
+        lock(&self.appended).entries - self.compacted_at.load(Ordering::Relaxed)
     }
 
     /// Compacts the journal while it is in use, forgetting the jobs that ended longer than
@@ -217,7 +228,7 @@ impl Journal {
     pub fn compact(&self, retention: Duration) -> io::Result<Compaction> {
         let (bytes, count) = {
             let appended = lock(&self.appended);
-            (appended.0.metadata()?.len(), appended.1)
+            (appended.len, appended.entries)
         };
         let mut history = replay::read_prefix(&self.path, bytes)?;
         let forgotten = history.forget_ended_before(now_unix() - retention.as_secs_f64());
@@ -233,12 +244,13 @@ impl Journal {
         compact::install(&fresh, &self.path)?;
         let reopened = OpenOptions::new().append(true).open(&self.path)?;
         synced.0 = reopened.try_clone()?;
-        appended.0 = reopened;
+        let len = reopened.metadata()?.len();
+        appended.replace(reopened, len);
         // The tail copied is synced with the rest.
-        synced.1 = appended.1;
-        self.compacted_at.store(appended.1, Ordering::Relaxed);
+        synced.1 = appended.entries;
+        self.compacted_at.store(appended.entries, Ordering::Relaxed);
         Ok(Compaction {
-            entries: history.entries + (appended.1 - count) as usize,
+            entries: history.entries + (appended.entries - count) as usize,
             jobs: history.jobs.len(),
             forgotten,
         })
@@ -250,9 +262,8 @@ impl Journal {
         let mut line = serde_json::to_vec(entry).expect("journal entries always serialise");
         line.push(b'\n');
         let mut appended = lock(&self.appended);
-        appended.0.write_all(&line).map_err(|e| self.error(e))?;
-        appended.1 += 1;
-        Ok(Appended(appended.1))
+        appended.append(&line).map_err(|e| self.error(e))?;
+        Ok(Appended(appended.entries))
     }
 
     /// Waits until the entry at `position`, and every one before it, is on disk.
@@ -262,7 +273,7 @@ impl Journal {
             // Another writer's fsync covered it while this one waited for the lock.
             return Ok(());
         }
-        let covered = lock(&self.appended).1;
+        let covered = lock(&self.appended).entries;
         synced.0.sync_data().map_err(|e| self.error(e))?;
         #[cfg(test)]
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
@@ -289,19 +300,57 @@ impl Journal {
         self.sync(position)
     }
 
-    /// A journal that cannot be written is reported, not hidden.
+    /// Makes appends fail, as on a full file system, once the file would pass `bytes`.
+    #[cfg(test)]
+    pub(crate) fn fail_at(&self, bytes: Option<u64>) {
+        lock(&self.appended).fail_at = bytes;
+    }
+
+    /// A journal that cannot be written is reported, not hidden; a full file system by its mount
+    /// point, which is what an administrator frees space on.
     fn error(&self, reason: io::Error) -> ServiceError {
-        ServiceError::Journal {
-            path: self.path.clone(),
-            reason,
+        let path = self.path.clone();
+        match reason.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => ServiceError::JournalFull {
+                mount: mount_point(&path),
+                path,
+            },
+            _ => ServiceError::Journal { path, reason },
         }
     }
+}
+
+/// Cuts off the `torn` bytes a crash or a failed append left at the end of the journal at `path`,
+/// in place, so that the next entry starts a line of its own even when there is no room to compact.
+fn cut_torn_tail(path: &Path, torn: usize) -> io::Result<()> {
+    if torn == 0 {
+        return Ok(());
+    }
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.set_len(file.metadata()?.len() - torn as u64)?;
+    file.sync_all()
+}
+
+/// The mount point of the file system holding `path`: its highest ancestor on the same device.
+fn mount_point(path: &Path) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let device = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    let mut mount = path.parent().unwrap_or(path).to_path_buf();
+    let dev = device(&mount);
+    while let Some(parent) = mount.parent() {
+        if parent.as_os_str().is_empty() || device(parent) != dev {
+            break;
+        }
+        mount = parent.to_path_buf();
+    }
+    mount
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::JobState;
+    use std::io::Write;
 
     /// A retention that forgets nothing.
     const FOREVER: Duration = Duration::MAX;

@@ -77,7 +77,7 @@ pub fn read_prefix(path: &Path, bytes: u64) -> io::Result<History> {
 }
 
 /// Replays the journal `reader` reads; `path` names it in messages.
-fn read_from(mut reader: impl BufRead, path: &Path) -> io::Result<History> {
+pub(super) fn read_from(mut reader: impl BufRead, path: &Path) -> io::Result<History> {
     let mut replay = Replay::default();
     let mut line = Vec::new();
     for number in 1.. {
