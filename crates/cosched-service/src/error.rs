@@ -46,6 +46,10 @@ pub enum ServiceError {
     WeightAboveOne { weight: f64, daemon: u32 },
     #[error("uid {uid} has {limit} jobs queued, the most one user may (limits.queued_jobs_per_user in the daemon's configuration); wait until some have started, or cancel some")]
     QueueFull { uid: u32, limit: usize },
+    #[error("the job's command line and environment take {bytes} bytes, more than the {limit} one job may carry (limits.submission_bytes in the daemon's configuration); pass long inputs in a file")]
+    SubmissionTooLarge { bytes: usize, limit: usize },
+    #[error("working directories and output file names are at most {0} bytes")]
+    PathTooLong(usize),
     #[error("{0} labels; at most 32 are kept")]
     TooManyLabels(usize),
     #[error("label key {0:?}: use 1 to 64 letters, digits, '_', '-' or '.'")]

@@ -156,9 +156,23 @@ fn check_queue(shared: &Shared, registry: &Registry, uid: u32) -> Result<(), Ser
     Ok(())
 }
 
+/// The journal keeps a job's command line and environment until it ends, and its command line for
+/// its history: `limits.submission_bytes` bounds them (root has no limit).
+fn check_size(shared: &Shared, s: &Submission, peer: Peer) -> Result<(), ServiceError> {
+    let limit = shared.config.limits.submission_bytes;
+    let command: usize = s.command.iter().map(String::len).sum();
+    let env: usize = s.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let bytes = command + env;
+    if peer.uid != 0 && bytes > limit {
+        return Err(ServiceError::SubmissionTooLarge { bytes, limit });
+    }
+    Ok(())
+}
+
 fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, ServiceError> {
     check_submission(&submission)?;
     check_served(shared, peer)?;
+    check_size(shared, &submission, peer)?;
     check_weight(shared, submission.weight, peer)?;
     check_priority(shared, &submission, peer)?;
     // Looked up before the lock: the user database may be a network service.
@@ -464,6 +478,10 @@ fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError>
     }
 }
 
+/// The longest working directory or output file name taken (Linux's `PATH_MAX`): they are kept with
+/// the job's history.
+const MAX_PATH_BYTES: usize = 4096;
+
 /// The longest time limit taken: 100 years, in seconds.
 const MAX_TIME_LIMIT: u64 = 100 * 365 * 86400;
 
@@ -476,6 +494,12 @@ fn check_submission(s: &Submission) -> Result<(), ServiceError> {
     }
     if !s.cwd.is_absolute() {
         return Err(ServiceError::RelativeCwd(s.cwd.clone()));
+    }
+    let mut paths = [s.cwd.as_os_str().len()]
+        .into_iter()
+        .chain([&s.output, &s.error].into_iter().flatten().map(String::len));
+    if paths.any(|len| len > MAX_PATH_BYTES) {
+        return Err(ServiceError::PathTooLong(MAX_PATH_BYTES));
     }
     if let (Some(min), Some(max)) = (s.min_threads, s.max_threads) {
         if min == 0 || min > max {

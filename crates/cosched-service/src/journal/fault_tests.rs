@@ -3,13 +3,17 @@
 
 use super::replay::{self, History};
 use super::{Entry, Journal};
+use crate::config;
 use crate::error::ServiceError;
 use crate::protocol::Submission;
 use proptest::prelude::*;
 use std::path::Path;
-use std::time::Duration;
 
-const FOREVER: Duration = Duration::MAX;
+const FOREVER: config::History = config::History {
+    retention_seconds: f64::INFINITY,
+    jobs_per_user: usize::MAX,
+    bytes_per_user: u64::MAX,
+};
 
 fn submitted(id: u64, command: &str) -> Entry {
     Entry::Submitted {
@@ -37,7 +41,7 @@ fn line(entry: &Entry) -> Vec<u8> {
 fn an_append_that_fails_part_way_is_cut_back_and_the_next_entry_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
-    let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+    let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
     journal.write(&submitted(1, "/bin/true")).unwrap();
     let before = std::fs::read(&path).unwrap();
     // Room for part of the next entry only, as a file system filling up leaves.
@@ -54,7 +58,7 @@ fn an_append_that_fails_part_way_is_cut_back_and_the_next_entry_survives_a_resta
     journal.fail_at(None);
     journal.write(&submitted(2, "/bin/sleep")).unwrap();
     drop(journal);
-    let (_, history) = Journal::open(&path, FOREVER).unwrap();
+    let (_, history) = Journal::open(&path, &FOREVER).unwrap();
     assert_eq!(ids(&history), [1, 2]);
     assert_eq!(history.jobs[1].view.command, ["/bin/sleep"]);
     assert_eq!((history.unreadable, history.next_id), (0, 3));
@@ -68,7 +72,7 @@ fn a_torn_tail_is_cut_in_place_and_the_next_entry_reads() {
     let mut bytes = whole.clone();
     bytes.extend_from_slice(&line(&submitted(2, "b"))[..30]);
     std::fs::write(&path, &bytes).unwrap();
-    let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+    let (journal, history) = Journal::open(&path, &FOREVER).unwrap();
     assert_eq!(ids(&history), [1]);
     assert_eq!(std::fs::read(&path).unwrap(), whole);
     journal.write(&submitted(2, "c")).unwrap();
@@ -155,7 +159,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         std::fs::write(&path, &bytes[..cut]).unwrap();
-        let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+        let (journal, history) = Journal::open(&path, &FOREVER).unwrap();
         let whole: Vec<u64> = ends.iter().filter(|(end, _)| *end <= cut).map(|(_, id)| *id).collect();
         prop_assert_eq!(ids(&history), whole.clone());
         let fresh = history.next_id;
@@ -168,4 +172,33 @@ proptest! {
         prop_assert_eq!(ids(&again), expected);
         prop_assert_eq!((again.unreadable, again.torn_bytes, again.next_id), (0, 0, fresh + 1));
     }
+}
+
+#[test]
+fn a_restart_keeps_each_users_newest_ended_jobs_within_the_bounds_and_the_ids_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let mut bytes = Vec::new();
+    for id in 1..=5 {
+        bytes.extend(line(&submitted(id, "/bin/true")));
+        let end = Entry::Finished {
+            id,
+            t: Some(crate::protocol::now_unix()),
+            ok: true,
+            exit_code: Some(0),
+            error: None,
+            oom: false,
+            accounting: None,
+        };
+        bytes.extend(line(&end));
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let keep = config::History {
+        jobs_per_user: 2,
+        ..config::History::default()
+    };
+    let (_, history) = Journal::open(&path, &keep).unwrap();
+    assert_eq!(ids(&history), [4, 5]);
+    let again = replay::read(&path).unwrap();
+    assert_eq!((ids(&again), again.next_id), (vec![4, 5], 6));
 }

@@ -25,6 +25,7 @@ pub fn read_history(path: &Path) -> io::Result<History> {
     replay::read(path)
 }
 
+use crate::config;
 use crate::error::ServiceError;
 use crate::protocol::{now_unix, Accounting, Submission};
 use appender::Appender;
@@ -34,10 +35,11 @@ use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 /// Entries a journal may hold beyond four per job before it is compacted.
 pub const COMPACT_SLACK: usize = 4096;
+/// Bytes a journal may grow by beyond its compacted length before it is compacted.
+pub const COMPACT_SLACK_BYTES: u64 = 64 << 20;
 
 /// One state change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,6 +136,8 @@ pub struct Journal {
     synced: Mutex<(File, u64)>,
     /// How many entries had been appended when it was last compacted.
     compacted_at: AtomicU64,
+    /// Its length when it was opened or last compacted.
+    compacted_len: AtomicU64,
     path: PathBuf,
     /// fsyncs made, for tests of how commits are grouped.
     #[cfg(test)]
@@ -164,10 +168,9 @@ impl Journal {
     /// `retention` ago. A torn last line is cut off in place. The journal is compacted when that
     /// forgot any, when it had lines that did not read, or when it holds far more entries than its
     /// jobs need; a compaction that fails (a full file system) leaves it as it was.
-    pub fn open(path: &Path, retention: Duration) -> io::Result<(Journal, History)> {
+    pub fn open(path: &Path, keep: &config::History) -> io::Result<(Journal, History)> {
         let mut history = replay::read(path)?;
-        let cutoff = now_unix() - retention.as_secs_f64();
-        let forgotten = history.forget_ended_before(cutoff);
+        let forgotten = history.forget(keep, now_unix());
         if history.torn_bytes > 0 {
             eprintln!(
                 "cosched: {}: cut off a last entry left half written ({} bytes); it was never acknowledged",
@@ -208,6 +211,7 @@ impl Journal {
                 appended: Mutex::new(Appender::new(file, len, 0)),
                 synced: Mutex::new((syncing, 0)),
                 compacted_at: AtomicU64::new(0),
+                compacted_len: AtomicU64::new(len),
                 path: path.to_path_buf(),
                 #[cfg(test)]
                 fsyncs: AtomicU64::new(0),
@@ -216,22 +220,28 @@ impl Journal {
         ))
     }
 
-    /// Entries appended since the journal was opened or last compacted.
-    pub fn appended_since_compaction(&self) -> u64 {
-        lock(&self.appended).entries - self.compacted_at.load(Ordering::Relaxed)
+    /// Whether the journal has grown enough past the `jobs` it holds to compact it: by more than
+    /// four entries per job (plus [`COMPACT_SLACK`]), or to more than twice its length after the
+    /// last compaction (plus [`COMPACT_SLACK_BYTES`]), as long entries make it.
+    pub fn needs_compaction(&self, jobs: usize) -> bool {
+        let appended = lock(&self.appended);
+        let entries = appended.entries - self.compacted_at.load(Ordering::Relaxed);
+        let compacted = self.compacted_len.load(Ordering::Relaxed);
+        entries as usize > 4 * jobs + COMPACT_SLACK
+            || appended.len > 2 * compacted + COMPACT_SLACK_BYTES
     }
 
     /// Compacts the journal while it is in use, forgetting the jobs that ended longer than
     /// `retention` ago: what was appended until now is replayed and written anew (without holding
     /// the journal), then, holding it, what was appended meanwhile is copied after it and the new
     /// file takes the old one's place. Appends and syncs wait only for that last step.
-    pub fn compact(&self, retention: Duration) -> io::Result<Compaction> {
+    pub fn compact(&self, keep: &config::History) -> io::Result<Compaction> {
         let (bytes, count) = {
             let appended = lock(&self.appended);
             (appended.len, appended.entries)
         };
         let mut history = replay::read_prefix(&self.path, bytes)?;
-        let forgotten = history.forget_ended_before(now_unix() - retention.as_secs_f64());
+        let forgotten = history.forget(keep, now_unix());
         let fresh = self.path.with_extension("compacting");
         let mut file = compact::write(&fresh, &history)?;
         // In the order `sync` takes them.
@@ -246,6 +256,7 @@ impl Journal {
         synced.0 = reopened.try_clone()?;
         let len = reopened.metadata()?.len();
         appended.replace(reopened, len);
+        self.compacted_len.store(len, Ordering::Relaxed);
         // The tail copied is synced with the rest.
         synced.1 = appended.entries;
         self.compacted_at.store(appended.entries, Ordering::Relaxed);
@@ -352,14 +363,25 @@ mod tests {
     use crate::protocol::JobState;
     use std::io::Write;
 
-    /// A retention that forgets nothing.
-    const FOREVER: Duration = Duration::MAX;
+    /// A history that forgets nothing.
+    const FOREVER: config::History = config::History {
+        retention_seconds: f64::INFINITY,
+        jobs_per_user: usize::MAX,
+        bytes_per_user: u64::MAX,
+    };
+
+    fn keep(retention_seconds: f64) -> config::History {
+        config::History {
+            retention_seconds,
+            ..FOREVER
+        }
+    }
 
     #[test]
     fn concurrent_writers_each_get_a_whole_line_and_every_entry_replays() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+        let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
         std::thread::scope(|scope| {
             for writer in 0..8u64 {
                 let journal = &journal;
@@ -406,7 +428,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, history) = Journal::open(&path, &FOREVER).unwrap();
             assert!(history.jobs.is_empty() && history.policy.is_none());
             for name in ["gang", "auto"] {
                 journal
@@ -450,7 +472,7 @@ mod tests {
             .unwrap()
             .write_all(b"{\"event\":\"cancel")
             .unwrap();
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         assert_eq!(history.policy.as_deref(), Some("auto"));
         let jobs = history.jobs;
         let states: Vec<_> = jobs.iter().map(|j| j.view.state).collect();
@@ -467,7 +489,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal
                 .write(&Entry::Attached {
                     id: 1,
@@ -492,7 +514,7 @@ mod tests {
                     .unwrap();
             }
         }
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         let attached = &history.jobs[0];
         assert_eq!(attached.view.tasks, [51]);
         let task = attached.joined[0];
@@ -514,7 +536,7 @@ mod tests {
             cpus: Some("0-1,4".into()),
         };
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal.write(&submitted(1)).unwrap();
             journal.write(&started(1)).unwrap();
             journal
@@ -528,11 +550,11 @@ mod tests {
                     accounting: Some(Box::new(accounting.clone())),
                 })
                 .unwrap();
-            journal.compact(FOREVER).unwrap();
+            journal.compact(&FOREVER).unwrap();
         }
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with(r#"{"event":"compacted""#), "{text}");
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         let view = &history.jobs[0].view;
         assert_eq!(view.state, crate::protocol::JobState::Oom);
         assert_eq!(view.accounting.as_deref(), Some(&accounting));
@@ -575,7 +597,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal.write(&submitted(1)).unwrap();
         }
         append_raw(
@@ -583,7 +605,7 @@ mod tests {
             b"\xff\xfe not UTF-8 \xc3\x28\n{\"event\":\"nonsense\"}\n",
         );
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal.write(&submitted(2)).unwrap();
         }
         let torn = b"{\"event\":\"submitted\",\"id\":3,\"t\"";
@@ -592,7 +614,7 @@ mod tests {
         assert_eq!((history.unreadable, history.torn_bytes), (0, torn.len()));
         // Opening cuts the torn tail off, so that the next entry is a line of its own.
         {
-            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, history) = Journal::open(&path, &FOREVER).unwrap();
             let ids: Vec<u64> = history.jobs.iter().map(|j| j.view.id).collect();
             assert_eq!(ids, [1, 2]);
             journal.write(&started(2)).unwrap();
@@ -606,7 +628,7 @@ mod tests {
     fn unreadable_lines_are_skipped_and_counted_not_a_refusal_to_start() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        Journal::open(&path, FOREVER)
+        Journal::open(&path, &FOREVER)
             .unwrap()
             .0
             .write(&submitted(1))
@@ -615,7 +637,7 @@ mod tests {
         let read = replay::read(&path).unwrap();
         assert_eq!((read.unreadable, read.jobs.len()), (2, 1));
         // Compacted away at the start that found them.
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         assert_eq!(history.jobs.len(), 1);
         assert_eq!(replay::read(&path).unwrap().unreadable, 0);
     }
@@ -626,7 +648,7 @@ mod tests {
         let path = dir.path().join("journal.jsonl");
         let now = now_unix();
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal
                 .write(&Entry::Policy {
                     t: 0.5,
@@ -664,8 +686,8 @@ mod tests {
             journal.write(&Entry::Cancelled { id: 4, t: now }).unwrap();
         }
         let mut before = replay::read(&path).unwrap();
-        before.forget_ended_before(now - 3600.0);
-        let (journal, after) = Journal::open(&path, Duration::from_secs(3600)).unwrap();
+        before.forget(&keep(3600.0), now);
+        let (journal, after) = Journal::open(&path, &keep(3600.0)).unwrap();
         let ids = |h: &History| h.jobs.iter().map(|j| j.view.id).collect::<Vec<_>>();
         assert_eq!(ids(&after), [1, 2, 3, 4]);
         assert_eq!(format!("{:?}", before.jobs), format!("{:?}", after.jobs));
@@ -679,7 +701,7 @@ mod tests {
         assert!(again.entries < 15, "{} entries", again.entries);
         assert_eq!(ids(&again), [1, 2, 3, 4]);
         assert_eq!(again.next_id, 6);
-        let (_, all_forgotten) = Journal::open(&path, Duration::ZERO).unwrap();
+        let (_, all_forgotten) = Journal::open(&path, &keep(0.0)).unwrap();
         assert_eq!(ids(&all_forgotten), [2, 3, 4]);
         assert_eq!(replay::read(&path).unwrap().next_id, 6);
     }
@@ -688,7 +710,7 @@ mod tests {
     fn compaction_while_writers_append_loses_nothing_and_appends_go_on_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+        let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
         let now = now_unix();
         let mut last = None;
         for id in 0..100 {
@@ -713,7 +735,7 @@ mod tests {
                 });
             }
             (0..3)
-                .map(|_| journal.compact(FOREVER).unwrap())
+                .map(|_| journal.compact(&FOREVER).unwrap())
                 .collect::<Vec<_>>()
         });
         assert!(compactions[0].entries >= 2300, "{compactions:?}");
