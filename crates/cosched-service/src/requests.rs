@@ -14,7 +14,7 @@ use crate::registry::{Cancelled, Peer, Registry, Tracked};
 use crate::state::Shared;
 use cosched_core::memory::Size;
 use cosched_linux::Adopt;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::MutexGuard;
 
@@ -64,48 +64,93 @@ fn as_seen_by(shared: &Shared, peer: Peer, mut view: JobView) -> JobView {
     view
 }
 
-/// Jobs copied per hold of the registry's lock: a long history is listed in turns with the executor.
+/// Jobs looked at per hold of the registry's lock: a long history is listed in turns with the
+/// executor.
 const LISTED_PER_LOCK: usize = 1024;
+/// Jobs a `jobs` reply holds in memory at once, per connection, while it is written.
+const LISTED_PER_CHUNK: usize = 64;
 
-fn jobs(shared: &Shared, all: bool, filter: &JobFilter, peer: Peer) -> Reply {
-    let now = now_unix();
-    let suspended = shared.suspended();
-    let running_per_user = shared.config.limits.running_jobs_per_user;
-    let mut jobs = Vec::new();
-    let mut from = 0;
-    loop {
-        let registry = shared.lock();
-        let mut scanned = 0;
-        for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
-            scanned += 1;
-            from = view.id + 1;
-            if !all && view.state.ended() {
-                continue;
-            }
-            let state = match view.state {
-                JobState::Running if suspended.contains(&view.id) => JobState::Suspended,
-                state => state,
-            };
-            // Filtered before the copy: a filtered listing of a long history copies little.
-            if !filter.keeps(view, state) {
-                continue;
-            }
-            let mut listed = registry.with_slowdown(view.clone(), now);
-            listed.state = state;
-            listed.reason = registry
-                .pending_reason(view.id, running_per_user)
-                .map(String::from);
-            jobs.push(listed);
-        }
-        if scanned < LISTED_PER_LOCK {
-            break;
+/// Which jobs a `jobs` request lists, taken a chunk at a time from the registry.
+pub struct Listing<'a> {
+    shared: &'a Shared,
+    all: bool,
+    filter: &'a JobFilter,
+    peer: Peer,
+    now: f64,
+    suspended: HashSet<u64>,
+    /// The id to look from; `None` once the registry has been looked through.
+    from: Option<u64>,
+}
+
+impl<'a> Listing<'a> {
+    pub fn new(shared: &'a Shared, all: bool, filter: &'a JobFilter, peer: Peer) -> Listing<'a> {
+        Listing {
+            shared,
+            all,
+            filter,
+            peer,
+            now: now_unix(),
+            suspended: shared.suspended(),
+            from: Some(0),
         }
     }
-    Reply::Jobs {
-        jobs: jobs
-            .into_iter()
-            .map(|view| as_seen_by(shared, peer, view))
-            .collect(),
+
+    /// The next jobs listed, at most [`LISTED_PER_CHUNK`], as `peer` may see them; empty at the
+    /// end. The registry is held while they are copied, never while they are written out.
+    pub fn next_chunk(&mut self) -> Vec<JobView> {
+        let mut jobs = Vec::new();
+        let running_per_user = self.shared.config.limits.running_jobs_per_user;
+        while let Some(from) = self.from {
+            let registry = self.shared.lock();
+            let mut scanned = 0;
+            self.from = None;
+            for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
+                scanned += 1;
+                if jobs.len() == LISTED_PER_CHUNK {
+                    self.from = Some(view.id);
+                    break;
+                }
+                if scanned == LISTED_PER_LOCK {
+                    self.from = Some(view.id + 1);
+                }
+                if !self.all && view.state.ended() {
+                    continue;
+                }
+                let state = match view.state {
+                    JobState::Running if self.suspended.contains(&view.id) => JobState::Suspended,
+                    state => state,
+                };
+                // Filtered before the copy: a filtered listing of a long history copies little.
+                if !self.filter.keeps(view, state) {
+                    continue;
+                }
+                let mut listed = registry.with_slowdown(view.clone(), self.now);
+                listed.state = state;
+                listed.reason = registry
+                    .pending_reason(view.id, running_per_user)
+                    .map(String::from);
+                jobs.push(listed);
+            }
+            drop(registry);
+            if !jobs.is_empty() {
+                break;
+            }
+        }
+        jobs.into_iter()
+            .map(|view| as_seen_by(self.shared, self.peer, view))
+            .collect()
+    }
+}
+
+fn jobs(shared: &Shared, all: bool, filter: &JobFilter, peer: Peer) -> Reply {
+    let mut listing = Listing::new(shared, all, filter, peer);
+    let mut jobs = Vec::new();
+    loop {
+        let chunk = listing.next_chunk();
+        if chunk.is_empty() {
+            return Reply::Jobs { jobs };
+        }
+        jobs.extend(chunk);
     }
 }
 
