@@ -5,6 +5,7 @@
 use crate::affinity::Mask;
 use cosched_core::CpuSet;
 use nix::fcntl::OFlag;
+use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
 use nix::unistd::{chdir, getgrouplist, setgid, setgroups, setuid, Gid, Uid, User};
@@ -139,6 +140,9 @@ pub struct Launch<'a> {
     pub cwd: Option<PathBuf>,
     /// Start from an empty environment instead of cosched's own.
     pub clear_env: bool,
+    /// Bytes any file the job writes may grow to (RLIMIT_FSIZE, set before exec); past it a write
+    /// fails and the job gets SIGXFSZ. `None`: cosched's own limit.
+    pub file_size_limit: Option<u64>,
 }
 
 /// The steps between fork and exec that can fail, told to the parent through a pipe so that its
@@ -152,6 +156,7 @@ enum Step {
     EnterDirectory = 4,
     OpenStdout = 5,
     OpenStderr = 6,
+    LimitFileSize = 7,
 }
 
 impl Step {
@@ -163,6 +168,7 @@ impl Step {
             Step::EnterDirectory,
             Step::OpenStdout,
             Step::OpenStderr,
+            Step::LimitFileSize,
         ]
         .into_iter()
         .find(|s| *s as u8 == byte)
@@ -215,6 +221,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         .transpose()
         .map_err(invalid)?;
     let mask = launch.mask;
+    let file_size_limit = launch.file_size_limit;
     let interleave = launch.interleave.map(node_mask);
     let identity = launch.user.as_ref().map(|user| {
         let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
@@ -235,6 +242,11 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         }
         if let Some(mask) = &mask {
             mask.apply_to(0).map_err(fail(Step::SetCpus))?;
+        }
+        if let Some(bytes) = file_size_limit {
+            // Before the user is taken on, so that the job cannot raise it again.
+            setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes)
+                .map_err(|e| fail(Step::LimitFileSize)(e.into()))?;
         }
         if let Some(nodes) = &interleave {
             // Best effort: a kernel without NUMA support refuses, and the job runs anyway.
@@ -294,6 +306,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         let what = match step {
             Some(Step::JoinCgroup) => "cannot join the job's cgroup".to_string(),
             Some(Step::SetCpus) => "cannot set the job's CPUs".to_string(),
+            Some(Step::LimitFileSize) => "cannot limit the size of the job's files".to_string(),
             Some(Step::BecomeUser) => format!("cannot become the job's user{as_user}"),
             Some(Step::EnterDirectory) => format!(
                 "cannot enter the working directory {}{as_user}",
@@ -398,7 +411,21 @@ mod tests {
             user: None,
             cwd: None,
             clear_env: false,
+            file_size_limit: None,
         }
+    }
+
+    #[test]
+    fn a_job_cannot_write_a_file_past_its_file_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("out");
+        let command = ["head", "-c", "100000", "/dev/zero"].map(String::from);
+        let placeholders = placeholders();
+        let mut job = launch(&command, &output, &placeholders);
+        job.file_size_limit = Some(4096);
+        let status = spawn(job).unwrap().wait().unwrap();
+        assert!(!status.success());
+        assert_eq!(std::fs::metadata(&output).unwrap().len(), 4096);
     }
 
     fn placeholders() -> Placeholders {

@@ -44,6 +44,10 @@ pub struct Limits {
     pub connections_reserved_for_root: usize,
     /// Bytes of command line and environment one job may carry (the journal keeps them).
     pub submission_bytes: usize,
+    /// Bytes of logs a user may keep in the state directory's `logs/<uid>/`: no file a job writes
+    /// may grow past it (RLIMIT_FSIZE), and no job with logs there starts queued once the user's
+    /// logs hold it.
+    pub log_bytes_per_user: u64,
 }
 
 impl Default for Limits {
@@ -55,6 +59,7 @@ impl Default for Limits {
             connections: 512,
             connections_reserved_for_root: 8,
             submission_bytes: 128 * 1024,
+            log_bytes_per_user: 1 << 30,
         }
     }
 }
@@ -234,6 +239,10 @@ impl DaemonConfig {
             ("limits.running_jobs_per_user", limits.running_jobs_per_user),
             ("limits.connections_per_user", limits.connections_per_user),
             ("limits.submission_bytes", limits.submission_bytes),
+            (
+                "limits.log_bytes_per_user",
+                limits.log_bytes_per_user.min(usize::MAX as u64) as usize,
+            ),
             ("history.jobs_per_user", self.history.jobs_per_user),
         ] {
             if value == 0 {

@@ -51,6 +51,11 @@ pub enum Request {
     Switches {},
     /// Adopt a running process and its descendants as a job (the process's owner or root only).
     Attach(Attachment),
+    /// Remove the logs the daemon keeps for job `id`, which has ended or been forgotten (its owner's
+    /// own, or any with root).
+    RemoveLogs {
+        id: u64,
+    },
 }
 
 /// Which jobs a listing keeps: each list that is not empty must hold the job's value.
@@ -295,6 +300,11 @@ pub enum Reply {
     Switches {
         total: u64,
         recent_lateness: Vec<f64>,
+    },
+    /// The logs of job `id` were removed, `bytes` in all.
+    LogsRemoved {
+        id: u64,
+        bytes: u64,
     },
     Error {
         message: String,

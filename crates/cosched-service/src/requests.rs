@@ -38,6 +38,7 @@ pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
             })
         }
         Request::Attach(attachment) => attach(shared, attachment, peer),
+        Request::RemoveLogs { id } => crate::logs::remove(shared, id, peer),
     };
     result.unwrap_or_else(|e| Reply::Error {
         message: e.to_string(),
@@ -224,6 +225,10 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     let user = submission
         .names_its_output()
         .then(|| crate::output_paths::user_name(peer.uid));
+    // Without `-o`, standard output at least goes to the state directory's logs.
+    if submission.output.is_none() {
+        crate::logs::make_room(shared, peer.uid)?;
+    }
     let mut registry = shared.lock();
     check_queue(shared, &registry, peer.uid)?;
     check_array(&registry, &submission, peer.uid)?;
@@ -242,7 +247,7 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     }
     let id = registry.next_id();
     let t = now_unix();
-    let (stdout, stderr) = output_files(shared, &submission, id, user.as_deref())?;
+    let (stdout, stderr) = output_files(shared, &submission, id, peer.uid, user.as_deref())?;
     let position = shared.journal.append(&Entry::Submitted {
         id,
         t,
@@ -303,6 +308,11 @@ fn check_array(registry: &Registry, s: &Submission, uid: u32) -> Result<(), Serv
     }
 }
 
+/// The directory of `uid`'s logs.
+pub fn logs_of(shared: &Shared, uid: u32) -> PathBuf {
+    shared.logs.join(uid.to_string())
+}
+
 /// Where job `id` writes: the files its user named (Slurm's `-o`/`-e`; standard error to standard
 /// output's file unless named apart), else `<id>.stdout` and `<id>.stderr` in the state directory.
 /// `user`: the submitter's name, needed when the user named a file.
@@ -310,9 +320,10 @@ fn output_files(
     shared: &Shared,
     s: &Submission,
     id: u64,
+    peer_uid: u32,
     user: Option<&str>,
 ) -> Result<(PathBuf, PathBuf), ServiceError> {
-    let default = |stream: &str| shared.logs.join(format!("{id}.{stream}"));
+    let default = |stream: &str| logs_of(shared, peer_uid).join(format!("{id}.{stream}"));
     let Some(user) = user else {
         return Ok((default("stdout"), default("stderr")));
     };

@@ -144,6 +144,7 @@ impl LaunchEnvironment {
             user: job.user.clone().or_else(|| self.user.clone()),
             cwd: job.cwd.clone(),
             clear_env: job.clear_env,
+            file_size_limit: job.file_size_limit,
         });
         let child = match spawned {
             Ok(child) => child,
