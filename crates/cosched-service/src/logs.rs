@@ -12,23 +12,22 @@ use crate::registry::Peer;
 use crate::requests::logs_of;
 use crate::state::Shared;
 use std::fs;
-use std::io;
 use std::os::unix::fs::PermissionsExt;
 
 /// Makes `uid`'s log directory, and refuses a job that would write there once it is full. Called
 /// without the registry's lock: it reads the user's directory.
 pub fn make_room(shared: &Shared, uid: u32) -> Result<(), ServiceError> {
     let dir = logs_of(shared, uid);
-    // Readable by all, whatever the daemon's umask: each log is its user's alone (mode 0600).
-    let made = fs::DirBuilder::new()
-        .recursive(true)
-        .create(&dir)
-        .and_then(|()| fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)));
-    match made {
-        Err(reason) if reason.kind() != io::ErrorKind::AlreadyExists => {
-            return Err(ServiceError::LogDirectory { path: dir, reason })
-        }
-        _ => {}
+    if !dir.is_dir() {
+        // Readable by all, whatever the daemon's umask: each log is its user's alone (mode 0600).
+        fs::DirBuilder::new()
+            .recursive(true)
+            .create(&dir)
+            .and_then(|()| fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)))
+            .map_err(|reason| ServiceError::LogDirectory {
+                path: dir.clone(),
+                reason,
+            })?;
     }
     if uid == 0 {
         return Ok(());

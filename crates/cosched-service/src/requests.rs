@@ -522,8 +522,9 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
 
 fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError> {
     let mut registry = shared.lock();
+    let mut checked = 0;
     loop {
-        if let Some(jobs) = registry.ended(ids)? {
+        if let Some(jobs) = registry.ended(ids, &mut checked)? {
             let jobs = jobs
                 .into_iter()
                 .map(|view| as_seen_by(shared, peer, view))

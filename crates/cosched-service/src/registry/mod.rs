@@ -709,18 +709,29 @@ impl Registry {
         Cancelled::BeforeStart { processes }
     }
 
-    /// The views of jobs `ids` once every one has ended, `None` while one has not.
-    pub fn ended(&self, ids: &[u64]) -> Result<Option<Vec<JobView>>, ServiceError> {
-        let mut views = Vec::with_capacity(ids.len());
-        for &id in ids {
+    /// The views of jobs `ids` once every one has ended, `None` while one has not. `checked`: how
+    /// many of `ids`, from the first, an earlier call found ended (an end is final), so that a wait
+    /// for many jobs looks at each once, not at all of them at each end.
+    pub fn ended(
+        &self,
+        ids: &[u64],
+        checked: &mut usize,
+    ) -> Result<Option<Vec<JobView>>, ServiceError> {
+        for &id in &ids[(*checked).min(ids.len())..] {
             let job = self.job(id).ok_or(ServiceError::NoSuchJob(id))?;
             // A cancelled job has ended once the executor reports its end.
             if !job.state.ended() || job.finished.is_none() {
                 return Ok(None);
             }
-            views.push(job.clone());
+            *checked += 1;
         }
-        Ok(Some(views))
+        let views = ids
+            .iter()
+            .map(|&id| self.job(id).ok_or(ServiceError::NoSuchJob(id)));
+        views
+            .map(|view| view.cloned())
+            .collect::<Result<_, _>>()
+            .map(Some)
     }
 
     pub fn policy(&self) -> &str {
