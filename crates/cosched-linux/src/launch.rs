@@ -6,6 +6,7 @@ use crate::affinity::Mask;
 use crate::output_file::{OutputPath, Refused};
 use cosched_core::CpuSet;
 use nix::fcntl::OFlag;
+use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
 use nix::unistd::{chdir, getgrouplist, setgid, setgroups, setuid, Gid, Uid, User};
@@ -144,6 +145,9 @@ pub struct Launch<'a> {
     pub inherit: Option<RawFd>,
     /// The file mode creation mask the job starts with; cosched's own when `None`.
     pub umask: Option<Mode>,
+    /// Bytes any file the job writes may grow to (RLIMIT_FSIZE, set before exec); past it a write
+    /// fails and the job gets SIGXFSZ. `None`: cosched's own limit.
+    pub file_size_limit: Option<u64>,
 }
 
 /// The steps between fork and exec that can fail, told to the parent through a pipe so that its
@@ -161,6 +165,7 @@ enum Step {
     /// The output path is a link another user owns.
     ForeignLinkStdout = 8,
     ForeignLinkStderr = 9,
+    LimitFileSize = 10,
 }
 
 impl Step {
@@ -175,6 +180,7 @@ impl Step {
             Step::Descriptors,
             Step::ForeignLinkStdout,
             Step::ForeignLinkStderr,
+            Step::LimitFileSize,
         ]
         .into_iter()
         .find(|s| *s as u8 == byte)
@@ -226,6 +232,7 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         .transpose()
         .map_err(invalid)?;
     let mask = launch.mask;
+    let file_size_limit = launch.file_size_limit;
     let interleave = launch.interleave.map(node_mask);
     let identity = launch.user.as_ref().map(|user| {
         let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
@@ -249,6 +256,11 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         }
         if let Some(mask) = &mask {
             mask.apply_to(0).map_err(fail(Step::SetCpus))?;
+        }
+        if let Some(bytes) = file_size_limit {
+            // Before the user is taken on, so that the job cannot raise it again.
+            setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes)
+                .map_err(|e| fail(Step::LimitFileSize)(e.into()))?;
         }
         if let Some(nodes) = &interleave {
             interleave_memory(nodes);
@@ -313,6 +325,7 @@ fn failure(
     match step {
         Some(Step::JoinCgroup) => "cannot join the job's cgroup".to_string(),
         Some(Step::SetCpus) => "cannot set the job's CPUs".to_string(),
+        Some(Step::LimitFileSize) => "cannot limit the size of the job's files".to_string(),
         Some(Step::BecomeUser) => format!("cannot become the job's user{as_user}"),
         Some(Step::EnterDirectory) => format!(
             "cannot enter the working directory {}{as_user}",
@@ -491,7 +504,21 @@ mod tests {
             clear_env: false,
             inherit: None,
             umask: None,
+            file_size_limit: None,
         }
+    }
+
+    #[test]
+    fn a_job_cannot_write_a_file_past_its_file_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("out");
+        let command = ["head", "-c", "100000", "/dev/zero"].map(String::from);
+        let placeholders = placeholders();
+        let mut job = launch(&command, &output, &placeholders);
+        job.file_size_limit = Some(4096);
+        let status = spawn(job).unwrap().wait().unwrap();
+        assert!(!status.success());
+        assert_eq!(std::fs::metadata(&output).unwrap().len(), 4096);
     }
 
     fn placeholders() -> Placeholders {

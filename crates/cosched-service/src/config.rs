@@ -42,6 +42,12 @@ pub struct Limits {
     pub connections: usize,
     /// Of `connections`, how many only root may use, so that root can always reach the daemon.
     pub connections_reserved_for_root: usize,
+    /// Bytes of command line and environment one job may carry (the journal keeps them).
+    pub submission_bytes: usize,
+    /// Bytes of logs a user may keep in the state directory's `logs/<uid>/`: no file a job writes
+    /// may grow past it (RLIMIT_FSIZE), and no job with logs there starts queued once the user's
+    /// logs hold it.
+    pub log_bytes_per_user: u64,
 }
 
 impl Default for Limits {
@@ -52,6 +58,8 @@ impl Default for Limits {
             connections_per_user: 64,
             connections: 512,
             connections_reserved_for_root: 8,
+            submission_bytes: 128 * 1024,
+            log_bytes_per_user: 1 << 30,
         }
     }
 }
@@ -101,18 +109,26 @@ impl Default for Privacy {
     }
 }
 
-/// How long the daemon remembers jobs that have ended.
+/// How long, and how much of, the jobs that have ended the daemon remembers.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct History {
     /// Seconds a finished job stays in `cosched jobs --all`, `show` and `wait`, and in the journal.
     pub retention_seconds: f64,
+    /// Ended jobs kept per user (root excepted); past it the oldest are forgotten first.
+    pub jobs_per_user: usize,
+    /// Bytes of journal a user's ended jobs may take (root excepted; command lines, labels and log
+    /// paths, as [`crate::protocol::JobView::footprint`] counts them); past it the oldest are
+    /// forgotten first.
+    pub bytes_per_user: u64,
 }
 
 impl Default for History {
     fn default() -> History {
         History {
             retention_seconds: 7.0 * 86400.0,
+            jobs_per_user: 100_000,
+            bytes_per_user: 64 << 20,
         }
     }
 }
@@ -153,7 +169,7 @@ impl Memory {
 
 impl History {
     pub fn retention(&self) -> Duration {
-        Duration::from_secs_f64(self.retention_seconds)
+        Duration::try_from_secs_f64(self.retention_seconds).unwrap_or(Duration::MAX)
     }
 }
 
@@ -223,6 +239,12 @@ impl DaemonConfig {
             ("limits.queued_jobs_per_user", limits.queued_jobs_per_user),
             ("limits.running_jobs_per_user", limits.running_jobs_per_user),
             ("limits.connections_per_user", limits.connections_per_user),
+            ("limits.submission_bytes", limits.submission_bytes),
+            (
+                "limits.log_bytes_per_user",
+                limits.log_bytes_per_user.min(usize::MAX as u64) as usize,
+            ),
+            ("history.jobs_per_user", self.history.jobs_per_user),
         ] {
             if value == 0 {
                 return Err(invalid(key, "0".into(), "must be at least 1"));

@@ -5,7 +5,7 @@
 
 use crate::config::DaemonConfig;
 use crate::error::ServiceError;
-use crate::journal::{Entry, Journal, Replayed, COMPACT_SLACK};
+use crate::journal::{Entry, Journal, Replayed};
 use crate::notify;
 use crate::processes::kill_unwatched;
 use crate::protocol::{now_unix, JobState};
@@ -88,12 +88,15 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         ),
     }
     notify::tell("STATUS=replaying the journal");
-    let retention = options.config.history.retention();
     let topology = sysfs::discover()?;
-    let (journal, history) =
-        Journal::open(&options.state.join("journal.jsonl"), retention).map_err(io_error(
-            format!("cannot open the journal in {}", options.state.display()),
-        ))?;
+    let (journal, history) = Journal::open(
+        &options.state.join("journal.jsonl"),
+        &options.config.history,
+    )
+    .map_err(io_error(format!(
+        "cannot open the journal in {}",
+        options.state.display()
+    )))?;
     let policy_name = options
         .policy
         .clone()
@@ -116,7 +119,8 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         history.next_id,
         options.config.share_table.clone(),
     )
-    .with_memory_for_jobs(memory_for_jobs);
+    .with_memory_for_jobs(memory_for_jobs)
+    .with_history_bounds(options.config.history.clone());
     let mut shared = Shared::new(registry, journal, logs.clone(), options.config.clone());
     if let Err(why) = memory_limits() {
         shared = shared.without_memory_limits(why);
@@ -135,7 +139,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
             .map_err(io_error("cannot start the server thread".into()))?
     };
     drop(server);
-    forget_ended_jobs(shared.clone(), retention)?;
+    forget_ended_jobs(shared.clone())?;
     let (adopted, queued) = shared.lock().waiting();
     // Ready once clients can connect, every job of the journal is known again, and the executor's
     // loop runs (its signal handlers in place): its first progress report.
@@ -202,9 +206,11 @@ fn memory_limits() -> Result<(), String> {
     mechanisms.memory_hierarchy.map(drop)
 }
 
-/// Forgets, from now on, the jobs that ended longer than `retention` ago, and compacts the journal
-/// whenever it has grown past four entries per job kept (plus some slack) since it last was.
-fn forget_ended_jobs(shared: Arc<Shared>, retention: Duration) -> Result<(), DaemonError> {
+/// Forgets, from now on, the jobs that ended longer than the retention ago, and compacts the journal
+/// whenever it has grown far past the jobs kept since it last was (`Journal::needs_compaction`).
+fn forget_ended_jobs(shared: Arc<Shared>) -> Result<(), DaemonError> {
+    let keep = shared.config.history.clone();
+    let retention = keep.retention();
     let period = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
     std::thread::Builder::new()
         .name("cosched-history".into())
@@ -216,9 +222,8 @@ fn forget_ended_jobs(shared: Arc<Shared>, retention: Duration) -> Result<(), Dae
                 registry.forget_ended_before(cutoff);
                 registry.job_count()
             };
-            let grown = shared.journal.appended_since_compaction() as usize;
-            if grown > 4 * jobs + COMPACT_SLACK {
-                match shared.journal.compact(retention) {
+            if shared.journal.needs_compaction(jobs) {
+                match shared.journal.compact(&keep) {
                     Ok(c) => eprintln!(
                         "cosched daemon: compacted the journal: {} entries to {} jobs, {} forgotten",
                         c.entries, c.jobs, c.forgotten

@@ -46,6 +46,22 @@ pub enum ServiceError {
     WeightAboveOne { weight: f64, daemon: u32 },
     #[error("uid {uid} has {limit} jobs queued, the most one user may (limits.queued_jobs_per_user in the daemon's configuration); wait until some have started, or cancel some")]
     QueueFull { uid: u32, limit: usize },
+    #[error("the job's command line and environment take {bytes} bytes, more than the {limit} one job may carry (limits.submission_bytes in the daemon's configuration); pass long inputs in a file")]
+    SubmissionTooLarge { bytes: usize, limit: usize },
+    #[error("working directories and output file names are at most {0} bytes")]
+    PathTooLong(usize),
+    #[error("uid {uid}'s logs in {dir} take {bytes} bytes, the most one user may keep there (limits.log_bytes_per_user in the daemon's configuration); remove some with `cosched logs --remove ID`, or send output elsewhere with -o")]
+    LogsFull { uid: u32, dir: PathBuf, bytes: u64 },
+    #[error(
+        "job {0} has not ended; its logs can be removed once it has (`cosched cancel` ends it)"
+    )]
+    LogsInUse(u64),
+    #[error("job {id} has no logs of uid {uid} in the daemon's state directory (files named with -o or -e are the user's own to remove)")]
+    NoLogs { id: u64, uid: u32 },
+    #[error("cannot create the log directory {path}: {reason}")]
+    LogDirectory { path: PathBuf, reason: io::Error },
+    #[error("cannot remove {path}: {reason}")]
+    RemoveLogs { path: PathBuf, reason: io::Error },
     #[error("{0} labels; at most 32 are kept")]
     TooManyLabels(usize),
     #[error("label key {0:?}: use 1 to 64 letters, digits, '_', '-' or '.'")]
@@ -67,6 +83,8 @@ pub enum ServiceError {
     // `reason`, not `source`: the message includes it, and a chain printed whole would repeat it.
     #[error("cannot write the journal {path}: {reason}")]
     Journal { path: PathBuf, reason: io::Error },
+    #[error("the file system at {mount} is full, so the journal {path} cannot record this; nothing was done: free space there and try again")]
+    JournalFull { path: PathBuf, mount: PathBuf },
     #[error("job {id} is queued, but {reason}")]
     QueuedNotDurable { id: u64, reason: Box<ServiceError> },
 }

@@ -29,6 +29,7 @@ pub mod daemon;
 pub mod error;
 pub mod harness;
 pub mod journal;
+pub mod logs;
 pub mod notify;
 pub mod output_paths;
 pub mod paths;

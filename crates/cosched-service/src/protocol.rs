@@ -63,6 +63,11 @@ pub enum Request {
     Switches {},
     /// Adopt a running process and its descendants as a job (the process's owner or root only).
     Attach(Attachment),
+    /// Remove the logs the daemon keeps for job `id`, which has ended or been forgotten (its owner's
+    /// own, or any with root).
+    RemoveLogs {
+        id: u64,
+    },
 }
 
 /// Which jobs a listing keeps: each list that is not empty must hold the job's value.
@@ -318,6 +323,11 @@ pub enum Reply {
         total: u64,
         recent_lateness: Vec<f64>,
     },
+    /// The logs of job `id` were removed, `bytes` in all.
+    LogsRemoved {
+        id: u64,
+        bytes: u64,
+    },
     Error {
         message: String,
     },
@@ -443,7 +453,48 @@ pub struct Accounting {
     pub cpus: Option<String>,
 }
 
+/// Bytes of an ended job's command line kept in the daemon's memory (the journal keeps it whole).
+pub const ENDED_COMMAND_BYTES: usize = 1024;
+
 impl JobView {
+    /// Bytes the job takes in the journal once its environment is gone, near enough: what a user's
+    /// history is bounded by (`history.bytes_per_user`).
+    pub fn footprint(&self) -> u64 {
+        let text = |s: &str| s.len() as u64 + 4;
+        let command: u64 = self.command.iter().map(|a| text(a)).sum();
+        let labels: u64 = self.labels.iter().map(|(k, v)| text(k) + text(v)).sum();
+        let paths = self.stdout.as_os_str().len() + self.stderr.as_os_str().len();
+        // The fixed fields of its entries, written out.
+        const FIELDS: u64 = 512;
+        FIELDS + text(&self.name) + command + labels + paths as u64
+    }
+
+    /// Cuts the command line of an ended job to its first [`ENDED_COMMAND_BYTES`], ending with
+    /// `…` where it was cut: an ended job stays in memory for the whole history, a long command
+    /// line does not.
+    pub fn summarise(&mut self) {
+        let total: usize = self.command.iter().map(String::len).sum();
+        if total <= ENDED_COMMAND_BYTES {
+            return;
+        }
+        let mut left = ENDED_COMMAND_BYTES;
+        let mut kept = Vec::new();
+        for arg in std::mem::take(&mut self.command) {
+            if arg.len() <= left {
+                left -= arg.len();
+                kept.push(arg);
+                continue;
+            }
+            let cut = (0..=left)
+                .rev()
+                .find(|&i| arg.is_char_boundary(i))
+                .unwrap_or(0);
+            kept.push(format!("{}…", &arg[..cut]));
+            break;
+        }
+        self.command = kept;
+    }
+
     /// Every pid the job holds: its main process and the tasks that joined it.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         self.pid.into_iter().chain(self.tasks.iter().copied())

@@ -14,7 +14,7 @@ use crate::registry::{Cancelled, Peer, Registry, Tracked};
 use crate::state::Shared;
 use cosched_core::memory::Size;
 use cosched_linux::Adopt;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::MutexGuard;
 
@@ -40,6 +40,7 @@ pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
             })
         }
         Request::Attach(attachment) => attach(shared, attachment, peer),
+        Request::RemoveLogs { id } => crate::logs::remove(shared, id, peer),
     };
     result.unwrap_or_else(|e| Reply::Error {
         message: e.to_string(),
@@ -72,53 +73,98 @@ fn as_seen_by(shared: &Shared, peer: Peer, view: JobView) -> JobView {
     }
 }
 
-/// Jobs copied per hold of the registry's lock: a long history is listed in turns with the executor.
+/// Jobs looked at per hold of the registry's lock: a long history is listed in turns with the
+/// executor.
 const LISTED_PER_LOCK: usize = 1024;
+/// Jobs a `jobs` reply holds in memory at once, per connection, while it is written.
+const LISTED_PER_CHUNK: usize = 64;
 
-fn jobs(shared: &Shared, all: bool, filter: &JobFilter, peer: Peer) -> Reply {
-    let now = now_unix();
-    let suspended = shared.suspended();
-    let running_per_user = shared.config.limits.running_jobs_per_user;
-    let mut jobs = Vec::new();
-    let mut from = 0;
-    loop {
-        let registry = shared.lock();
-        let mut scanned = 0;
-        for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
-            scanned += 1;
-            from = view.id + 1;
-            if !all && view.state.ended() {
-                continue;
-            }
-            let state = match view.state {
-                JobState::Running if suspended.contains(&view.id) => JobState::Suspended,
-                state => state,
-            };
-            // Filtered before the copy: a filtered listing of a long history copies little. By
-            // the name `peer` sees, or `--name` would tell which program a hidden job runs.
-            let name = match hidden_from(shared, peer, view) {
-                true => privacy::seen_name(view),
-                false => &view.name,
-            };
-            if !filter.keeps(view, state, name) {
-                continue;
-            }
-            let mut listed = registry.with_slowdown(view.clone(), now);
-            listed.state = state;
-            listed.reason = registry
-                .pending_reason(view.id, running_per_user)
-                .map(String::from);
-            jobs.push(listed);
-        }
-        if scanned < LISTED_PER_LOCK {
-            break;
+/// Which jobs a `jobs` request lists, taken a chunk at a time from the registry.
+pub struct Listing<'a> {
+    shared: &'a Shared,
+    all: bool,
+    filter: &'a JobFilter,
+    peer: Peer,
+    now: f64,
+    suspended: HashSet<u64>,
+    /// The id to look from; `None` once the registry has been looked through.
+    from: Option<u64>,
+}
+
+impl<'a> Listing<'a> {
+    pub fn new(shared: &'a Shared, all: bool, filter: &'a JobFilter, peer: Peer) -> Listing<'a> {
+        Listing {
+            shared,
+            all,
+            filter,
+            peer,
+            now: now_unix(),
+            suspended: shared.suspended(),
+            from: Some(0),
         }
     }
-    Reply::Jobs {
-        jobs: jobs
-            .into_iter()
-            .map(|view| as_seen_by(shared, peer, view))
-            .collect(),
+
+    /// The next jobs listed, at most [`LISTED_PER_CHUNK`], as `peer` may see them; empty at the
+    /// end. The registry is held while they are copied, never while they are written out.
+    pub fn next_chunk(&mut self) -> Vec<JobView> {
+        let mut jobs = Vec::new();
+        let running_per_user = self.shared.config.limits.running_jobs_per_user;
+        while let Some(from) = self.from {
+            let registry = self.shared.lock();
+            let mut scanned = 0;
+            self.from = None;
+            for view in registry.jobs_from(from).take(LISTED_PER_LOCK) {
+                scanned += 1;
+                if jobs.len() == LISTED_PER_CHUNK {
+                    self.from = Some(view.id);
+                    break;
+                }
+                if scanned == LISTED_PER_LOCK {
+                    self.from = Some(view.id + 1);
+                }
+                if !self.all && view.state.ended() {
+                    continue;
+                }
+                let state = match view.state {
+                    JobState::Running if self.suspended.contains(&view.id) => JobState::Suspended,
+                    state => state,
+                };
+                // Filtered before the copy: a filtered listing of a long history copies little. By
+                // the name `peer` sees, or `--name` would tell which program a hidden job runs.
+                let name = match hidden_from(self.shared, self.peer, view) {
+                    true => privacy::seen_name(view),
+                    false => &view.name,
+                };
+                if !self.filter.keeps(view, state, name) {
+                    continue;
+                }
+                let mut listed = registry.with_slowdown(view.clone(), self.now);
+                listed.state = state;
+                listed.reason = registry
+                    .pending_reason(view.id, running_per_user)
+                    .map(String::from);
+                jobs.push(listed);
+            }
+            drop(registry);
+            if !jobs.is_empty() {
+                break;
+            }
+        }
+        jobs.into_iter()
+            .map(|view| as_seen_by(self.shared, self.peer, view))
+            .collect()
+    }
+}
+
+fn jobs(shared: &Shared, all: bool, filter: &JobFilter, peer: Peer) -> Reply {
+    let mut listing = Listing::new(shared, all, filter, peer);
+    let mut jobs = Vec::new();
+    loop {
+        let chunk = listing.next_chunk();
+        if chunk.is_empty() {
+            return Reply::Jobs { jobs };
+        }
+        jobs.extend(chunk);
     }
 }
 
@@ -169,15 +215,33 @@ fn check_queue(shared: &Shared, registry: &Registry, uid: u32) -> Result<(), Ser
     Ok(())
 }
 
+/// The journal keeps a job's command line and environment until it ends, and its command line for
+/// its history: `limits.submission_bytes` bounds them (root has no limit).
+fn check_size(shared: &Shared, s: &Submission, peer: Peer) -> Result<(), ServiceError> {
+    let limit = shared.config.limits.submission_bytes;
+    let command: usize = s.command.iter().map(String::len).sum();
+    let env: usize = s.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let bytes = command + env;
+    if peer.uid != 0 && bytes > limit {
+        return Err(ServiceError::SubmissionTooLarge { bytes, limit });
+    }
+    Ok(())
+}
+
 fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, ServiceError> {
     check_submission(&submission)?;
     check_served(shared, peer)?;
+    check_size(shared, &submission, peer)?;
     check_weight(shared, submission.weight, peer)?;
     check_priority(shared, &submission, peer)?;
     // Looked up before the lock: the user database may be a network service.
     let user = submission
         .names_its_output()
         .then(|| crate::output_paths::user_name(peer.uid));
+    // Without `-o`, standard output at least goes to the state directory's logs.
+    if submission.output.is_none() {
+        crate::logs::make_room(shared, peer.uid)?;
+    }
     let mut registry = shared.lock();
     check_queue(shared, &registry, peer.uid)?;
     check_array(&registry, &submission, peer.uid)?;
@@ -196,7 +260,7 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     }
     let id = registry.next_id();
     let t = now_unix();
-    let (stdout, stderr) = output_files(shared, &submission, id, user.as_deref())?;
+    let (stdout, stderr) = output_files(shared, &submission, id, peer.uid, user.as_deref())?;
     let position = shared.journal.append(&Entry::Submitted {
         id,
         t,
@@ -257,6 +321,11 @@ fn check_array(registry: &Registry, s: &Submission, uid: u32) -> Result<(), Serv
     }
 }
 
+/// The directory of `uid`'s logs.
+pub fn logs_of(shared: &Shared, uid: u32) -> PathBuf {
+    shared.logs.join(uid.to_string())
+}
+
 /// Where job `id` writes: the files its user named (Slurm's `-o`/`-e`; standard error to standard
 /// output's file unless named apart), else `<id>.stdout` and `<id>.stderr` in the state directory.
 /// `user`: the submitter's name, needed when the user named a file.
@@ -264,9 +333,10 @@ fn output_files(
     shared: &Shared,
     s: &Submission,
     id: u64,
+    peer_uid: u32,
     user: Option<&str>,
 ) -> Result<(PathBuf, PathBuf), ServiceError> {
-    let default = |stream: &str| shared.logs.join(format!("{id}.{stream}"));
+    let default = |stream: &str| logs_of(shared, peer_uid).join(format!("{id}.{stream}"));
     let Some(user) = user else {
         return Ok((default("stdout"), default("stderr")));
     };
@@ -466,8 +536,9 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
 
 fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError> {
     let mut registry = shared.lock();
+    let mut checked = 0;
     loop {
-        if let Some(jobs) = registry.ended(ids)? {
+        if let Some(jobs) = registry.ended(ids, &mut checked)? {
             let jobs = jobs
                 .into_iter()
                 .map(|view| as_seen_by(shared, peer, view))
@@ -477,6 +548,10 @@ fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError>
         registry = shared.wait_for_an_end(registry);
     }
 }
+
+/// The longest working directory or output file name taken (Linux's `PATH_MAX`): they are kept with
+/// the job's history.
+const MAX_PATH_BYTES: usize = 4096;
 
 /// The longest time limit taken: 100 years, in seconds.
 const MAX_TIME_LIMIT: u64 = 100 * 365 * 86400;
@@ -490,6 +565,12 @@ fn check_submission(s: &Submission) -> Result<(), ServiceError> {
     }
     if !s.cwd.is_absolute() {
         return Err(ServiceError::RelativeCwd(s.cwd.clone()));
+    }
+    let mut paths = [s.cwd.as_os_str().len()]
+        .into_iter()
+        .chain([&s.output, &s.error].into_iter().flatten().map(String::len));
+    if paths.any(|len| len > MAX_PATH_BYTES) {
+        return Err(ServiceError::PathTooLong(MAX_PATH_BYTES));
     }
     if let (Some(min), Some(max)) = (s.min_threads, s.max_threads) {
         if min == 0 || min > max {

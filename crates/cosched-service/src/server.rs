@@ -6,12 +6,13 @@
 
 use crate::config::Limits;
 use crate::error::ServiceError;
-use crate::protocol::{decode, Reply, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
+use crate::protocol::{decode, Reply, Request, Response, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
 use crate::registry::Peer;
+use crate::requests::Listing;
 use crate::state::Shared;
 use nix::sys::socket::{getsockopt, sockopt};
 use std::collections::HashMap;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -171,11 +172,44 @@ fn connection(
             return respond(&mut writer, Reply::Error { message });
         }
         let reply = match decode(&line) {
+            Ok(Request::Jobs { all, filter }) => {
+                stream_jobs(&mut writer, Listing::new(shared, all, &filter, peer))?;
+                continue;
+            }
             Err(message) => Reply::Error { message },
             Ok(request) => crate::requests::handle(shared, request, peer),
         };
         respond(&mut writer, reply)?;
     }
+}
+
+/// Bytes of a reply buffered before they are written to the socket.
+const REPLY_BUFFER: usize = 64 * 1024;
+
+/// Writes a `jobs` reply as it is listed, one chunk of jobs at a time, through a bounded buffer:
+/// a client that does not read holds this connection's thread and one chunk, nothing more, and
+/// the registry is never held while the socket is written.
+fn stream_jobs(stream: &mut UnixStream, mut listing: Listing) -> io::Result<()> {
+    let mut out = BufWriter::with_capacity(REPLY_BUFFER, stream);
+    write!(
+        out,
+        r#"{{"version":{PROTOCOL_VERSION},"reply":{{"jobs":{{"jobs":["#
+    )?;
+    let mut first = true;
+    loop {
+        let chunk = listing.next_chunk();
+        if chunk.is_empty() {
+            break;
+        }
+        for view in chunk {
+            if !std::mem::take(&mut first) {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut out, &view)?;
+        }
+    }
+    out.write_all(b"]}}}\n")?;
+    out.flush()
 }
 
 fn respond(stream: &mut UnixStream, reply: Reply) -> io::Result<()> {
@@ -186,4 +220,59 @@ fn respond(stream: &mut UnixStream, reply: Reply) -> io::Result<()> {
     .expect("responses always serialise");
     line.push(b'\n');
     stream.write_all(&line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DaemonConfig;
+    use crate::journal::Journal;
+    use crate::protocol::{JobFilter, JobView, Submission};
+    use crate::registry::{Registry, Tracked};
+
+    #[test]
+    fn a_streamed_jobs_reply_is_the_reply_a_whole_one_would_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, _) =
+            Journal::open(&dir.path().join("journal.jsonl"), &Default::default()).unwrap();
+        let mut registry = Registry::new("eq".into(), 1, Default::default());
+        // Several chunks, one of them ended and listed only with `all`.
+        for uid in (0..300).map(|n| 1000 + n % 3) {
+            let id = registry.next_id();
+            let submission = Submission::of("/bin/true");
+            let view = JobView::queued(id, uid, 1.0, &submission, "o".into(), "e".into());
+            registry.enqueue(Tracked::new(view, uid, Some(submission), None));
+        }
+        registry.take_incoming(1000, 1000);
+        registry.finish(7, Some(2.0), true, Some(0), None);
+        let shared = Shared::new(
+            registry,
+            journal,
+            dir.path().into(),
+            DaemonConfig::default(),
+        );
+        let peer = Peer {
+            pid: 1,
+            uid: 1001,
+            gid: 1001,
+        };
+        for all in [true, false] {
+            let filter = JobFilter::default();
+            let (mut ours, theirs) = UnixStream::pair().unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut line = String::new();
+                BufReader::new(theirs).read_line(&mut line).unwrap();
+                line
+            });
+            stream_jobs(&mut ours, Listing::new(&shared, all, &filter, peer)).unwrap();
+            let streamed: Response = serde_json::from_str(&reader.join().unwrap()).unwrap();
+            let request = Request::Jobs { all, filter };
+            let whole = crate::requests::handle(&shared, request, peer);
+            let Reply::Jobs { jobs } = &whole else {
+                panic!("{whole:?}")
+            };
+            assert_eq!(jobs.len(), if all { 300 } else { 299 });
+            assert_eq!(streamed.reply, whole);
+        }
+    }
 }

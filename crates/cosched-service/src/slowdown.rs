@@ -4,11 +4,19 @@
 
 use crate::protocol::{JobState, JobView};
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// The shortest successful run time of each command line seen, kept up to date as jobs end so that
-/// no request has to go through the history.
+/// no request has to go through the history. Keyed by a hash of the command line, so that long
+/// command lines cost no memory once their jobs have ended.
 #[derive(Debug, Default)]
-pub struct ShortestRuns(HashMap<Vec<String>, f64>);
+pub struct ShortestRuns(HashMap<u64, f64>);
+
+fn key(command: &[String]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    command.hash(&mut hasher);
+    hasher.finish()
+}
 
 impl ShortestRuns {
     /// Counts `view` if it is a run that ended well. Attached processes are left out: their time
@@ -21,7 +29,7 @@ impl ShortestRuns {
             let run = end - start;
             if run > 0.0 {
                 self.0
-                    .entry(view.command.clone())
+                    .entry(key(&view.command))
                     .and_modify(|s| *s = s.min(run))
                     .or_insert(run);
             }
@@ -31,7 +39,7 @@ impl ShortestRuns {
     /// `view`'s slowdown so far at `now`, where its command was seen to end well.
     pub fn slowdown(&self, view: &JobView, now: f64) -> Option<f64> {
         let start = view.started?;
-        let run = self.0.get(&view.command)?;
+        let run = self.0.get(&key(&view.command))?;
         Some((view.finished.unwrap_or(now) - start) / run)
     }
 

@@ -115,6 +115,9 @@ impl JobSource for DaemonSource {
                     adopt: job.adopt,
                     opened_as_user,
                     memory_limit: s.mem,
+                    // Its logs in the state directory stay within its user's share of it.
+                    file_size_limit: (job.uid != 0 && !opened_as_user.stdout)
+                        .then_some(self.shared.config.limits.log_bytes_per_user),
                 }
             })
             .collect()

@@ -141,6 +141,7 @@ impl LaunchEnvironment {
             clear_env: job.clear_env,
             inherit: Some(page.fd().as_raw_fd()),
             umask: job.umask.map(Mode::from_bits_truncate),
+            file_size_limit: job.file_size_limit,
         });
         let child = match spawned {
             Ok(child) => child,

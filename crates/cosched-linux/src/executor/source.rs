@@ -41,6 +41,9 @@ pub struct ArrivingJob {
     pub opened_as_user: OpenedAsUser,
     /// Bytes its processes may hold together (`cosched submit --mem`), in a memory cgroup.
     pub memory_limit: Option<u64>,
+    /// Bytes any file it writes may grow to (RLIMIT_FSIZE): what is left of its user's share of a
+    /// log directory the executor opens its output in. `None`: no limit.
+    pub file_size_limit: Option<u64>,
 }
 
 /// Which output files of a job its user named (`cosched submit -o/-e`).
@@ -179,6 +182,7 @@ impl WorkloadReplay {
                     adopt: None,
                     opened_as_user: OpenedAsUser::default(),
                     memory_limit: entry.mem,
+                    file_size_limit: None,
                 }
             })
             .collect();

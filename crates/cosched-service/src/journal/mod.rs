@@ -11,7 +11,10 @@
 //! than the configured retention are forgotten, and the journal is rewritten to what is left when
 //! that pays (`compact.rs`); a running daemon compacts it too once it has grown far past its jobs.
 
+mod appender;
 mod compact;
+#[cfg(test)]
+mod fault_tests;
 mod replay;
 
 pub use replay::{History, Replayed};
@@ -22,18 +25,21 @@ pub fn read_history(path: &Path) -> io::Result<History> {
     replay::read(path)
 }
 
+use crate::config;
 use crate::error::ServiceError;
 use crate::protocol::{now_unix, Accounting, Submission};
+use appender::Appender;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 /// Entries a journal may hold beyond four per job before it is compacted.
 pub const COMPACT_SLACK: usize = 4096;
+/// Bytes a journal may grow by beyond its compacted length before it is compacted.
+pub const COMPACT_SLACK_BYTES: u64 = 64 << 20;
 
 /// One state change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,12 +130,14 @@ pub enum Entry {
 }
 
 pub struct Journal {
-    /// The file and how many entries were appended to it.
-    appended: Mutex<(File, u64)>,
+    /// The file's end, and how many entries were appended to it.
+    appended: Mutex<Appender>,
     /// A second handle on the file, and how many entries are known to be on disk.
     synced: Mutex<(File, u64)>,
     /// How many entries had been appended when it was last compacted.
     compacted_at: AtomicU64,
+    /// Its length when it was opened or last compacted.
+    compacted_len: AtomicU64,
     path: PathBuf,
     /// fsyncs made, for tests of how commits are grouped.
     #[cfg(test)]
@@ -157,12 +165,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Journal {
     /// Opens (creating) the journal and replays it, forgetting the jobs that ended longer than
-    /// `retention` ago. The journal is compacted when that forgot any, when it had lines that did
-    /// not read or a torn last line, or when it holds far more entries than its jobs need.
-    pub fn open(path: &Path, retention: Duration) -> io::Result<(Journal, History)> {
+    /// `retention` ago. A torn last line is cut off in place. The journal is compacted when that
+    /// forgot any, when it had lines that did not read, or when it holds far more entries than its
+    /// jobs need; a compaction that fails (a full file system) leaves it as it was.
+    pub fn open(path: &Path, keep: &config::History) -> io::Result<(Journal, History)> {
         let mut history = replay::read(path)?;
-        let cutoff = now_unix() - retention.as_secs_f64();
-        let forgotten = history.forget_ended_before(cutoff);
+        let forgotten = history.forget(keep, now_unix());
         if history.torn_bytes > 0 {
             eprintln!(
                 "cosched: {}: cut off a last entry left half written ({} bytes); it was never acknowledged",
@@ -177,26 +185,33 @@ impl Journal {
                 history.unreadable
             );
         }
+        cut_torn_tail(path, history.torn_bytes)?;
         let bloated = history.entries > 4 * history.jobs.len() + COMPACT_SLACK;
-        if forgotten > 0 || history.unreadable > 0 || history.torn_bytes > 0 || bloated {
+        if forgotten > 0 || history.unreadable > 0 || bloated {
             let fresh = path.with_extension("compacting");
-            compact::write(&fresh, &history)?;
-            compact::install(&fresh, path)?;
-            eprintln!(
-                "cosched: {}: compacted {} entries to {} jobs; {forgotten} jobs ended more than {} s ago forgotten",
-                path.display(),
-                history.entries,
-                history.jobs.len(),
-                retention.as_secs_f64()
-            );
+            // A full file system may refuse the copy: the journal as it is serves meanwhile.
+            match compact::write(&fresh, &history).and_then(|_| compact::install(&fresh, path)) {
+                Ok(()) => eprintln!(
+                    "cosched: {}: compacted {} entries to {} jobs; {forgotten} jobs forgotten",
+                    path.display(),
+                    history.entries,
+                    history.jobs.len(),
+                ),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&fresh);
+                    eprintln!("cosched: {}: cannot compact: {e}", path.display());
+                }
+            }
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let len = file.metadata()?.len();
         let syncing = file.try_clone()?;
         Ok((
             Journal {
-                appended: Mutex::new((file, 0)),
+                appended: Mutex::new(Appender::new(file, len, 0)),
                 synced: Mutex::new((syncing, 0)),
                 compacted_at: AtomicU64::new(0),
+                compacted_len: AtomicU64::new(len),
                 path: path.to_path_buf(),
                 #[cfg(test)]
                 fsyncs: AtomicU64::new(0),
@@ -205,22 +220,28 @@ impl Journal {
         ))
     }
 
-    /// Entries appended since the journal was opened or last compacted.
-    pub fn appended_since_compaction(&self) -> u64 {
-        lock(&self.appended).1 - self.compacted_at.load(Ordering::Relaxed)
+    /// Whether the journal has grown enough past the `jobs` it holds to compact it: by more than
+    /// four entries per job (plus [`COMPACT_SLACK`]), or to more than twice its length after the
+    /// last compaction (plus [`COMPACT_SLACK_BYTES`]), as long entries make it.
+    pub fn needs_compaction(&self, jobs: usize) -> bool {
+        let appended = lock(&self.appended);
+        let entries = appended.entries - self.compacted_at.load(Ordering::Relaxed);
+        let compacted = self.compacted_len.load(Ordering::Relaxed);
+        entries as usize > 4 * jobs + COMPACT_SLACK
+            || appended.len > 2 * compacted + COMPACT_SLACK_BYTES
     }
 
     /// Compacts the journal while it is in use, forgetting the jobs that ended longer than
     /// `retention` ago: what was appended until now is replayed and written anew (without holding
     /// the journal), then, holding it, what was appended meanwhile is copied after it and the new
     /// file takes the old one's place. Appends and syncs wait only for that last step.
-    pub fn compact(&self, retention: Duration) -> io::Result<Compaction> {
+    pub fn compact(&self, keep: &config::History) -> io::Result<Compaction> {
         let (bytes, count) = {
             let appended = lock(&self.appended);
-            (appended.0.metadata()?.len(), appended.1)
+            (appended.len, appended.entries)
         };
         let mut history = replay::read_prefix(&self.path, bytes)?;
-        let forgotten = history.forget_ended_before(now_unix() - retention.as_secs_f64());
+        let forgotten = history.forget(keep, now_unix());
         let fresh = self.path.with_extension("compacting");
         let mut file = compact::write(&fresh, &history)?;
         // In the order `sync` takes them.
@@ -233,12 +254,14 @@ impl Journal {
         compact::install(&fresh, &self.path)?;
         let reopened = OpenOptions::new().append(true).open(&self.path)?;
         synced.0 = reopened.try_clone()?;
-        appended.0 = reopened;
+        let len = reopened.metadata()?.len();
+        appended.replace(reopened, len);
+        self.compacted_len.store(len, Ordering::Relaxed);
         // The tail copied is synced with the rest.
-        synced.1 = appended.1;
-        self.compacted_at.store(appended.1, Ordering::Relaxed);
+        synced.1 = appended.entries;
+        self.compacted_at.store(appended.entries, Ordering::Relaxed);
         Ok(Compaction {
-            entries: history.entries + (appended.1 - count) as usize,
+            entries: history.entries + (appended.entries - count) as usize,
             jobs: history.jobs.len(),
             forgotten,
         })
@@ -250,9 +273,8 @@ impl Journal {
         let mut line = serde_json::to_vec(entry).expect("journal entries always serialise");
         line.push(b'\n');
         let mut appended = lock(&self.appended);
-        appended.0.write_all(&line).map_err(|e| self.error(e))?;
-        appended.1 += 1;
-        Ok(Appended(appended.1))
+        appended.append(&line).map_err(|e| self.error(e))?;
+        Ok(Appended(appended.entries))
     }
 
     /// Waits until the entry at `position`, and every one before it, is on disk.
@@ -262,7 +284,7 @@ impl Journal {
             // Another writer's fsync covered it while this one waited for the lock.
             return Ok(());
         }
-        let covered = lock(&self.appended).1;
+        let covered = lock(&self.appended).entries;
         synced.0.sync_data().map_err(|e| self.error(e))?;
         #[cfg(test)]
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
@@ -289,28 +311,77 @@ impl Journal {
         self.sync(position)
     }
 
-    /// A journal that cannot be written is reported, not hidden.
+    /// Makes appends fail, as on a full file system, once the file would pass `bytes`.
+    #[cfg(test)]
+    pub(crate) fn fail_at(&self, bytes: Option<u64>) {
+        lock(&self.appended).fail_at = bytes;
+    }
+
+    /// A journal that cannot be written is reported, not hidden; a full file system by its mount
+    /// point, which is what an administrator frees space on.
     fn error(&self, reason: io::Error) -> ServiceError {
-        ServiceError::Journal {
-            path: self.path.clone(),
-            reason,
+        let path = self.path.clone();
+        match reason.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT) => ServiceError::JournalFull {
+                mount: mount_point(&path),
+                path,
+            },
+            _ => ServiceError::Journal { path, reason },
         }
     }
+}
+
+/// Cuts off the `torn` bytes a crash or a failed append left at the end of the journal at `path`,
+/// in place, so that the next entry starts a line of its own even when there is no room to compact.
+fn cut_torn_tail(path: &Path, torn: usize) -> io::Result<()> {
+    if torn == 0 {
+        return Ok(());
+    }
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.set_len(file.metadata()?.len() - torn as u64)?;
+    file.sync_all()
+}
+
+/// The mount point of the file system holding `path`: its highest ancestor on the same device.
+fn mount_point(path: &Path) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let device = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    let mut mount = path.parent().unwrap_or(path).to_path_buf();
+    let dev = device(&mount);
+    while let Some(parent) = mount.parent() {
+        if parent.as_os_str().is_empty() || device(parent) != dev {
+            break;
+        }
+        mount = parent.to_path_buf();
+    }
+    mount
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::JobState;
+    use std::io::Write;
 
-    /// A retention that forgets nothing.
-    const FOREVER: Duration = Duration::MAX;
+    /// A history that forgets nothing.
+    const FOREVER: config::History = config::History {
+        retention_seconds: f64::INFINITY,
+        jobs_per_user: usize::MAX,
+        bytes_per_user: u64::MAX,
+    };
+
+    fn keep(retention_seconds: f64) -> config::History {
+        config::History {
+            retention_seconds,
+            ..FOREVER
+        }
+    }
 
     #[test]
     fn concurrent_writers_each_get_a_whole_line_and_every_entry_replays() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+        let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
         std::thread::scope(|scope| {
             for writer in 0..8u64 {
                 let journal = &journal;
@@ -357,7 +428,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, history) = Journal::open(&path, &FOREVER).unwrap();
             assert!(history.jobs.is_empty() && history.policy.is_none());
             for name in ["gang", "auto"] {
                 journal
@@ -401,7 +472,7 @@ mod tests {
             .unwrap()
             .write_all(b"{\"event\":\"cancel")
             .unwrap();
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         assert_eq!(history.policy.as_deref(), Some("auto"));
         let jobs = history.jobs;
         let states: Vec<_> = jobs.iter().map(|j| j.view.state).collect();
@@ -418,7 +489,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal
                 .write(&Entry::Attached {
                     id: 1,
@@ -443,7 +514,7 @@ mod tests {
                     .unwrap();
             }
         }
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         let attached = &history.jobs[0];
         assert_eq!(attached.view.tasks, [51]);
         let task = attached.joined[0];
@@ -465,7 +536,7 @@ mod tests {
             cpus: Some("0-1,4".into()),
         };
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal.write(&submitted(1)).unwrap();
             journal.write(&started(1)).unwrap();
             journal
@@ -479,11 +550,11 @@ mod tests {
                     accounting: Some(Box::new(accounting.clone())),
                 })
                 .unwrap();
-            journal.compact(FOREVER).unwrap();
+            journal.compact(&FOREVER).unwrap();
         }
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with(r#"{"event":"compacted""#), "{text}");
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         let view = &history.jobs[0].view;
         assert_eq!(view.state, crate::protocol::JobState::Oom);
         assert_eq!(view.accounting.as_deref(), Some(&accounting));
@@ -526,7 +597,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal.write(&submitted(1)).unwrap();
         }
         append_raw(
@@ -534,7 +605,7 @@ mod tests {
             b"\xff\xfe not UTF-8 \xc3\x28\n{\"event\":\"nonsense\"}\n",
         );
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal.write(&submitted(2)).unwrap();
         }
         let torn = b"{\"event\":\"submitted\",\"id\":3,\"t\"";
@@ -543,7 +614,7 @@ mod tests {
         assert_eq!((history.unreadable, history.torn_bytes), (0, torn.len()));
         // Opening cuts the torn tail off, so that the next entry is a line of its own.
         {
-            let (journal, history) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, history) = Journal::open(&path, &FOREVER).unwrap();
             let ids: Vec<u64> = history.jobs.iter().map(|j| j.view.id).collect();
             assert_eq!(ids, [1, 2]);
             journal.write(&started(2)).unwrap();
@@ -557,7 +628,7 @@ mod tests {
     fn unreadable_lines_are_skipped_and_counted_not_a_refusal_to_start() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        Journal::open(&path, FOREVER)
+        Journal::open(&path, &FOREVER)
             .unwrap()
             .0
             .write(&submitted(1))
@@ -566,7 +637,7 @@ mod tests {
         let read = replay::read(&path).unwrap();
         assert_eq!((read.unreadable, read.jobs.len()), (2, 1));
         // Compacted away at the start that found them.
-        let (_, history) = Journal::open(&path, FOREVER).unwrap();
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
         assert_eq!(history.jobs.len(), 1);
         assert_eq!(replay::read(&path).unwrap().unreadable, 0);
     }
@@ -577,7 +648,7 @@ mod tests {
         let path = dir.path().join("journal.jsonl");
         let now = now_unix();
         {
-            let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
             journal
                 .write(&Entry::Policy {
                     t: 0.5,
@@ -615,8 +686,8 @@ mod tests {
             journal.write(&Entry::Cancelled { id: 4, t: now }).unwrap();
         }
         let mut before = replay::read(&path).unwrap();
-        before.forget_ended_before(now - 3600.0);
-        let (journal, after) = Journal::open(&path, Duration::from_secs(3600)).unwrap();
+        before.forget(&keep(3600.0), now);
+        let (journal, after) = Journal::open(&path, &keep(3600.0)).unwrap();
         let ids = |h: &History| h.jobs.iter().map(|j| j.view.id).collect::<Vec<_>>();
         assert_eq!(ids(&after), [1, 2, 3, 4]);
         assert_eq!(format!("{:?}", before.jobs), format!("{:?}", after.jobs));
@@ -630,7 +701,7 @@ mod tests {
         assert!(again.entries < 15, "{} entries", again.entries);
         assert_eq!(ids(&again), [1, 2, 3, 4]);
         assert_eq!(again.next_id, 6);
-        let (_, all_forgotten) = Journal::open(&path, Duration::ZERO).unwrap();
+        let (_, all_forgotten) = Journal::open(&path, &keep(0.0)).unwrap();
         assert_eq!(ids(&all_forgotten), [2, 3, 4]);
         assert_eq!(replay::read(&path).unwrap().next_id, 6);
     }
@@ -639,7 +710,7 @@ mod tests {
     fn compaction_while_writers_append_loses_nothing_and_appends_go_on_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
-        let (journal, _) = Journal::open(&path, FOREVER).unwrap();
+        let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
         let now = now_unix();
         let mut last = None;
         for id in 0..100 {
@@ -664,7 +735,7 @@ mod tests {
                 });
             }
             (0..3)
-                .map(|_| journal.compact(FOREVER).unwrap())
+                .map(|_| journal.compact(&FOREVER).unwrap())
                 .collect::<Vec<_>>()
         });
         assert!(compactions[0].entries >= 2300, "{compactions:?}");

@@ -4,6 +4,7 @@
 //! never a reason to refuse to start.
 
 use super::Entry;
+use crate::config;
 use crate::protocol::{JobState, JobView, Submission};
 use cosched_linux::Adopt;
 use std::collections::{BTreeMap, HashMap};
@@ -49,14 +50,35 @@ pub struct History {
 }
 
 impl History {
-    /// Forgets the jobs whose end was journaled before `cutoff` (Unix seconds; a job that ended
-    /// while no daemon watched counts from its submission); how many.
-    pub fn forget_ended_before(&mut self, cutoff: f64) -> usize {
+    /// Forgets the jobs whose end was journaled more than `keep`'s retention before `now` (Unix
+    /// seconds; a job that ended while no daemon watched counts from its submission), and each
+    /// user's oldest ended jobs past `keep`'s bounds (root's excepted); how many.
+    pub fn forget(&mut self, keep: &config::History, now: f64) -> usize {
+        let cutoff = now - keep.retention_seconds;
         let before = self.jobs.len();
-        self.jobs.retain(|job| {
+        // Newest first, each user's ended jobs counted against their bounds.
+        let mut kept: HashMap<u32, (usize, u64)> = HashMap::new();
+        let mut forget = vec![false; self.jobs.len()];
+        for (job, forget) in self.jobs.iter().zip(&mut forget).rev() {
             let view = &job.view;
-            !(job.ended && view.finished.unwrap_or(view.submitted) < cutoff)
-        });
+            if !job.ended {
+                continue;
+            }
+            if view.finished.unwrap_or(view.submitted) < cutoff {
+                *forget = true;
+                continue;
+            }
+            if view.uid == 0 {
+                continue;
+            }
+            let (jobs, bytes) = kept.entry(view.uid).or_default();
+            *jobs += 1;
+            *bytes += view.footprint();
+            *forget = *jobs > keep.jobs_per_user || *bytes > keep.bytes_per_user;
+        }
+        let mut forget = forget.into_iter();
+        self.jobs
+            .retain(|_| !forget.next().expect("one flag per job"));
         before - self.jobs.len()
     }
 }
@@ -77,7 +99,7 @@ pub fn read_prefix(path: &Path, bytes: u64) -> io::Result<History> {
 }
 
 /// Replays the journal `reader` reads; `path` names it in messages.
-fn read_from(mut reader: impl BufRead, path: &Path) -> io::Result<History> {
+pub(super) fn read_from(mut reader: impl BufRead, path: &Path) -> io::Result<History> {
     let mut replay = Replay::default();
     let mut line = Vec::new();
     for number in 1.. {

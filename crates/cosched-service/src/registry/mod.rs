@@ -3,17 +3,21 @@
 //! switch. A plain data structure: the caller
 //! holds the lock (`state.rs`) and journals each change (`requests.rs`, `source.rs`).
 
-use crate::config::ShareTable;
+use crate::config::{History, ShareTable};
 use crate::error::ServiceError;
 use crate::protocol::{Accounting, JobState, JobView, Submission};
 use crate::slowdown::ShortestRuns;
 use cosched_core::memory::admits;
 use cosched_core::{CpuSet, Policy};
 use cosched_linux::Adopt;
+use ended::EndedByUser;
+use pending::Dependencies;
 use queues::{Kind, Queues};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 
+mod ended;
+mod pending;
 mod queues;
 
 /// Who sent a request, from the socket's SO_PEERCRED.
@@ -46,6 +50,8 @@ pub struct Tracked {
     ran_on: CpuSet,
     /// Processes of it were killed for passing its memory limit, as the executor said at its end.
     oom: bool,
+    /// Bytes it takes in the journal ([`JobView::footprint`]), counted once it has ended.
+    footprint: u64,
 }
 
 impl Tracked {
@@ -68,6 +74,7 @@ impl Tracked {
     ) -> Tracked {
         Tracked {
             weight: submission.as_ref().map_or(1.0, |s| s.weight),
+            footprint: view.footprint(),
             view,
             gid,
             submission: submission.map(Box::new),
@@ -95,13 +102,6 @@ pub struct Incoming {
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     pub adopt: Option<Adopt>,
-}
-
-/// Where a queued job's dependencies stand.
-enum Dependencies {
-    Met,
-    Waiting,
-    Never(String),
 }
 
 /// What cancelling a job did.
@@ -136,6 +136,10 @@ pub struct Registry {
     reweighted: Vec<(u64, f64)>,
     /// Ended jobs in the order they ended, with when, to forget them after the retention.
     ended: VecDeque<(f64, u64)>,
+    /// Each user's ended jobs, to forget the oldest past the history's bounds.
+    ended_by_user: EndedByUser,
+    /// How many ended jobs, and how many bytes of them, a user keeps.
+    bounds: History,
     shortest: ShortestRuns,
     next_id: u64,
     /// Submitted, not yet handed to the executor.
@@ -173,6 +177,8 @@ impl Registry {
             shares,
             reweighted: Vec::new(),
             ended: VecDeque::new(),
+            ended_by_user: EndedByUser::default(),
+            bounds: History::default(),
             shortest: ShortestRuns::default(),
             next_id,
             incoming: Queues::default(),
@@ -192,6 +198,13 @@ impl Registry {
     /// running ones' wait, `pending` for `memory`.
     pub fn with_memory_for_jobs(mut self, bytes: u64) -> Registry {
         self.memory_for_jobs = bytes;
+        self
+    }
+
+    /// The registry with a user's history within `bounds` (`history.jobs_per_user`,
+    /// `history.bytes_per_user`).
+    pub fn with_history_bounds(mut self, bounds: History) -> Registry {
+        self.bounds = bounds;
         self
     }
 
@@ -228,37 +241,11 @@ impl Registry {
             self.takeable = true;
             self.joins.extend(joined.into_iter().map(|task| (id, task)));
         }
-        if job.view.state.ended() {
-            let view = &job.view;
-            self.ended
-                .push_back((view.finished.unwrap_or(view.submitted), id));
-            self.shortest.record(view);
-        }
+        let ended = job.view.state.ended();
         self.jobs.insert(id, Box::new(job));
-    }
-
-    /// Forgets the jobs that ended before `cutoff` (Unix seconds); how many.
-    pub fn forget_ended_before(&mut self, cutoff: f64) -> usize {
-        let mut forgotten = 0;
-        while let Some(&(t, id)) = self.ended.front() {
-            if t >= cutoff {
-                break;
-            }
-            self.ended.pop_front();
-            if self.jobs.get(&id).is_some_and(|j| j.view.state.ended()) {
-                self.jobs.remove(&id);
-                forgotten += 1;
-            }
+        if ended {
+            self.ended_now(id);
         }
-        // The shortest runs outlive the jobs they came from, but not by far more than there are
-        // jobs.
-        if self.shortest.commands() > 2 * self.jobs.len() + 1024 {
-            self.shortest = ShortestRuns::default();
-            for job in self.jobs.values() {
-                self.shortest.record(&job.view);
-            }
-        }
-        forgotten
     }
 
     /// `view` with its slowdown so far at `now` (`slowdown.rs`).
@@ -284,45 +271,6 @@ impl Registry {
     /// The jobs from id `from` on, by id.
     pub fn jobs_from(&self, from: u64) -> impl Iterator<Item = &JobView> {
         self.jobs.range(from..).map(|(_, j)| &j.view)
-    }
-
-    /// Why queued job `id` has not started: waiting for its dependencies, held back for its array's
-    /// limit or its user's running jobs (`running_per_user`), else waiting for the policy to give
-    /// it CPUs.
-    pub fn pending_reason(&self, id: u64, running_per_user: usize) -> Option<&'static str> {
-        let job = self.jobs.get(&id)?;
-        if job.view.state != JobState::Queued {
-            return None;
-        }
-        if matches!(self.dependencies_of(id), Dependencies::Waiting) {
-            return Some("dependency");
-        }
-        let limit = job.submission.as_ref().and_then(|s| s.array?.limit);
-        let array = job.view.array_id;
-        if limit.is_some_and(|limit| self.running_in_array(job.view.uid, array) >= limit as usize) {
-            return Some("array_task_limit");
-        }
-        let held = job.submission.is_some()
-            && job.adopt.is_none()
-            && job.view.uid != 0
-            && self.load_of(job.view.uid).running >= running_per_user;
-        // Once handed to the executor, its memory is counted in use.
-        let fits = job.submission.is_none()
-            || admits(self.memory_for_jobs, self.memory_in_use, job.view.mem);
-        Some(match (held, fits) {
-            (true, _) => "user_limit",
-            (false, false) => "memory",
-            (false, true) => "resources",
-        })
-    }
-
-    /// How many jobs of `uid`'s array `array` run.
-    fn running_in_array(&self, uid: u32, array: Option<u64>) -> usize {
-        self.running_of.get(&uid).map_or(0, |ids| {
-            ids.iter()
-                .filter(|id| self.jobs[id].view.array_id == array)
-                .count()
-        })
     }
 
     /// Jobs waiting for the executor: (running jobs to adopt, jobs to start).
@@ -481,30 +429,6 @@ impl Registry {
             }
         }
         counts
-    }
-
-    /// Whether the jobs queued job `id` depends on have ended as it asks.
-    fn dependencies_of(&self, id: u64) -> Dependencies {
-        let Some(submission) = self.jobs.get(&id).and_then(|j| j.submission.as_ref()) else {
-            return Dependencies::Met;
-        };
-        for dependency in &submission.dependency {
-            let Some(job) = self.jobs.get(&dependency.id) else {
-                return Dependencies::Never(format!("{dependency}: job forgotten"));
-            };
-            let view = &job.view;
-            if !view.state.ended() || view.finished.is_none() {
-                return Dependencies::Waiting;
-            }
-            if !dependency.met_by(view.state) {
-                let state = format!("{:?}", view.state).to_lowercase();
-                return Dependencies::Never(format!(
-                    "dependency {dependency} never satisfied: job {} ended {state}",
-                    dependency.id
-                ));
-            }
-        }
-        Dependencies::Met
     }
 
     /// Queued jobs found, at the last take, never to be able to start, with why.
@@ -724,9 +648,6 @@ impl Registry {
         view.exit_code = exit_code;
         view.error = error;
         view.cpus = None;
-        self.ended
-            .push_back((view.finished.unwrap_or(view.submitted), id));
-        self.shortest.record(view);
         let users_before = self.running_of.len();
         if was_running {
             self.memory_in_use = (self.memory_in_use).saturating_sub(view.mem.unwrap_or(0));
@@ -741,6 +662,7 @@ impl Registry {
             }
             self.reweigh_after(users_before, vec![uid]);
         }
+        self.ended_now(id);
         self.incoming.job_ended();
         may_start |= self.incoming.any_held();
         self.takeable |= may_start;
@@ -787,18 +709,29 @@ impl Registry {
         Cancelled::BeforeStart { processes }
     }
 
-    /// The views of jobs `ids` once every one has ended, `None` while one has not.
-    pub fn ended(&self, ids: &[u64]) -> Result<Option<Vec<JobView>>, ServiceError> {
-        let mut views = Vec::with_capacity(ids.len());
-        for &id in ids {
+    /// The views of jobs `ids` once every one has ended, `None` while one has not. `checked`: how
+    /// many of `ids`, from the first, an earlier call found ended (an end is final), so that a wait
+    /// for many jobs looks at each once, not at all of them at each end.
+    pub fn ended(
+        &self,
+        ids: &[u64],
+        checked: &mut usize,
+    ) -> Result<Option<Vec<JobView>>, ServiceError> {
+        for &id in &ids[(*checked).min(ids.len())..] {
             let job = self.job(id).ok_or(ServiceError::NoSuchJob(id))?;
             // A cancelled job has ended once the executor reports its end.
             if !job.state.ended() || job.finished.is_none() {
                 return Ok(None);
             }
-            views.push(job.clone());
+            *checked += 1;
         }
-        Ok(Some(views))
+        let views = ids
+            .iter()
+            .map(|&id| self.job(id).ok_or(ServiceError::NoSuchJob(id)));
+        views
+            .map(|view| view.cloned())
+            .collect::<Result<_, _>>()
+            .map(Some)
     }
 
     pub fn policy(&self) -> &str {

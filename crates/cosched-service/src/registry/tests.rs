@@ -335,3 +335,26 @@ fn a_job_whose_dependency_failed_is_reported_unsatisfiable_once() {
     assert!(registry.take_unsatisfiable().is_empty(), "reported once");
     assert_eq!(registry.waiting(), (0, 0));
 }
+
+#[test]
+fn a_wait_looks_past_the_jobs_it_found_ended_and_answers_with_every_view() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    for _ in 0..3 {
+        let tracked = job(&registry, 1000);
+        registry.enqueue(tracked);
+    }
+    taken(&mut registry, 10);
+    let ids = [0, 1, 2];
+    let mut checked = 0;
+    registry.finish(0, Some(2.0), true, Some(0), None);
+    assert!(registry.ended(&ids, &mut checked).unwrap().is_none());
+    assert_eq!(checked, 1);
+    registry.finish(1, Some(3.0), true, Some(0), None);
+    registry.finish(2, Some(4.0), false, Some(1), None);
+    let views = registry.ended(&ids, &mut checked).unwrap().unwrap();
+    assert_eq!(views.iter().map(|v| v.id).collect::<Vec<_>>(), ids);
+    assert_eq!(views[2].exit_code, Some(1));
+    // One forgotten meanwhile is named, not left out.
+    registry.forget_ended_before(2.5);
+    assert!(registry.ended(&ids, &mut checked).is_err());
+}

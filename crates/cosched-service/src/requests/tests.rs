@@ -9,7 +9,7 @@ use std::time::Duration;
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 fn shared(dir: &std::path::Path) -> Shared {
-    let (journal, _) = Journal::open(&dir.join("journal.jsonl"), Duration::MAX).unwrap();
+    let (journal, _) = Journal::open(&dir.join("journal.jsonl"), &Default::default()).unwrap();
     let registry = Registry::new("eq".into(), 0, Default::default());
     Shared::new(registry, journal, dir.join("logs"), DaemonConfig::default())
 }

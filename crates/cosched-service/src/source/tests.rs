@@ -13,7 +13,8 @@ const WITHIN: Duration = Duration::from_secs(20);
 #[test]
 fn the_executors_thread_reports_an_end_while_the_disk_hangs_and_it_is_made_durable_after() {
     let dir = tempfile::tempdir().unwrap();
-    let (journal, _) = Journal::open(&dir.path().join("journal.jsonl"), Duration::MAX).unwrap();
+    let (journal, _) =
+        Journal::open(&dir.path().join("journal.jsonl"), &Default::default()).unwrap();
     let registry = Registry::new("eq".into(), 0, Default::default());
     let logs = dir.path().join("logs");
     let shared = Arc::new(Shared::new(

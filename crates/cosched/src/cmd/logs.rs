@@ -10,7 +10,8 @@ use cosched_service::protocol::{JobView, Reply, Request};
     after_help = "With --json, each piece of output read is one JSON line: {\"id\": ID, \
 \"stream\": \"stdout\" or \"stderr\", \"text\": ...} (bytes that are not UTF-8 replaced by U+FFFD).\n\n\
 Examples:\n  cosched logs 12\n  cosched logs 12 --follow\n  cosched logs 12 --stderr\n  \
-cosched logs 12 --tail 20 --follow\n  cosched logs 12 --follow --json | jq -r .text\n\n\
+cosched logs 12 --tail 20 --follow\n  cosched logs 12 --follow --json | jq -r .text\n  \
+cosched logs 12 --remove\n\n\
 Only a regular file is read: a job whose output goes to a device or a FIFO has no log here."
 )]
 pub struct Args {
@@ -26,9 +27,15 @@ pub struct Args {
     /// Only the last N lines (then, with --follow, what follows)
     #[arg(long, short = 'n', value_name = "N")]
     tail: Option<u64>,
+    /// Remove the job's logs from the daemon's state directory (an ended job's, your own)
+    #[arg(long, conflicts_with_all = ["follow", "stderr", "tail"])]
+    remove: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.remove {
+        return remove(&args);
+    }
     let mut job = show(&args)?;
     anyhow::ensure!(
         !job.attached,
@@ -71,6 +78,22 @@ parent sent it",
         std::thread::sleep(std::time::Duration::from_millis(200));
         job = show(&args)?;
     }
+}
+
+fn remove(args: &Args) -> anyhow::Result<()> {
+    match args.client.request(Request::RemoveLogs { id: args.id })? {
+        Reply::LogsRemoved { id, bytes } if args.client.json => {
+            println!(
+                "{}",
+                serde_json::json!({ "id": id, "removed_bytes": bytes })
+            );
+        }
+        Reply::LogsRemoved { id, bytes } => {
+            println!("removed the logs of job {id} ({bytes} bytes)")
+        }
+        other => return Err(unexpected(other)),
+    }
+    Ok(())
 }
 
 fn show(args: &Args) -> anyhow::Result<JobView> {
