@@ -8,7 +8,7 @@ use crate::protocol::{JobView, Reply, Request, Submission};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -245,6 +245,57 @@ pub fn submission(command: &[&str]) -> Submission {
     submission.min_threads = Some(1);
     submission.max_threads = Some(1);
     submission
+}
+
+/// Writes a journal of `jobs` ended jobs of root's, each as a daemon journals it, ended within the
+/// retention, for a daemon to start over: its size in bytes.
+pub fn write_ended_history(state: &Path, jobs: usize) -> io::Result<u64> {
+    std::fs::create_dir_all(state)?;
+    let path = state.join("journal.jsonl");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    let t = crate::protocol::now_unix() - 60.0;
+    let logs = state.join("logs").join("0");
+    for id in 1..=jobs as u64 {
+        let entries = [
+            Entry::Submitted {
+                id,
+                t,
+                uid: 0,
+                gid: 0,
+                submission: submission(&["/bin/true"]),
+                stdout: logs.join(format!("{id}.stdout")),
+                stderr: logs.join(format!("{id}.stderr")),
+            },
+            Entry::Started {
+                id,
+                t,
+                pid: 1000 + id as u32,
+                start_ticks: 1,
+                threads: 1,
+                adopted: false,
+            },
+            Entry::Placed {
+                id,
+                t,
+                cpus: "0".into(),
+            },
+            Entry::Finished {
+                id,
+                t: Some(t + 0.01),
+                ok: true,
+                exit_code: Some(0),
+                error: None,
+                oom: false,
+                accounting: None,
+            },
+        ];
+        for entry in entries {
+            serde_json::to_writer(&mut out, &entry).map_err(io::Error::from)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(std::fs::metadata(&path)?.len())
 }
 
 /// Whether tests can play a second user (uid 65534, through `setpriv`), saying `SKIPPED` and why on

@@ -7,7 +7,6 @@ use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
 use cosched_service::harness::{self, DaemonProcess, Launch};
-use cosched_service::journal::Entry;
 use cosched_service::protocol::{Reply, Request, Submission};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Write};
@@ -472,56 +471,6 @@ fn hostile_clients(socket: &Path, length: Duration) -> anyhow::Result<usize> {
     Ok(sent)
 }
 
-/// Writes a journal of `jobs` ended jobs, each as a daemon journals it, ended within the retention.
-fn write_history(state: &Path, jobs: usize) -> anyhow::Result<u64> {
-    std::fs::create_dir_all(state)?;
-    let path = state.join("journal.jsonl");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
-    let t = cosched_service::protocol::now_unix() - 60.0;
-    let logs = state.join("logs");
-    for id in 0..jobs as u64 {
-        let entries = [
-            Entry::Submitted {
-                id,
-                t,
-                uid: 0,
-                gid: 0,
-                submission: submission(&["/bin/true"]),
-                stdout: logs.join(format!("{id}.stdout")),
-                stderr: logs.join(format!("{id}.stderr")),
-            },
-            Entry::Started {
-                id,
-                t,
-                pid: 1000 + id as u32,
-                start_ticks: 1,
-                threads: 1,
-                adopted: false,
-            },
-            Entry::Placed {
-                id,
-                t,
-                cpus: "0".into(),
-            },
-            Entry::Finished {
-                id,
-                t: Some(t + 0.01),
-                ok: true,
-                exit_code: Some(0),
-                error: None,
-                oom: false,
-                accounting: None,
-            },
-        ];
-        for entry in entries {
-            serde_json::to_writer(&mut out, &entry)?;
-            out.write_all(b"\n")?;
-        }
-    }
-    out.flush()?;
-    Ok(std::fs::metadata(&path)?.len())
-}
-
 /// Resident memory of process `pid`, MiB.
 fn rss_mib(pid: i32) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -547,7 +496,7 @@ fn restart(dir: &Path, jobs: usize) -> anyhow::Result<HistoryFigures> {
     let (mut empty, empty_restart_s, empty_rss_mib) = timed_start(&dir.join("empty"))?;
     empty.stop()?;
     let full = dir.join("full");
-    let journal_bytes = write_history(&full.join("state"), jobs)?;
+    let journal_bytes = harness::write_ended_history(&full.join("state"), jobs)?;
     let (mut daemon, restart_s, rss_mib) = timed_start(&full)?;
     let listed = Instant::now();
     let count = match daemon.ask(Request::Jobs {

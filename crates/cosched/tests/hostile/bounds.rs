@@ -4,9 +4,8 @@
 use crate::common::{
     cosched_as, dir_for_two_users, ok_as, one_at_a_time, start_daemon, wait_for, ALICE, MALLORY,
 };
-use cosched_service::harness::{submission, DaemonProcess, Launch};
-use cosched_service::journal::Entry;
-use cosched_service::protocol::{now_unix, JobState, JobView, Reply, Request};
+use cosched_service::harness::{submission, write_ended_history, DaemonProcess, Launch};
+use cosched_service::protocol::{JobState, JobView, Reply, Request};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -75,48 +74,13 @@ fn a_thousand_ended_jobs_with_long_command_lines_leave_the_daemon_small() {
     assert!(grown < 64.0, "the daemon grew by {grown:.0} MiB");
 }
 
-/// A journal of `jobs` ended jobs of root's, as a daemon journals them.
-fn write_history(state: &Path, jobs: u64) {
-    std::fs::create_dir_all(state).unwrap();
-    let mut out =
-        std::io::BufWriter::new(std::fs::File::create(state.join("journal.jsonl")).unwrap());
-    let t = now_unix() - 60.0;
-    for id in 1..=jobs {
-        let entries = [
-            Entry::Submitted {
-                id,
-                t,
-                uid: 0,
-                gid: 0,
-                submission: submission(&["/bin/true", "--a-longish-argument-of-a-job"]),
-                stdout: format!("/var/lib/cosched/logs/0/{id}.stdout").into(),
-                stderr: format!("/var/lib/cosched/logs/0/{id}.stderr").into(),
-            },
-            Entry::Finished {
-                id,
-                t: Some(t),
-                ok: true,
-                exit_code: Some(0),
-                error: None,
-                oom: false,
-                accounting: None,
-            },
-        ];
-        for entry in entries {
-            serde_json::to_writer(&mut out, &entry).unwrap();
-            out.write_all(b"\n").unwrap();
-        }
-    }
-    out.flush().unwrap();
-}
-
 #[test]
 fn replies_to_jobs_all_left_unread_hold_little_of_the_daemons_memory() {
     let _serial = one_at_a_time();
     let Some(dir) = dir_for_two_users() else {
         return;
     };
-    write_history(&dir.path().join("state"), 100_000);
+    write_ended_history(&dir.path().join("state"), 100_000).unwrap();
     // Writes to a client that does not read are given up after the idle timeout: a long one, so
     // that the unread replies are still held when the daemon is measured.
     let cosched = Path::new(env!("CARGO_BIN_EXE_cosched"));
