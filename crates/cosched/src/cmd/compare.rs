@@ -44,8 +44,8 @@ pub struct Args {
     #[arg(value_name = "WORKLOAD")]
     workload: Option<PathBuf>,
     /// Policies to compare, comma-separated, in the order to run them (`cosched policies` lists them)
-    /// [default: ue,bp,eq,ta,taco,gang,auto; with only single-threaded jobs, the task-bag policies too
-    /// (as `cosched sim`)]
+    /// [default: ue,bp,bp:order=shortest,eq,ta,taco,gang,auto; with only single-threaded jobs, the
+    /// task-bag policies too (as `cosched sim`)]
     #[arg(
         long,
         value_delimiter = ',',

@@ -47,8 +47,8 @@ pub struct Args {
     #[arg(long, value_name = "PRESET|FILE|SYNTHETIC")]
     machine: Option<String>,
     /// Policies to compare, comma-separated (`cosched policies` lists them) [default: the scenario's;
-    /// else ue,bp,eq,ta,taco,gang,auto, and with only single-threaded jobs the task-bag policies too,
-    /// as `cosched compare`]
+    /// else ue,bp,bp:order=shortest,eq,ta,taco,gang,auto, and with only single-threaded jobs the
+    /// task-bag policies too, as `cosched compare`]
     #[arg(
         long,
         value_name = "POLICY,...",
