@@ -13,17 +13,26 @@ use cosched_core::workload::Workload;
 use cosched_linux::{run, RunOptions};
 use std::time::{Duration, Instant};
 
-#[test]
-fn a_job_stuck_in_one_region_gets_cpus_for_the_threads_it_runs() {
-    let _serial = serial();
+/// This machine's topology where it has the two CPUs these tests are written for; `None`, saying
+/// so, elsewhere.
+fn two_cpu_machine() -> Option<cosched_core::Topology> {
     let machine = topology();
     if machine.num_cpus() != 2 {
         eprintln!(
             "SKIPPED: written for a 2-CPU machine, this one has {}",
             machine.num_cpus()
         );
-        return;
+        return None;
     }
+    Some(machine)
+}
+
+#[test]
+fn a_job_stuck_in_one_region_gets_cpus_for_the_threads_it_runs() {
+    let _serial = serial();
+    let Some(machine) = two_cpu_machine() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     // A link with a unique name, so that its process can be found by its command line.
     let stuck = dir.path().join("longregion-stuck");
@@ -155,14 +164,9 @@ fn run_in(
 #[test]
 fn a_long_region_started_on_one_cpu_starts_on_both_under_bp_next_time() {
     let _serial = serial();
-    let machine = topology();
-    if machine.num_cpus() != 2 {
-        eprintln!(
-            "SKIPPED: written for a 2-CPU machine, this one has {}",
-            machine.num_cpus()
-        );
+    let Some(machine) = two_cpu_machine() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let spin = spin_command(1, 3.0, 0, &format!("{}-one", dir.path().display()));
     let text = format!(
