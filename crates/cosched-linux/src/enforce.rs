@@ -78,6 +78,22 @@ pub struct JobControl {
     stopped: Vec<(i32, u64)>,
 }
 
+impl JobControl {
+    /// The job `prepared` was for, running (thawed) as `members`.
+    pub fn new(prepared: Prepared, members: Members) -> JobControl {
+        JobControl {
+            entry: prepared.entry,
+            members,
+            cgroups: prepared.cgroups,
+            cpus: prepared.cpus,
+            allocation: prepared.allocation,
+            frozen: false,
+            joined: Vec::new(),
+            stopped: Vec::new(),
+        }
+    }
+}
+
 /// A job's memory as its memory cgroup saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryUse {
@@ -98,6 +114,18 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// Nothing made yet for a job on `cpus`, under the watchdog's entry `entry`.
+    pub fn new(entry: usize, cpus: &CpuSet) -> Prepared {
+        Prepared {
+            entry,
+            cgroups: Vec::new(),
+            cpus: cpus.clone(),
+            allocation: None,
+            join: Vec::new(),
+            mask: None,
+        }
+    }
+
     /// Keeps an in-place job inside `allocation`, the cpuset a batch system confines it to: its
     /// partitions are fitted into it from now on ([`within_allocation`]).
     pub fn confine(&mut self, allocation: CpuSet) -> io::Result<()> {
@@ -203,14 +231,7 @@ impl Enforcer {
                 ))
             })?;
         self.entries_used[entry] = true;
-        let mut prepared = Prepared {
-            entry,
-            cgroups: Vec::new(),
-            cpus: cpus.clone(),
-            allocation: None,
-            join: Vec::new(),
-            mask: None,
-        };
+        let mut prepared = Prepared::new(entry, cpus);
         if let Err(e) = self.create_cgroups(&mut prepared, in_place, memory_limit) {
             self.abandon(prepared);
             return Err(e);
@@ -351,16 +372,7 @@ impl Enforcer {
         if let Members::Group(pgid) = members {
             self.watchdog.set_process_group(prepared.entry, pgid);
         }
-        JobControl {
-            entry: prepared.entry,
-            members,
-            cgroups: prepared.cgroups,
-            cpus: prepared.cpus,
-            allocation: prepared.allocation,
-            frozen: false,
-            joined: Vec::new(),
-            stopped: Vec::new(),
-        }
+        JobControl::new(prepared, members)
     }
 
     /// Makes the tree of `root`, a running process, part of the running `job`: it gets the job's

@@ -17,7 +17,7 @@ impl Executor<'_> {
             };
             let (pid, adopted) = (r.pid, r.adopted);
             let ended = match adopted {
-                None => shutdown::try_wait(pid),
+                None => self.children.try_wait(pid),
                 Some(_) => self
                     .attached_job_ended(id)
                     .then_some((UNKNOWN_STATUS, Usage::default())),
@@ -92,7 +92,7 @@ impl Executor<'_> {
         let _ = self.enforcer.signal(&r.control, Signal::SIGKILL);
         match r.adopted {
             // Our child; the wait lasts only the instant the kill takes.
-            None => shutdown::wait(r.pid).unwrap_or(killed),
+            None => self.children.wait(r.pid).unwrap_or(killed),
             Some(_) => killed,
         }
     }

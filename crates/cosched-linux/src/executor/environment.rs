@@ -1,9 +1,10 @@
 //! The launch environment of one job: its control page, output files, environment variables and
 //! placeholders, then its enforcement prepared (cgroups, mask) and its process started in it.
 
+use super::seams::{Children, Enforcement};
 use super::source::ArrivingJob;
 use super::Running;
-use crate::enforce::{Enforcer, Members};
+use crate::enforce::Members;
 use crate::launch::{self, InvokingUser, Launch, Output, Placeholders};
 use cosched_core::{CpuSet, JobKind};
 use cosched_native::control::{ControlPage, CONTROL_ENV};
@@ -47,7 +48,8 @@ impl LaunchEnvironment {
         job: &ArrivingJob,
         cpus: &CpuSet,
         threads: u32,
-        enforcer: &mut Enforcer,
+        enforcer: &mut dyn Enforcement,
+        children: &mut dyn Children,
         now: f64,
     ) -> Result<Running, LaunchError> {
         let spec = &job.spec;
@@ -126,7 +128,7 @@ impl LaunchEnvironment {
             .interleave
             .then(|| crate::cgroup::numa_nodes_of(cpus))
             .filter(|nodes| nodes.len() > 1);
-        let spawned = launch::spawn(Launch {
+        let spawned = children.spawn(Launch {
             command: &job.command,
             env: &job.env,
             placeholders: &placeholders,
@@ -143,14 +145,13 @@ impl LaunchEnvironment {
             umask: job.umask.map(Mode::from_bits_truncate),
             file_size_limit: job.file_size_limit,
         });
-        let child = match spawned {
-            Ok(child) => child,
+        let pid = match spawned {
+            Ok(pid) => pid,
             Err(e) => {
                 enforcer.abandon(prepared);
                 return Err(LaunchError::Spawn(e));
             }
         };
-        let pid = child.id() as i32;
         let control = enforcer.started(prepared, Members::Group(pid));
         Ok(Running::new(control, None, page, threads, now))
     }

@@ -18,11 +18,15 @@
 //! Applying a plan goes one way: the plan is validated (`cosched_core::guard`), then enforced on the
 //! running jobs ([`crate::enforce`], which registers with the watchdog whatever must be undone), then
 //! newly placed jobs are launched into their enforcement (`environment`). `shutdown` ends a run.
+//!
+//! The loop reaches the machine only through the traits of `seams` (enforcement, job processes,
+//! clock), so that `tests` drives it with fakes.
 
 mod clock;
 mod ending;
 mod environment;
 mod sampling;
+mod seams;
 mod shutdown;
 mod slots;
 mod source;
@@ -30,7 +34,7 @@ mod tasks;
 
 pub use source::{Adopt, ArrivingJob, JobSource, OpenedAsUser, WorkloadReplay};
 
-use crate::enforce::{Enforcer, JobControl};
+use crate::enforce::JobControl;
 use crate::interrupt::Interrupts;
 use crate::isolated::IsolatedTimes;
 use crate::launch::InvokingUser;
@@ -39,7 +43,7 @@ use crate::mechanism::{Freezer, Mechanisms, Placement};
 use crate::priority::Realtime;
 use crate::watchdog::OnDeath;
 use crate::Error;
-use clock::{monotonic, pidfd_open, thread_cpu_seconds, Sleeper};
+use clock::thread_cpu_seconds;
 use cosched_core::cycle;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceWriter, TRACE_VERSION};
 use cosched_core::workload::Workload;
@@ -49,10 +53,10 @@ use cosched_core::{
 };
 use cosched_native::control::ControlPage;
 use environment::LaunchEnvironment;
+use seams::{Children, Clock, Enforcement, Seams};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::BufWriter;
-use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -222,7 +226,15 @@ pub fn execute(
 ) -> Result<RunStats, Error> {
     let mechanisms =
         Mechanisms::choose(options.placement, options.freezer).map_err(Error::Mechanism)?;
-    let mut executor = Executor::new(run, topology, policy, source, options, mechanisms, progress)?;
+    // Held for the whole run: a loaded machine must not preempt a slot switch halfway (`priority`).
+    let (_realtime, priority) = Realtime::raise();
+    let mechanism = format!(
+        "{}; {priority}; {}",
+        mechanisms.describe(),
+        instruction_counter_status()
+    );
+    let seams = Seams::real(mechanisms, run.capacity, run.on_death, mechanism)?;
+    let mut executor = Executor::new(run, topology, policy, source, options, seams, progress)?;
     let result = executor.run_loop(&run.name);
     let note = match &result {
         Ok(()) => None,
@@ -310,7 +322,6 @@ struct Executor<'a> {
     events: VecDeque<Event>,
     deciding: bool,
     trace: TraceWriter<BufWriter<File>>,
-    origin: f64,
     cpu_origin: f64,
     environment: LaunchEnvironment,
     switch_skew: Vec<f64>,
@@ -319,11 +330,11 @@ struct Executor<'a> {
     failed: usize,
     last_progress: Option<(usize, usize, usize)>,
     progress: &'a mut dyn FnMut(&Progress),
-    sleeper: Sleeper,
+    clock: Box<dyn Clock>,
+    children: Box<dyn Children>,
     interrupts: Interrupts,
-    _realtime: Realtime,
     // Dropped last: its watchdog's sweep must come after the executor's own cleanup.
-    enforcer: Enforcer,
+    enforcer: Box<dyn Enforcement>,
 }
 
 /// The wait status of an adopted job that ended: it was not our child, so how it ended is unknown.
@@ -340,7 +351,7 @@ impl<'a> Executor<'a> {
         policy: Box<dyn Policy>,
         source: &'a mut dyn JobSource,
         options: &'a RunOptions,
-        mechanisms: Mechanisms,
+        seams: Seams,
         progress: &'a mut dyn FnMut(&Progress),
     ) -> Result<Executor<'a>, Error> {
         std::fs::create_dir_all(&options.output_dir).map_err(io_error(format!(
@@ -354,24 +365,14 @@ impl<'a> Executor<'a> {
             "cannot write trace {}",
             options.trace.display()
         )))?;
-        let sleeper = Sleeper::new().map_err(io_error("cannot create a timerfd".into()))?;
-        let mechanism_line = mechanisms.describe();
-        let enforcer = Enforcer::new(mechanisms, run.capacity, run.on_death)
-            .map_err(io_error("cannot start the watchdog process".into()))?;
         let interrupts =
             Interrupts::register().map_err(io_error("cannot install signal handlers".into()))?;
-        let (realtime, priority) = Realtime::raise();
-        let mechanism = format!(
-            "{mechanism_line}; {priority}; {}",
-            instruction_counter_status()
-        );
-        let origin = monotonic();
         Ok(Executor {
             topology,
             policy,
             source,
             options,
-            mechanism,
+            mechanism: seams.mechanism,
             jobs: BTreeMap::new(),
             active: Vec::new(),
             plan: Plan::default(),
@@ -384,7 +385,6 @@ impl<'a> Executor<'a> {
             events: VecDeque::new(),
             deciding: false,
             trace: TraceWriter::new(BufWriter::new(trace_file)),
-            origin,
             cpu_origin: thread_cpu_seconds(),
             environment: LaunchEnvironment {
                 bench: cosched_native::bench_dir(),
@@ -398,15 +398,15 @@ impl<'a> Executor<'a> {
             failed: 0,
             last_progress: None,
             progress,
-            sleeper,
+            clock: seams.clock,
+            children: seams.children,
             interrupts,
-            _realtime: realtime,
-            enforcer,
+            enforcer: seams.enforcement,
         })
     }
 
     fn now(&self) -> f64 {
-        monotonic() - self.origin
+        self.clock.now()
     }
 
     fn emit(&mut self, record: Record) -> Result<(), Error> {
@@ -430,29 +430,35 @@ impl<'a> Executor<'a> {
             mechanism: Some(self.mechanism.clone()),
             started_unix: Some(clock::unix_now() - self.now()),
         })?;
-        loop {
-            if let Some(signal) = self.interrupts.received() {
-                return Err(Error::Interrupted(signal));
-            }
-            self.reap_exited()?;
-            self.cancel_asked()?;
-            self.signal_asked();
-            self.switch_policy_if_asked()?;
-            self.notice_thread_changes()?;
-            self.arrive_due()?;
-            self.join_tasks()?;
-            self.switch_slot_if_due()?;
-            self.fire_timer_if_due()?;
-            self.sample_if_due()?;
-            self.reapply_if_due()?;
-            self.enforcer.retry_busy();
-            self.report_progress(false);
-            if self.jobs.is_empty() && self.source.exhausted() {
-                return Ok(());
-            }
-            self.check_stalled()?;
+        while !self.pass()? {
             self.wait();
         }
+        Ok(())
+    }
+
+    /// One pass of the loop, all but its sleep: true when the run is over.
+    fn pass(&mut self) -> Result<bool, Error> {
+        if let Some(signal) = self.interrupts.received() {
+            return Err(Error::Interrupted(signal));
+        }
+        self.reap_exited()?;
+        self.cancel_asked()?;
+        self.signal_asked();
+        self.switch_policy_if_asked()?;
+        self.notice_thread_changes()?;
+        self.arrive_due()?;
+        self.join_tasks()?;
+        self.switch_slot_if_due()?;
+        self.fire_timer_if_due()?;
+        self.sample_if_due()?;
+        self.reapply_if_due()?;
+        self.enforcer.retry_busy();
+        self.report_progress(false);
+        if self.jobs.is_empty() && self.source.exhausted() {
+            return Ok(true);
+        }
+        self.check_stalled()?;
+        Ok(false)
     }
 
     fn running(&self) -> impl Iterator<Item = (JobId, &Running)> {
@@ -484,20 +490,18 @@ impl<'a> Executor<'a> {
         if self.reapplies_any() {
             deadline = deadline.min(self.next_reapply);
         }
-        // Exits are noticed through pidfds; a short bound keeps a missed wake-up from hanging the run.
+        // A short bound keeps a missed wake-up from hanging the run.
         deadline = deadline.min(self.now() + 1.0);
-        let pidfds: Vec<OwnedFd> = self
+        let pids: Vec<i32> = self
             .running()
             .flat_map(|(_, r)| std::iter::once(r.pid).chain(r.control.joined.iter().copied()))
-            .filter_map(pidfd_open)
             .collect();
         let fds: Vec<_> = std::iter::once(self.interrupts.fd())
             .chain(self.source.wake_fd())
-            .chain(pidfds.iter().map(|fd| fd.as_fd()))
             .collect();
         // Whoever reads the trace of a long run (a daemon's) sees every record made before this sleep.
         let _ = self.trace.flush();
-        self.sleeper.sleep_until(self.origin + deadline, &fds);
+        self.clock.sleep_until(deadline, &pids, &fds);
     }
 
     fn plan_error(&self, source: PlanError) -> Error {
@@ -641,9 +645,14 @@ impl<'a> Executor<'a> {
         let job = &self.jobs[&id];
         let threads = job.arriving.spec.threads_at_start(plan);
         let now = self.now();
-        let launched =
-            self.environment
-                .launch(&job.arriving, &first, threads, &mut self.enforcer, now);
+        let launched = self.environment.launch(
+            &job.arriving,
+            &first,
+            threads,
+            self.enforcer.as_mut(),
+            self.children.as_mut(),
+            now,
+        );
         match launched {
             Ok(running) => {
                 let pid = running.pid;

@@ -31,7 +31,7 @@ impl Executor<'_> {
                 let Some(r) = running_mut(&mut self.jobs, id) else {
                     return false;
                 };
-                match try_wait(r.pid) {
+                match self.children.try_wait(r.pid) {
                     Some((status, usage)) => {
                         let stopped = note.map(|n| format!("stopped: {n}"));
                         let _ = self.finish(id, status, usage, stopped);
