@@ -31,6 +31,8 @@ mod shutdown;
 mod slots;
 mod source;
 mod tasks;
+#[cfg(test)]
+mod tests;
 
 pub use source::{Adopt, ArrivingJob, JobSource, OpenedAsUser, WorkloadReplay};
 
