@@ -6,9 +6,8 @@ use crate::protocol::{now_unix, Accounting, DEFAULT_UMASK};
 use crate::scaling_history::ScalingHistory;
 use crate::state::Shared;
 use cosched_core::trace::{ExitStatus, Record};
-use cosched_core::{JobId, JobSpec, Owner, Policy};
+use cosched_core::{CpuSet, JobId, JobSpec, Owner, Policy};
 use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource, OpenedAsUser};
-use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
@@ -242,6 +241,20 @@ impl JobSource for DaemonSource {
         log.record(lateness);
     }
 
+    fn placed(&mut self, placed: &[(JobId, &CpuSet)]) {
+        let t = now_unix();
+        let mut registry = self.shared.lock();
+        let mut last = None;
+        for (id, cpus) in placed {
+            let (id, cpus) = (u64::from(id.0), cpus.to_string());
+            if registry.mark_placed(id, &cpus) {
+                last = self.append(Entry::Placed { id, t, cpus }).or(last);
+            }
+        }
+        drop(registry);
+        self.sync(last, false);
+    }
+
     fn observe(&mut self, record: &Record) {
         self.history.observe(record);
         match record {
@@ -269,26 +282,6 @@ impl JobSource for DaemonSource {
                 });
                 drop(registry);
                 self.sync(position, false);
-            }
-            Record::Plan { plan } => {
-                let mut placed = BTreeMap::new();
-                for id in plan.placed_jobs() {
-                    let cpus =
-                        (0..plan.slots.len().max(1)).find_map(|slot| plan.cpus_in_slot(slot, id));
-                    if let Some(cpus) = cpus {
-                        placed.insert(u64::from(id.0), cpus.to_string());
-                    }
-                }
-                let t = now_unix();
-                let mut registry = self.shared.lock();
-                let mut last = None;
-                for (id, cpus) in placed {
-                    if registry.mark_placed(id, &cpus) {
-                        last = self.append(Entry::Placed { id, t, cpus }).or(last);
-                    }
-                }
-                drop(registry);
-                self.sync(last, false);
             }
             Record::Threads { job, threads } => {
                 let id = u64::from(job.0);

@@ -50,7 +50,7 @@ use cosched_core::cycle;
 use cosched_core::trace::{ExecutorKind, ExitStatus, Record, TraceWriter, TRACE_VERSION};
 use cosched_core::workload::Workload;
 use cosched_core::{
-    check_stall, ActiveJob, Context, Event, JobId, JobKind, Plan, PlanError, Policy,
+    check_stall, ActiveJob, Context, CpuSet, Event, JobId, JobKind, Plan, PlanError, Policy,
     TimerLoopGuard, Topology,
 };
 use cosched_native::control::ControlPage;
@@ -605,6 +605,10 @@ impl<'a> Executor<'a> {
         plan.validate(self.topology.cpus(), |id| self.jobs.contains_key(&id))
             .map_err(|e| self.plan_error(e))?;
         self.emit(Record::Plan { plan: plan.clone() })?;
+        let placed: Vec<(JobId, &CpuSet)> = (plan.placed_jobs().into_iter())
+            .filter_map(|id| Some((id, plan.first_cpus(id)?)))
+            .collect();
+        self.source.placed(&placed);
         let mut new = Vec::new();
         for id in plan.placed_jobs() {
             let job = &self.jobs[&id];
@@ -640,8 +644,7 @@ impl<'a> Executor<'a> {
     /// Starts job `id` on its first CPUs of the current plan.
     fn start(&mut self, id: JobId) -> Result<(), Error> {
         let plan = &self.plan;
-        let first = (0..plan.slots.len().max(1))
-            .find_map(|slot| plan.cpus_in_slot(slot, id))
+        let first = (plan.first_cpus(id))
             .expect("placed jobs hold CPUs in some slot")
             .clone();
         let job = &self.jobs[&id];

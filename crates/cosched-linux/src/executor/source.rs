@@ -7,7 +7,7 @@ use crate::isolated::IsolatedTimes;
 use crate::launch::InvokingUser;
 use cosched_core::trace::Record;
 use cosched_core::workload::Workload;
-use cosched_core::{JobId, JobSpec, Policy, Topology};
+use cosched_core::{CpuSet, JobId, JobSpec, Policy, Topology};
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
@@ -117,6 +117,9 @@ pub trait JobSource {
     }
     /// Every trace record of the run, as it is written.
     fn observe(&mut self, _record: &Record) {}
+    /// A plan was applied: each job it places, with the CPUs it gets first
+    /// ([`cosched_core::Plan::first_cpus`]), in the order of their ids.
+    fn placed(&mut self, _placed: &[(JobId, &CpuSet)]) {}
     /// The slot in force holds: `frozen` are the running jobs it leaves frozen (suspended between
     /// their slots).
     fn slot_enforced(&mut self, _frozen: &[JobId]) {}

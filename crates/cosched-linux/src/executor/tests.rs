@@ -314,6 +314,36 @@ struct Bench {
 struct Ran {
     outcomes: Vec<JobOutcome>,
     heard: Vec<(f64, Event)>,
+    /// What the source was told of each plan: its jobs' first CPUs.
+    placed: Vec<Vec<(JobId, CpuSet)>>,
+}
+
+/// A workload's jobs, and what the executor told of the plans.
+struct Told {
+    replay: WorkloadReplay,
+    placed: Vec<Vec<(JobId, CpuSet)>>,
+}
+
+impl JobSource for Told {
+    fn take_arrived(&mut self, now: f64) -> Vec<ArrivingJob> {
+        self.replay.take_arrived(now)
+    }
+    fn next_arrival(&self) -> Option<f64> {
+        self.replay.next_arrival()
+    }
+    fn not_arrived(&self) -> usize {
+        self.replay.not_arrived()
+    }
+    fn exhausted(&self) -> bool {
+        self.replay.exhausted()
+    }
+    fn finished(&mut self, outcome: JobOutcome) {
+        self.replay.finished(outcome)
+    }
+    fn placed(&mut self, placed: &[(JobId, &CpuSet)]) {
+        let placed = placed.iter().map(|&(id, cpus)| (id, cpus.clone()));
+        self.placed.push(placed.collect());
+    }
 }
 
 impl Ran {
@@ -372,12 +402,16 @@ impl Bench {
             heard: heard.clone(),
         };
         let isolated = IsolatedTimes::default();
-        let mut replay = WorkloadReplay::new(
+        let replay = WorkloadReplay::new(
             &self.workload,
             &self.topology,
             &isolated,
             &self.options.output_dir,
         );
+        let mut source = Told {
+            replay,
+            placed: Vec::new(),
+        };
         let setup = RunSetup {
             name: "fake".into(),
             capacity: 8,
@@ -396,7 +430,7 @@ impl Bench {
                 &setup,
                 &self.topology,
                 Box::new(policy),
-                &mut replay,
+                &mut source,
                 &self.options,
                 seams,
                 &mut progress,
@@ -416,8 +450,9 @@ impl Bench {
         }
         let heard = heard.lock().unwrap().clone();
         Ran {
-            outcomes: replay.into_outcomes(),
+            outcomes: source.replay.into_outcomes(),
             heard,
+            placed: source.placed,
         }
     }
 }
@@ -706,4 +741,26 @@ fn a_job_opted_out_of_coscheduling_is_never_frozen() {
         world.acts("b")
     );
     assert_eq!(world.acts("a")[0], (2.0, Act::Freeze));
+}
+
+#[test]
+fn each_plan_tells_the_source_the_cpus_each_job_gets_first() {
+    let bench = Bench::new(&[
+        ("a", 0.0, "rigid", Script::Runs),
+        ("b", 0.0, "rigid", Script::Runs),
+    ]);
+    let ran = bench.run(
+        1.0,
+        |ctx, _| {
+            let both = active(ctx, 0) && active(ctx, 1);
+            both.then(|| Plan {
+                slots: vec![slot(2.0, &[(0, &[0, 1])]), slot(2.0, &[(1, &[2, 3])])],
+                ..Plan::default()
+            })
+        },
+        |_| {},
+    );
+    // Job b's first CPUs are those of the second slot, where it first runs.
+    let told = [(JobId(0), cpus(&[0, 1])), (JobId(1), cpus(&[2, 3]))];
+    assert_eq!(ran.placed, [told]);
 }
