@@ -218,6 +218,7 @@ pub fn timeline_csv(runs: &[Run]) -> String {
         "cpus",
         "cpu_count",
         "threads",
+        "cycle_share_ratio",
     ]);
     for run in runs {
         let names: std::collections::BTreeMap<_, _> = run
@@ -241,6 +242,7 @@ pub fn timeline_csv(runs: &[Run]) -> String {
                 step.cpus.to_string(),
                 step.cpus.len().to_string(),
                 step.threads.to_string(),
+                step.cycle_share.to_string(),
             ];
             push_record(&mut out, &fields);
         }

@@ -388,6 +388,15 @@ fn timeline_csv_steps_at_every_change_of_state_cpus_or_threads() {
         ["0 running 0", "14 running 0-1", "17 finished "]
     );
     assert_eq!(steps("eq", "crash"), ["1 failed "]);
+    // Under gang, each job runs in one of two equal slots, frozen in the other, until cg finishes.
+    let pick: Vec<Vec<String>> = (rows.iter())
+        .filter(|r| r[0] == "gang" && r[4] == "lu")
+        .cloned()
+        .collect();
+    let shares: Vec<(&str, &str)> = (column(&header, &pick, "time_s").into_iter())
+        .zip(column(&header, &pick, "cycle_share_ratio"))
+        .collect();
+    assert_eq!(shares, [("0", "0.5"), ("16", "1"), ("18", "0")]);
 }
 
 #[test]
