@@ -45,9 +45,10 @@ install: build
 	  $(root)/share/bash-completion/completions $(root)/share/zsh/site-functions \
 	  $(root)/share/fish/vendor_completions.d
 	install -m 755 $(built) $(root)/bin/cosched
-	$(STRIP) $(root)/bin/cosched
+	$(STRIP) --remove-section=.comment --remove-section=.note $(root)/bin/cosched
 	install -m 755 $(natives)/* $(root)/lib/cosched/
-	$(STRIP) --strip-debug $(root)/lib/cosched/*
+	# As dh_strip does: the dynamic symbols the preload library and the programs link by stay.
+	$(STRIP) --strip-unneeded --remove-section=.comment --remove-section=.note $(root)/lib/cosched/*
 	$(built) man -o $(root)/share/man/man1 >/dev/null
 	$(built) completions bash > $(root)/share/bash-completion/completions/cosched
 	$(built) completions zsh > $(root)/share/zsh/site-functions/_cosched
@@ -69,8 +70,10 @@ uninstall:
 	  $(DESTDIR)$(SYSTEMD_SYSTEM_UNIT_DIR)/cosched.service $(DESTDIR)$(SYSTEMD_USER_UNIT_DIR)/cosched.service
 	rm -rf $(root)/lib/cosched $(root)/share/doc/cosched
 
-# A Debian package from a staged install under /usr, built with dpkg-deb alone.
-debroot := target/deb/root
+# A Debian package from a staged install under /usr, built with dpkg-deb alone (no debian/ source
+# tree): what debhelper would add is done by deb-control. The staged tree is debian/cosched, where
+# dpkg-shlibdeps looks for a package's files.
+debroot := target/deb/debian/cosched
 deb:
 	rm -rf target/deb
 	$(MAKE) install PREFIX=/usr DESTDIR=$(CURDIR)/$(debroot)
@@ -78,20 +81,35 @@ deb:
 	dpkg-deb --root-owner-group -Zxz --build $(debroot) \
 	  target/deb/cosched_$(VERSION)_$$(dpkg --print-architecture).deb
 
-# DEBIAN/control and the copyright file Debian asks for, in the staged tree DEBROOT.
+# In the staged tree DEBROOT: man pages compressed as Debian policy asks (gzip -9n: no name or time
+# inside, so the same tree gives the same bytes), the copyright file with the licence's full text,
+# the Debian changelog, the maintainer scripts (dist/debian/), DEBIAN/md5sums for debsums and dpkg
+# --verify, and DEBIAN/control with Depends computed from the ELF files (dist/debian/depends).
+# Dated by the last commit (SOURCE_DATE_EPOCH overrides it), so a rebuild of one revision is the same.
+DEB_DATE := $(shell date -R -u -d @$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)})
+# Whoever builds the package maintains it: DEBFULLNAME and DEBEMAIL as for dch, else git's user.
+MAINTAINER ?= $(or $(DEBFULLNAME),$(shell git config user.name),cosched developers) \
+  <$(or $(DEBEMAIL),$(shell git config user.email),cosched@localhost)>
 deb-control:
 	install -d $(DEBROOT)/DEBIAN
+	gzip -9nf $(DEBROOT)/usr/share/man/man1/*.1
+	install -m 644 dist/debian/copyright $(DEBROOT)/usr/share/doc/cosched/copyright
 	printf '%s\n' \
-	  'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' \
-	  'Upstream-Name: cosched' '' 'Files: *' 'License: MIT' \
-	  > $(DEBROOT)/usr/share/doc/cosched/copyright
+	  'cosched ($(VERSION)) unstable; urgency=medium' '' \
+	  '  * Release $(VERSION); its changes are listed in CHANGELOG.md of the source tree.' '' \
+	  ' -- $(MAINTAINER)  $(DEB_DATE)' \
+	  | gzip -9n > $(DEBROOT)/usr/share/doc/cosched/changelog.gz
+	install -m 755 dist/debian/postinst dist/debian/prerm dist/debian/postrm $(DEBROOT)/DEBIAN/
+	cd $(DEBROOT) && find usr -type f | LC_ALL=C sort | xargs md5sum > DEBIAN/md5sums
+	chmod 644 $(DEBROOT)/DEBIAN/md5sums
+	depends=$$(dist/debian/depends $(DEBROOT)) && \
 	printf '%s\n' \
 	  'Package: cosched' \
 	  'Version: $(VERSION)' \
 	  "Architecture: $$(dpkg --print-architecture)" \
-	  'Maintainer: cosched developers <cosched@localhost>' \
+	  'Maintainer: $(MAINTAINER)' \
 	  "Installed-Size: $$(du -sk $(DEBROOT)/usr | cut -f1)" \
-	  'Depends: libc6, libgomp1' \
+	  "Depends: $$depends" \
 	  'Section: admin' \
 	  'Priority: optional' \
 	  'Description: user-space co-scheduler for parallel applications' \

@@ -4,15 +4,19 @@
     python3 examples/analysis.py results/pair-20261128-070000/
 
 Reads jobs.csv, policies.csv and timeline.csv from the results directory (written by `cosched
-compare` or `cosched report`) and writes, beside them:
+compare`, `cosched run` or `cosched report`, a daemon's history with `report --since` included) and
+writes, beside them:
 
   analysis-makespan-vs-slowdown.png  makespan against mean slowdown, one dot per run
   analysis-slowdown.png              each job's slowdown under each run
+  analysis-response.png              each job's response time, instead of the above where no job
+                                     has a slowdown (a daemon's jobs whose time alone is unknown)
   analysis-running-jobs.png          running jobs over time, one line per run
 
-Every numeric column names its unit (`makespan_s`, `slowdown_ratio`, ...), so nothing here needs
-to know more than the column names. Needs pandas and matplotlib (Debian: python3-pandas,
-python3-matplotlib); draws without a display.
+A figure whose numbers the directory lacks is skipped, saying so on standard error. Every numeric
+column names its unit (`makespan_s`, `slowdown_ratio`, ...), so nothing here needs to know more
+than the column names. Needs pandas and matplotlib (Debian: python3-pandas, python3-matplotlib);
+draws without a display.
 """
 
 import sys
@@ -25,7 +29,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
-def makespan_vs_slowdown(runs: pd.DataFrame, out: Path) -> Path:
+def makespan_vs_slowdown(runs: pd.DataFrame, out: Path) -> Path | None:
+    # A run with unfinished jobs has no makespan; one whose jobs have no time alone, no slowdown.
+    runs = runs.dropna(subset=["makespan_s", "mean_slowdown_ratio"])
+    if runs.empty:
+        skip("makespan-vs-slowdown", "no run has both a makespan and a mean slowdown")
+        return None
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.scatter(runs["makespan_s"], runs["mean_slowdown_ratio"])
     for _, run in runs.iterrows():
@@ -37,14 +46,28 @@ def makespan_vs_slowdown(runs: pd.DataFrame, out: Path) -> Path:
     return save(fig, out / "analysis-makespan-vs-slowdown.png")
 
 
-def slowdown_per_job(jobs: pd.DataFrame, out: Path) -> Path:
-    table = jobs.pivot_table(index="job", columns="run", values="slowdown_ratio", sort=False)
+def per_job(jobs: pd.DataFrame, out: Path) -> Path | None:
+    """Each job's slowdown; its response time where no job has a slowdown."""
+    if jobs["slowdown_ratio"].notna().any():
+        column, name, label, title = ("slowdown_ratio", "slowdown",
+                                      "slowdown (time shared / alone)", "Slowdown of each job")
+    elif jobs["response_s"].notna().any():
+        column, name, label, title = ("response_s", "response", "response time (s)",
+                                      "Response time of each job (no time alone known)")
+    else:
+        skip("slowdown", "no job has a slowdown or a response time (none finished)")
+        return None
+    # Job ids tell apart the jobs of a daemon, whose names may repeat.
+    jobs = jobs.assign(label=jobs["job"].astype(str) + " #" + jobs["job_id"].astype(str))
+    table = jobs.pivot_table(index="label", columns="run", values=column, sort=False)
     fig, ax = plt.subplots(figsize=(7, 4))
     table.plot.bar(ax=ax, rot=0)
-    ax.axhline(1.0, linestyle="--", color="black", linewidth=0.8)
-    ax.set_ylabel("slowdown (time shared / alone)")
-    ax.set_title("Slowdown of each job")
-    return save(fig, out / "analysis-slowdown.png")
+    if column == "slowdown_ratio":
+        ax.axhline(1.0, linestyle="--", color="black", linewidth=0.8)
+    ax.set_xlabel("job")
+    ax.set_ylabel(label)
+    ax.set_title(title)
+    return save(fig, out / f"analysis-{name}.png")
 
 
 def running_jobs(timeline: pd.DataFrame, out: Path) -> Path:
@@ -60,6 +83,10 @@ def running_jobs(timeline: pd.DataFrame, out: Path) -> Path:
     ax.set_title("Running jobs over time")
     ax.legend()
     return save(fig, out / "analysis-running-jobs.png")
+
+
+def skip(figure: str, why: str) -> None:
+    print(f"analysis-{figure}.png skipped: {why}", file=sys.stderr)
 
 
 def save(fig, path: Path) -> Path:
@@ -80,9 +107,10 @@ def main() -> int:
     if runs.empty or jobs.empty or timeline.empty:
         print(f"{out}: no runs to draw", file=sys.stderr)
         return 1
-    for path in (makespan_vs_slowdown(runs, out), slowdown_per_job(jobs, out),
+    for path in (makespan_vs_slowdown(runs, out), per_job(jobs, out),
                  running_jobs(timeline, out)):
-        print(path)
+        if path is not None:
+            print(path)
     return 0
 
 

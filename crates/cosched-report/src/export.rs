@@ -29,12 +29,15 @@ Jain fairness)",
         "_cpus",
         "a set of CPUs in the kernel's list syntax (0-3,8), as taskset and /sys write it",
     ),
-    ("_id", "an identifier (job id, random seed)"),
+    ("_id", "an identifier (job id, user id, random seed)"),
     (
         "_ids",
         "identifiers separated by spaces (the nodes of a job)",
     ),
-    ("_code", "a process exit code"),
+    (
+        "_code",
+        "a process exit code, or the number of the signal that ended it",
+    ),
 ];
 
 /// One line per job per run.
@@ -68,6 +71,7 @@ pub fn jobs_csv(runs: &[Run], metadata: Option<&RunMetadata>) -> String {
         "error",
     ]);
     for run in runs {
+        let metadata = run.metadata.as_ref().or(metadata);
         let executor = run.executor_name().unwrap_or_default();
         let facts = job_facts(&run.lines);
         for job in &run.summary.jobs {
@@ -78,9 +82,9 @@ pub fn jobs_csv(runs: &[Run], metadata: Option<&RunMetadata>) -> String {
             };
             let fact = facts.get(&job.id).cloned().unwrap_or_default();
             let command = metadata
-                .and_then(|m| m.job_commands.get(&job.name))
-                .cloned()
-                .unwrap_or_default();
+                .and_then(|m| m.command_of(u64::from(job.id.0), &job.name))
+                .unwrap_or_default()
+                .to_string();
             let fields = [
                 run.label.clone(),
                 run.summary.policy.clone(),
@@ -160,8 +164,8 @@ pub fn policies_csv(
         "command_line",
     ]);
     let none = RunMetadata::default();
-    let m = metadata.unwrap_or(&none);
     for (r, run) in rows.iter().zip(runs) {
+        let m = run.metadata.as_ref().or(metadata).unwrap_or(&none);
         let settings = r.policy.split_once(':').map_or("", |(_, s)| s);
         let fields = [
             r.run.clone(),
@@ -214,6 +218,7 @@ pub fn timeline_csv(runs: &[Run]) -> String {
         "cpus",
         "cpu_count",
         "threads",
+        "cycle_share_ratio",
     ]);
     for run in runs {
         let names: std::collections::BTreeMap<_, _> = run
@@ -237,6 +242,7 @@ pub fn timeline_csv(runs: &[Run]) -> String {
                 step.cpus.to_string(),
                 step.cpus.len().to_string(),
                 step.threads.to_string(),
+                step.cycle_share.to_string(),
             ];
             push_record(&mut out, &fields);
         }
@@ -247,6 +253,9 @@ pub fn timeline_csv(runs: &[Run]) -> String {
 #[derive(Serialize)]
 struct RunJson<'a> {
     label: &'a str,
+    /// The run's own record, where it has one apart from the report's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<&'a RunMetadata>,
     /// Relative to the results directory where the trace lies inside it.
     trace: Option<String>,
     summary: &'a cosched_core::metrics::RunSummary,
@@ -275,6 +284,7 @@ pub fn results_json(
             .iter()
             .map(|r| RunJson {
                 label: &r.label,
+                metadata: r.metadata.as_ref(),
                 trace: r
                     .source
                     .as_ref()
@@ -340,6 +350,26 @@ pub fn csv_record(fields: &[String]) -> String {
     quoted.join(",") + "\n"
 }
 
+/// The fields of one line [`csv_record`] wrote (RFC 4180 quoting; no line break inside a field),
+/// for whatever reads the files back.
+pub fn csv_fields(line: &str) -> Vec<String> {
+    let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}
+
 /// RFC 4180 quoting: only fields with a comma, quote or line break are quoted.
 fn quote(field: &str) -> String {
     if field.contains([',', '"', '\n', '\r']) {
@@ -352,6 +382,16 @@ fn quote(field: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_read_back_as_written() {
+        let fields: Vec<String> = ["a", "", "b,c", "say \"hi\"", "0-1,4"]
+            .map(String::from)
+            .to_vec();
+        let line = csv_record(&fields);
+        assert_eq!(line, "a,,\"b,c\",\"say \"\"hi\"\"\",\"0-1,4\"\n");
+        assert_eq!(csv_fields(line.trim_end()), fields);
+    }
 
     #[test]
     fn paths_are_relative_to_the_results_directory() {

@@ -35,7 +35,7 @@ pub use run::{disambiguate_labels, label_experiments, Run};
 pub use table::{comparison, text_table, ComparisonRow, BASELINE_POLICY};
 pub use window::window;
 
-pub use export::{csv_record, UNIT_SUFFIXES};
+pub use export::{csv_fields, csv_record, UNIT_SUFFIXES};
 pub use metadata::{RunMetadata, METADATA_FILE};
 
 use std::path::{Path, PathBuf};

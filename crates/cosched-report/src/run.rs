@@ -20,6 +20,9 @@ pub struct Run {
     pub summary: RunSummary,
     /// Number of CPUs the run's machine has, from `run_start`.
     pub cpus: usize,
+    /// The record of the invocation that made this run, where each run has its own (a daemon's
+    /// starts); else the report's metadata stands for every run.
+    pub metadata: Option<crate::RunMetadata>,
 }
 
 impl Run {
@@ -46,6 +49,7 @@ impl Run {
             lines,
             summary,
             cpus,
+            metadata: None,
         }
     }
 

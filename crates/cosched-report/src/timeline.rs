@@ -42,6 +42,9 @@ pub struct Step {
     pub state: JobState,
     pub cpus: CpuSet,
     pub threads: u32,
+    /// The share of the plan's cycle of slots during which it runs: the lengths of its slots over
+    /// the cycle's; 1 when pinned, 0 unless running. A running job below 1 is frozen in the others.
+    pub cycle_share: f64,
 }
 
 #[derive(Default)]
@@ -90,7 +93,8 @@ pub fn timeline(run: &Run) -> Vec<Step> {
         for (&job, track) in &tracks {
             let step = step_at(t, job, track, &plan);
             let changed = last.get(&job).is_none_or(|prev| {
-                (prev.state, &prev.cpus, prev.threads) != (step.state, &step.cpus, step.threads)
+                (prev.state, &prev.cpus, prev.threads, prev.cycle_share)
+                    != (step.state, &step.cpus, step.threads, step.cycle_share)
             });
             if changed {
                 last.insert(job, step.clone());
@@ -115,11 +119,32 @@ fn step_at(t: f64, job: JobId, track: &Track, plan: &Plan) -> Step {
             (state, cpus, track.threads)
         }
     };
+    let cycle_share = match state {
+        JobState::Running => cycle_share(plan, job),
+        _ => 0.0,
+    };
     Step {
         t,
         job,
         state,
         cpus,
         threads,
+        cycle_share,
+    }
+}
+
+fn cycle_share(plan: &Plan, job: JobId) -> f64 {
+    if plan.pinned.iter().any(|a| a.job == job) {
+        return 1.0;
+    }
+    let total: f64 = plan.slots.iter().map(|s| s.length).sum();
+    let own: f64 = (plan.slots.iter())
+        .filter(|s| s.assignments.iter().any(|a| a.job == job))
+        .map(|s| s.length)
+        .sum();
+    if total > 0.0 {
+        own / total
+    } else {
+        1.0
     }
 }

@@ -249,23 +249,7 @@ fn failed_job_shows_in_table_list_figures_and_csv() {
 
 /// Rows of a CSV as maps from column to cell (RFC 4180 quoting, no line breaks in cells).
 fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
-    fn cells(line: &str) -> Vec<String> {
-        let (mut cells, mut cell, mut quoted) = (Vec::new(), String::new(), false);
-        let mut chars = line.chars().peekable();
-        while let Some(c) = chars.next() {
-            match (c, quoted) {
-                ('"', true) if chars.peek() == Some(&'"') => {
-                    cell.push('"');
-                    chars.next();
-                }
-                ('"', _) => quoted = !quoted,
-                (',', false) => cells.push(std::mem::take(&mut cell)),
-                _ => cell.push(c),
-            }
-        }
-        cells.push(cell);
-        cells
-    }
+    let cells = cosched_report::csv_fields;
     let mut lines = text.lines();
     let header = cells(lines.next().expect("a header line"));
     let rows: Vec<Vec<String>> = lines.map(cells).collect();
@@ -295,6 +279,7 @@ fn metadata() -> RunMetadata {
         date: "2026-11-28T07:00:00Z".into(),
         command_line: "cosched compare fixture.toml --policy bp,eq,gang".into(),
         job_commands: [("lu".to_string(), "./lu --size 'a b'".to_string())].into(),
+        job_commands_by_id: Default::default(),
     }
 }
 
@@ -403,6 +388,15 @@ fn timeline_csv_steps_at_every_change_of_state_cpus_or_threads() {
         ["0 running 0", "14 running 0-1", "17 finished "]
     );
     assert_eq!(steps("eq", "crash"), ["1 failed "]);
+    // Under gang, each job runs in one of two equal slots, frozen in the other, until cg finishes.
+    let pick: Vec<Vec<String>> = (rows.iter())
+        .filter(|r| r[0] == "gang" && r[4] == "lu")
+        .cloned()
+        .collect();
+    let shares: Vec<(&str, &str)> = (column(&header, &pick, "time_s").into_iter())
+        .zip(column(&header, &pick, "cycle_share_ratio"))
+        .collect();
+    assert_eq!(shares, [("0", "0.5"), ("16", "1"), ("18", "0")]);
 }
 
 #[test]

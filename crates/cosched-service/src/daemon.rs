@@ -33,6 +33,10 @@ pub struct DaemonOptions {
     /// How long a client may take to send a whole request before the daemon closes its connection.
     pub idle_timeout: Duration,
     pub config: DaemonConfig,
+    /// What the command line records of this start (build, host, kernel, cgroups, privileges,
+    /// date, its own arguments), written beside the start's trace as `<trace>.metadata.json` for
+    /// `cosched report --since`.
+    pub metadata: Option<serde_json::Value>,
 }
 
 /// Most jobs running at once (the watchdog's table).
@@ -148,15 +152,18 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         options.socket.display(),
         policy_name
     ));
-    let mut run_options = RunOptions::new(
-        // With the pid, a daemon restarted within the second does not overwrite its predecessor's.
-        traces.join(format!(
-            "daemon-{}-{}.jsonl",
-            now_unix() as u64,
-            std::process::id()
-        )),
-        &logs,
-    );
+    // With the pid, a daemon restarted within the second does not overwrite its predecessor's.
+    let trace = traces.join(format!(
+        "daemon-{}-{}.jsonl",
+        now_unix() as u64,
+        std::process::id()
+    ));
+    if let Some(metadata) = &options.metadata {
+        let path = trace.with_extension("metadata.json");
+        fs::write(&path, format!("{metadata:#}\n"))
+            .map_err(io_error(format!("cannot write {}", path.display())))?;
+    }
+    let mut run_options = RunOptions::new(trace, &logs);
     run_options.sample_interval = 1.0;
     let setup = RunSetup {
         name: "daemon".into(),

@@ -66,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         policy: args.policy,
         idle_timeout: Duration::from_secs_f64(args.idle_timeout),
         config,
+        metadata: serde_json::to_value(super::provenance::collect(&[])).ok(),
     })?;
     Ok(())
 }

@@ -30,6 +30,7 @@ pub fn collect(jobs: &[JobEntry]) -> RunMetadata {
             .filter(|j| !j.command.is_empty())
             .map(|j| (j.name.clone(), shell_words(j.command.iter().cloned())))
             .collect(),
+        job_commands_by_id: Default::default(),
     }
 }
 
@@ -76,7 +77,7 @@ fn privileges() -> String {
 }
 
 /// Words joined by spaces, each quoted for a POSIX shell where it holds anything but plain characters.
-fn shell_words(words: impl Iterator<Item = String>) -> String {
+pub(super) fn shell_words(words: impl Iterator<Item = String>) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,@%+{}".contains(c);
     words
         .map(|w| {

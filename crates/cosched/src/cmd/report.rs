@@ -18,12 +18,13 @@ use std::path::PathBuf;
     after_help = "Writes into DIR: report.html (one file, figures inlined), running-jobs.svg, \
 slowdown.svg, ntt.svg, partitions-<run>.svg, jobs.csv (one line per job and run), policies.csv (one \
 line per run, with the metadata.json found beside the first trace: version, host, CPU model, kernel, \
-cgroup version, privileges, date, command line), timeline.csv (every job's state, CPUs and threads \
-whenever one changes), with --since accounting.csv (each job that ended in the window as the daemon's \
+cgroup version, privileges, date, command line; with --since, each daemon start's own record), \
+timeline.csv (every job's state, CPUs and threads whenever one changes), with --since accounting.csv (each job that ended in the window as the daemon's \
 journal accounts it: start, end, exit code or signal, reason, user and system CPU time, peak memory, \
 the CPUs it had) and results.json (trace paths relative to DIR). Every numeric CSV column ends \
 in its unit: _s seconds, _ms, _mib, _pct percent, _ratio a ratio of times (slowdown, NTT) or an \
-index of them (STP, fairness), _count, _threads, _cpus a CPU list (0-3,8), _id, _ids, _code an exit code. \
+index of them (STP, fairness), _count, _threads, _cpus a CPU list (0-3,8), _id, _ids, _code an \
+exit code or signal number; docs/results.md lists every column. \
 An existing report.html is kept unless --force is given. Traces of different workloads or machines \
 are refused unless --mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl --force\n  \
 cosched report ue.jsonl taco.jsonl -o figures/\n  cosched report --since 1h        # the daemon's jobs of the last hour, into daemon-report/\n  \
@@ -141,6 +142,9 @@ fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<(Vec<Run>, Vec<JobVie
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .collect();
     files.sort();
+    let jobs = super::report_accounting::journal_jobs(&state)?;
+    let by_id: std::collections::HashMap<u64, &JobView> =
+        jobs.iter().map(|view| (view.id, view)).collect();
     let mut runs = Vec::new();
     for file in files {
         let lines = read_trace(
@@ -148,7 +152,19 @@ fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<(Vec<Run>, Vec<JobVie
             &file.display().to_string(),
         )?;
         if let Some(lines) = window(&lines, from, to) {
-            runs.push(Run::new(lines, Some(file)));
+            // The daemon's start wrote its metadata beside its trace (none beside a trace of a
+            // daemon older than that record); each job's command is the journal's.
+            let mut metadata = RunMetadata::load_beside(&file).unwrap_or_default();
+            let mut run = Run::new(lines, Some(file));
+            for job in &run.summary.jobs {
+                let id = u64::from(job.id.0);
+                if let Some(view) = by_id.get(&id) {
+                    let command = super::provenance::shell_words(view.command.iter().cloned());
+                    metadata.job_commands_by_id.insert(id, command);
+                }
+            }
+            run.metadata = Some(metadata);
+            runs.push(run);
         }
     }
     anyhow::ensure!(
@@ -156,8 +172,7 @@ fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<(Vec<Run>, Vec<JobVie
         "no job reached the daemon of {} in that window; `cosched jobs --all` lists its history",
         state.display()
     );
-    let ended = super::report_accounting::ended_in(&state, from, to)?;
-    Ok((runs, ended))
+    Ok((runs, super::report_accounting::ended_in(&jobs, from, to)))
 }
 
 /// Unix seconds of WHEN: a duration back from `now` (`90s`, `30m`, `1h`, `2d`), `@SECONDS`, or a

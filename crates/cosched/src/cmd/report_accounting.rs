@@ -11,13 +11,13 @@ use std::path::Path;
 const COLUMNS: [&str; 15] = [
     "job_id",
     "name",
-    "uid",
+    "user_id",
     "state",
     "submitted_s",
     "start_s",
     "end_s",
     "exit_code",
-    "signal",
+    "signal_code",
     "reason",
     "user_cpu_s",
     "system_cpu_s",
@@ -26,17 +26,20 @@ const COLUMNS: [&str; 15] = [
     "ran_on_cpus",
 ];
 
-/// The jobs of the journal in `state` that ended from `from` to `to` (Unix seconds), by id.
-pub fn ended_in(state: &Path, from: f64, to: f64) -> anyhow::Result<Vec<JobView>> {
+/// Every job the journal in `state` still keeps.
+pub fn journal_jobs(state: &Path) -> anyhow::Result<Vec<JobView>> {
     let path = state.join("journal.jsonl");
     let history = cosched_service::journal::read_history(&path)
         .with_context(|| format!("cannot read the daemon's journal {}", path.display()))?;
-    Ok(history
-        .jobs
-        .into_iter()
-        .map(|job| job.view)
+    Ok(history.jobs.into_iter().map(|job| job.view).collect())
+}
+
+/// The jobs of `jobs` that ended from `from` to `to` (Unix seconds).
+pub fn ended_in(jobs: &[JobView], from: f64, to: f64) -> Vec<JobView> {
+    jobs.iter()
         .filter(|view| view.finished.is_some_and(|t| (from..=to).contains(&t)))
-        .collect())
+        .cloned()
+        .collect()
 }
 
 pub fn csv(jobs: &[JobView]) -> String {
@@ -126,6 +129,18 @@ mod tests {
             lines.next().unwrap(),
             "7,\"lu, big\",1000,oom,10,11,15.5,,9,killed by signal 9 (Killed),1.5,0.25,64,64,\"0-1,4\""
         );
+        // Every column but the words names its unit, as in the report's other CSV files.
+        for column in COLUMNS
+            .iter()
+            .filter(|c| !["name", "state", "reason"].contains(c))
+        {
+            assert!(
+                cosched_report::UNIT_SUFFIXES
+                    .iter()
+                    .any(|(suffix, _)| column.ends_with(suffix) || *column == &suffix[1..]),
+                "{column} names no unit"
+            );
+        }
         let line = summary(&[job]);
         assert!(line.contains("1 jobs ended, CPU time 1.8 s"), "{line}");
         assert!(
