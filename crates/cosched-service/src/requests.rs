@@ -385,20 +385,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         coschedule: a.coschedule,
         hints: a.hints,
         labels: a.labels,
-        time_limit: None,
-        output: None,
-        error: None,
-        array: None,
-        dependency: Vec::new(),
-        dependency_any: false,
-        singleton: false,
-        begin: None,
-        hold: false,
-        exclusive: false,
-        nice: 0,
-        priority: None,
-        mem: None,
-        umask: None,
+        ..Submission::of("")
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;

@@ -346,20 +346,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 coschedule: !args.job.no_coschedule,
                 hints: args.job.hints()?,
                 labels: job_labels,
-                time_limit: None,
-                output: None,
-                error: None,
-                array: None,
-                dependency: Vec::new(),
-                dependency_any: false,
-                singleton: false,
-                begin: None,
-                hold: false,
-                exclusive: false,
-                nice: 0,
-                priority: None,
-                mem: None,
-                umask: None,
+                ..Submission::of("")
             }]
         }
     };
@@ -625,20 +612,8 @@ fn from_workload(
                 coschedule: job.coschedule,
                 hints: job.hints.clone(),
                 labels: labels.clone(),
-                time_limit: None,
-                output: None,
-                error: None,
-                array: None,
-                dependency: Vec::new(),
-                dependency_any: false,
-                singleton: false,
-                begin: None,
-                hold: false,
-                exclusive: false,
-                nice: 0,
-                priority: None,
                 mem: job.mem,
-                umask: None,
+                ..Submission::of("")
             }
         })
         .collect())
