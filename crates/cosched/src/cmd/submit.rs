@@ -10,7 +10,7 @@ use cosched_service::protocol::{
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Submit a job to the daemon and print its id
+/// Submit a job (a command, a workload or a Slurm batch script) to the daemon and print its id
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "The job runs as you, in the current directory, with your environment, \
@@ -43,8 +43,8 @@ pub struct Args {
     /// `timeout`
     #[arg(short = 't', long, value_name = "TIME")]
     time: Option<String>,
-    /// Standard output to FILE instead of the daemon's log (as sbatch): relative to the current
-    /// directory, opened as you; %j job id, %x name, %u user, %A array id, %a array index, %% a %
+    /// Standard output to FILE instead of the daemon's log (as sbatch): relative to the job's
+    /// directory (-D, else the current one), opened as you; %j job id, %x name, %u user, %A array id, %a array index, %% a %
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<String>,
     /// Standard error to FILE, with -o's symbols [default: -o's file when -o is given]
@@ -145,7 +145,8 @@ pub struct Args {
     /// are printed on standard error first
     #[arg(short = 'W', long)]
     wait: bool,
-    /// The command and its arguments after `--`, or one workload file (.toml)
+    /// The command and its arguments after `--`, one workload file (.toml), or a batch script
+    /// (starting with #!) and its arguments
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     command: Vec<String>,
 }
@@ -222,12 +223,16 @@ fn batch_script(args: &Args, raw: &[std::ffi::OsString]) -> anyhow::Result<Optio
         return Ok(None);
     }
     let path = PathBuf::from(first);
-    let Ok(bytes) = std::fs::read(&path) else {
-        return Ok(None);
-    };
-    if !bytes.starts_with(b"#!") {
+    // Two bytes first: a program named without `--` may be a large binary.
+    let mut start = [0u8; 2];
+    let opened = std::fs::File::open(&path).and_then(|mut f| {
+        use std::io::Read as _;
+        f.read_exact(&mut start)
+    });
+    if opened.is_err() || &start != b"#!" {
         return Ok(None);
     }
+    let bytes = std::fs::read(&path).with_context(|| format!("{first}: cannot read"))?;
     let text = String::from_utf8(bytes)
         .with_context(|| format!("{first}: a batch script must be UTF-8 text"))?;
     let path = std::path::absolute(&path).with_context(|| format!("{first}: cannot resolve"))?;
