@@ -10,7 +10,9 @@ use std::path::PathBuf;
 pub enum ServiceError {
     #[error("no job {0}; `cosched jobs --all` lists them")]
     NoSuchJob(u64),
-    #[error("job {id} belongs to uid {owner}; only its owner or root may cancel it")]
+    #[error(
+        "job {id} belongs to uid {owner}; only its owner or root may cancel, hold or release it"
+    )]
     NotOwner { id: u64, owner: u32 },
     #[error("job {id} has already ended ({state:?})")]
     AlreadyEnded { id: u64, state: JobState },
