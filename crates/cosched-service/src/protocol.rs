@@ -200,6 +200,13 @@ fn is_zero(n: &i32) -> bool {
 pub struct Dependency {
     pub after: After,
     pub id: u64,
+    /// Minutes to wait after job `id` started (Slurm's `after:ID+MINUTES`; `after` only).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub minutes: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,7 +245,10 @@ impl std::fmt::Display for Dependency {
             After::Any => "afterany",
             After::NotOk => "afternotok",
         };
-        write!(f, "{after}:{}", self.id)
+        match self.minutes {
+            0 => write!(f, "{after}:{}", self.id),
+            minutes => write!(f, "{after}:{}+{minutes}", self.id),
+        }
     }
 }
 

@@ -501,7 +501,7 @@ impl Registry {
         for id in self.incoming.take_unchecked_held() {
             match self.gate(id) {
                 Gate::Go => self.incoming.release(id),
-                Gate::Begin(begin) => {
+                Gate::Begin(begin) | Gate::Later(begin) => {
                     self.next_begin = self.next_begin.min(begin);
                     self.incoming.hold(id);
                 }

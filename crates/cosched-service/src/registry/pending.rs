@@ -14,6 +14,8 @@ pub(super) enum Gate {
     Begin(f64),
     /// A job it depends on has yet to end (or start).
     Dependency,
+    /// Its dependencies are met from this Unix time on (`after:ID+MINUTES`).
+    Later(f64),
     /// Its dependencies can never be met, for this reason.
     Never(String),
 }
@@ -22,6 +24,8 @@ pub(super) enum Gate {
 enum Met {
     Yes,
     Waiting,
+    /// Met from this Unix time on.
+    Until(f64),
     Never(String),
 }
 
@@ -37,7 +41,7 @@ impl Registry {
         match self.gate(id) {
             Gate::Held => return Some("job_held_user"),
             Gate::Begin(_) => return Some("begin_time"),
-            Gate::Dependency => return Some("dependency"),
+            Gate::Dependency | Gate::Later(_) => return Some("dependency"),
             Gate::Never(_) => return Some("dependency_never_satisfied"),
             Gate::Go => {}
         }
@@ -87,6 +91,7 @@ impl Registry {
             return Gate::Dependency;
         }
         let mut waiting = false;
+        let mut until = f64::INFINITY;
         let mut never = Vec::new();
         for dependency in &submission.dependency {
             match self.met(id, dependency) {
@@ -94,6 +99,7 @@ impl Registry {
                 Met::Yes if submission.dependency_any => return Gate::Go,
                 Met::Yes => {}
                 Met::Waiting => waiting = true,
+                Met::Until(t) => until = until.min(t),
                 Met::Never(why) => never.push(why),
             }
         }
@@ -101,6 +107,7 @@ impl Registry {
         match (waiting, never.is_empty()) {
             (_, false) if !submission.dependency_any || all_never => Gate::Never(never.join("; ")),
             (true, _) => Gate::Dependency,
+            _ if until.is_finite() => Gate::Later(until),
             _ => Gate::Go,
         }
     }
@@ -134,7 +141,13 @@ impl Registry {
         };
         let view = &target.view;
         if dependency.after == After::Start && (view.started.is_some() || view.state.ended()) {
-            return Met::Yes;
+            // From its start, or from its end for one cancelled before it started.
+            let from = view.started.or(view.finished).unwrap_or(self.clock);
+            let ready = from + dependency.minutes as f64 * 60.0;
+            return match dependency.minutes > 0 && ready > self.clock {
+                true => Met::Until(ready),
+                false => Met::Yes,
+            };
         }
         if !view.state.ended() || view.finished.is_none() {
             return Met::Waiting;

@@ -289,6 +289,7 @@ fn depending(depends_on: &[Option<u64>]) -> Registry {
             s.dependency.push(Dependency {
                 after: After::Ok,
                 id,
+                minutes: 0,
             });
         }
         registry.enqueue(tracked);
@@ -376,7 +377,11 @@ fn submit(
 }
 
 fn after(after: crate::protocol::After, id: u64) -> crate::protocol::Dependency {
-    crate::protocol::Dependency { after, id }
+    crate::protocol::Dependency {
+        after,
+        id,
+        minutes: 0,
+    }
 }
 
 #[test]
@@ -567,4 +572,26 @@ fn an_exclusive_job_starts_on_an_empty_node_and_runs_alone() {
     registry.set_held(alone, false);
     registry.set_held(alone, true);
     assert_eq!(taken(&mut registry, 10), [other]);
+}
+
+#[test]
+fn after_with_minutes_waits_that_long_after_the_start_on_the_clock() {
+    use crate::protocol::{After, Dependency};
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let first = submit(&mut registry, 1000, "first", |_| {});
+    let delayed = submit(&mut registry, 1000, "delayed", |s| {
+        s.dependency.push(Dependency {
+            after: After::Start,
+            id: first,
+            minutes: 1,
+        })
+    });
+    registry.tick(5.0);
+    assert_eq!(taken(&mut registry, 10), [first]);
+    registry.mark_started(first, 42, 1, 10.0);
+    registry.tick(69.0);
+    assert!(taken(&mut registry, 10).is_empty(), "59 s after the start");
+    assert_eq!(registry.pending_reason(delayed, 10), Some("dependency"));
+    registry.tick(70.0);
+    assert_eq!(taken(&mut registry, 10), [delayed]);
 }

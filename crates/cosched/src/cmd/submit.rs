@@ -64,7 +64,8 @@ pub struct Args {
     /// COSCHED_ARRAY_TASK_ID to its number from 0
     #[arg(long, value_name = "FILE")]
     each_line: Option<PathBuf>,
-    /// Start only after other jobs (as sbatch): after:ID[:ID…] (started), afterok:ID (ended
+    /// Start only after other jobs (as sbatch): after:ID[+MINUTES][:ID…] (started, MINUTES
+    /// ago), afterok:ID (ended
     /// done), afterany:ID (ended however), afternotok:ID (ended failed, cancelled or timed out),
     /// aftercorr:ARRAY (each element after the same index of ARRAY ended done), singleton (after
     /// your earlier jobs of the same name); joined by `,` (all) or `?` (any). One that can no
@@ -440,8 +441,8 @@ struct Dependencies {
 /// sbatch's `--dependency`: `TYPE:ID[:ID…]` (TYPE after, afterok, afterany, afternotok or
 /// aftercorr) or `singleton`, joined by `,` (all) or `?` (any), not both.
 fn dependencies(text: &str) -> anyhow::Result<Dependencies> {
-    let hint = "write after:ID, afterok:ID[:ID…], afterany:ID, afternotok:ID, aftercorr:ARRAY or \
-                singleton, joined by , (all) or ? (any)";
+    let hint = "write after:ID[+MINUTES], afterok:ID[:ID…], afterany:ID, afternotok:ID, \
+                aftercorr:ARRAY or singleton, joined by , (all) or ? (any)";
     anyhow::ensure!(
         !(text.contains(',') && text.contains('?')),
         "--dependency {text}: join with , (all must hold) or ? (any may), not both, as in Slurm"
@@ -473,16 +474,24 @@ fn dependencies(text: &str) -> anyhow::Result<Dependencies> {
         let ids: Vec<&str> = fields.collect();
         anyhow::ensure!(!ids.is_empty(), "--dependency {text}: no job id; {hint}");
         for id in ids {
-            anyhow::ensure!(
-                !id.contains('+'),
-                "--dependency {text}: cosched does not delay a dependency by +MINUTES; write \
-                 {} alone, and --begin for a later start",
-                id.split('+').next().unwrap_or_default()
-            );
+            let (id, minutes) = match id.split_once('+') {
+                Some((id, minutes)) => {
+                    anyhow::ensure!(
+                        after == After::Start,
+                        "--dependency {text}: only after takes +MINUTES, as in Slurm; write \
+                         after:{id}+{minutes}, or --begin for a later start"
+                    );
+                    let minutes = minutes.parse::<u64>().with_context(|| {
+                        format!("--dependency {text}: {minutes:?} is not a number of minutes")
+                    })?;
+                    (id, minutes)
+                }
+                None => (id, 0),
+            };
             let id = id
                 .parse::<u64>()
                 .with_context(|| format!("--dependency {text}: {id:?} is not a job id; {hint}"))?;
-            all.jobs.push(Dependency { after, id });
+            all.jobs.push(Dependency { after, id, minutes });
         }
     }
     Ok(all)
@@ -672,22 +681,25 @@ mod tests {
 
     #[test]
     fn dependencies_read_as_sbatch_reads_them() {
-        let all = dependencies("afterok:3:4,after:5,singleton").unwrap();
+        let all = dependencies("afterok:3:4,after:5+10,singleton").unwrap();
         assert_eq!(
             all,
             Dependencies {
                 jobs: vec![
                     Dependency {
                         after: After::Ok,
-                        id: 3
+                        id: 3,
+                        minutes: 0
                     },
                     Dependency {
                         after: After::Ok,
-                        id: 4
+                        id: 4,
+                        minutes: 0
                     },
                     Dependency {
                         after: After::Start,
-                        id: 5
+                        id: 5,
+                        minutes: 10
                     },
                 ],
                 any: false,
@@ -699,7 +711,8 @@ mod tests {
         assert_eq!(any.jobs[1].after, After::Corr);
         for (bad, says) in [
             ("afterok:1,afterany:2?afterok:3", "not both"),
-            ("after:1+5", "+MINUTES"),
+            ("afterok:1+5", "only after takes +MINUTES"),
+            ("after:1+soon", "not a number of minutes"),
             ("afterburstbuffer:1", "not a kind"),
             ("afterok", "no job id"),
             ("singleton:3", "no id"),
