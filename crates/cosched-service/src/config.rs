@@ -140,12 +140,16 @@ pub struct Jobs {
     /// Seconds between the SIGTERM a job gets at its time limit and the SIGKILL that follows if it
     /// still runs (Slurm's `KillWait`).
     pub kill_wait_seconds: f64,
+    /// Cancel a queued job once its dependency can never be met (Slurm's `kill_invalid_depend`);
+    /// by default it stays pending, reason `dependency_never_satisfied`, for its user to cancel.
+    pub kill_invalid_depend: bool,
 }
 
 impl Default for Jobs {
     fn default() -> Jobs {
         Jobs {
             kill_wait_seconds: 30.0,
+            kill_invalid_depend: false,
         }
     }
 }

@@ -124,7 +124,8 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
         options.config.share_table.clone(),
     )
     .with_memory_for_jobs(memory_for_jobs)
-    .with_history_bounds(options.config.history.clone());
+    .with_history_bounds(options.config.history.clone())
+    .with_kill_invalid_depend(options.config.jobs.kill_invalid_depend);
     let mut shared = Shared::new(registry, journal, logs.clone(), options.config.clone());
     if let Err(why) = memory_limits() {
         shared = shared.without_memory_limits(why);

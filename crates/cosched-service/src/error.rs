@@ -10,10 +10,16 @@ use std::path::PathBuf;
 pub enum ServiceError {
     #[error("no job {0}; `cosched jobs --all` lists them")]
     NoSuchJob(u64),
-    #[error("job {id} belongs to uid {owner}; only its owner or root may cancel it")]
+    #[error(
+        "job {id} belongs to uid {owner}; only its owner or root may cancel, hold or release it"
+    )]
     NotOwner { id: u64, owner: u32 },
     #[error("job {id} has already ended ({state:?})")]
     AlreadyEnded { id: u64, state: JobState },
+    #[error("job {id} ({state:?}) has started or is starting; only a pending job can be held or released")]
+    NotPending { id: u64, state: JobState },
+    #[error("dependency on job {id}: {why}")]
+    BadDependency { id: u64, why: &'static str },
     #[error("this is the personal daemon of uid {daemon}; uid {peer} may not use it")]
     NotServed { daemon: u32, peer: u32 },
     #[error("only root or the daemon's own user (uid {daemon}) may {action}")]

@@ -51,6 +51,14 @@ pub enum Request {
     Cancel {
         ids: Vec<u64>,
     },
+    /// Holds pending jobs (Slurm's `scontrol hold`): they do not start until released.
+    Hold {
+        ids: Vec<u64>,
+    },
+    /// Releases held jobs (Slurm's `scontrol release`, for `submit --hold`).
+    Release {
+        ids: Vec<u64>,
+    },
     /// Answered once every job named has ended.
     Wait {
         ids: Vec<u64>,
@@ -133,9 +141,27 @@ pub struct Submission {
     /// An element of a job array (`submit --array`, `--each-line`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<ArrayElement>,
-    /// Jobs that must end first, and how (Slurm's `--dependency`); all must be met.
+    /// Jobs that must end (or start) first, and how (Slurm's `--dependency`); all must be met,
+    /// or one with `dependency_any`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependency: Vec<Dependency>,
+    /// One of `dependency` met is enough (Slurm's `?` between them), not all (`,`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dependency_any: bool,
+    /// Starts only once no earlier job of its user with its name is left to end (Slurm's
+    /// `singleton`): one such job runs at a time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub singleton: bool,
+    /// Unix time before which it does not start (Slurm's `--begin`), pending for `begin_time`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<f64>,
+    /// Held (Slurm's `--hold`): pending for `job_held_user` until `cosched release`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold: bool,
+    /// Runs with no other job beside it (Slurm's `--exclusive`): it starts once the node is
+    /// empty, and no other starts until it has ended.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
     /// Bytes of memory the job's processes may hold together (Slurm's `--mem`): its cgroup's limit,
     /// and what admission counts against the node's memory. `None`: no limit, not counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,31 +194,43 @@ fn is_zero(n: &i32) -> bool {
     *n == 0
 }
 
-/// A job this one waits for (Slurm's `afterok`, `afterany`, `afternotok`).
+/// A job this one waits for (Slurm's `after`, `afterok`, `afterany`, `afternotok`, `aftercorr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dependency {
     pub after: After,
     pub id: u64,
+    /// Minutes to wait after job `id` started (Slurm's `after:ID+MINUTES`; `after` only).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub minutes: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum After {
+    /// Once it has started, or ended without starting (Slurm's `after`).
+    Start,
     /// Once it has ended done (exit 0).
     Ok,
     /// Once it has ended, however.
     Any,
     /// Once it has ended other than done.
     NotOk,
+    /// Each element of an array once the element of the same index of array `id` has ended done
+    /// (Slurm's `aftercorr`); an element with no such counterpart does not wait.
+    Corr,
 }
 
 impl Dependency {
     /// Whether a job that ended in `state` meets it.
     pub fn met_by(&self, state: JobState) -> bool {
         match self.after {
-            After::Any => true,
-            After::Ok => state == JobState::Done,
+            After::Any | After::Start => true,
+            After::Ok | After::Corr => state == JobState::Done,
             After::NotOk => state != JobState::Done,
         }
     }
@@ -201,11 +239,16 @@ impl Dependency {
 impl std::fmt::Display for Dependency {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let after = match self.after {
+            After::Start => "after",
+            After::Corr => "aftercorr",
             After::Ok => "afterok",
             After::Any => "afterany",
             After::NotOk => "afternotok",
         };
-        write!(f, "{after}:{}", self.id)
+        match self.minutes {
+            0 => write!(f, "{after}:{}", self.id),
+            minutes => write!(f, "{after}:{}+{minutes}", self.id),
+        }
     }
 }
 
@@ -255,6 +298,11 @@ impl Submission {
             error: None,
             array: None,
             dependency: Vec::new(),
+            dependency_any: false,
+            singleton: false,
+            begin: None,
+            hold: false,
+            exclusive: false,
             nice: 0,
             priority: None,
             mem: None,
@@ -311,6 +359,11 @@ pub enum Reply {
     },
     Cancelled {
         ids: Vec<u64>,
+    },
+    /// The jobs `ids` are held (`held`) or released.
+    Held {
+        ids: Vec<u64>,
+        held: bool,
     },
     Ended {
         jobs: Vec<JobView>,
@@ -409,7 +462,9 @@ pub struct JobView {
     /// Seconds it may run ([`Submission::time_limit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<u64>,
-    /// Why a queued job has not started: `dependency` (a job it depends on has not ended),
+    /// Why a queued job has not started: `job_held_user` (held until `cosched release`),
+    /// `begin_time` (its `--begin` has not come), `dependency` (a job it depends on has not ended),
+    /// `dependency_never_satisfied` (one ended so that its dependency cannot be met),
     /// `array_task_limit` (its array runs as many elements as its limit), `resources` (the policy
     /// has no CPUs for it yet), `user_limit` (its user runs `limits.running_jobs_per_user` jobs
     /// already) or `memory` (its `mem` does not fit beside the running jobs' within the node's

@@ -8,7 +8,7 @@ use crate::error::ServiceError;
 use crate::journal::Entry;
 use crate::processes::kill_unwatched;
 use crate::protocol::{
-    now_unix, Attachment, JobFilter, JobState, JobView, Reply, Request, Submission, MAX_NICE,
+    now_unix, After, Attachment, JobFilter, JobState, JobView, Reply, Request, Submission, MAX_NICE,
 };
 use crate::registry::{Cancelled, Peer, Registry, Tracked};
 use crate::state::Shared;
@@ -27,6 +27,8 @@ pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
         Request::Jobs { all, filter } => Ok(jobs(shared, all, &filter, peer)),
         Request::Show { id } => show(shared, id, peer),
         Request::Cancel { ids } => cancel(shared, &ids, peer),
+        Request::Hold { ids } => hold(shared, &ids, true, peer),
+        Request::Release { ids } => hold(shared, &ids, false, peer),
         Request::Wait { ids } => wait(shared, &ids, peer),
         Request::Policy { set: None } => Ok(Reply::Policy {
             name: shared.lock().policy().to_string(),
@@ -248,6 +250,13 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     check_memory(shared, &registry, submission.mem)?;
     for dependency in &submission.dependency {
         match registry.job(dependency.id) {
+            Some(job) if dependency.after == After::Corr && job.array_id != Some(job.id) => {
+                return Err(ServiceError::BadDependency {
+                    id: dependency.id,
+                    why: "aftercorr names a job array by its id (its first element's); \
+                          this job begins no array",
+                })
+            }
             Some(job) if job.uid == peer.uid || peer.uid == 0 => {}
             Some(job) => {
                 return Err(ServiceError::NotOwner {
@@ -376,15 +385,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
         coschedule: a.coschedule,
         hints: a.hints,
         labels: a.labels,
-        time_limit: None,
-        output: None,
-        error: None,
-        array: None,
-        dependency: Vec::new(),
-        nice: 0,
-        priority: None,
-        mem: None,
-        umask: None,
+        ..Submission::of("")
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;
@@ -532,6 +533,27 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
     shared.wake_executor();
     shared.notify_ended();
     Ok(Reply::Cancelled { ids: ids.to_vec() })
+}
+
+/// Holds (`held`) or releases pending jobs `ids`.
+fn hold(shared: &Shared, ids: &[u64], held: bool, peer: Peer) -> Result<Reply, ServiceError> {
+    let mut registry = shared.lock();
+    registry.check_hold(ids, peer.uid)?;
+    let mut last = None;
+    for &id in ids {
+        let t = now_unix();
+        last = Some(shared.journal.append(&Entry::Held { id, t, held })?);
+        registry.set_held(id, held);
+    }
+    drop(registry);
+    if let Some(position) = last {
+        shared.journal.sync(position)?;
+    }
+    shared.wake_executor();
+    Ok(Reply::Held {
+        ids: ids.to_vec(),
+        held,
+    })
 }
 
 fn wait(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError> {

@@ -43,6 +43,7 @@ impl JobSource for DaemonSource {
         self.shared.clear_wake();
         let running_per_user = self.shared.config.limits.running_jobs_per_user;
         let mut registry = self.shared.lock();
+        registry.tick(now_unix());
         let taken = registry.take_incoming(running_per_user, self.cpus);
         let unsatisfiable = registry.take_unsatisfiable();
         let mut last = None;

@@ -524,7 +524,8 @@ fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
 fn a_dependent_job_waits_pending_and_one_whose_dependency_fails_is_cancelled_saying_why() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = start(dir.path());
+    // Cancelled only where the daemon is told to, as Slurm's kill_invalid_depend.
+    let mut daemon = start_configured(dir.path(), "[jobs]\nkill_invalid_depend = true\n");
     let socket = daemon.socket.clone();
     let first = submitted_id(&cosched(&socket, &["submit", "--", "sleep", "2"]));
     let after_first = format!("afterok:{first}");
@@ -581,7 +582,10 @@ fn a_dependent_job_waits_pending_and_one_whose_dependency_fails_is_cancelled_say
 
     let bad = cosched(&socket, &["submit", "-d", "afterok:999", "--", "true"]);
     assert_refused(&bad, "no job 999");
-    let bad = cosched(&socket, &["submit", "-d", "after:1", "--", "true"]);
+    let bad = cosched(
+        &socket,
+        &["submit", "-d", "afterburstbuffer:1", "--", "true"],
+    );
     assert_eq!(bad.status.code(), Some(2));
     daemon.stop().unwrap();
 }

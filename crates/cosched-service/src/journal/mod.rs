@@ -111,6 +111,12 @@ pub enum Entry {
         id: u64,
         t: f64,
     },
+    /// Held by its user (`held`) or released, while pending.
+    Held {
+        id: u64,
+        t: f64,
+        held: bool,
+    },
     /// Its time limit passed and it was sent SIGTERM.
     TimedOut {
         id: u64,
@@ -558,6 +564,42 @@ mod tests {
         let view = &history.jobs[0].view;
         assert_eq!(view.state, crate::protocol::JobState::Oom);
         assert_eq!(view.accounting.as_deref(), Some(&accounting));
+    }
+
+    #[test]
+    fn a_hold_and_a_release_replay_and_survive_compaction_with_the_slurm_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut held = submitted(1);
+        let Entry::Submitted { submission, .. } = &mut held else {
+            unreachable!()
+        };
+        submission.begin = Some(5.0);
+        submission.exclusive = true;
+        submission.singleton = true;
+        {
+            let (journal, _) = Journal::open(&path, &FOREVER).unwrap();
+            journal.write(&held).unwrap();
+            journal.write(&submitted(2)).unwrap();
+            for (id, held) in [(1, true), (2, true), (2, false)] {
+                let t = now_unix();
+                journal.write(&Entry::Held { id, t, held }).unwrap();
+            }
+        }
+        let (journal, history) = Journal::open(&path, &FOREVER).unwrap();
+        let holds = |history: &History| -> Vec<bool> {
+            history.jobs.iter().map(|j| j.submission.hold).collect()
+        };
+        assert_eq!(holds(&history), [true, false]);
+        let kept = &history.jobs[0].submission;
+        assert_eq!(
+            (kept.begin, kept.exclusive, kept.singleton),
+            (Some(5.0), true, true)
+        );
+        journal.compact(&FOREVER).unwrap();
+        drop(journal);
+        let (_, history) = Journal::open(&path, &FOREVER).unwrap();
+        assert_eq!(holds(&history), [true, false]);
     }
 
     fn finished(id: u64, t: f64) -> Entry {

@@ -192,6 +192,7 @@ impl Replay {
             | Entry::Threads { id, .. }
             | Entry::Finished { id, .. }
             | Entry::Cancelled { id, .. }
+            | Entry::Held { id, .. }
             | Entry::TimedOut { id, .. } => id,
         };
         if let Some(&at) = self.index.get(&id) {
@@ -276,6 +277,7 @@ fn update(job: &mut Replayed, entry: Entry) {
             job.submission.env = BTreeMap::new();
         }
         Entry::Cancelled { .. } => view.state = JobState::Cancelled,
+        Entry::Held { held, .. } => job.submission.hold = held,
         Entry::TimedOut { .. } => {
             if view.state != JobState::Cancelled {
                 view.state = JobState::Timeout;

@@ -11,7 +11,7 @@ use cosched_core::memory::admits;
 use cosched_core::{CpuSet, Policy};
 use cosched_linux::Adopt;
 use ended::EndedByUser;
-use pending::Dependencies;
+use pending::Gate;
 use queues::{Kind, Queues};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -52,6 +52,8 @@ pub struct Tracked {
     oom: bool,
     /// Bytes it takes in the journal ([`JobView::footprint`]), counted once it has ended.
     footprint: u64,
+    /// It runs with no other job beside it ([`Submission::exclusive`]).
+    exclusive: bool,
 }
 
 impl Tracked {
@@ -59,7 +61,11 @@ impl Tracked {
     fn queue_kind(&self) -> Kind {
         match (&self.adopt, &self.submission) {
             (Some(_), _) => Kind::Adopt,
-            (None, Some(s)) if !s.dependency.is_empty() => Kind::Dependent,
+            (None, Some(s))
+                if !s.dependency.is_empty() || s.singleton || s.hold || s.begin.is_some() =>
+            {
+                Kind::Dependent
+            }
             _ => Kind::Plain,
         }
     }
@@ -74,6 +80,7 @@ impl Tracked {
     ) -> Tracked {
         Tracked {
             weight: submission.as_ref().map_or(1.0, |s| s.weight),
+            exclusive: submission.as_ref().is_some_and(|s| s.exclusive),
             footprint: view.footprint(),
             view,
             gid,
@@ -164,6 +171,15 @@ pub struct Registry {
     memory_for_jobs: u64,
     /// The requests of the jobs handed to the executor and not ended, added up.
     memory_in_use: u64,
+    /// Cancel the jobs whose dependencies can never be met (`jobs.kill_invalid_depend`), instead
+    /// of keeping them pending.
+    kill_invalid_depend: bool,
+    /// Unix time as the executor last told it ([`Registry::tick`]): what `--begin` is compared with.
+    clock: f64,
+    /// The earliest `--begin` of a held job still to come.
+    next_begin: f64,
+    /// An exclusive job that waits for the node to empty: no other job starts meanwhile.
+    draining_for: Option<u64>,
 }
 
 impl Registry {
@@ -191,6 +207,28 @@ impl Registry {
             policy_switch: None,
             memory_for_jobs: u64::MAX,
             memory_in_use: 0,
+            kill_invalid_depend: false,
+            clock: 0.0,
+            next_begin: f64::INFINITY,
+            draining_for: None,
+        }
+    }
+
+    /// The registry cancelling jobs whose dependencies can never be met
+    /// (`jobs.kill_invalid_depend`).
+    pub fn with_kill_invalid_depend(mut self, kill: bool) -> Registry {
+        self.kill_invalid_depend = kill;
+        self
+    }
+
+    /// Tells the registry the time, `now` (Unix seconds): jobs whose `--begin` has come may be
+    /// taken at the next [`Registry::take_incoming`].
+    pub fn tick(&mut self, now: f64) {
+        self.clock = now;
+        if self.next_begin <= now {
+            self.next_begin = f64::INFINITY;
+            self.incoming.job_ended();
+            self.takeable = true;
         }
     }
 
@@ -225,6 +263,9 @@ impl Registry {
         self.users.entry(job.view.uid).or_default().queued += 1;
         self.incoming
             .push(id, job.view.uid, job.view.priority, job.queue_kind());
+        if let Some(begin) = job.submission.as_ref().and_then(|s| s.begin) {
+            self.next_begin = self.next_begin.min(begin);
+        }
         self.jobs.insert(id, Box::new(job));
         self.takeable = true;
     }
@@ -238,6 +279,9 @@ impl Registry {
             self.users.entry(job.view.uid).or_default().queued += 1;
             self.incoming
                 .push(id, job.view.uid, job.view.priority, job.queue_kind());
+            if let Some(begin) = job.submission.as_ref().and_then(|s| s.begin) {
+                self.next_begin = self.next_begin.min(begin);
+            }
             self.takeable = true;
             self.joins.extend(joined.into_iter().map(|task| (id, task)));
         }
@@ -320,8 +364,33 @@ impl Registry {
             memory_handed += self.jobs[id].view.mem.unwrap_or(0);
         }
         let mut in_array = self.handed_per_array(&chosen);
+        // One cancelled or held since no longer keeps the others waiting.
+        if self
+            .draining_for
+            .is_some_and(|id| !self.incoming.contains(id) || !matches!(self.gate(id), Gate::Go))
+        {
+            self.draining_for = None;
+        }
+        let mut exclusive_running = self
+            .running_of
+            .values()
+            .flatten()
+            .chain(&chosen)
+            .any(|id| self.jobs[id].exclusive);
         loop {
+            if exclusive_running {
+                break;
+            }
             let fronts: Vec<(u32, u64)> = self.incoming.fronts().collect();
+            let node_busy = !self.running_of.is_empty() || !chosen.is_empty();
+            if self.draining_for.is_none() && node_busy {
+                // An exclusive job first in its user's queue: the others wait with it, or a
+                // busy node might never empty.
+                let exclusive = fronts
+                    .iter()
+                    .find(|(_, id)| self.jobs[id].exclusive && matches!(self.gate(*id), Gate::Go));
+                self.draining_for = exclusive.map(|&(_, id)| id);
+            }
             let next = fronts
                 .into_iter()
                 .filter_map(|(uid, front)| {
@@ -339,7 +408,29 @@ impl Registry {
                 break;
             };
             let id = self.incoming.pop_front(uid).expect("a front was named");
+            // Held or given a later begin while queued: its place in its user's queue stayed.
+            if !matches!(self.gate(id), Gate::Go) {
+                self.incoming.hold(id);
+                continue;
+            }
             let job = &self.jobs[&id];
+            match (job.exclusive, self.draining_for) {
+                (true, _) if node_busy => {
+                    // Nothing else starts until the node is empty and it has started.
+                    self.draining_for = Some(id);
+                    self.incoming.hold(id);
+                    break;
+                }
+                (false, Some(_)) => {
+                    self.incoming.hold(id);
+                    continue;
+                }
+                _ => {}
+            }
+            exclusive_running = job.exclusive;
+            if exclusive_running {
+                self.draining_for = None;
+            }
             let array = job.view.array_id;
             let limit = job.submission.as_ref().and_then(|s| s.array?.limit);
             let array_full = match (array, limit) {
@@ -408,13 +499,17 @@ impl Registry {
     /// and notes the dependencies that can never be met; looks only after a job has ended.
     fn release_held(&mut self) {
         for id in self.incoming.take_unchecked_held() {
-            match self.dependencies_of(id) {
-                Dependencies::Met => self.incoming.release(id),
-                Dependencies::Waiting => self.incoming.hold(id),
-                Dependencies::Never(why) => {
+            match self.gate(id) {
+                Gate::Go => self.incoming.release(id),
+                Gate::Begin(begin) | Gate::Later(begin) => {
+                    self.next_begin = self.next_begin.min(begin);
+                    self.incoming.hold(id);
+                }
+                Gate::Never(why) if self.kill_invalid_depend => {
                     self.unsatisfiable.push((id, why));
                     self.incoming.hold(id);
                 }
+                Gate::Held | Gate::Dependency | Gate::Never(_) => self.incoming.hold(id),
             }
         }
     }
@@ -564,6 +659,9 @@ impl Registry {
         if view.time_limit.is_some() && !self.limited.contains(&id) {
             self.limited.push(id);
         }
+        // A job that waits for this one to start (`after`) may go.
+        self.incoming.job_ended();
+        self.takeable |= self.incoming.any_held();
         Some(adopted)
     }
 
@@ -622,6 +720,8 @@ impl Registry {
             }
         }
         let was_running = std::mem::take(&mut job.running);
+        // The jobs an exclusive one kept waiting may start now, whoever's they are.
+        let node_freed = was_running && job.exclusive;
         job.submission = None;
         self.limited.retain(|&limited| limited != id);
         // Killed like a cancelled job, but for its time limit: say so, as a kill.
@@ -664,7 +764,7 @@ impl Registry {
         }
         self.ended_now(id);
         self.incoming.job_ended();
-        may_start |= self.incoming.any_held();
+        may_start |= self.incoming.any_held() || node_freed;
         self.takeable |= may_start;
         may_start
     }
@@ -685,6 +785,40 @@ impl Registry {
             }
         }
         Ok(())
+    }
+
+    /// Whether `uid` may hold or release every job of `ids`: they exist, are its own (or it is
+    /// root), and have not been handed to the executor.
+    pub fn check_hold(&self, ids: &[u64], uid: u32) -> Result<(), ServiceError> {
+        for &id in ids {
+            let job = self.jobs.get(&id).ok_or(ServiceError::NoSuchJob(id))?;
+            if uid != 0 && job.view.uid != uid {
+                return Err(ServiceError::NotOwner {
+                    id,
+                    owner: job.view.uid,
+                });
+            }
+            if job.submission.is_none() || job.adopt.is_some() {
+                return Err(ServiceError::NotPending {
+                    id,
+                    state: job.view.state,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds queued job `id` (`held`) or releases it, checked with [`Registry::check_hold`]. A held
+    /// job keeps its place in its user's queue until it comes to the front.
+    pub fn set_held(&mut self, id: u64, held: bool) {
+        let Some(submission) = self.jobs.get_mut(&id).and_then(|j| j.submission.as_mut()) else {
+            return;
+        };
+        submission.hold = held;
+        if !held {
+            self.incoming.job_ended();
+            self.takeable = true;
+        }
     }
 
     /// Cancels job `id`, checked with [`Registry::check_cancel`].

@@ -1,27 +1,49 @@
-//! Why a queued job waits: its dependencies, its array's limit, its user's running jobs, memory.
+//! Why a queued job waits: held, its begin, its dependencies, its array's limit, its user's
+//! running jobs, memory.
 
 use super::Registry;
-use crate::protocol::JobState;
+use crate::protocol::{After, Dependency, JobState};
 use cosched_core::memory::admits;
 
-/// Where a queued job's dependencies stand.
-pub(super) enum Dependencies {
-    Met,
+/// Whether a queued job may be taken, and if not, why.
+pub(super) enum Gate {
+    Go,
+    /// Held by its user (`--hold`) until released.
+    Held,
+    /// Its `--begin`, a Unix time, has not come.
+    Begin(f64),
+    /// A job it depends on has yet to end (or start).
+    Dependency,
+    /// Its dependencies are met from this Unix time on (`after:ID+MINUTES`).
+    Later(f64),
+    /// Its dependencies can never be met, for this reason.
+    Never(String),
+}
+
+/// Where one dependency stands.
+enum Met {
+    Yes,
     Waiting,
+    /// Met from this Unix time on.
+    Until(f64),
     Never(String),
 }
 
 impl Registry {
-    /// Why queued job `id` has not started: waiting for its dependencies, held back for its array's
-    /// limit or its user's running jobs (`running_per_user`), else waiting for the policy to give
-    /// it CPUs.
+    /// Why queued job `id` has not started: held, before its begin, waiting for its dependencies
+    /// (or never to have them met), held back for its array's limit or its user's running jobs
+    /// (`running_per_user`), else waiting for the policy to give it CPUs.
     pub fn pending_reason(&self, id: u64, running_per_user: usize) -> Option<&'static str> {
         let job = self.jobs.get(&id)?;
         if job.view.state != JobState::Queued {
             return None;
         }
-        if matches!(self.dependencies_of(id), Dependencies::Waiting) {
-            return Some("dependency");
+        match self.gate(id) {
+            Gate::Held => return Some("job_held_user"),
+            Gate::Begin(_) => return Some("begin_time"),
+            Gate::Dependency | Gate::Later(_) => return Some("dependency"),
+            Gate::Never(_) => return Some("dependency_never_satisfied"),
+            Gate::Go => {}
         }
         let limit = job.submission.as_ref().and_then(|s| s.array?.limit);
         let array = job.view.array_id;
@@ -51,27 +73,94 @@ impl Registry {
         })
     }
 
-    /// Whether the jobs queued job `id` depends on have ended as it asks.
-    pub(super) fn dependencies_of(&self, id: u64) -> Dependencies {
-        let Some(submission) = self.jobs.get(&id).and_then(|j| j.submission.as_ref()) else {
-            return Dependencies::Met;
+    /// Whether queued job `id` may be taken: not held, its begin come, its dependencies met.
+    pub(super) fn gate(&self, id: u64) -> Gate {
+        let Some(job) = self.jobs.get(&id) else {
+            return Gate::Go;
         };
+        let Some(submission) = job.submission.as_ref() else {
+            return Gate::Go;
+        };
+        if submission.hold {
+            return Gate::Held;
+        }
+        if let Some(begin) = submission.begin.filter(|&b| b > self.clock) {
+            return Gate::Begin(begin);
+        }
+        if submission.singleton && self.earlier_namesake(id) {
+            return Gate::Dependency;
+        }
+        let mut waiting = false;
+        let mut until = f64::INFINITY;
+        let mut never = Vec::new();
         for dependency in &submission.dependency {
-            let Some(job) = self.jobs.get(&dependency.id) else {
-                return Dependencies::Never(format!("{dependency}: job forgotten"));
-            };
-            let view = &job.view;
-            if !view.state.ended() || view.finished.is_none() {
-                return Dependencies::Waiting;
-            }
-            if !dependency.met_by(view.state) {
-                let state = format!("{:?}", view.state).to_lowercase();
-                return Dependencies::Never(format!(
-                    "dependency {dependency} never satisfied: job {} ended {state}",
-                    dependency.id
-                ));
+            match self.met(id, dependency) {
+                // One met is enough with `?`.
+                Met::Yes if submission.dependency_any => return Gate::Go,
+                Met::Yes => {}
+                Met::Waiting => waiting = true,
+                Met::Until(t) => until = until.min(t),
+                Met::Never(why) => never.push(why),
             }
         }
-        Dependencies::Met
+        let all_never = never.len() == submission.dependency.len();
+        match (waiting, never.is_empty()) {
+            (_, false) if !submission.dependency_any || all_never => Gate::Never(never.join("; ")),
+            (true, _) => Gate::Dependency,
+            _ if until.is_finite() => Gate::Later(until),
+            _ => Gate::Go,
+        }
+    }
+
+    /// Whether a job of `id`'s user with its name, submitted before it, has yet to end.
+    fn earlier_namesake(&self, id: u64) -> bool {
+        let view = &self.jobs[&id].view;
+        self.jobs.range(..id).any(|(_, other)| {
+            let other = &other.view;
+            other.uid == view.uid && other.name == view.name && !other.state.ended()
+        })
+    }
+
+    /// Where `dependency` of queued job `id` stands.
+    fn met(&self, id: u64, dependency: &Dependency) -> Met {
+        let target = match dependency.after {
+            After::Corr => {
+                let index = self.jobs[&id].view.array_index;
+                let element = self.jobs.range(dependency.id..).find(|(_, j)| {
+                    j.view.array_id == Some(dependency.id) && j.view.array_index == index
+                });
+                match element {
+                    Some((_, job)) => job,
+                    None => return Met::Yes,
+                }
+            }
+            _ => match self.jobs.get(&dependency.id) {
+                Some(job) => job,
+                None => return Met::Never(format!("{dependency}: job forgotten")),
+            },
+        };
+        let view = &target.view;
+        if dependency.after == After::Start && (view.started.is_some() || view.state.ended()) {
+            // From its start, or from its end for one cancelled before it started.
+            let from = view.started.or(view.finished).unwrap_or(self.clock);
+            let ready = from + dependency.minutes as f64 * 60.0;
+            return match dependency.minutes > 0 && ready > self.clock {
+                true => Met::Until(ready),
+                false => Met::Yes,
+            };
+        }
+        if !view.state.ended() || view.finished.is_none() {
+            return Met::Waiting;
+        }
+        match dependency.met_by(view.state) {
+            true => Met::Yes,
+            false => {
+                let state = format!("{:?}", view.state).to_lowercase();
+                Met::Never(format!(
+                    "dependency {dependency} never satisfied: job {} ended {state}",
+                    view.id
+                ))
+            }
+        }
     }
 }

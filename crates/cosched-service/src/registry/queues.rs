@@ -92,10 +92,15 @@ impl Queues {
             return Vec::new();
         }
         let members = &self.members;
-        self.held
+        let mut held: Vec<u64> = self
+            .held
             .drain(..)
             .filter(|id| members.contains_key(id))
-            .collect()
+            .collect();
+        // A job held while in its user's queue can be held again when it comes to the front.
+        held.sort_unstable();
+        held.dedup();
+        held
     }
 
     /// A queued job free to be taken joins its user's queue, in its place.

@@ -289,6 +289,7 @@ fn depending(depends_on: &[Option<u64>]) -> Registry {
             s.dependency.push(Dependency {
                 after: After::Ok,
                 id,
+                minutes: 0,
             });
         }
         registry.enqueue(tracked);
@@ -322,7 +323,7 @@ fn a_dependent_job_takes_its_place_by_id_once_released_and_cancelled_jobs_are_ne
 
 #[test]
 fn a_job_whose_dependency_failed_is_reported_unsatisfiable_once() {
-    let mut registry = depending(&[None, Some(0)]);
+    let mut registry = depending(&[None, Some(0)]).with_kill_invalid_depend(true);
     assert_eq!(taken(&mut registry, 10), [0]);
     registry.finish(0, Some(2.0), false, Some(1), None);
     assert!(taken(&mut registry, 10).is_empty());
@@ -357,4 +358,240 @@ fn a_wait_looks_past_the_jobs_it_found_ended_and_answers_with_every_view() {
     // One forgotten meanwhile is named, not left out.
     registry.forget_ended_before(2.5);
     assert!(registry.ended(&ids, &mut checked).is_err());
+}
+
+/// Enqueues a job of `uid` named `name`, its submission changed by `change`; its id.
+fn submit(
+    registry: &mut Registry,
+    uid: u32,
+    name: &str,
+    change: impl FnOnce(&mut Submission),
+) -> u64 {
+    let id = registry.next_id();
+    let mut submission = Submission::of("/bin/true");
+    submission.name = name.into();
+    change(&mut submission);
+    let view = JobView::queued(id, uid, 1.0, &submission, "o".into(), "e".into());
+    registry.enqueue(Tracked::new(view, uid, Some(submission), None));
+    id
+}
+
+fn after(after: crate::protocol::After, id: u64) -> crate::protocol::Dependency {
+    crate::protocol::Dependency {
+        after,
+        id,
+        minutes: 0,
+    }
+}
+
+#[test]
+fn a_dependency_never_satisfied_stays_pending_unless_the_daemon_kills_such_jobs() {
+    use crate::protocol::After;
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let failing = submit(&mut registry, 1000, "a", |_| {});
+    let never = submit(&mut registry, 1000, "b", |s| {
+        s.dependency.push(after(After::Ok, failing))
+    });
+    assert_eq!(taken(&mut registry, 10), [failing]);
+    registry.finish(failing, Some(2.0), false, Some(1), None);
+    assert!(taken(&mut registry, 10).is_empty());
+    assert!(
+        registry.take_unsatisfiable().is_empty(),
+        "kept, not cancelled"
+    );
+    assert_eq!(
+        registry.pending_reason(never, 10),
+        Some("dependency_never_satisfied")
+    );
+    assert_eq!(registry.job(never).unwrap().state, JobState::Queued);
+}
+
+#[test]
+fn any_of_several_dependencies_is_enough_and_all_failing_is_never() {
+    use crate::protocol::After;
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let a = submit(&mut registry, 1000, "a", |_| {});
+    let b = submit(&mut registry, 1000, "b", |_| {});
+    let c = submit(&mut registry, 1000, "c", |_| {});
+    let either = submit(&mut registry, 1000, "either", |s| {
+        s.dependency = vec![after(After::Ok, a), after(After::Ok, b)];
+        s.dependency_any = true;
+    });
+    let both = submit(&mut registry, 1000, "both", |s| {
+        s.dependency = vec![after(After::Ok, a), after(After::Ok, c)];
+    });
+    assert_eq!(taken(&mut registry, 10), [a, b, c]);
+    registry.finish(a, Some(2.0), false, Some(1), None);
+    // `?`: a failed, but b may still succeed; `,`: a failed, so never.
+    assert!(taken(&mut registry, 10).is_empty());
+    assert_eq!(registry.pending_reason(either, 10), Some("dependency"));
+    assert_eq!(
+        registry.pending_reason(both, 10),
+        Some("dependency_never_satisfied")
+    );
+    registry.finish(b, Some(3.0), true, Some(0), None);
+    assert_eq!(taken(&mut registry, 10), [either]);
+
+    let d = submit(&mut registry, 1000, "d", |_| {});
+    let e = submit(&mut registry, 1000, "e", |_| {});
+    let neither = submit(&mut registry, 1000, "neither", |s| {
+        s.dependency = vec![after(After::Ok, d), after(After::Ok, e)];
+        s.dependency_any = true;
+    });
+    assert_eq!(taken(&mut registry, 10), [d, e]);
+    registry.finish(d, Some(4.0), false, Some(1), None);
+    registry.finish(e, Some(4.0), false, Some(1), None);
+    assert!(taken(&mut registry, 10).is_empty());
+    assert_eq!(
+        registry.pending_reason(neither, 10),
+        Some("dependency_never_satisfied")
+    );
+}
+
+#[test]
+fn after_waits_for_a_start_and_aftercorr_for_the_element_of_the_same_index() {
+    use crate::protocol::After;
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let first = submit(&mut registry, 1000, "first", |_| {});
+    let started = submit(&mut registry, 1000, "started", |s| {
+        s.dependency.push(after(After::Start, first))
+    });
+    assert_eq!(taken(&mut registry, 10), [first]);
+    assert!(
+        taken(&mut registry, 10).is_empty(),
+        "{first} has not started"
+    );
+    registry.mark_started(first, 42, 1, 2.0);
+    assert_eq!(taken(&mut registry, 10), [started]);
+
+    let element = |of: Option<u64>, index: u64| {
+        move |s: &mut Submission| {
+            s.array = Some(ArrayElement {
+                index,
+                of,
+                limit: None,
+            })
+        }
+    };
+    let array = registry.next_id();
+    submit(&mut registry, 1000, "a", element(None, 1));
+    let a2 = submit(&mut registry, 1000, "a", element(Some(array), 2));
+    let b1 = submit(&mut registry, 1000, "b", |s| {
+        element(None, 1)(s);
+        s.dependency.push(after(After::Corr, array));
+    });
+    let b2 = submit(&mut registry, 1000, "b", |s| {
+        element(Some(b1), 2)(s);
+        s.dependency.push(after(After::Corr, array));
+    });
+    let b3 = submit(&mut registry, 1000, "b", |s| {
+        element(Some(b1), 3)(s);
+        s.dependency.push(after(After::Corr, array));
+    });
+    // b3 has no counterpart: it does not wait.
+    assert_eq!(taken(&mut registry, 10), [array, a2, b3]);
+    registry.finish(a2, Some(3.0), true, Some(0), None);
+    assert_eq!(
+        taken(&mut registry, 10),
+        [b2],
+        "b2 after a2, b1 still waits"
+    );
+    registry.finish(array, Some(4.0), false, Some(1), None);
+    assert!(taken(&mut registry, 10).is_empty());
+    assert_eq!(
+        registry.pending_reason(b1, 10),
+        Some("dependency_never_satisfied")
+    );
+}
+
+#[test]
+fn a_singleton_waits_for_its_users_earlier_jobs_of_its_name() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let first = submit(&mut registry, 1000, "nightly", |_| {});
+    let other_user = submit(&mut registry, 1001, "nightly", |s| s.singleton = true);
+    let second = submit(&mut registry, 1000, "nightly", |s| s.singleton = true);
+    let third = submit(&mut registry, 1000, "nightly", |s| s.singleton = true);
+    assert_eq!(taken(&mut registry, 10), [first, other_user]);
+    assert_eq!(registry.pending_reason(second, 10), Some("dependency"));
+    registry.finish(first, Some(2.0), true, Some(0), None);
+    assert_eq!(taken(&mut registry, 10), [second], "third waits for second");
+    registry.finish(second, Some(3.0), false, Some(1), None);
+    assert_eq!(taken(&mut registry, 10), [third]);
+}
+
+#[test]
+fn a_held_job_waits_until_released_and_a_begin_until_the_clock_reaches_it() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let held = submit(&mut registry, 1000, "held", |s| s.hold = true);
+    let later = submit(&mut registry, 1000, "later", |s| s.begin = Some(100.0));
+    let plain = submit(&mut registry, 1000, "plain", |_| {});
+    registry.tick(50.0);
+    assert_eq!(taken(&mut registry, 10), [plain]);
+    assert_eq!(registry.pending_reason(held, 10), Some("job_held_user"));
+    assert_eq!(registry.pending_reason(later, 10), Some("begin_time"));
+    registry.tick(99.0);
+    assert!(taken(&mut registry, 10).is_empty(), "not before its begin");
+    registry.tick(100.0);
+    assert_eq!(taken(&mut registry, 10), [later]);
+    assert!(registry.check_hold(&[plain], 1000).is_err(), "running");
+    assert!(registry.check_hold(&[held], 1001).is_err(), "not theirs");
+    registry.check_hold(&[held], 1000).unwrap();
+    registry.set_held(held, false);
+    assert_eq!(taken(&mut registry, 10), [held]);
+
+    // Held while in its user's queue, it is not handed over.
+    let queued = submit(&mut registry, 1000, "queued", |_| {});
+    registry.set_held(queued, true);
+    assert!(taken(&mut registry, 10).is_empty());
+    registry.set_held(queued, false);
+    assert_eq!(taken(&mut registry, 10), [queued]);
+}
+
+#[test]
+fn an_exclusive_job_starts_on_an_empty_node_and_runs_alone() {
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let running = submit(&mut registry, 1000, "running", |_| {});
+    assert_eq!(taken(&mut registry, 10), [running]);
+    let alone = submit(&mut registry, 1000, "alone", |s| s.exclusive = true);
+    let after_it = submit(&mut registry, 1001, "after", |_| {});
+    // The node is not empty: the exclusive job waits, and no job starts before it.
+    assert!(taken(&mut registry, 10).is_empty());
+    assert_eq!(registry.pending_reason(after_it, 10), Some("resources"));
+    registry.finish(running, Some(2.0), true, Some(0), None);
+    assert_eq!(taken(&mut registry, 10), [alone]);
+    assert!(taken(&mut registry, 10).is_empty(), "none beside it");
+    registry.finish(alone, Some(3.0), true, Some(0), None);
+    assert_eq!(taken(&mut registry, 10), [after_it]);
+    // An exclusive job held while it waits no longer keeps the others waiting.
+    let running = submit(&mut registry, 1000, "running", |_| {});
+    assert_eq!(taken(&mut registry, 10), [running]);
+    let alone = submit(&mut registry, 1000, "alone", |s| s.exclusive = true);
+    let other = submit(&mut registry, 1001, "other", |_| {});
+    assert!(taken(&mut registry, 10).is_empty());
+    registry.set_held(alone, true);
+    registry.set_held(alone, false);
+    registry.set_held(alone, true);
+    assert_eq!(taken(&mut registry, 10), [other]);
+}
+
+#[test]
+fn after_with_minutes_waits_that_long_after_the_start_on_the_clock() {
+    use crate::protocol::{After, Dependency};
+    let mut registry = Registry::new("eq".into(), 0, ShareTable::default());
+    let first = submit(&mut registry, 1000, "first", |_| {});
+    let delayed = submit(&mut registry, 1000, "delayed", |s| {
+        s.dependency.push(Dependency {
+            after: After::Start,
+            id: first,
+            minutes: 1,
+        })
+    });
+    registry.tick(5.0);
+    assert_eq!(taken(&mut registry, 10), [first]);
+    registry.mark_started(first, 42, 1, 10.0);
+    registry.tick(69.0);
+    assert!(taken(&mut registry, 10).is_empty(), "59 s after the start");
+    assert_eq!(registry.pending_reason(delayed, 10), Some("dependency"));
+    registry.tick(70.0);
+    assert_eq!(taken(&mut registry, 10), [delayed]);
 }

@@ -10,12 +10,18 @@ use cosched_service::protocol::{
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Submit a job to the daemon and print its id
+/// Submit a job (a command, a workload or a Slurm batch script) to the daemon and print its id
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "The job runs as you, in the current directory, with your environment, \
 without a shell (write `sh -c '…'` yourself if you want one).\n\n\
-Examples:\n  cosched submit -- ./solver --size 4096\n  \
+A batch script (a file starting with #!, given without `--`) runs as sbatch runs it: its #SBATCH \
+lines before its first command are read as these flags (#COSCHED lines as cosched's own), the \
+command line's flags win over them, an option cosched cannot honour is refused by name, and \
+`Submitted batch job ID` is printed (only the id with --parsable).\n\n\
+Examples:\n  cosched submit job.sh   # #SBATCH lines read, as sbatch job.sh\n  \
+cosched submit --parsable -J post -d afterok:12 post.sh\n  \
+cosched submit -- ./solver --size 4096\n  \
 cosched submit --name lu --threads 2:16 --kind moldable -- ./lu\n  \
 cosched submit --wait -- make -j8\n  cosched submit -t 1:30:00 -- ./simulate\n  \
 cosched submit -o out-%j.txt -e err-%j.txt -- ./solver\n  \
@@ -37,8 +43,8 @@ pub struct Args {
     /// `timeout`
     #[arg(short = 't', long, value_name = "TIME")]
     time: Option<String>,
-    /// Standard output to FILE instead of the daemon's log (as sbatch): relative to the current
-    /// directory, opened as you; %j job id, %x name, %u user, %A array id, %a array index, %% a %
+    /// Standard output to FILE instead of the daemon's log (as sbatch): relative to the job's
+    /// directory (-D, else the current one), opened as you; %j job id, %x name, %u user, %A array id, %a array index, %% a %
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<String>,
     /// Standard error to FILE, with -o's symbols [default: -o's file when -o is given]
@@ -58,11 +64,69 @@ pub struct Args {
     /// COSCHED_ARRAY_TASK_ID to its number from 0
     #[arg(long, value_name = "FILE")]
     each_line: Option<PathBuf>,
-    /// Start only after other jobs end (as sbatch): afterok:ID[:ID…] (each done),
-    /// afterany:ID (ended however), afternotok:ID (ended failed, cancelled or timed out),
-    /// comma-separated; one that can no longer be met cancels the job
+    /// Start only after other jobs (as sbatch): after:ID[+MINUTES][:ID…] (started, MINUTES
+    /// ago), afterok:ID (ended
+    /// done), afterany:ID (ended however), afternotok:ID (ended failed, cancelled or timed out),
+    /// aftercorr:ARRAY (each element after the same index of ARRAY ended done), singleton (after
+    /// your earlier jobs of the same name); joined by `,` (all) or `?` (any). One that can no
+    /// longer be met leaves the job pending, reason dependency_never_satisfied (the daemon's
+    /// jobs.kill_invalid_depend cancels it instead)
     #[arg(short = 'd', long, value_name = "DEPENDENCY,...")]
     dependency: Option<String>,
+    /// CPUs per task (as sbatch): the job runs N threads, as --threads N (which wins if given)
+    #[arg(short = 'c', long, value_name = "N")]
+    cpus_per_task: Option<u32>,
+    /// Run the job in DIR (as sbatch), relative to the current directory; -o and -e are then
+    /// relative to DIR [default: the current directory]
+    #[arg(short = 'D', long, value_name = "DIR")]
+    chdir: Option<PathBuf>,
+    /// Start no earlier than TIME (as sbatch): now+COUNT[seconds|minutes|hours|days|weeks],
+    /// HH:MM[:SS] (its next coming), YYYY-MM-DD[THH:MM[:SS]], midnight, noon, teatime, today,
+    /// tomorrow; pending, reason begin_time, until then. E.g. --begin now+1hour
+    #[arg(short = 'b', long, value_name = "TIME")]
+    begin: Option<String>,
+    /// Submit the job held (as sbatch): pending, reason job_held_user, until `cosched release ID`
+    #[arg(short = 'H', long)]
+    hold: bool,
+    /// The job's environment (as sbatch): ALL (yours, the default), NONE (none but cosched's
+    /// own variables and SLURM_*), or NAME[=VALUE],… (only those, each with the value given or
+    /// yours; ALL,NAME=VALUE adds to yours). E.g. --export=NONE, --export=PATH,OMP_PLACES=cores
+    #[arg(long, value_name = "ALL|NONE|VARIABLE,...")]
+    export: Option<String>,
+    /// Share the node with no other job (as sbatch): it starts once no job runs (none starts
+    /// while it waits for that), and none starts beside it until it ends
+    #[arg(long)]
+    exclusive: bool,
+    /// Print only the job's id, or the array's (as sbatch --parsable)
+    #[arg(long)]
+    parsable: bool,
+    /// Nodes (as sbatch): cosched runs on one node, so only 1 is accepted
+    #[arg(short = 'N', long, value_name = "N")]
+    nodes: Option<String>,
+    /// Tasks (as sbatch): cosched starts one process per job, so only 1 is accepted
+    #[arg(short = 'n', long, value_name = "N")]
+    ntasks: Option<String>,
+    /// Tasks per node (as sbatch): only 1 is accepted
+    #[arg(long, value_name = "N")]
+    ntasks_per_node: Option<String>,
+    /// Slurm's partition: kept as the job's label partition=NAME; it changes nothing here
+    #[arg(short = 'p', long, value_name = "NAME")]
+    partition: Option<String>,
+    /// Slurm's account: kept as the job's label account=NAME; it changes nothing here
+    #[arg(short = 'A', long, value_name = "NAME")]
+    account: Option<String>,
+    /// Slurm's quality of service: kept as the job's label qos=NAME; it changes nothing here
+    #[arg(short = 'q', long, value_name = "NAME")]
+    qos: Option<String>,
+    /// Slurm's comment: kept as the job's label comment=TEXT
+    #[arg(long, value_name = "TEXT")]
+    comment: Option<String>,
+    /// Accepted for sbatch's sake with a note: cosched sends no mail (`cosched wait ID` waits)
+    #[arg(long, value_name = "ADDRESS")]
+    mail_user: Option<String>,
+    /// Accepted for sbatch's sake with a note: cosched sends no mail
+    #[arg(long, value_name = "TYPE")]
+    mail_type: Option<String>,
     /// Lower the job's priority among your pending jobs by N (as sbatch) [default: 100 when
     /// given without N]; below 0 (root only) raises it
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
@@ -80,9 +144,10 @@ pub struct Args {
     mem: Option<u64>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
-    #[arg(long)]
+    #[arg(short = 'W', long)]
     wait: bool,
-    /// The command and its arguments after `--`, or one workload file (.toml)
+    /// The command and its arguments after `--`, one workload file (.toml), or a batch script
+    /// (starting with #!) and its arguments
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     command: Vec<String>,
 }
@@ -90,8 +155,8 @@ pub struct Args {
 /// How a job is described to the policy and shown, for `submit` and `attach` alike.
 #[derive(clap::Args, Debug)]
 pub struct JobArgs {
-    /// Job name [default: the program's file name]
-    #[arg(long)]
+    /// Job name, shown by `jobs` [default: the program's (or script's) file name]
+    #[arg(short = 'J', long, visible_alias = "job-name")]
     pub name: Option<String>,
     /// Thread bounds, MIN:MAX (or N for both)
     #[arg(long, value_name = "MIN:MAX")]
@@ -143,48 +208,165 @@ impl JobArgs {
 /// A job's labels, KEY to VALUE (`--label KEY=VALUE`).
 type Labels = BTreeMap<String, String>;
 
+/// A batch script given to `submit`: its path, made absolute, and its text.
+struct Script {
+    path: PathBuf,
+    text: String,
+}
+
+/// The batch script `args` submit, if they do: a file that starts with `#!`, given without `--`
+/// (`--` runs a program as it is, directives unread).
+fn batch_script(args: &Args, raw: &[std::ffi::OsString]) -> anyhow::Result<Option<Script>> {
+    let Some(first) = args.command.first() else {
+        return Ok(None);
+    };
+    if raw.iter().any(|a| a == "--") || first.ends_with(".toml") {
+        return Ok(None);
+    }
+    let path = PathBuf::from(first);
+    // Two bytes first: a program named without `--` may be a large binary.
+    let mut start = [0u8; 2];
+    let opened = std::fs::File::open(&path).and_then(|mut f| {
+        use std::io::Read as _;
+        f.read_exact(&mut start)
+    });
+    if opened.is_err() || &start != b"#!" {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(&path).with_context(|| format!("{first}: cannot read"))?;
+    let text = String::from_utf8(bytes)
+        .with_context(|| format!("{first}: a batch script must be UTF-8 text"))?;
+    let path = std::path::absolute(&path).with_context(|| format!("{first}: cannot resolve"))?;
+    Ok(Some(Script { path, text }))
+}
+
+/// `args` with `script`'s directives before the command line's arguments `raw` (which win).
+fn with_directives(script: &Script, raw: &[std::ffi::OsString]) -> anyhow::Result<Args> {
+    use clap::{Args as _, FromArgMatches as _};
+    let shown = script.path.display();
+    let directives = super::sbatch::directives(&script.text).with_context(|| shown.to_string())?;
+    let arguments = super::sbatch::translate(&directives).with_context(|| shown.to_string())?;
+    let argv = std::iter::once("submit".into())
+        .chain(arguments.into_iter().map(Into::into))
+        .chain(raw.iter().cloned());
+    let command = Args::augment_args(clap::Command::new("submit")).args_override_self(true);
+    let matches = command.try_get_matches_from(argv).map_err(|e| {
+        let message = e.to_string();
+        let message = message.trim_start_matches("error: ").trim_end().to_string();
+        anyhow::anyhow!(
+            "{shown} (its #SBATCH and #COSCHED lines, then the command line): {message}"
+        )
+    })?;
+    Ok(Args::from_arg_matches(&matches)?)
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let env: BTreeMap<String, String> = std::env::vars().collect();
+    // What followed `submit`, to read again after a script's directives.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .skip_while(|a| a != "submit")
+        .skip(1)
+        .collect();
+    let script = batch_script(&args, &raw)?;
+    let args = match &script {
+        Some(script) => with_directives(script, &raw)?,
+        None => args,
+    };
+    let (labels, notes) = super::sbatch::labels_and_notes(&[
+        ("nodes", args.nodes.as_deref()),
+        ("ntasks", args.ntasks.as_deref()),
+        ("ntasks-per-node", args.ntasks_per_node.as_deref()),
+        ("partition", args.partition.as_deref()),
+        ("account", args.account.as_deref()),
+        ("qos", args.qos.as_deref()),
+        ("comment", args.comment.as_deref()),
+        ("mail-user", args.mail_user.as_deref()),
+        ("mail-type", args.mail_type.as_deref()),
+    ])?;
+    notes.iter().for_each(|note| eprintln!("note: {note}"));
+    let here = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = match &args.chdir {
+        Some(dir) => {
+            let dir = here.join(dir);
+            anyhow::ensure!(
+                dir.is_dir(),
+                "--chdir {}: no such directory; create it first or name another",
+                dir.display()
+            );
+            dir
+        }
+        None => here,
+    };
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    if let Some(spec) = &args.export {
+        env = super::sbatch::export(spec, &env)?;
+    }
     let time_limit = match &args.time {
         Some(text) => super::slurm_time::parse_time_limit(text)?,
         None => None,
     };
-    let mut submissions = match args.command.as_slice() {
-        [file] if file.ends_with(".toml") => from_workload(file, &cwd, &env, &args.job.labels()?)?,
-        command => vec![Submission {
-            name: args.job.name.clone().unwrap_or_else(|| {
-                PathBuf::from(&command[0])
-                    .file_name()
-                    .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
-            }),
-            command: command.to_vec(),
-            cwd,
-            env,
-            min_threads: args.job.threads()?.0,
-            max_threads: args.job.threads()?.1,
-            kind: args.job.kind()?,
-            weight: args.job.weight,
-            coschedule: !args.job.no_coschedule,
-            hints: args.job.hints()?,
-            labels: args.job.labels()?,
-            time_limit: None,
-            output: None,
-            error: None,
-            array: None,
-            dependency: Vec::new(),
-            nice: 0,
-            priority: None,
-            mem: None,
-            umask: None,
-        }],
+    let begin = match &args.begin {
+        Some(text) => Some(super::slurm_time::parse_begin(
+            text,
+            cosched_service::protocol::now_unix(),
+            &jiff::tz::TimeZone::system(),
+        )?),
+        None => None,
+    };
+    let mut job_labels = args.job.labels()?;
+    job_labels.extend(labels);
+    let (min_threads, max_threads) = match (args.job.threads()?, args.cpus_per_task) {
+        ((None, None), Some(cpus)) => {
+            anyhow::ensure!(cpus > 0, "--cpus-per-task 0: give 1 or more");
+            (Some(cpus), Some(cpus))
+        }
+        (threads, _) => threads,
+    };
+    let mut submissions = match (args.command.as_slice(), &script) {
+        ([file], None) if file.ends_with(".toml") => from_workload(file, &cwd, &env, &job_labels)?,
+        (command, script) => {
+            let (program, command) = match script {
+                // Run by its interpreter: sbatch needs no execute permission on it either.
+                Some(script) => {
+                    let mut argv = super::sbatch::interpreter(&script.text)
+                        .with_context(|| script.path.display().to_string())?;
+                    argv.push(script.path.display().to_string());
+                    argv.extend(command[1..].iter().cloned());
+                    (script.path.clone(), argv)
+                }
+                None => (PathBuf::from(&command[0]), command.to_vec()),
+            };
+            vec![Submission {
+                name: args.job.name.clone().unwrap_or_else(|| {
+                    program
+                        .file_name()
+                        .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
+                }),
+                command,
+                cwd,
+                env,
+                min_threads,
+                max_threads,
+                kind: args.job.kind()?,
+                weight: args.job.weight,
+                coschedule: !args.job.no_coschedule,
+                hints: args.job.hints()?,
+                labels: job_labels,
+                ..Submission::of("")
+            }]
+        }
     };
     let dependency = match &args.dependency {
         Some(text) => dependencies(text)?,
-        None => Vec::new(),
+        None => Dependencies::default(),
     };
     for submission in &mut submissions {
-        submission.dependency = dependency.clone();
+        submission.dependency = dependency.jobs.clone();
+        submission.dependency_any = dependency.any;
+        submission.singleton = dependency.singleton;
+        submission.begin = begin;
+        submission.hold = args.hold;
+        submission.exclusive = args.exclusive;
         submission.time_limit = time_limit;
         submission.output = args.output.clone();
         submission.error = args.error.clone();
@@ -228,8 +410,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     if !args.wait {
-        if !args.client.print_json(&serde_json::json!({ "ids": ids })) {
-            ids.iter().for_each(|id| println!("{id}"));
+        if args.client.print_json(&serde_json::json!({ "ids": ids })) {
+            return Ok(());
+        }
+        // An array is named by its first element's id, as sbatch names it.
+        match (args.parsable, &script, ids.first()) {
+            (true, _, Some(first)) => println!("{first}"),
+            (false, Some(_), Some(first)) => println!("Submitted batch job {first}"),
+            _ => ids.iter().for_each(|id| println!("{id}")),
         }
         return Ok(());
     }
@@ -241,16 +429,44 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     exit_with_first_failure(&jobs)
 }
 
-/// sbatch's `--dependency` list: `afterok:ID[:ID…]`, `afterany:…`, `afternotok:…`, comma-separated.
-fn dependencies(text: &str) -> anyhow::Result<Vec<Dependency>> {
-    let hint = "write afterok:ID[:ID…], afterany:ID or afternotok:ID, comma-separated";
-    let mut all = Vec::new();
-    for part in text.split(',') {
+/// What a `--dependency` asks for.
+#[derive(Debug, Default, PartialEq)]
+struct Dependencies {
+    jobs: Vec<Dependency>,
+    /// Joined by `?`: any one is enough.
+    any: bool,
+    singleton: bool,
+}
+
+/// sbatch's `--dependency`: `TYPE:ID[:ID…]` (TYPE after, afterok, afterany, afternotok or
+/// aftercorr) or `singleton`, joined by `,` (all) or `?` (any), not both.
+fn dependencies(text: &str) -> anyhow::Result<Dependencies> {
+    let hint = "write after:ID[+MINUTES], afterok:ID[:ID…], afterany:ID, afternotok:ID, \
+                aftercorr:ARRAY or singleton, joined by , (all) or ? (any)";
+    anyhow::ensure!(
+        !(text.contains(',') && text.contains('?')),
+        "--dependency {text}: join with , (all must hold) or ? (any may), not both, as in Slurm"
+    );
+    let mut all = Dependencies {
+        any: text.contains('?'),
+        ..Dependencies::default()
+    };
+    for part in text.split([',', '?']) {
         let mut fields = part.trim().split(':');
         let after = match fields.next().unwrap_or_default() {
+            "singleton" => {
+                all.singleton = true;
+                anyhow::ensure!(
+                    fields.next().is_none(),
+                    "--dependency {text}: singleton takes no id; {hint}"
+                );
+                continue;
+            }
+            "after" => After::Start,
             "afterok" => After::Ok,
             "afterany" => After::Any,
             "afternotok" => After::NotOk,
+            "aftercorr" => After::Corr,
             other => {
                 anyhow::bail!("--dependency {text}: {other:?} is not a kind cosched knows; {hint}")
             }
@@ -258,10 +474,24 @@ fn dependencies(text: &str) -> anyhow::Result<Vec<Dependency>> {
         let ids: Vec<&str> = fields.collect();
         anyhow::ensure!(!ids.is_empty(), "--dependency {text}: no job id; {hint}");
         for id in ids {
+            let (id, minutes) = match id.split_once('+') {
+                Some((id, minutes)) => {
+                    anyhow::ensure!(
+                        after == After::Start,
+                        "--dependency {text}: only after takes +MINUTES, as in Slurm; write \
+                         after:{id}+{minutes}, or --begin for a later start"
+                    );
+                    let minutes = minutes.parse::<u64>().with_context(|| {
+                        format!("--dependency {text}: {minutes:?} is not a number of minutes")
+                    })?;
+                    (id, minutes)
+                }
+                None => (id, 0),
+            };
             let id = id
                 .parse::<u64>()
                 .with_context(|| format!("--dependency {text}: {id:?} is not a job id; {hint}"))?;
-            all.push(Dependency { after, id });
+            all.jobs.push(Dependency { after, id, minutes });
         }
     }
     Ok(all)
@@ -396,15 +626,8 @@ fn from_workload(
                 coschedule: job.coschedule,
                 hints: job.hints.clone(),
                 labels: labels.clone(),
-                time_limit: None,
-                output: None,
-                error: None,
-                array: None,
-                dependency: Vec::new(),
-                nice: 0,
-                priority: None,
                 mem: job.mem,
-                umask: None,
+                ..Submission::of("")
             }
         })
         .collect())
@@ -450,4 +673,79 @@ fn hints(pairs: &[String]) -> anyhow::Result<JobHints> {
     serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
         anyhow::anyhow!("--hint: {e}; keys are runtime, footprint_mb, mpki, sync (spin|block|none)")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependencies_read_as_sbatch_reads_them() {
+        let all = dependencies("afterok:3:4,after:5+10,singleton").unwrap();
+        assert_eq!(
+            all,
+            Dependencies {
+                jobs: vec![
+                    Dependency {
+                        after: After::Ok,
+                        id: 3,
+                        minutes: 0
+                    },
+                    Dependency {
+                        after: After::Ok,
+                        id: 4,
+                        minutes: 0
+                    },
+                    Dependency {
+                        after: After::Start,
+                        id: 5,
+                        minutes: 10
+                    },
+                ],
+                any: false,
+                singleton: true,
+            }
+        );
+        let any = dependencies("afternotok:3?aftercorr:7").unwrap();
+        assert!(any.any);
+        assert_eq!(any.jobs[1].after, After::Corr);
+        for (bad, says) in [
+            ("afterok:1,afterany:2?afterok:3", "not both"),
+            ("afterok:1+5", "only after takes +MINUTES"),
+            ("after:1+soon", "not a number of minutes"),
+            ("afterburstbuffer:1", "not a kind"),
+            ("afterok", "no job id"),
+            ("singleton:3", "no id"),
+            ("afterok:x", "not a job id"),
+        ] {
+            let message = dependencies(bad).unwrap_err().to_string();
+            assert!(message.contains(says), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_overrides_a_scripts_directives() {
+        let script = Script {
+            path: "/tmp/job.sh".into(),
+            text: "#!/bin/sh\n#SBATCH -J from-script --time=5 -o out-%j.txt\n#SBATCH --hold\n\
+                   #COSCHED --kind rigid\nsleep 1\n"
+                .into(),
+        };
+        let raw: Vec<std::ffi::OsString> = ["-J", "from-cli", "--time", "7", "/tmp/job.sh", "x"]
+            .map(Into::into)
+            .into();
+        let args = with_directives(&script, &raw).unwrap();
+        assert_eq!(args.job.name.as_deref(), Some("from-cli"));
+        assert_eq!(args.time.as_deref(), Some("7"));
+        assert_eq!(args.output.as_deref(), Some("out-%j.txt"));
+        assert!(args.hold);
+        assert_eq!(args.job.kind().unwrap(), JobKind::Rigid);
+        assert_eq!(args.command, ["/tmp/job.sh", "x"]);
+        let refused = Script {
+            text: "#!/bin/sh\n#SBATCH --nodes=4\n".into(),
+            ..script
+        };
+        let message = format!("{:#}", with_directives(&refused, &raw).unwrap_err());
+        assert!(message.contains("#SBATCH --nodes=4 (line 2)"), "{message}");
+    }
 }

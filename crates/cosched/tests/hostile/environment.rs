@@ -143,6 +143,7 @@ fn a_jobs_peak_memory_is_its_own_not_the_daemons() {
     big.dependency = vec![Dependency {
         after: After::Ok,
         id: blocker,
+        minutes: 0,
     }];
     for _ in 0..64 {
         daemon.submit(big.clone()).unwrap();
