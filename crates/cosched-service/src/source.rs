@@ -71,6 +71,7 @@ impl JobSource for DaemonSource {
             .into_iter()
             .map(|job| {
                 let s = job.submission;
+                let priority = s.effective_priority();
                 // `-o` alone sends standard error to the same file, as in Slurm.
                 let opened_as_user = OpenedAsUser {
                     stdout: s.output.is_some(),
@@ -118,6 +119,7 @@ impl JobSource for DaemonSource {
                     // Its logs in the state directory stay within its user's share of it.
                     file_size_limit: (job.uid != 0 && !opened_as_user.stdout)
                         .then_some(self.shared.config.limits.log_bytes_per_user),
+                    priority,
                 }
             })
             .collect()

@@ -572,8 +572,9 @@ impl<'a> Executor<'a> {
         for arriving in self.source.take_arrived(self.now()) {
             let spec = arriving.spec.clone();
             let id = spec.id;
+            let at = self.waiting_place(arriving.priority);
             self.active
-                .push(ActiveJob::new(spec.clone().into(), None, 0));
+                .insert(at, ActiveJob::new(spec.clone().into(), None, 0));
             let isolated = arriving.isolated;
             self.jobs.insert(
                 id,
@@ -591,6 +592,22 @@ impl<'a> Executor<'a> {
             self.decide(Event::Arrived { job: id })?;
         }
         Ok(())
+    }
+
+    /// Where a job of `priority` goes in the active jobs, which policies read as arrival order:
+    /// before the first waiting job of lower priority, else last. Jobs handed over one by one as
+    /// they are submitted then still start highest priority first, as Slurm starts them.
+    fn waiting_place(&self, priority: i64) -> usize {
+        self.active
+            .iter()
+            .position(|a| {
+                a.started.is_none()
+                    && self
+                        .jobs
+                        .get(&a.id())
+                        .is_some_and(|j| j.arriving.priority < priority)
+            })
+            .unwrap_or(self.active.len())
     }
 
     /// Applies a plan in one direction: check it, enforce its first slot on running jobs, then launch

@@ -329,8 +329,11 @@ impl Registry {
                     let running = load.running + handed.get(&uid).copied().unwrap_or(0);
                     let awaiting = self.awaiting_start.get(&uid).copied().unwrap_or(0)
                         + handed.get(&uid).copied().unwrap_or(0);
-                    let eligible =
-                        (uid == 0 || running < running_per_user) && awaiting < awaiting_per_user;
+                    // A job that outranks what its user has waiting in the executor goes there
+                    // too, so that the policy starts it first (`Registry::outranks_awaiting`).
+                    let room = awaiting < awaiting_per_user
+                        || self.outranks_awaiting(uid, front, &chosen, awaiting_per_user);
+                    let eligible = (uid == 0 || running < running_per_user) && room;
                     let usage = running as f64 / self.shares.of(uid, self.jobs[&front].gid);
                     eligible.then_some((usage, front, uid))
                 })
@@ -401,6 +404,21 @@ impl Registry {
             job.weight = self.jobs[&job.id].fair_weight;
         }
         taken
+    }
+
+    /// Whether queued job `front` of `uid` is among the `limit` highest-priority jobs of its user
+    /// that would wait in the executor beside those there now (`handed`: handed in this take):
+    /// the executor holds at most `limit` of a user's jobs waiting to start, but a later job of
+    /// higher priority must not queue behind them in the registry while they wait there.
+    fn outranks_awaiting(&self, uid: u32, front: u64, handed: &[u64], limit: usize) -> bool {
+        let priority = self.jobs[&front].view.priority;
+        let ahead = (self.running_of.get(&uid).into_iter().flatten())
+            .chain(handed)
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|job| job.view.uid == uid && job.view.started.is_none())
+            .filter(|job| job.adopt.is_none() && job.view.priority >= priority)
+            .count();
+        ahead < limit
     }
 
     /// Gives back to their users' queues the held jobs that may go now that a job has ended (those
