@@ -284,6 +284,7 @@ pub fn write_ended_history(state: &Path, jobs: usize) -> io::Result<u64> {
                 t: Some(t + 0.01),
                 ok: true,
                 exit_code: Some(0),
+                signal: None,
                 error: None,
                 oom: false,
                 accounting: None,

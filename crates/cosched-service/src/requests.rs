@@ -515,6 +515,7 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
                 t: Some(t),
                 ok: false,
                 exit_code: None,
+                signal: None,
                 error: Some(error.clone()),
                 oom: false,
                 accounting: None,

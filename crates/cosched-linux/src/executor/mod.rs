@@ -116,6 +116,9 @@ pub struct JobOutcome {
     pub finished: Option<f64>,
     pub status: ExitStatus,
     pub exit_code: Option<i32>,
+    /// The signal that ended its main process (the SIGKILL of a cancel included); `None` when it
+    /// exited, or when how it ended is known only to another parent.
+    pub signal: Option<i32>,
     pub error: Option<String>,
     /// CPU time of the job's main process and the children it waited for (from wait4).
     pub cpu_seconds: f64,
@@ -748,6 +751,7 @@ impl JobOutcome {
             finished: None,
             status: ExitStatus::Failed,
             exit_code: None,
+            signal: None,
             error: Some("never started".into()),
             cpu_seconds: 0.0,
             user_seconds: 0.0,

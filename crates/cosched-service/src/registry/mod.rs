@@ -619,6 +619,13 @@ impl Registry {
         }
     }
 
+    /// Records the signal that ended job `id`'s main process, before [`Registry::finish`].
+    pub fn killed_by(&mut self, id: u64, signal: i32) {
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.view.signal = Some(signal);
+        }
+    }
+
     /// Records the end of job `id` at `t` (`None`: unknown, it ended while no daemon watched it);
     /// a cancelled job stays cancelled. Whether a job its user holds queued may start now.
     pub fn finish(
@@ -647,13 +654,21 @@ impl Registry {
             .as_deref()
             .is_some_and(|e| e.starts_with("killed by signal"));
         let error = match job.terminated {
-            Some(_) if exit_code.is_none() && !killed => Some(format!(
-                "killed by signal {} (SIGKILL): still running when the grace after its time \
-                 limit ended",
-                libc::SIGKILL
-            )),
+            Some(_) if exit_code.is_none() && !killed => {
+                job.view.signal.get_or_insert(libc::SIGKILL);
+                Some(format!(
+                    "killed by signal {} (SIGKILL): still running when the grace after its time \
+                     limit ended",
+                    libc::SIGKILL
+                ))
+            }
             _ => error,
         };
+        // The kernel's out-of-memory killer sends SIGKILL; a job whose own exit is unknown
+        // (adopted) ended by it all the same.
+        if job.oom && !ok && exit_code.is_none() {
+            job.view.signal.get_or_insert(libc::SIGKILL);
+        }
         let view = &mut job.view;
         if !view.state.ended_by_daemon() {
             view.state = match (ok, job.oom) {
@@ -663,7 +678,8 @@ impl Registry {
             };
         }
         view.finished = t;
-        view.exit_code = exit_code;
+        // As shells give it: 128 + the signal.
+        view.exit_code = exit_code.or(view.signal.map(|s| 128 + s));
         view.error = error;
         view.cpus = None;
         let users_before = self.running_of.len();
