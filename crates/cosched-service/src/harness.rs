@@ -47,7 +47,7 @@ fn log_hint(log: &Option<PathBuf>) -> String {
         .unwrap_or_default()
 }
 
-/// How to start a daemon: `cosched daemon --socket DIR/cosched.sock --state DIR/STATE`, then
+/// How to start a daemon: `cosched daemon --socket DIR/cosched.sock --state-dir DIR/STATE`, then
 /// whatever [`Launch::arg`] adds.
 pub struct Launch {
     command: Command,
@@ -67,7 +67,7 @@ impl Launch {
             .arg("daemon")
             .arg("--socket")
             .arg(&socket)
-            .arg("--state")
+            .arg("--state-dir")
             .arg(&state);
         Launch {
             command,

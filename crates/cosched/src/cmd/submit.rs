@@ -107,8 +107,9 @@ pub struct JobArgs {
     /// Never freeze this job (it is pinned to its CPUs instead)
     #[arg(long)]
     pub no_coschedule: bool,
-    /// A hint for policies, KEY=VALUE (runtime, footprint_mb, mpki, sync)
-    #[arg(long, value_name = "KEY=VALUE")]
+    /// Hints for policies, KEY=VALUE[,KEY=VALUE…] (runtime, footprint_mb, mpki, sync), e.g.
+    /// --hint runtime=60,mpki=2
+    #[arg(long, value_name = "KEY=VALUE,...")]
     hint: Vec<String>,
     /// Labels shown with the job, KEY=VALUE[,KEY=VALUE…] (e.g. slurm_job=42,slurm_step=0)
     #[arg(long, value_name = "KEY=VALUE,...")]
@@ -437,7 +438,7 @@ fn kind(text: &str) -> anyhow::Result<JobKind> {
 
 fn hints(pairs: &[String]) -> anyhow::Result<JobHints> {
     let mut map = serde_json::Map::new();
-    for pair in pairs {
+    for pair in pairs.iter().flat_map(|p| p.split(',')) {
         let (key, value) = pair
             .split_once('=')
             .with_context(|| format!("--hint {pair}: write KEY=VALUE"))?;
