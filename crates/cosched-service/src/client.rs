@@ -17,6 +17,10 @@ pub enum ClientError {
         socket: String,
         source: std::io::Error,
     },
+    /// It read the request and closed the connection without a word: it stopped (or was killed)
+    /// meanwhile, not a daemon of another version.
+    #[error("the daemon at {socket} stopped before it answered")]
+    Stopped { socket: String },
     #[error("the daemon at {socket} answered something this client cannot read ({detail}); are client and daemon the same version?")]
     Protocol { socket: String, detail: String },
     /// The socket is not one the caller or root set up; nothing was sent.
@@ -54,6 +58,7 @@ pub fn request(socket: &Path, request: Request) -> Result<Reply, ClientError> {
     if answer.is_empty() {
         sent.map_err(io)?;
         read.map_err(io)?;
+        return Err(ClientError::Stopped { socket: name });
     }
     let response: Response = serde_json::from_str(&answer).map_err(|e| ClientError::Protocol {
         socket: name.clone(),

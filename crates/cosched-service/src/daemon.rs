@@ -346,6 +346,7 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
                     t: None,
                     ok: false,
                     exit_code: None,
+                    signal: None,
                     error: Some(error.clone()),
                     oom: false,
                     accounting: None,

@@ -47,7 +47,7 @@ fn log_hint(log: &Option<PathBuf>) -> String {
         .unwrap_or_default()
 }
 
-/// How to start a daemon: `cosched daemon --socket DIR/cosched.sock --state DIR/STATE`, then
+/// How to start a daemon: `cosched daemon --socket DIR/cosched.sock --state-dir DIR/STATE`, then
 /// whatever [`Launch::arg`] adds.
 pub struct Launch {
     command: Command,
@@ -67,7 +67,7 @@ impl Launch {
             .arg("daemon")
             .arg("--socket")
             .arg(&socket)
-            .arg("--state")
+            .arg("--state-dir")
             .arg(&state);
         Launch {
             command,
@@ -284,6 +284,7 @@ pub fn write_ended_history(state: &Path, jobs: usize) -> io::Result<u64> {
                 t: Some(t + 0.01),
                 ok: true,
                 exit_code: Some(0),
+                signal: None,
                 error: None,
                 oom: false,
                 accounting: None,

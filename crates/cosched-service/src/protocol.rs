@@ -440,7 +440,13 @@ pub struct JobView {
     pub submitted: f64,
     pub started: Option<f64>,
     pub finished: Option<f64>,
+    /// The exit status of its main process; 128 + the signal for one a signal ended, as shells
+    /// give it.
     pub exit_code: Option<i32>,
+    /// The signal that ended its main process: the SIGKILL of a cancel, of the kernel's
+    /// out-of-memory killer, or after its time limit's grace; the SIGTERM of its time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
     pub error: Option<String>,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
@@ -577,6 +583,7 @@ impl JobView {
             started: None,
             finished: None,
             exit_code: None,
+            signal: None,
             error: None,
             stdout,
             stderr,
@@ -597,11 +604,15 @@ impl JobView {
     }
 
     /// The exit status `cosched wait` gives for this job: its own exit code, 128 + signal when
-    /// killed, 1 for any other failure (a job cancelled or timed out that exited 0 included), and 0
-    /// while it has not ended.
+    /// killed (137 when the kernel's out-of-memory killer ended it), 1 for any other failure (a job
+    /// cancelled or timed out that exited 0 included), and 0 while it has not ended.
     pub fn wait_status(&self) -> i32 {
+        if let Some(signal) = self.signal {
+            return 128 + signal;
+        }
         match (self.state, self.exit_code) {
             (state, Some(0)) if state.ended_by_daemon() => 1,
+            (JobState::Oom, None) => 128 + libc::SIGKILL,
             (_, Some(code)) => code,
             (JobState::Done, None) => 0,
             (JobState::Queued | JobState::Running | JobState::Suspended, None) => 0,

@@ -230,7 +230,7 @@ fn check_size(shared: &Shared, s: &Submission, peer: Peer) -> Result<(), Service
     Ok(())
 }
 
-fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, ServiceError> {
+fn submit(shared: &Shared, mut submission: Submission, peer: Peer) -> Result<Reply, ServiceError> {
     check_submission(&submission)?;
     check_served(shared, peer)?;
     check_size(shared, &submission, peer)?;
@@ -248,6 +248,10 @@ fn submit(shared: &Shared, submission: Submission, peer: Peer) -> Result<Reply, 
     check_queue(shared, &registry, peer.uid)?;
     check_array(&registry, &submission, peer.uid)?;
     check_memory(shared, &registry, submission.mem)?;
+    // `--mem 0`, as in Slurm: all of the node's memory for jobs.
+    if submission.mem == Some(0) {
+        submission.mem = Some(registry.memory_for_jobs());
+    }
     for dependency in &submission.dependency {
         match registry.job(dependency.id) {
             Some(job) if dependency.after == After::Corr && job.array_id != Some(job.id) => {
@@ -516,6 +520,7 @@ fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceErro
                 t: Some(t),
                 ok: false,
                 exit_code: None,
+                signal: None,
                 error: Some(error.clone()),
                 oom: false,
                 accounting: None,

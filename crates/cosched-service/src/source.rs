@@ -57,6 +57,7 @@ impl JobSource for DaemonSource {
                     t: Some(t),
                     ok: false,
                     exit_code: None,
+                    signal: None,
                     error: Some(why.clone()),
                     oom: false,
                     accounting: None,
@@ -71,6 +72,7 @@ impl JobSource for DaemonSource {
             .into_iter()
             .map(|job| {
                 let s = job.submission;
+                let priority = s.effective_priority();
                 // `-o` alone sends standard error to the same file, as in Slurm.
                 let opened_as_user = OpenedAsUser {
                     stdout: s.output.is_some(),
@@ -118,6 +120,7 @@ impl JobSource for DaemonSource {
                     // Its logs in the state directory stay within its user's share of it.
                     file_size_limit: (job.uid != 0 && !opened_as_user.stdout)
                         .then_some(self.shared.config.limits.log_bytes_per_user),
+                    priority,
                 }
             })
             .collect()
@@ -154,17 +157,32 @@ impl JobSource for DaemonSource {
             };
             registry.account(id, accounting, outcome.oom_killed);
         }
-        let accounting = registry.job(id).and_then(|j| j.accounting.clone());
+        if let Some(signal) = outcome.signal {
+            registry.killed_by(id, signal);
+        }
+        let may_start = registry.finish(id, Some(t), ok, outcome.exit_code, outcome.error.clone());
+        // Journaled as the registry has it, so that a job's listing, its journal and the
+        // accounting drawn from it tell one story (a kill after a time limit's grace included).
+        let (exit_code, signal, error, accounting) = match registry.job(id) {
+            Some(view) => (
+                view.exit_code,
+                view.signal,
+                view.error.clone(),
+                view.accounting.clone(),
+            ),
+            // Already forgotten, its history's bound passed: journaled as the executor saw it.
+            None => (outcome.exit_code, outcome.signal, outcome.error, None),
+        };
         let position = self.append(Entry::Finished {
             id,
             t: Some(t),
             ok,
-            exit_code: outcome.exit_code,
-            error: outcome.error.clone(),
+            exit_code,
+            signal,
+            error,
             oom: outcome.oom_killed,
             accounting,
         });
-        let may_start = registry.finish(id, Some(t), ok, outcome.exit_code, outcome.error);
         drop(registry);
         self.sync(position, true);
         if may_start {

@@ -141,3 +141,29 @@ fn every_command_that_prints_results_has_json() {
         );
     }
 }
+
+/// `-o` names where output goes in every command (sbatch's `--output`, `compare -o DIR`), never
+/// the fields of a listing, and `--state` names job states, never a directory (`--state-dir`).
+#[test]
+fn short_o_is_always_an_output_path_and_state_always_job_states() {
+    let mut outputs = 0;
+    for (path, command) in commands() {
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            let names = value_names(arg);
+            if arg.get_short() == Some('o') {
+                outputs += 1;
+                assert!(
+                    names
+                        .iter()
+                        .all(|n| ["DIR", "FILE", "DIR|FILE"].contains(&n.as_str())),
+                    "{path} -o ({id}) takes {names:?}, not an output path"
+                );
+            }
+            if arg.get_long() == Some("state") {
+                assert_eq!(names, ["STATE,..."], "{path} --state names job states");
+            }
+        }
+    }
+    assert!(outputs >= 8, "only {outputs} commands have -o");
+}

@@ -350,8 +350,12 @@ fn users_see_all_jobs_but_touch_only_their_own() {
     let message = String::from_utf8_lossy(&refused.stderr);
     assert!(message.contains("belongs to uid 0"), "{message}");
     let listed = as_nobody(&["jobs", "--json"]);
-    let listed: Vec<serde_json::Value> = serde_json::from_slice(&listed.stdout).unwrap();
-    assert_eq!(listed.len(), 2, "every user lists every job");
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(
+        listed["jobs"].as_array().unwrap().len(),
+        2,
+        "every user lists every job"
+    );
     let pid = poll(
         Duration::from_secs(10),
         || matches!(daemon.ask(Request::Show { id: theirs }), Ok(Reply::Job { job }) if job.pid.is_some()),
@@ -410,7 +414,7 @@ fn other_users_jobs_are_listed_without_their_command_line_unless_configured_othe
         .unwrap();
     let listed = json_as_nobody(&daemon, &["jobs", "--all", "--json"]);
     let command_of = |id: u64| {
-        let job = listed
+        let job = listed["jobs"]
             .as_array()
             .unwrap()
             .iter()
@@ -441,7 +445,7 @@ fn other_users_jobs_are_listed_without_their_command_line_unless_configured_othe
     let mut daemon = Daemon::start_with(dir.path(), Some("eq"), open);
     let shown = json_as_nobody(&daemon, &["show", &roots.to_string(), "--json"]);
     assert_eq!(
-        shown["command"],
+        shown["jobs"][0]["command"],
         serde_json::json!(["sh", "-c", "sleep 30", "secret-token"])
     );
     daemon.stop();

@@ -520,10 +520,7 @@ impl Daemon {
     fn jobs(&self) -> Vec<serde_json::Value> {
         let stdout = self.client(&["jobs", "--all", "--json"]);
         let value: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
-        match value {
-            serde_json::Value::Array(jobs) => jobs,
-            other => other["jobs"].as_array().cloned().unwrap_or_default(),
-        }
+        value["jobs"].as_array().cloned().unwrap_or_default()
     }
 }
 
@@ -1064,7 +1061,7 @@ fn a_cancelled_job_leaves_cosched_and_the_other_gets_the_whole_node() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let jobs = daemon.jobs();
-    assert_eq!(attached(&jobs, b).unwrap()["cpus"], "0-1");
+    assert_eq!(attached(&jobs, b).unwrap()["cpu_list"], "0-1");
 }
 
 #[test]

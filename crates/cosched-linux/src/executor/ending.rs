@@ -151,6 +151,7 @@ impl Executor<'_> {
         if let Some(sample) = mark.sample_until(&final_reading, id) {
             self.emit(Record::Sample(sample))?;
         }
+        let signal = (!libc::WIFEXITED(status)).then(|| libc::WTERMSIG(status));
         let (mut status, mut exit_code, mut error) = shutdown::describe_wait_status(status);
         // Ended badly with processes killed for its memory limit: that is why it ended. How an
         // adopted job ended is known only to its parent, so for one the kills alone tell.
@@ -172,6 +173,9 @@ impl Executor<'_> {
         outcome.finished = Some(now);
         outcome.status = status.clone();
         outcome.exit_code = exit_code;
+        // The status of an adopted job's main process is its parent's to learn, unless our kill
+        // ended it.
+        outcome.signal = signal.filter(|_| adopted.is_none() || stopped.is_some());
         outcome.error = stopped.or(error.clone());
         outcome.cpu_seconds = cpu_seconds;
         outcome.user_seconds = usage.user_seconds;

@@ -122,6 +122,9 @@ pub struct JobOutcome {
     pub finished: Option<f64>,
     pub status: ExitStatus,
     pub exit_code: Option<i32>,
+    /// The signal that ended its main process (the SIGKILL of a cancel included); `None` when it
+    /// exited, or when how it ended is known only to another parent.
+    pub signal: Option<i32>,
     pub error: Option<String>,
     /// CPU time of the job's main process and the children it waited for (from wait4).
     pub cpu_seconds: f64,
@@ -578,8 +581,9 @@ impl<'a> Executor<'a> {
         for arriving in self.source.take_arrived(self.now()) {
             let spec = arriving.spec.clone();
             let id = spec.id;
+            let at = self.waiting_place(arriving.priority);
             self.active
-                .push(ActiveJob::new(spec.clone().into(), None, 0));
+                .insert(at, ActiveJob::new(spec.clone().into(), None, 0));
             let isolated = arriving.isolated;
             self.jobs.insert(
                 id,
@@ -597,6 +601,22 @@ impl<'a> Executor<'a> {
             self.decide(Event::Arrived { job: id })?;
         }
         Ok(())
+    }
+
+    /// Where a job of `priority` goes in the active jobs, which policies read as arrival order:
+    /// before the first waiting job of lower priority, else last. Jobs handed over one by one as
+    /// they are submitted then still start highest priority first, as Slurm starts them.
+    fn waiting_place(&self, priority: i64) -> usize {
+        self.active
+            .iter()
+            .position(|a| {
+                a.started.is_none()
+                    && self
+                        .jobs
+                        .get(&a.id())
+                        .is_some_and(|j| j.arriving.priority < priority)
+            })
+            .unwrap_or(self.active.len())
     }
 
     /// Applies a plan in one direction: check it, enforce its first slot on running jobs, then launch
@@ -745,6 +765,7 @@ impl JobOutcome {
             finished: None,
             status: ExitStatus::Failed,
             exit_code: None,
+            signal: None,
             error: Some("never started".into()),
             cpu_seconds: 0.0,
             user_seconds: 0.0,

@@ -44,6 +44,10 @@ pub struct ArrivingJob {
     /// Bytes any file it writes may grow to (RLIMIT_FSIZE): what is left of its user's share of a
     /// log directory the executor opens its output in. `None`: no limit.
     pub file_size_limit: Option<u64>,
+    /// Where it goes among the jobs waiting to start (Slurm's priority less its nice): the policy
+    /// is shown it ahead of every waiting job of lower priority, as if it had arrived before them,
+    /// so that a first-come-first-served policy starts it first. 0 for a workload's jobs.
+    pub priority: i64,
 }
 
 /// Which output files of a job its user named (`cosched submit -o/-e`).
@@ -186,6 +190,7 @@ impl WorkloadReplay {
                     opened_as_user: OpenedAsUser::default(),
                     memory_limit: entry.mem,
                     file_size_limit: None,
+                    priority: 0,
                 }
             })
             .collect();

@@ -186,6 +186,7 @@ fn a_restart_keeps_each_users_newest_ended_jobs_within_the_bounds_and_the_ids_us
             t: Some(crate::protocol::now_unix()),
             ok: true,
             exit_code: Some(0),
+            signal: None,
             error: None,
             oom: false,
             accounting: None,

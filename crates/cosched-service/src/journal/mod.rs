@@ -99,6 +99,9 @@ pub enum Entry {
         t: Option<f64>,
         ok: bool,
         exit_code: Option<i32>,
+        /// The signal that ended its main process ([`JobView::signal`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
         error: Option<String>,
         /// It failed after processes of it were killed for passing its memory limit.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -466,6 +469,7 @@ mod tests {
                     t: Some(3.0),
                     ok: false,
                     exit_code: Some(3),
+                    signal: None,
                     error: None,
                     oom: false,
                     accounting: None,
@@ -551,6 +555,7 @@ mod tests {
                     t: Some(now_unix()),
                     ok: false,
                     exit_code: Some(137),
+                    signal: None,
                     error: Some("out of memory".into()),
                     oom: true,
                     accounting: Some(Box::new(accounting.clone())),
@@ -608,6 +613,7 @@ mod tests {
             t: Some(t),
             ok: true,
             exit_code: Some(0),
+            signal: None,
             error: None,
             oom: false,
             accounting: None,

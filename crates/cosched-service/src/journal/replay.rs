@@ -256,6 +256,7 @@ fn update(job: &mut Replayed, entry: Entry) {
             t,
             ok,
             exit_code,
+            signal,
             error,
             oom,
             accounting,
@@ -271,6 +272,7 @@ fn update(job: &mut Replayed, entry: Entry) {
             view.accounting = accounting;
             view.finished = t;
             view.exit_code = exit_code;
+            view.signal = signal;
             view.error = error;
             view.cpus = None;
             job.ended = true;
@@ -356,6 +358,7 @@ impl Replayed {
                 t: view.finished,
                 ok: view.state == JobState::Done,
                 exit_code: view.exit_code,
+                signal: view.signal,
                 error: view.error.clone(),
                 oom: view.state == JobState::Oom,
                 accounting: view.accounting.clone(),

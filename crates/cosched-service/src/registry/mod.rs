@@ -398,8 +398,11 @@ impl Registry {
                     let running = load.running + handed.get(&uid).copied().unwrap_or(0);
                     let awaiting = self.awaiting_start.get(&uid).copied().unwrap_or(0)
                         + handed.get(&uid).copied().unwrap_or(0);
-                    let eligible =
-                        (uid == 0 || running < running_per_user) && awaiting < awaiting_per_user;
+                    // A job that outranks what its user has waiting in the executor goes there
+                    // too, so that the policy starts it first (`Registry::outranks_awaiting`).
+                    let room = awaiting < awaiting_per_user
+                        || self.outranks_awaiting(uid, front, &chosen, awaiting_per_user);
+                    let eligible = (uid == 0 || running < running_per_user) && room;
                     let usage = running as f64 / self.shares.of(uid, self.jobs[&front].gid);
                     eligible.then_some((usage, front, uid))
                 })
@@ -492,6 +495,21 @@ impl Registry {
             job.weight = self.jobs[&job.id].fair_weight;
         }
         taken
+    }
+
+    /// Whether queued job `front` of `uid` is among the `limit` highest-priority jobs of its user
+    /// that would wait in the executor beside those there now (`handed`: handed in this take):
+    /// the executor holds at most `limit` of a user's jobs waiting to start, but a later job of
+    /// higher priority must not queue behind them in the registry while they wait there.
+    fn outranks_awaiting(&self, uid: u32, front: u64, handed: &[u64], limit: usize) -> bool {
+        let priority = self.jobs[&front].view.priority;
+        let ahead = (self.running_of.get(&uid).into_iter().flatten())
+            .chain(handed)
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|job| job.view.uid == uid && job.view.started.is_none())
+            .filter(|job| job.adopt.is_none() && job.view.priority >= priority)
+            .count();
+        ahead < limit
     }
 
     /// Gives back to their users' queues the held jobs that may go now that a job has ended (those
@@ -699,6 +717,13 @@ impl Registry {
         }
     }
 
+    /// Records the signal that ended job `id`'s main process, before [`Registry::finish`].
+    pub fn killed_by(&mut self, id: u64, signal: i32) {
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.view.signal = Some(signal);
+        }
+    }
+
     /// Records the end of job `id` at `t` (`None`: unknown, it ended while no daemon watched it);
     /// a cancelled job stays cancelled. Whether a job its user holds queued may start now.
     pub fn finish(
@@ -729,13 +754,21 @@ impl Registry {
             .as_deref()
             .is_some_and(|e| e.starts_with("killed by signal"));
         let error = match job.terminated {
-            Some(_) if exit_code.is_none() && !killed => Some(format!(
-                "killed by signal {} (SIGKILL): still running when the grace after its time \
-                 limit ended",
-                libc::SIGKILL
-            )),
+            Some(_) if exit_code.is_none() && !killed => {
+                job.view.signal.get_or_insert(libc::SIGKILL);
+                Some(format!(
+                    "killed by signal {} (SIGKILL): still running when the grace after its time \
+                     limit ended",
+                    libc::SIGKILL
+                ))
+            }
             _ => error,
         };
+        // The kernel's out-of-memory killer sends SIGKILL; a job whose own exit is unknown
+        // (adopted) ended by it all the same.
+        if job.oom && !ok && exit_code.is_none() {
+            job.view.signal.get_or_insert(libc::SIGKILL);
+        }
         let view = &mut job.view;
         if !view.state.ended_by_daemon() {
             view.state = match (ok, job.oom) {
@@ -745,7 +778,8 @@ impl Registry {
             };
         }
         view.finished = t;
-        view.exit_code = exit_code;
+        // As shells give it: 128 + the signal.
+        view.exit_code = exit_code.or(view.signal.map(|s| 128 + s));
         view.error = error;
         view.cpus = None;
         let users_before = self.running_of.len();

@@ -178,6 +178,38 @@ fn a_users_jobs_start_by_priority_while_users_keep_their_fair_turns() {
     assert_eq!(taken(&mut registry, 100), [2, 3, 1, 0]);
 }
 
+/// Jobs handed over one by one as they come wait in the executor, at most two of a user here; a
+/// later job of higher priority goes there too instead of queueing behind them in the registry,
+/// and a later one of lower priority does not.
+#[test]
+fn a_job_that_outranks_those_waiting_in_the_executor_is_handed_over_past_the_limit() {
+    let mut registry = Registry::new("bp".into(), 0, ShareTable::default());
+    let with = |nice: i32, priority: Option<u32>| Submission {
+        nice,
+        priority,
+        ..Submission::of("/bin/true")
+    };
+    let submit = |registry: &mut Registry, submission: Submission| {
+        let tracked = job_of(registry, 1000, submission);
+        registry.enqueue(tracked);
+        registry
+            .take_incoming(100, 2)
+            .into_iter()
+            .map(|j| j.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(submit(&mut registry, with(100, None)), [0]);
+    assert_eq!(submit(&mut registry, with(100, None)), [1]);
+    assert_eq!(submit(&mut registry, with(200, None)), [0u64; 0], "2 waits");
+    assert_eq!(submit(&mut registry, with(0, Some(50))), [3]);
+    assert_eq!(submit(&mut registry, with(0, Some(50))), [4]);
+    assert_eq!(
+        submit(&mut registry, with(0, Some(50))),
+        [0u64; 0],
+        "two rank above"
+    );
+}
+
 #[test]
 fn an_array_with_a_limit_runs_at_most_that_many_elements_at_once() {
     let mut registry = Registry::new("eq".into(), 0, ShareTable::default());

@@ -55,6 +55,7 @@ fn the_executors_thread_reports_an_end_while_the_disk_hangs_and_it_is_made_durab
             finished: Some(0.1),
             status: ExitStatus::Ok,
             exit_code: Some(0),
+            signal: None,
             error: None,
             cpu_seconds: 0.0,
             user_seconds: 0.0,

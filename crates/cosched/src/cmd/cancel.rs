@@ -30,6 +30,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if filter.users.is_empty() && me != 0 {
             filter.users = vec![me];
         }
+        // Refused as a job of theirs named by id is, whether or not they have one now.
+        if let Some(other) = filter.users.iter().find(|&&uid| me != 0 && uid != me) {
+            anyhow::bail!(
+                "--user {}: only root may cancel another user's jobs (uid {other}); you are uid \
+                 {me}: drop --user, or name yourself",
+                args.filter.user.as_deref().unwrap_or_default()
+            );
+        }
         match args.client.request(Request::Jobs { all: false, filter })? {
             Reply::Jobs { jobs } => ids.extend(jobs.iter().map(|j| j.id)),
             other => return Err(unexpected(other)),

@@ -17,11 +17,26 @@ pub struct ClientArgs {
 
 impl ClientArgs {
     pub fn request(&self, request: Request) -> anyhow::Result<Reply> {
+        let chosen = self.socket.is_none() && std::env::var_os("COSCHED_SOCKET").is_none();
         let socket = self
             .socket
             .clone()
             .unwrap_or_else(cosched_service::paths::client_socket);
-        Ok(client::request(&socket, request)?)
+        let user = cosched_service::paths::user_socket();
+        match client::request(&socket, request) {
+            // The system daemon's socket was tried because the user's own daemon has none: a user
+            // whose daemon stopped is told of theirs, not of a daemon they never ran.
+            Err(e @ client::ClientError::Connect { .. })
+                if chosen && !cosched_service::paths::is_root() && socket != user =>
+            {
+                Err(anyhow::Error::from(e).context(format!(
+                    "your own daemon's socket {} does not exist (start your daemon with `cosched \
+                     daemon`), so the system daemon's was tried",
+                    user.display()
+                )))
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Prints `value` as one JSON line when `--json` was given; true if it did.

@@ -33,9 +33,10 @@ pub struct Args {
     /// Socket to listen on [default: by mode, see below]
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Directory for the journal, job logs and traces [default: by mode]
-    #[arg(long, value_name = "DIR")]
-    state: Option<PathBuf>,
+    /// Directory for the journal, job logs and traces [default: by mode] (`--state` is an older
+    /// spelling; in `jobs` and `cancel` `--state` means job states)
+    #[arg(long = "state-dir", alias = "state", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     /// Seconds a client may take to send a whole request before its connection is closed
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     idle_timeout: f64,
@@ -62,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     daemon::run(&DaemonOptions {
         socket: args.socket.unwrap_or(socket),
-        state: args.state.unwrap_or(state),
+        state: args.state_dir.unwrap_or(state),
         policy: args.policy,
         idle_timeout: Duration::from_secs_f64(args.idle_timeout),
         config,

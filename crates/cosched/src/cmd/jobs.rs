@@ -4,25 +4,33 @@
 use super::client::{unexpected, ClientArgs};
 use anyhow::Context as _;
 use cosched_core::memory::Size;
+use cosched_core::CpuSet;
 use cosched_service::protocol::{JobFilter, JobState, JobView, Reply, Request};
+use serde_json::Value;
 use std::collections::HashMap;
 
 /// List the daemon's jobs: id, name, user, state, CPUs now, threads, elapsed, slowdown so far
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "States: pending (not started; `reason` says why), running, suspended \
-(running, frozen between its slots), done, failed, cancelled, timeout, oom (killed for passing \
-its --mem).\n\n\
+    after_help = "States, as Slurm names them (any of the three spellings, any case): \
+pending PD PENDING (not started; `reason` says why), running R RUNNING, suspended S SUSPENDED \
+(running, frozen between its slots), done CD COMPLETED, failed F FAILED, cancelled CA CANCELLED, \
+timeout TO TIMEOUT, oom OOM OUT_OF_MEMORY (killed for passing its --mem). Asking for a state a \
+job reaches by ending lists ended jobs without --all.\n\n\
 Fields for --format: id (ARRAY_INDEX for an element of an array), job_id, name, user, uid, state, \
-reason (why pending; why it ended), cpus (now; every CPU it had once ended), threads, elapsed, \
-time_limit, submitted, started, finished, exit_code, exit (code, or the signal that killed it), \
-error, slowdown, labels, priority (pending jobs start highest first), nice, mem (asked for), and \
-once ended: cputime, user_time, system_time, maxrss \
-(peak memory).\n\n\
-Examples:\n  cosched jobs\n  cosched jobs --user ana --state running,suspended\n  \
+state_code (PD, R, S, CD, F, CA, TO, OOM), reason (why pending; why it ended), cpus (how many \
+now; once ended, how many it ever had), cpu_list (those CPUs), threads, elapsed, time_limit, \
+submitted, started, finished, exit_code (128+N when signal N ended it, as shells give it), \
+signal, exit (code, or the signal that killed it), error, slowdown, labels, priority (pending \
+jobs start highest first), nice, mem (asked for), and once ended: cputime, user_time, \
+system_time, maxrss (peak memory).\n\n\
+--json prints {\"jobs\": [...]} as squeue --json does, each job whole, or with --format only \
+the fields named.\n\n\
+Examples:\n  cosched jobs\n  cosched jobs --user ana -t R,S\n  cosched jobs -t CD,F,TO --since 1h\n  \
 cosched jobs --all --since 1h --format id,name,state,elapsed,exit_code\n  \
 cosched jobs --all --since 1h --format id,name,state,exit,reason,cputime,maxrss,mem,cpus\n  \
-cosched jobs --format id,state,reason,priority,nice\n  cosched jobs --name lu --json"
+cosched jobs --format id,state,reason,priority,nice\n  cosched jobs --name lu --json\n  \
+cosched jobs --json --format id,state,cpus"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -32,8 +40,9 @@ pub struct Args {
     /// Include jobs that have ended
     #[arg(short, long)]
     all: bool,
-    /// Fields to show, comma-separated, in order (see below)
-    #[arg(short = 'o', long, value_name = "FIELDS")]
+    /// Fields to show, comma-separated, in order (see below); `-O` as squeue's `--Format`, since
+    /// `-o` names an output file in every cosched command. Example: -O id,state,cpus
+    #[arg(short = 'O', long, value_name = "FIELDS")]
     format: Option<String>,
 }
 
@@ -43,8 +52,8 @@ pub struct FilterArgs {
     /// Jobs of these users, by name or uid, comma-separated
     #[arg(short, long, value_name = "USER,...")]
     pub user: Option<String>,
-    /// Jobs in these states, comma-separated (pending, running, suspended, done, failed,
-    /// cancelled, timeout, oom)
+    /// Jobs in these states, comma-separated, by name or Slurm's code (PD, R, S, CD, F, CA, TO,
+    /// OOM); an ended state lists ended jobs without --all. Example: -t R,PD
     #[arg(short = 't', long, value_name = "STATE,...")]
     pub state: Option<String>,
     /// Jobs with these names, comma-separated
@@ -103,33 +112,162 @@ fn uid_of(user: &str) -> anyhow::Result<u32> {
         .with_context(|| format!("--user {user}: no such user"))
 }
 
+/// Every state with Slurm's code for it and the words it may be asked by: its own name, Slurm's
+/// code and Slurm's long name (`squeue -t`), and `completed` beside `done`.
+const STATES: [(JobState, &str, &[&str]); 8] = [
+    (JobState::Queued, "PD", &["pending", "pd", "queued"]),
+    (JobState::Running, "R", &["running", "r"]),
+    (JobState::Suspended, "S", &["suspended", "s"]),
+    (JobState::Done, "CD", &["done", "cd", "completed"]),
+    (JobState::Failed, "F", &["failed", "f"]),
+    (JobState::Cancelled, "CA", &["cancelled", "ca", "canceled"]),
+    (JobState::Timeout, "TO", &["timeout", "to"]),
+    (JobState::Oom, "OOM", &["oom", "out_of_memory"]),
+];
+
 fn state_of(text: &str) -> anyhow::Result<JobState> {
-    let name = match text.to_ascii_lowercase().as_str() {
-        "pending" | "pd" => "queued".to_string(),
-        other => other.to_string(),
-    };
-    serde_json::from_value(serde_json::Value::String(name)).map_err(|_| {
-        anyhow::anyhow!(
-            "--state {text}: use pending, running, suspended, done, failed, cancelled, timeout or oom"
-        )
-    })
+    let word = text.to_ascii_lowercase();
+    STATES
+        .iter()
+        .find(|(_, _, words)| words.contains(&word.as_str()))
+        .map(|(state, _, _)| *state)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--state {text}: no such state; use pending (PD), running (R), suspended (S), \
+                 done (CD), failed (F), cancelled (CA), timeout (TO) or oom (OOM)"
+            )
+        })
+}
+
+/// Slurm's short code for `state` (`squeue`'s `%t`).
+pub fn state_code(state: JobState) -> &'static str {
+    STATES
+        .iter()
+        .find(|(s, _, _)| *s == state)
+        .map_or("?", |(_, code, _)| code)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let filter = args.filter.filter()?;
+    // As `squeue -t CD` does: asking for an ended state asks for the jobs that ended.
+    let ended_asked = filter.states.iter().any(|s| s.ended());
     let request = Request::Jobs {
-        all: args.all || args.filter.since.is_some(),
-        filter: args.filter.filter()?,
+        all: args.all || args.filter.since.is_some() || ended_asked,
+        filter,
     };
+    let fields = args.format.as_deref();
+    if let Some(fields) = fields {
+        // Refused before asking, so that a typo is told even when no job is listed.
+        check_fields(fields)?;
+    }
     match args.client.request(request)? {
         Reply::Jobs { jobs } => {
-            if !args.client.print_json(&jobs) {
-                let fields = args.format.as_deref().unwrap_or(DEFAULT_FIELDS);
-                print_table(&jobs, fields)?;
+            if args.client.json {
+                print_json(&jobs, fields)?;
+            } else {
+                print_table(&jobs, fields.unwrap_or(DEFAULT_FIELDS))?;
             }
             Ok(())
         }
         other => Err(unexpected(other)),
     }
+}
+
+/// Every field `--format` knows.
+const FIELDS: [&str; 29] = [
+    "id",
+    "job_id",
+    "name",
+    "user",
+    "uid",
+    "state",
+    "state_code",
+    "reason",
+    "cpus",
+    "cpu_list",
+    "threads",
+    "elapsed",
+    "time_limit",
+    "submitted",
+    "started",
+    "finished",
+    "exit_code",
+    "signal",
+    "exit",
+    "mem",
+    "cputime",
+    "user_time",
+    "system_time",
+    "maxrss",
+    "error",
+    "slowdown",
+    "priority",
+    "nice",
+    "labels",
+];
+
+fn check_fields(fields: &str) -> anyhow::Result<()> {
+    for field in fields.split(',').map(str::trim) {
+        if !FIELDS.contains(&field) {
+            anyhow::bail!(
+                "--format {field}: no such field; `cosched jobs --help` lists the fields (one of \
+                 {})",
+                FIELDS.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `{"jobs": [...]}`, as `squeue --json` prints it: each job whole (with `cpus` a count and
+/// `cpu_list` its CPUs, as in the table), or with `fields` only those, each as the table shows
+/// it where the job has no value of that name.
+pub fn print_json(jobs: &[JobView], fields: Option<&str>) -> anyhow::Result<()> {
+    let mut names = UserNames::default();
+    let now = cosched_service::protocol::now_unix();
+    let mut listed = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let Value::Object(mut whole) = serde_json::to_value(job).expect("views serialise") else {
+            unreachable!("a view is an object");
+        };
+        let cpu_list = whole.remove("cpus").unwrap_or(Value::Null);
+        whole.insert(
+            "cpus".into(),
+            cpu_count(job).map_or(Value::Null, Value::from),
+        );
+        whole.insert("cpu_list".into(), cpu_list);
+        whole.insert("state_code".into(), state_code(job.state).into());
+        let Some(fields) = fields else {
+            listed.push(Value::Object(whole));
+            continue;
+        };
+        let mut chosen = serde_json::Map::new();
+        for field in fields.split(',').map(str::trim) {
+            let value = match whole.get(field) {
+                Some(value) if field != "state" && field != "id" => value.clone(),
+                _ => Value::String(value(job, field, now, &mut names)?),
+            };
+            chosen.insert(field.to_string(), value);
+        }
+        listed.push(Value::Object(chosen));
+    }
+    let out = serde_json::json!({ "jobs": listed });
+    println!(
+        "{}",
+        serde_json::to_string(&out).expect("JSON values serialise")
+    );
+    Ok(())
+}
+
+/// How many CPUs the job has now, or once ended how many it ever had.
+fn cpu_count(job: &JobView) -> Option<usize> {
+    cpu_list(job)?.parse::<CpuSet>().ok().map(|set| set.len())
+}
+
+fn cpu_list(job: &JobView) -> Option<String> {
+    job.cpus
+        .clone()
+        .or_else(|| job.accounting.as_ref()?.cpus.clone())
 }
 
 pub const DEFAULT_FIELDS: &str = "id,name,user,state,reason,cpus,threads,elapsed,slowdown,labels";
@@ -194,10 +332,9 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
         "uid" => job.uid.to_string(),
         "state" => state_name(job.state).to_string(),
         "reason" => or_dash(job.reason.clone().or_else(|| job.error.clone())),
-        "cpus" => or_dash(job.cpus.clone().or_else(|| {
-            let accounting = job.accounting.as_ref()?;
-            accounting.cpus.clone()
-        })),
+        "state_code" => state_code(job.state).to_string(),
+        "cpus" => or_dash(cpu_count(job).map(|n| n.to_string())),
+        "cpu_list" => or_dash(cpu_list(job)),
         "threads" => or_dash(job.threads.map(|t| t.to_string())),
         "elapsed" => or_dash(
             job.started
@@ -211,8 +348,10 @@ fn value(job: &JobView, field: &str, now: f64, names: &mut UserNames) -> anyhow:
         "started" => time(job.started),
         "finished" => time(job.finished),
         "exit_code" => or_dash(job.exit_code.map(|c| c.to_string())),
+        "signal" => or_dash(job.signal.map(|s| s.to_string())),
         "exit" => match (job.state.ended(), job.exit_code) {
             (false, _) => "-".into(),
+            (true, _) if job.signal.is_some() => format!("signal {}", job.wait_status() - 128),
             (true, Some(code)) => code.to_string(),
             (true, None) => match job.wait_status() {
                 status if status > 128 => format!("signal {}", status - 128),

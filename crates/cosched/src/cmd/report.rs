@@ -28,7 +28,7 @@ exit code or signal number; docs/results.md lists every column. \
 An existing report.html is kept unless --force is given. Traces of different workloads or machines \
 are refused unless --mixed is given.\n\nExamples:\n  cosched report results/default-*/*.jsonl --force\n  \
 cosched report ue.jsonl taco.jsonl -o figures/\n  cosched report --since 1h        # the daemon's jobs of the last hour, into daemon-report/\n  \
-cosched report --since '2026-11-23 08:00' --until '2026-11-23 12:00' --state /var/lib/cosched\n  \
+cosched report --since '2026-11-23 08:00' --until '2026-11-23 12:00' --state-dir /var/lib/cosched\n  \
 python3 -c \"import pandas; print(pandas.read_csv('figures/jobs.csv'))\"\n  \
 python3 examples/analysis.py figures/       # the main figures as PNG, with pandas and matplotlib"
 )]
@@ -45,8 +45,14 @@ pub struct Args {
     until: Option<String>,
     /// The daemon's state directory, for --since [default: /var/lib/cosched as root, else
     /// ~/.local/state/cosched]
-    #[arg(long, value_name = "DIR", requires = "since")]
-    state: Option<PathBuf>,
+    /// (`--state` is an older spelling; in `jobs` and `cancel` `--state` means job states)
+    #[arg(
+        long = "state-dir",
+        alias = "state",
+        value_name = "DIR",
+        requires = "since"
+    )]
+    state_dir: Option<PathBuf>,
     /// Directory for the report and data files [default: the directory of the first trace]
     #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -127,14 +133,14 @@ fn daemon_runs(args: &Args, since: &str) -> anyhow::Result<(Vec<Run>, Vec<JobVie
         "--since {since} is not before the end of the window"
     );
     let state = args
-        .state
+        .state_dir
         .clone()
         .unwrap_or_else(|| cosched_service::paths::default_daemon_paths().1);
     let traces = state.join("traces");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&traces)
         .with_context(|| {
             format!(
-                "cannot read the daemon's traces in {}; name its state directory with --state",
+                "cannot read the daemon's traces in {}; name its state directory with --state-dir",
                 traces.display()
             )
         })?

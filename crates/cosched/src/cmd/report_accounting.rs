@@ -48,8 +48,10 @@ pub fn csv(jobs: &[JobView]) -> String {
     let mib = |bytes: Option<u64>| num(bytes.map(|b| b as f64 / (1u64 << 20) as f64));
     for job in jobs {
         let accounting = job.accounting.as_ref();
-        let signal = match (job.exit_code, job.wait_status()) {
-            (None, status) if status > 128 => (status - 128).to_string(),
+        // A journal written before the signal was kept says it only in the error.
+        let signal = match (job.signal, job.exit_code, job.wait_status()) {
+            (Some(signal), _, _) => signal.to_string(),
+            (None, None, status) if status > 128 => (status - 128).to_string(),
             _ => String::new(),
         };
         let fields = [
@@ -122,12 +124,19 @@ mod tests {
             peak_memory: Some(64 << 20),
             cpus: Some("0-1,4".into()),
         }));
-        let text = csv(&[job.clone()]);
+        let mut killed = job.clone();
+        killed.exit_code = Some(137);
+        killed.signal = Some(9);
+        let text = csv(&[job.clone(), killed]);
         let mut lines = text.lines();
         assert_eq!(lines.next().unwrap().split(',').count(), COLUMNS.len());
         assert_eq!(
             lines.next().unwrap(),
             "7,\"lu, big\",1000,oom,10,11,15.5,,9,killed by signal 9 (Killed),1.5,0.25,64,64,\"0-1,4\""
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            "7,\"lu, big\",1000,oom,10,11,15.5,137,9,killed by signal 9 (Killed),1.5,0.25,64,64,\"0-1,4\""
         );
         // Every column but the words names its unit, as in the report's other CSV files.
         for column in COLUMNS

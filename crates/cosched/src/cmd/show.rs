@@ -8,7 +8,7 @@ use serde_json::Value;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "An array's id shows every element of it, ARRAY_INDEX one; jobs are \
-shown one after another, with --json one object a line.\n\n\
+shown one after another; --json prints {\"jobs\": [...]} as `cosched jobs --json` does.\n\n\
 Examples:\n  cosched show 12\n  cosched show 12 --json\n  \
 cosched show 20      # every element of array 20\n  cosched show 20_3"
 )]
@@ -22,14 +22,17 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let ids = super::job_ids::resolve(&args.client, &args.ids, true)?;
-    for (n, id) in ids.into_iter().enumerate() {
-        let job = match args.client.request(Request::Show { id })? {
-            Reply::Job { job } => *job,
+    let mut jobs = Vec::with_capacity(ids.len());
+    for id in ids {
+        match args.client.request(Request::Show { id })? {
+            Reply::Job { job } => jobs.push(*job),
             other => return Err(unexpected(other)),
-        };
-        if args.client.print_json(&job) {
-            continue;
         }
+    }
+    if args.client.json {
+        return super::jobs::print_json(&jobs, None);
+    }
+    for (n, job) in jobs.into_iter().enumerate() {
         if n > 0 {
             println!();
         }

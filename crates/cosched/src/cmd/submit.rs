@@ -130,17 +130,18 @@ pub struct Args {
     /// Lower the job's priority among your pending jobs by N (as sbatch) [default: 100 when
     /// given without N]; below 0 (root only) raises it
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
-          allow_negative_numbers = true)]
+          allow_negative_numbers = true, value_parser = nice_value)]
     nice: Option<i32>,
     /// The job's priority among its user's pending jobs, highest first (as sbatch; root only)
     /// [default: 0]
     #[arg(long, value_name = "N")]
     priority: Option<u32>,
-    /// Memory the job may hold (as sbatch): SIZE with K, M, G or T (megabytes without a unit);
+    /// Memory the job may hold (as sbatch): SIZE with K, M, G or T (megabytes without a unit),
+    /// 0 for all of the node's memory for jobs;
     /// beyond it the kernel kills its processes and it ends `oom`. It starts only once it fits
     /// beside the running jobs' requests. Needs a daemon run as root (memory cgroups)
     /// [default: a workload job's `mem`, else no limit]
-    #[arg(long, value_name = "SIZE", value_parser = memory_size)]
+    #[arg(long, value_name = "SIZE", value_parser = job_memory)]
     mem: Option<u64>,
     /// Wait for the job(s) to end and exit with the status of the first that failed; their ids
     /// are printed on standard error first
@@ -172,8 +173,9 @@ pub struct JobArgs {
     /// Never freeze this job (it is pinned to its CPUs instead)
     #[arg(long)]
     pub no_coschedule: bool,
-    /// A hint for policies, KEY=VALUE (runtime, footprint_mb, mpki, sync)
-    #[arg(long, value_name = "KEY=VALUE")]
+    /// Hints for policies, KEY=VALUE[,KEY=VALUE…] (runtime, footprint_mb, mpki, sync), e.g.
+    /// --hint runtime=60,mpki=2
+    #[arg(long, value_name = "KEY=VALUE,...")]
     hint: Vec<String>,
     /// Labels shown with the job, KEY=VALUE[,KEY=VALUE…] (e.g. slurm_job=42,slurm_step=0)
     #[arg(long, value_name = "KEY=VALUE,...")]
@@ -384,6 +386,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, Some(file)) => std::fs::read_to_string(file)
             .with_context(|| format!("--each-line {}", file.display()))?
             .lines()
+            // A blank line (a trailing one, say) is no task.
+            .filter(|line| !line.trim().is_empty())
             .enumerate()
             .map(|(i, line)| (i as u64, Some(line.to_string())))
             .collect(),
@@ -425,7 +429,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
     eprintln!("submitted {}", listed.join(" "));
     let jobs = super::wait::wait_for(&args.client, ids)?;
-    args.client.print_json(&jobs);
+    if args.client.json {
+        super::jobs::print_json(&jobs, None)?;
+    }
     exit_with_first_failure(&jobs)
 }
 
@@ -637,6 +643,28 @@ pub(super) fn memory_size(text: &str) -> Result<u64, String> {
     cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
 }
 
+/// A job's `--mem`: a size, or 0 (with or without a unit) for all of the node's memory for jobs,
+/// as sbatch's `--mem=0`; the daemon, which knows the node, makes it so.
+fn job_memory(text: &str) -> Result<u64, String> {
+    let digits = text
+        .trim()
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    if !digits.is_empty() && digits.bytes().all(|b| b == b'0') {
+        return Ok(0);
+    }
+    memory_size(text)
+}
+
+/// `--nice N`, with an error that says what N may be.
+fn nice_value(text: &str) -> Result<i32, String> {
+    text.trim().parse::<i32>().map_err(|_| {
+        format!(
+            "{text:?} is not a whole number: write --nice N, such as --nice 100 to start after \
+             your other pending jobs, or (root only) --nice=-10 to start before them"
+        )
+    })
+}
+
 fn threads(text: &Option<String>) -> anyhow::Result<Option<(u32, u32)>> {
     let Some(text) = text else { return Ok(None) };
     let parse = |s: &str| {
@@ -660,7 +688,7 @@ fn kind(text: &str) -> anyhow::Result<JobKind> {
 
 fn hints(pairs: &[String]) -> anyhow::Result<JobHints> {
     let mut map = serde_json::Map::new();
-    for pair in pairs {
+    for pair in pairs.iter().flat_map(|p| p.split(',')) {
         let (key, value) = pair
             .split_once('=')
             .with_context(|| format!("--hint {pair}: write KEY=VALUE"))?;

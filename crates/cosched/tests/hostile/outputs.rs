@@ -61,7 +61,7 @@ fn json_as(uid: u32, daemon: &DaemonProcess, args: &[&str]) -> Value {
 
 /// Job `id` once it has ended, as `uid` sees it.
 fn ended(uid: u32, daemon: &DaemonProcess, id: u64) -> Value {
-    json_as(uid, daemon, &["wait", &id.to_string()])[0].clone()
+    json_as(uid, daemon, &["wait", &id.to_string()])["jobs"][0].clone()
 }
 
 fn text(out: &Output) -> String {
@@ -89,8 +89,8 @@ fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
     let error = ended(ALICE, daemon, failed)["error"].clone();
     assert!(error.to_string().contains("/no/solver-k2p9"), "{error}");
     let pid_of = |uid| {
-        let job = json_as(uid, daemon, &["show", &running.to_string()]);
-        job["pid"].as_u64()
+        let shown = json_as(uid, daemon, &["show", &running.to_string()]);
+        shown["jobs"][0]["pid"].as_u64()
     };
     assert!(wait_for(LIMIT, || pid_of(ALICE).is_some()), "never started");
     assert_eq!(pid_of(MALLORY), None);
@@ -122,7 +122,7 @@ fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
     assert!(!logs.status.success());
     assert!(text(&logs).contains("another user's"), "{}", text(&logs));
     let listed = json_as(MALLORY, daemon, &["jobs", "--all"]);
-    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 2, "{listed}");
     // Its owner sees everything.
     let theirs = as_alice_and_root(daemon, &["jobs", "--all", "--json"]);
     for seen in theirs {
@@ -280,7 +280,7 @@ fn control_characters_show_escaped_in_tables_and_exact_in_json() {
         assert!(!table.lines().any(|l| l.starts_with("forged")), "{table}");
     }
     let listed = json_as(0, daemon, &["jobs", "--all"]);
-    let errors: Vec<&str> = (listed.as_array().unwrap().iter())
+    let errors: Vec<&str> = (listed["jobs"].as_array().unwrap().iter())
         .map(|job| job["error"].as_str().unwrap())
         .collect();
     assert!(errors[0].contains(program), "{errors:?}");
