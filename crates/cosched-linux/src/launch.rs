@@ -599,6 +599,27 @@ mod tests {
         );
     }
 
+    const SLEEP: [&str; 2] = ["sleep", "60"];
+
+    /// A job that sleeps, writing nothing, into `dir`.
+    fn sleeping<'a>(dir: &Path, placeholders: &'a Placeholders) -> Launch<'a> {
+        let command: &'a [String] = Box::leak(Box::new(SLEEP.map(String::from)));
+        launch(command, &dir.join("out"), placeholders)
+    }
+
+    /// `/proc/PID/status` of the job while its program runs, and whether it leads its own process
+    /// group; the job is killed and reaped.
+    fn status_while_running(job: Launch) -> (String, nix::Result<bool>) {
+        let job = spawn(job).unwrap();
+        // The program runs once spawn returns, so its status is the job's.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", job.id()));
+        let pid = nix::unistd::Pid::from_raw(job.id() as i32);
+        let leads = nix::unistd::getpgid(Some(pid)).map(|group| group == pid);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        job.wait().unwrap();
+        (status.unwrap(), leads)
+    }
+
     #[test]
     fn a_job_runs_as_its_user_and_the_daemon_keeps_its_own_identity() {
         if !nix::unistd::geteuid().is_root() {
@@ -621,25 +642,16 @@ mod tests {
         };
         let ours = identity(&std::fs::read_to_string("/proc/self/status").unwrap());
         let dir = tempfile::tempdir().unwrap();
-        let command = ["sleep", "60"].map(String::from);
         let placeholders = placeholders();
-        let mut job = launch(&command, &dir.path().join("out"), &placeholders);
+        let mut job = sleeping(dir.path(), &placeholders);
         job.user = Some(InvokingUser {
             uid: 65534,
             gid: 65534,
             groups: vec![65534],
         });
-        let job = spawn(job).unwrap();
-        // The program runs once spawn returns, so its status is the job's.
-        let status = std::fs::read_to_string(format!("/proc/{}/status", job.id()));
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(job.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .unwrap();
-        job.wait().unwrap();
+        let (status, _) = status_while_running(job);
         assert_eq!(
-            identity(&status.unwrap()),
+            identity(&status),
             [
                 "Uid: 65534 65534 65534 65534",
                 "Gid: 65534 65534 65534 65534",
@@ -659,16 +671,9 @@ mod tests {
         };
         let ours = std::fs::read_to_string("/proc/self/status").unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let command = ["sleep", "60"].map(String::from);
         let placeholders = placeholders();
-        let job = spawn(launch(&command, &dir.path().join("out"), &placeholders)).unwrap();
-        let status = std::fs::read_to_string(format!("/proc/{}/status", job.id()));
-        let pid = nix::unistd::Pid::from_raw(job.id() as i32);
-        let group = nix::unistd::getpgid(Some(pid));
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
-        job.wait().unwrap();
-        assert_eq!(group, Ok(pid));
-        let status = status.unwrap();
+        let (status, group) = status_while_running(sleeping(dir.path(), &placeholders));
+        assert_eq!(group, Ok(true));
         assert_eq!(mask(&status, "SigBlk:"), 0);
         let sigpipe = 1 << (libc::SIGPIPE - 1);
         assert_ne!(mask(&ours, "SigIgn:") & sigpipe, 0, "Rust ignores SIGPIPE");
