@@ -4,21 +4,20 @@
 
 use crate::affinity::Mask;
 use crate::output_file::{OutputPath, Refused};
+use crate::vfork_exec::{self, Failure, Program, Spawned};
 use cosched_core::CpuSet;
+use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::resource::{setrlimit, Resource};
-use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use nix::sys::stat::Mode;
-use nix::unistd::{chdir, getgrouplist, setgid, setgroups, setuid, Gid, Uid, User};
+use nix::unistd::{getgrouplist, Gid, Uid, User};
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
 /// The values of the placeholders a workload's commands may use.
 #[derive(Debug, Clone)]
@@ -109,12 +108,13 @@ pub enum Output {
 
 impl Output {
     /// What the child starts with, and the path it is to open itself, if any.
-    fn split(self) -> io::Result<(Stdio, Option<(PathBuf, OutputPath)>)> {
+    fn split(self) -> io::Result<(File, Option<(PathBuf, OutputPath)>)> {
         match self {
-            Output::File(file) => Ok((file.into(), None)),
+            Output::File(file) => Ok((file, None)),
             Output::AsUser(path) => {
                 let split = OutputPath::new(&path)?;
-                Ok((Stdio::null(), Some((path, split))))
+                let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+                Ok((null, Some((path, split))))
             }
         }
     }
@@ -150,8 +150,8 @@ pub struct Launch<'a> {
     pub file_size_limit: Option<u64>,
 }
 
-/// The steps between fork and exec that can fail, told to the parent through a pipe so that its
-/// error names the step and not just the OS error.
+/// The steps in the child before exec that can fail, told to the parent (`vfork_exec`) so that
+/// its error names the step and not just the OS error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Step {
@@ -187,38 +187,36 @@ impl Step {
     }
 }
 
-/// Starts the job in a new process group whose id is its pid. Everything after dropping to the job's
+/// Starts the job in a new process group whose id is its pid, without copying the daemon's memory
+/// (`vfork_exec`); the executor reaps it by its pid. Everything after dropping to the job's
 /// user (entering its working directory, exec) is done with that user's rights only. Errors carry the
 /// OS error of the step that failed (the exec of a missing program gives "No such file or
 /// directory"; a working directory the user may not enter "Permission denied", naming it).
-pub fn spawn(launch: Launch) -> io::Result<Child> {
+pub fn spawn(launch: Launch) -> io::Result<Spawned> {
     let args: Vec<String> = launch
         .command
         .iter()
         .map(|a| launch.placeholders.expand(a))
         .collect();
-    let (program, rest) = args
-        .split_first()
+    let program = args
+        .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the job has no command"))?;
     let (stdout, stdout_path) = launch.stdout.split()?;
     let (stderr, stderr_path) = launch.stderr.split()?;
+    let stdin = File::open("/dev/null")?;
     let stdout_c = stdout_path.as_ref().map(|(_, c)| c.clone());
     let stderr_c = stderr_path.as_ref().map(|(_, c)| c.clone());
-    let mut command = Command::new(program);
-    command
-        .args(rest)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0);
-    if launch.clear_env {
-        command.env_clear();
-    }
-    let env = launch
-        .env
-        .iter()
-        .map(|(k, v)| (k, launch.placeholders.expand(v)));
-    command.envs(env).envs(launch.executor_env);
+    // As std's Command builds it: cosched's own (unless cleared), the job's over it, the
+    // executor's over both.
+    let mut env: BTreeMap<OsString, OsString> = match launch.clear_env {
+        true => BTreeMap::new(),
+        false => std::env::vars_os().collect(),
+    };
+    let job_env =
+        (launch.env.iter()).map(|(k, v)| (k.into(), launch.placeholders.expand(v).into()));
+    env.extend(job_env);
+    env.extend((launch.executor_env.into_iter()).map(|(k, v)| (k.into(), v)));
+    let executable = Program::new(&args, env.into_iter().collect())?;
     let invalid = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
     let join: Vec<CString> = launch
         .join
@@ -234,72 +232,56 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
     let mask = launch.mask;
     let file_size_limit = launch.file_size_limit;
     let interleave = launch.interleave.map(node_mask);
-    let identity = launch.user.as_ref().map(|user| {
-        let groups: Vec<Gid> = user.groups.iter().map(|&g| Gid::from_raw(g)).collect();
-        (groups, Gid::from_raw(user.gid), Uid::from_raw(user.uid))
-    });
+    let identity = (launch.user.as_ref()).map(|user| (user.groups.clone(), user.gid, user.uid));
     let (inherit, umask) = (launch.inherit, launch.umask);
     let open_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map_or(1024, |(soft, _)| soft);
-    let (failed_step, report_step) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-    let in_child = move || -> io::Result<()> {
-        let report = &report_step;
-        let fail = |step: Step| {
-            move |e: io::Error| {
-                let _ = nix::unistd::write(report, &[step as u8]);
-                e
-            }
-        };
-        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+    // Runs in the child, which shares the daemon's memory: system calls only (vfork_exec.rs).
+    let steps = || -> Result<(), (u8, Errno)> {
+        let fail = |step: Step| move |errno: Errno| (step as u8, errno);
         for procs in &join {
             write_zero(procs).map_err(fail(Step::JoinCgroup))?;
         }
         if let Some(mask) = &mask {
-            mask.apply_to(0).map_err(fail(Step::SetCpus))?;
+            mask.apply_to(0)
+                .map_err(|e| errno_of(&e))
+                .map_err(fail(Step::SetCpus))?;
         }
         if let Some(bytes) = file_size_limit {
             // Before the user is taken on, so that the job cannot raise it again.
-            setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes)
-                .map_err(|e| fail(Step::LimitFileSize)(e.into()))?;
+            setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).map_err(fail(Step::LimitFileSize))?;
         }
         if let Some(nodes) = &interleave {
             interleave_memory(nodes);
         }
         if let Some((groups, gid, uid)) = &identity {
-            let become_user = || -> nix::Result<()> {
-                setgroups(groups)?;
-                setgid(*gid)?;
-                setuid(*uid)
-            };
-            become_user().map_err(|e| fail(Step::BecomeUser)(e.into()))?;
+            become_user(groups, *gid, *uid).map_err(fail(Step::BecomeUser))?;
         }
         // Before the output files it opens: they get the user's umask too.
         if let Some(mask) = umask {
             nix::sys::stat::umask(mask);
         }
         if let Some(dir) = &cwd {
-            chdir(dir.as_c_str()).map_err(|e| fail(Step::EnterDirectory)(e.into()))?;
+            // SAFETY: chdir reads the NUL-terminated path `dir` holds.
+            Errno::result(unsafe { libc::chdir(dir.as_ptr()) })
+                .map_err(fail(Step::EnterDirectory))?;
         }
-        open_outputs(stdout_c.as_ref(), stderr_c.as_ref())
-            .map_err(|(step, e)| fail(step)(e.into()))?;
+        open_outputs(stdout_c.as_ref(), stderr_c.as_ref())?;
         close_on_exec_from_3(open_limit).map_err(fail(Step::Descriptors))?;
         if let Some(fd) = inherit {
-            cosched_native::control::keep_across_exec(fd).map_err(fail(Step::Descriptors))?;
+            cosched_native::control::keep_across_exec(fd)
+                .map_err(|e| errno_of(&e))
+                .map_err(fail(Step::Descriptors))?;
         }
         Ok(())
     };
-    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe system calls
-    // on data prepared above; it allocates nothing.
-    unsafe { command.pre_exec(in_child) };
-    let spawned = command.spawn();
-    // The pipe's write end goes with the closure: what the child wrote can be read to its end.
-    drop(command);
-    spawned.map_err(|e| {
-        let mut byte = [0u8];
-        let step = match nix::unistd::read(failed_step.as_raw_fd(), &mut byte) {
-            Ok(1) => Step::from_byte(byte[0]),
-            _ => None,
+    let stdio = [stdin.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd()];
+    vfork_exec::spawn(&executable, stdio, steps).map_err(|failed| {
+        let (step, errno) = match failed {
+            Failure::Step(step, errno) => (Step::from_byte(step), errno),
+            Failure::Clone(errno) | Failure::Start(errno) => (None, errno),
         };
+        let e = io::Error::from(errno);
         let outputs = [&stdout_path, &stderr_path];
         let what = failure(
             step,
@@ -310,6 +292,29 @@ pub fn spawn(launch: Launch) -> io::Result<Child> {
         );
         io::Error::new(e.kind(), format!("{what}: {e}"))
     })
+}
+
+/// The OS error an `io::Error` made from one carries; only such errors come from the child's steps.
+fn errno_of(e: &io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// In the child: the job's groups, gid and uid, real, effective and saved. Raw system calls, which
+/// change this process alone: glibc's wrappers would change every thread of the daemon's, whose
+/// memory the child shares.
+fn become_user(groups: &[libc::gid_t], gid: libc::gid_t, uid: libc::uid_t) -> Result<(), Errno> {
+    let (gid, uid) = (libc::c_long::from(gid), libc::c_long::from(uid));
+    // SAFETY: setgroups reads `groups.len()` group ids from `groups`; the others take numbers.
+    unsafe {
+        Errno::result(libc::syscall(
+            libc::SYS_setgroups,
+            groups.len() as libc::c_long,
+            groups.as_ptr(),
+        ))?;
+        Errno::result(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+        Errno::result(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+    }
+    Ok(())
 }
 
 /// In words, what failed at `step` in the child (`None`: the exec).
@@ -359,11 +364,11 @@ fn interleave_memory(nodes: &[u64]) {
 fn open_outputs(
     stdout: Option<&OutputPath>,
     stderr: Option<&OutputPath>,
-) -> Result<(), (Step, nix::Error)> {
+) -> Result<(), (u8, Errno)> {
     let refused = |os: Step, link: Step| {
         move |refusal| match refusal {
-            Refused::Os(errno) => (os, errno),
-            Refused::ForeignLink => (link, nix::errno::Errno::ELOOP),
+            Refused::Os(errno) => (os as u8, errno),
+            Refused::ForeignLink => (link as u8, Errno::ELOOP),
         }
     };
     if let Some(path) = stdout {
@@ -374,7 +379,7 @@ fn open_outputs(
         Some(path) if Some(path) == stdout => {
             nix::unistd::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO)
                 .map(drop)
-                .map_err(|e| (Step::OpenStderr, e))
+                .map_err(|e| (Step::OpenStderr as u8, e))
         }
         Some(path) => path
             .open_onto(libc::STDERR_FILENO)
@@ -403,7 +408,7 @@ fn foreign_link(path: &Option<(PathBuf, OutputPath)>, stream: &str) -> String {
 /// the daemon's own parent), is closed when the job's program starts. Marked close-on-exec rather
 /// than closed, so that the pipes that report a failed step or exec to the parent still work.
 /// `limit`: the most descriptors the process may have, for kernels without `close_range`.
-fn close_on_exec_from_3(limit: u64) -> io::Result<()> {
+fn close_on_exec_from_3(limit: u64) -> Result<(), Errno> {
     // SAFETY: close_range only changes flags of this process's descriptors; no crate wraps it.
     let marked = unsafe {
         libc::syscall(
@@ -421,15 +426,15 @@ fn close_on_exec_from_3(limit: u64) -> io::Result<()> {
             fd,
             nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
         ) {
-            Ok(_) | Err(nix::errno::Errno::EBADF) => {}
-            Err(e) => return Err(e.into()),
+            Ok(_) | Err(Errno::EBADF) => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(())
 }
 
 /// Writing "0" to `cgroup.procs` moves the writing process into that cgroup.
-fn write_zero(path: &CString) -> io::Result<()> {
+fn write_zero(path: &CString) -> Result<(), Errno> {
     let fd = nix::fcntl::open(
         path.as_c_str(),
         OFlag::O_WRONLY | OFlag::O_CLOEXEC,
@@ -439,7 +444,7 @@ fn write_zero(path: &CString) -> io::Result<()> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     match nix::unistd::write(&fd, b"0")? {
         1 => Ok(()),
-        _ => Err(io::Error::other("short write to cgroup.procs")),
+        _ => Err(Errno::EIO),
     }
 }
 
@@ -537,6 +542,182 @@ mod tests {
         let err = spawn(launch(&command, &dir.path().join("out"), &placeholders)).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
         assert!(err.to_string().contains("/nonexistent/program"), "{err}");
+    }
+
+    /// Minor page faults this thread took so far.
+    fn faults() -> i64 {
+        // SAFETY: rusage is plain integers, valid zeroed; getrusage writes only into it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) },
+            0
+        );
+        usage.ru_minflt
+    }
+
+    #[test]
+    fn starting_a_job_leaves_the_daemons_memory_writable() {
+        // A fork write-protects every page the daemon has, so each write after it faults.
+        const PAGES: usize = 16384;
+        let page = 4096;
+        // SAFETY: a fresh private anonymous mapping that only this test uses, unmapped at its end;
+        // small pages, so that each one write-protected costs a fault of its own.
+        let memory = unsafe {
+            let memory = libc::mmap(
+                std::ptr::null_mut(),
+                PAGES * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(memory, libc::MAP_FAILED);
+            libc::madvise(memory, PAGES * page, libc::MADV_NOHUGEPAGE);
+            std::slice::from_raw_parts_mut(memory.cast::<u8>(), PAGES * page)
+        };
+        let touch = |memory: &mut [u8], value| {
+            for byte in memory.iter_mut().step_by(page) {
+                // Volatile, so that the writes are made and counted.
+                // SAFETY: `byte` is a valid, exclusive reference.
+                unsafe { std::ptr::write_volatile(byte, value) };
+            }
+        };
+        touch(memory, 1);
+        let dir = tempfile::tempdir().unwrap();
+        let command = ["true".to_string()];
+        let placeholders = placeholders();
+        let job = spawn(launch(&command, &dir.path().join("out"), &placeholders)).unwrap();
+        assert!(job.wait().unwrap().success());
+        let before = faults();
+        touch(memory, 2);
+        let taken = faults() - before;
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(memory.as_mut_ptr().cast(), PAGES * page) };
+        assert!(
+            taken < PAGES as i64 / 16,
+            "{taken} faults writing {PAGES} pages"
+        );
+    }
+
+    const SLEEP: [&str; 2] = ["sleep", "60"];
+
+    /// A job that sleeps, writing nothing, into `dir`.
+    fn sleeping<'a>(dir: &Path, placeholders: &'a Placeholders) -> Launch<'a> {
+        let command: &'a [String] = Box::leak(Box::new(SLEEP.map(String::from)));
+        launch(command, &dir.join("out"), placeholders)
+    }
+
+    /// `/proc/PID/status` of the job while its program runs, and whether it leads its own process
+    /// group; the job is killed and reaped.
+    fn status_while_running(job: Launch) -> (String, nix::Result<bool>) {
+        let job = spawn(job).unwrap();
+        // The program runs once spawn returns, so its status is the job's.
+        let status = std::fs::read_to_string(format!("/proc/{}/status", job.id()));
+        let pid = nix::unistd::Pid::from_raw(job.id() as i32);
+        let leads = nix::unistd::getpgid(Some(pid)).map(|group| group == pid);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        job.wait().unwrap();
+        (status.unwrap(), leads)
+    }
+
+    #[test]
+    fn a_job_runs_as_its_user_and_the_daemon_keeps_its_own_identity() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: needs root to start a job as another user");
+            return;
+        }
+        let identity = |status: &str| -> Vec<String> {
+            (status.lines())
+                .filter(|l| ["Uid:", "Gid:", "Groups:"].iter().any(|k| l.starts_with(k)))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect()
+        };
+        let threads = || -> Vec<Vec<String>> {
+            (std::fs::read_dir("/proc/self/task").unwrap())
+                .filter_map(|task| {
+                    std::fs::read_to_string(task.unwrap().path().join("status")).ok()
+                })
+                .map(|status| identity(&status))
+                .collect()
+        };
+        let ours = identity(&std::fs::read_to_string("/proc/self/status").unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let placeholders = placeholders();
+        let mut job = sleeping(dir.path(), &placeholders);
+        job.user = Some(InvokingUser {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+        });
+        let (status, _) = status_while_running(job);
+        assert_eq!(
+            identity(&status),
+            [
+                "Uid: 65534 65534 65534 65534",
+                "Gid: 65534 65534 65534 65534",
+                "Groups: 65534"
+            ]
+        );
+        for thread in threads() {
+            assert_eq!(thread, ours);
+        }
+    }
+
+    #[test]
+    fn a_job_leads_its_group_with_no_signal_blocked_and_sigpipe_at_its_default() {
+        let mask = |status: &str, field: &str| -> u64 {
+            let line = status.lines().find_map(|l| l.strip_prefix(field)).unwrap();
+            u64::from_str_radix(line.trim(), 16).unwrap()
+        };
+        let ours = std::fs::read_to_string("/proc/self/status").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let placeholders = placeholders();
+        let (status, group) = status_while_running(sleeping(dir.path(), &placeholders));
+        assert_eq!(group, Ok(true));
+        assert_eq!(mask(&status, "SigBlk:"), 0);
+        let sigpipe = 1 << (libc::SIGPIPE - 1);
+        assert_ne!(mask(&ours, "SigIgn:") & sigpipe, 0, "Rust ignores SIGPIPE");
+        assert_eq!(mask(&status, "SigIgn:"), mask(&ours, "SigIgn:") & !sigpipe);
+    }
+
+    #[test]
+    fn a_program_is_looked_for_on_the_jobs_path_as_execvp_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let (refused, found) = (dir.path().join("refused"), dir.path().join("found"));
+        for (bin, mode) in [(&refused, 0o644), (&found, 0o755)] {
+            std::fs::create_dir(bin).unwrap();
+            // No `#!` line: a file the kernel cannot execute runs as a shell script.
+            std::fs::write(bin.join("prog"), "echo \"found $0 $1\"\n").unwrap();
+            std::fs::set_permissions(
+                bin.join("prog"),
+                std::os::unix::fs::PermissionsExt::from_mode(mode),
+            )
+            .unwrap();
+        }
+        let output = dir.path().join("out");
+        let command = ["prog", "arg"].map(String::from);
+        let placeholders = placeholders();
+        let with_path = |path: &Path| {
+            let mut job = launch(&command, &output, &placeholders);
+            let path = format!("/nonexistent:{}:{}", refused.display(), path.display());
+            job.env = Box::leak(Box::new(BTreeMap::from([("PATH".to_string(), path)])));
+            job.clear_env = true;
+            job
+        };
+        let job = spawn(with_path(&found)).unwrap();
+        assert!(job.wait().unwrap().success());
+        let said = std::fs::read_to_string(&output).unwrap();
+        assert_eq!(
+            said,
+            format!("found {} arg\n", found.join("prog").display())
+        );
+        // Found nowhere but where it may not be executed.
+        let err = spawn(with_path(Path::new("/nonexistent"))).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        assert_eq!(
+            err.to_string(),
+            "cannot start prog: Permission denied (os error 13)"
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@ mod output_file;
 mod priority;
 pub mod procfs;
 pub mod slurm;
+mod vfork_exec;
 mod watchdog;
 
 pub use calibrate::{calibrate, median_over_rounds, Repeated};

@@ -52,12 +52,12 @@ impl Reading {
 
 /// The most memory one process of a job held, for a job whose memory cgroup does not say.
 ///
-/// `wait4`'s maxrss alone would not do: a child forked from the executor starts with a copy of the
-/// executor's resident pages, and exec keeps their high-water mark in the maxrss the child reports,
+/// `wait4`'s maxrss alone would not do: a child started from the executor runs in the executor's
+/// memory until it execs, and exec keeps that memory's high-water mark in the maxrss it reports,
 /// so a `sleep` would seem as large as a daemon. Each process's `VmHWM` counts only since its exec,
 /// so the largest one sampled is the job's own (though growth after the last sample is missed);
 /// the maxrss is taken as well only where it passes the executor's own high-water mark at the
-/// job's start, the most the copy could have held, so a job larger than the executor is measured
+/// job's start, the most that memory could have held, so a job larger than the executor is measured
 /// to its last page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResidentPeak {

@@ -16,8 +16,8 @@ use std::path::Path;
 /// The longest link target read; a longer one is refused as the kernel refuses such a path.
 const TARGET_BYTES: usize = libc::PATH_MAX as usize;
 
-/// A path split, before fork, into its directory and last component, so that the child allocates
-/// nothing.
+/// A path split, before the job's process starts, into its directory and last component, so that
+/// the child allocates nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputPath {
     dir: CString,
@@ -52,7 +52,7 @@ impl OutputPath {
     }
 
     /// Opens (creates, truncates) the file as descriptor `target`, left open across exec. Runs
-    /// between fork and exec: system calls only, on a buffer of the stack.
+    /// in the job's process before exec: system calls only, on a buffer of the stack.
     pub fn open_onto(&self, target: RawFd) -> Result<(), Refused> {
         let dir = nix::fcntl::open(
             self.dir.as_c_str(),
@@ -120,7 +120,7 @@ impl OutputPath {
         let mut target = [0u8; TARGET_BYTES + 1];
         // SAFETY: readlinkat writes at most `TARGET_BYTES` bytes into `target`, which is one byte
         // longer, so the target stays NUL-terminated; nix's readlinkat allocates, which a child
-        // between fork and exec must not.
+        // before exec must not.
         let read = unsafe {
             libc::readlinkat(raw, c"".as_ptr(), target.as_mut_ptr().cast(), TARGET_BYTES)
         };
