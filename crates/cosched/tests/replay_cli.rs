@@ -306,3 +306,54 @@ fn topo_shows_a_cluster_as_its_size_and_one_node() {
         "{err}"
     );
 }
+
+/// A replay scenario gives the trace (relative to itself) and the options, the command line
+/// overrides them, and the paper's figure is printed beside ours.
+#[test]
+fn a_replay_scenario_runs_its_setup_and_prints_the_papers_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "t.swf", TRACE);
+    let scenario = write(
+        dir.path(),
+        "s.toml",
+        "[replay]\nname = \"tiny\"\ntrace = \"t.swf\"\nbatch = \"fcfs\"\n\
+         node_policy = [\"exclusive\"]\nsubmit_scale = 0.5\n\
+         [paper]\nsource = \"A. Author, Some Paper, Venue, Table 1\"\nmetric = \"mean_wait\"\n\
+         policy = \"exclusive\"\nbaseline = \"exclusive\"\nchange = -0.1\n",
+    );
+    // FCFS on submit times 0, 0.5, 1: 2 starts at 10, 3 at 15: waits 0, 9.5, 14.
+    let fcfs = metrics(&["replay", &scenario, "--json"]);
+    assert_eq!(fcfs["mean_wait"], 23.5 / 3.0, "{fcfs}");
+    let easy = metrics(&["replay", &scenario, "--batch", "easy", "--json"]);
+    assert_eq!(easy["batch"], "easy");
+    let out = cosched(&["replay", &scenario]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("scenario tiny") && text.contains("paper -10%, ours +0.0%"),
+        "{text}"
+    );
+}
+
+#[test]
+fn interference_options_name_their_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "t.swf", TRACE);
+    let err = |args: &[&str]| String::from_utf8(cosched(args).stderr).unwrap();
+    let e = err(&[
+        "replay",
+        &trace,
+        "--node-policy",
+        "eq",
+        "--admission",
+        "pairing",
+    ]);
+    assert!(e.contains("--mix"), "{e}");
+    let e = err(&["replay", &trace, "--mix", "hpcc"]);
+    assert!(e.contains("balanced") && e.contains("compute=0.6"), "{e}");
+    let e = err(&["replay", &trace, "--classes-from", "14=memory"]);
+    assert!(e.contains("FIELD:VALUE=CLASS"), "{e}");
+    // With interference on, the classes change nothing on nodes run alone.
+    let alone = metrics(&["replay", &trace, "--json"]);
+    let mixed = metrics(&["replay", &trace, "--mix", "memory", "--json"]);
+    assert_eq!(alone["mean_wait"], mixed["mean_wait"]);
+}

@@ -11,7 +11,8 @@
 //! their estimates, at their current rates. Nodes are chosen least loaded first, and a backfilled job
 //! that outlasts the reservation takes first the nodes the head can do without.
 
-use super::replay::State;
+use super::nodes::Tenant;
+use super::replay::{Admission, State};
 use std::collections::{HashMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +44,7 @@ impl std::str::FromStr for BatchPolicy {
 pub(super) fn pass(state: &mut State, policy: BatchPolicy) {
     let mut accepting = Accepting::default();
     while let Some(&head) = state.queue.front() {
-        let (width, threads) = state.shapes[head];
+        let (width, threads) = (state.shapes[head].0, state.tenants[head]);
         let nodes = accepting.nodes(state, threads);
         if nodes.len() < width as usize {
             break;
@@ -60,15 +61,35 @@ pub(super) fn pass(state: &mut State, policy: BatchPolicy) {
 /// The nodes that take one more job of a given thread count now, least loaded first, kept until
 /// the next start (a queue holds jobs of few distinct widths).
 #[derive(Default)]
-struct Accepting(HashMap<u32, Vec<u32>>);
+struct Accepting(HashMap<Tenant, Vec<u32>>);
 
 impl Accepting {
-    fn nodes(&mut self, state: &mut State, threads: u32) -> &[u32] {
+    fn nodes(&mut self, state: &mut State, threads: Tenant) -> &[u32] {
         self.0.entry(threads).or_insert_with(|| {
             let mut nodes: Vec<u32> = (0..state.node_sig.len() as u32)
                 .filter(|&n| state.book.accepts(state.node_sig[n as usize], threads))
                 .collect();
-            nodes.sort_by_key(|&n| state.node_jobs[n as usize].len());
+            match state.admission {
+                Admission::LeastLoaded => {
+                    nodes.sort_by_key(|&n| state.node_jobs[n as usize].len());
+                }
+                Admission::Pairing => {
+                    // Among nodes as loaded, the one where the job's class costs its co-runners
+                    // and itself least: a memory-bound job beside a compute-bound one.
+                    let mut keyed: Vec<(usize, f64, u32)> = nodes
+                        .iter()
+                        .map(|&n| {
+                            let sig = state.node_sig[n as usize];
+                            let next = state.book.with(sig, threads);
+                            let cost = state.book.interference_loss(next)
+                                - state.book.interference_loss(sig);
+                            (state.node_jobs[n as usize].len(), cost, n)
+                        })
+                        .collect();
+                    keyed.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+                    nodes = keyed.into_iter().map(|(_, _, n)| n).collect();
+                }
+            }
             nodes
         })
     }
@@ -88,7 +109,7 @@ fn backfill(state: &mut State, accepting: &mut Accepting) {
     let mut waiting = VecDeque::with_capacity(state.queue.len() + 1);
     waiting.push_back(head);
     while let Some(job) = state.queue.pop_front() {
-        let (width, threads) = state.shapes[job];
+        let (width, threads) = (state.shapes[job].0, state.tenants[job]);
         let nodes = accepting.nodes(state, threads);
         if nodes.len() < width as usize {
             waiting.push_back(job);
@@ -131,7 +152,7 @@ fn backfill(state: &mut State, accepting: &mut Accepting) {
 
 /// The queue head's reservation.
 struct Reservation {
-    head_threads: u32,
+    head_threads: Tenant,
     /// Each node's earliest time it takes the head.
     free_at: Vec<f64>,
     /// When enough nodes take the head.
@@ -142,7 +163,7 @@ struct Reservation {
 
 impl Reservation {
     fn of(state: &mut State, head: usize) -> Reservation {
-        let (width, head_threads) = state.shapes[head];
+        let (width, head_threads) = (state.shapes[head].0, state.tenants[head]);
         let free_at: Vec<f64> = (0..state.node_sig.len())
             .map(|n| available_at(state, n, head_threads))
             .collect();
@@ -167,7 +188,7 @@ fn reservation(free_at: &[f64], width: usize) -> (f64, u32) {
 }
 
 /// When node `n` takes a job of `threads` threads, judged by its jobs' estimated ends.
-fn available_at(state: &mut State, n: usize, threads: u32) -> f64 {
+fn available_at(state: &mut State, n: usize, threads: Tenant) -> f64 {
     let mut sig = state.node_sig[n];
     if state.book.accepts(sig, threads) {
         return state.now;
@@ -191,8 +212,8 @@ fn available_at(state: &mut State, n: usize, threads: u32) -> f64 {
 fn still_available(
     state: &mut State,
     n: usize,
-    threads: u32,
-    head_threads: u32,
+    threads: Tenant,
+    head_threads: Tenant,
     shadow: f64,
 ) -> bool {
     let mut sig = state.book.with(state.node_sig[n], threads);
@@ -211,7 +232,7 @@ fn still_available(
 }
 
 /// The rate a job of `threads` threads would start at on `nodes`.
-fn rate_if_started(state: &mut State, nodes: &[u32], threads: u32) -> f64 {
+fn rate_if_started(state: &mut State, nodes: &[u32], threads: Tenant) -> f64 {
     let shares: Vec<f64> = nodes
         .iter()
         .map(|&n| {

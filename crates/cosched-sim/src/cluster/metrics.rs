@@ -15,6 +15,8 @@ pub struct BatchMetrics {
     /// Mean of start − submit, seconds.
     pub mean_wait: f64,
     pub max_wait: f64,
+    /// Mean of end − submit (turnaround, response time), seconds.
+    pub mean_turnaround: f64,
     /// Mean of max(1, (end - submit) / max(run, 10 s)), `run` the recorded run time (a job that shares
     /// its nodes takes longer than that).
     pub mean_bounded_slowdown: f64,
@@ -36,12 +38,14 @@ pub fn summarize(jobs: &[SwfJob], placements: &[Placement], machine_procs: u32) 
     let n = placements.len().max(1) as f64;
     let (mut wait_sum, mut max_wait, mut bsld_sum, mut max_bsld, mut used) =
         (0.0, 0.0, 0.0, 0.0, 0.0);
+    let mut turnaround_sum = 0.0;
     let (mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY);
     for p in placements {
         let job = &jobs[p.job];
         let wait = p.start - job.submit;
         let bsld = bounded_slowdown(p.end - job.submit, job.run);
         wait_sum += wait;
+        turnaround_sum += p.end - job.submit;
         bsld_sum += bsld;
         max_wait = f64::max(max_wait, wait);
         max_bsld = f64::max(max_bsld, bsld);
@@ -59,6 +63,7 @@ pub fn summarize(jobs: &[SwfJob], placements: &[Placement], machine_procs: u32) 
         jobs: placements.len(),
         mean_wait: wait_sum / n,
         max_wait,
+        mean_turnaround: turnaround_sum / n,
         mean_bounded_slowdown: bsld_sum / n,
         max_bounded_slowdown: max_bsld,
         utilisation: if available > 0.0 {
@@ -110,6 +115,7 @@ mod tests {
         // 20 + 20 processor-seconds over 4 x 15.
         assert!((m.utilisation - 40.0 / 60.0).abs() < 1e-12, "{m:?}");
         assert_eq!((m.mean_wait, m.max_wait, m.makespan), (5.0, 10.0, 15.0));
+        assert_eq!(m.mean_turnaround, (10.0 + 15.0) / 2.0);
         assert_eq!(m.mean_bounded_slowdown, (1.0 + 1.5) / 2.0);
     }
 }

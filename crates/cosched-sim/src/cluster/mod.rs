@@ -4,16 +4,20 @@
 //! figures (`docs/simulation-model.md`, "Cluster replay").
 
 pub mod batch;
+pub mod interference;
 pub mod metrics;
 pub mod nodes;
 #[cfg(test)]
 mod reference;
 pub mod replay;
+pub mod study;
 
 pub use batch::BatchPolicy;
 pub use metrics::{summarize, BatchMetrics};
 pub use nodes::{NodeSharing, PolicyFactory};
-pub use replay::{replay, ClusterError, ClusterOptions, Coordination, Placement, Replay};
+pub use replay::{
+    replay, Admission, ClusterError, ClusterOptions, Coordination, Placement, Replay,
+};
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -27,6 +31,7 @@ pub(crate) mod tests {
             policy: None,
             mpl: 1,
             switch_cost: 0.0,
+            interference: false,
         }
     }
 
@@ -39,6 +44,7 @@ pub(crate) mod tests {
             policy: Some(&gang),
             mpl: 2,
             switch_cost: 0.0,
+            interference: false,
         }
     }
 
@@ -62,6 +68,8 @@ pub(crate) mod tests {
             batch,
             sharing,
             coordination,
+            classes: &[],
+            admission: Admission::LeastLoaded,
         };
         replay(jobs, &cluster::parse(machine).unwrap(), &options)
     }
@@ -126,6 +134,52 @@ pub(crate) mod tests {
         assert_eq!(ends(&run(Coordination::Uncoordinated)), [18.25, 9.0, 14.0]);
     }
 
+    /// Two 8-CPU nodes under EQ, MPL 2; four 4-thread jobs of 100 s: memory-bound 1, compute-bound
+    /// 2 at t0, memory-bound 3, compute-bound 4 at t1.
+    fn pairs(admission: Admission) -> Replay {
+        let jobs = swf::parse(
+            "1 0 -1 100 -1 -1 -1 4 100 -1 1 1 1 -1 -1 -1 -1 -1\n\
+             2 0 -1 100 -1 -1 -1 4 100 -1 1 1 1 -1 -1 -1 -1 -1\n\
+             3 1 -1 100 -1 -1 -1 4 100 -1 1 1 1 -1 -1 -1 -1 -1\n\
+             4 1 -1 100 -1 -1 -1 4 100 -1 1 1 1 -1 -1 -1 -1 -1\n",
+            "pairs.swf",
+        )
+        .unwrap()
+        .jobs;
+        fn eq() -> Box<dyn Policy> {
+            cosched_policies::create("eq").unwrap()
+        }
+        let options = ClusterOptions {
+            batch: BatchPolicy::Easy,
+            sharing: NodeSharing {
+                policy: Some(&eq),
+                mpl: 2,
+                switch_cost: 0.0,
+                interference: true,
+            },
+            coordination: Coordination::Coordinated,
+            classes: &[1, 0, 1, 0],
+            admission,
+        };
+        let machine = cluster::parse("cluster:2 l3:1(size=8MB) core:8").unwrap();
+        replay(&jobs, &machine, &options).unwrap()
+    }
+
+    #[test]
+    fn the_pairing_admission_puts_a_memory_bound_job_beside_a_compute_bound_one() {
+        // t0: 1 and 2 take a node each. t1: both nodes hold one job; least loaded first (ties by
+        // node number) puts 3 beside 1 (two memory-bound jobs) and 4 beside 2.
+        let blind = pairs(Admission::LeastLoaded);
+        assert_eq!(blind.placements[2].nodes, blind.placements[0].nodes);
+        let paired = pairs(Admission::Pairing);
+        assert_eq!(paired.placements[2].nodes, paired.placements[1].nodes);
+        assert_eq!(paired.placements[3].nodes, paired.placements[0].nodes);
+        // The memory-bound jobs end sooner beside compute-bound ones, and no job ends later.
+        let last = |r: &Replay| ends(r).into_iter().fold(0.0, f64::max);
+        assert!(last(&paired) < last(&blind), "{paired:?} {blind:?}");
+        assert!(ends(&paired)[0] < ends(&blind)[0]);
+    }
+
     #[test]
     fn space_sharing_packs_small_jobs_onto_one_node() {
         // One node of 4 CPUs: two 2-proc jobs. Exclusive: one after the other. EQ: side by side, each
@@ -146,6 +200,7 @@ pub(crate) mod tests {
             policy: Some(&eq),
             mpl: 2,
             switch_cost: 0.0,
+            interference: false,
         };
         let packed = on_cluster(&jobs, "cluster:1 core:4", BatchPolicy::Easy, sharing).unwrap();
         assert_eq!(ends(&packed), [10.0, 10.0]);

@@ -13,10 +13,23 @@
 //! same slot) gives each a fraction, and a bulk-synchronous job goes at the pace of its slowest thread.
 //! Each entry into a slot of a cycle of several costs a context switch and a refill of the LLC
 //! (`ModelParams::context_switch`, `llc_refill`), as in the node simulator.
+//!
+//! With interference on ([`super::interference`]), a signature lists each job's class beside its
+//! thread count, and each slot's share is multiplied by what the node model says the slot's co-runners
+//! do to the job's memory bandwidth, LLC and synchronisation. Off, every job is of one class and the
+//! shares are the CPU shares alone.
 
+use super::interference::NodeModel;
 use cosched_core::{ActiveJob, Context, Event, JobHints, JobId, JobKind, JobSpec, Plan, Policy};
 use cosched_core::{Assignment, Topology};
 use std::collections::HashMap;
+
+/// A job as its node sees it: its threads there and its application class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Tenant {
+    pub threads: u32,
+    pub class: u8,
+}
 
 /// Index of a signature in a [`ShareBook`].
 pub(crate) type Signature = u32;
@@ -35,6 +48,8 @@ pub struct NodeSharing<'a> {
     pub mpl: u32,
     /// Time a job loses each time it enters a slot of a cycle of several, seconds.
     pub switch_cost: f64,
+    /// Whether co-runners' classes slow each other through the node model.
+    pub interference: bool,
 }
 
 impl NodeSharing<'_> {
@@ -49,15 +64,16 @@ impl NodeSharing<'_> {
 /// A signature, its shares and its neighbours; the neighbours are few (one per distinct width, one
 /// per position), so they sit in short lists rather than hash maps.
 struct Entry {
-    widths: Vec<u32>,
-    /// Each job's share, in the signature's order; `None` until asked.
-    shares: Option<Vec<f64>>,
-    /// (threads, the signature with one more such job).
-    added: Vec<(u32, Signature)>,
+    tenants: Vec<Tenant>,
+    /// Each job's share, in the signature's order, and the CPUs' worth that interference takes from
+    /// them all; `None` until asked.
+    shares: Option<(Vec<f64>, f64)>,
+    /// (tenant, the signature with one more such job).
+    added: Vec<(Tenant, Signature)>,
     /// The signature without the job at each position, once asked.
     removed: Vec<Option<Signature>>,
-    /// (threads, whether one more such job is accepted).
-    accepted: Vec<(u32, bool)>,
+    /// (tenant, whether one more such job is accepted).
+    accepted: Vec<(Tenant, bool)>,
 }
 
 /// The signatures met so far, the transitions between them and their shares.
@@ -65,7 +81,9 @@ pub(crate) struct ShareBook<'a> {
     node: &'a Topology,
     sharing: &'a NodeSharing<'a>,
     entries: Vec<Entry>,
-    ids: HashMap<Vec<u32>, Signature>,
+    ids: HashMap<Vec<Tenant>, Signature>,
+    /// The node model, where co-runners interfere.
+    model: Option<NodeModel>,
     /// The policy runs on so many signatures (for the replay's report).
     pub policy_runs: usize,
 }
@@ -77,21 +95,22 @@ impl<'a> ShareBook<'a> {
             sharing,
             entries: Vec::new(),
             ids: HashMap::new(),
+            model: sharing.interference.then(|| NodeModel::new(node)),
             policy_runs: 0,
         };
         book.intern(Vec::new());
         book
     }
 
-    fn intern(&mut self, widths: Vec<u32>) -> Signature {
-        if let Some(&id) = self.ids.get(&widths) {
+    fn intern(&mut self, tenants: Vec<Tenant>) -> Signature {
+        if let Some(&id) = self.ids.get(&tenants) {
             return id;
         }
         let id = self.entries.len() as Signature;
-        self.ids.insert(widths.clone(), id);
+        self.ids.insert(tenants.clone(), id);
         self.entries.push(Entry {
-            removed: vec![None; widths.len()],
-            widths,
+            removed: vec![None; tenants.len()],
+            tenants,
             shares: None,
             added: Vec::new(),
             accepted: Vec::new(),
@@ -100,19 +119,19 @@ impl<'a> ShareBook<'a> {
     }
 
     pub fn len(&self, sig: Signature) -> usize {
-        self.entries[sig as usize].widths.len()
+        self.entries[sig as usize].tenants.len()
     }
 
-    /// The node `sig` with one more job of `threads` threads.
-    pub fn with(&mut self, sig: Signature, threads: u32) -> Signature {
+    /// The node `sig` with one more job `tenant`.
+    pub fn with(&mut self, sig: Signature, tenant: Tenant) -> Signature {
         let entry = &self.entries[sig as usize];
-        if let Some(&(_, next)) = entry.added.iter().find(|(t, _)| *t == threads) {
+        if let Some(&(_, next)) = entry.added.iter().find(|(t, _)| *t == tenant) {
             return next;
         }
-        let mut widths = entry.widths.clone();
-        widths.push(threads);
-        let next = self.intern(widths);
-        self.entries[sig as usize].added.push((threads, next));
+        let mut tenants = entry.tenants.clone();
+        tenants.push(tenant);
+        let next = self.intern(tenants);
+        self.entries[sig as usize].added.push((tenant, next));
         next
     }
 
@@ -121,50 +140,71 @@ impl<'a> ShareBook<'a> {
         if let Some(next) = self.entries[sig as usize].removed[position] {
             return next;
         }
-        let mut widths = self.entries[sig as usize].widths.clone();
-        widths.remove(position);
-        let next = self.intern(widths);
+        let mut tenants = self.entries[sig as usize].tenants.clone();
+        tenants.remove(position);
+        let next = self.intern(tenants);
         self.entries[sig as usize].removed[position] = Some(next);
         next
     }
 
     /// Each job's share of the node, in the signature's order.
     pub fn shares(&mut self, sig: Signature) -> &[f64] {
-        if self.entries[sig as usize].shares.is_none() {
-            let shares = self.compute(&self.entries[sig as usize].widths.clone());
-            self.entries[sig as usize].shares = Some(shares);
-        }
-        self.entries[sig as usize].shares.as_deref().unwrap()
+        &self.computed(sig).0
     }
 
-    /// Whether the node `sig` takes one more job of `threads` threads: within the MPL, and the node
-    /// policy runs every job then.
-    pub fn accepts(&mut self, sig: Signature, threads: u32) -> bool {
+    /// The CPUs' worth that co-runners' interference takes from the jobs of node `sig`, summed.
+    pub fn interference_loss(&mut self, sig: Signature) -> f64 {
+        self.computed(sig).1
+    }
+
+    fn computed(&mut self, sig: Signature) -> &(Vec<f64>, f64) {
+        if self.entries[sig as usize].shares.is_none() {
+            let computed = self.compute(&self.entries[sig as usize].tenants.clone());
+            self.entries[sig as usize].shares = Some(computed);
+        }
+        self.entries[sig as usize].shares.as_ref().unwrap()
+    }
+
+    /// Whether the node `sig` takes one more job `tenant`: within the MPL, and the node policy runs
+    /// every job then.
+    pub fn accepts(&mut self, sig: Signature, tenant: Tenant) -> bool {
         if self.len(sig) >= self.sharing.mpl as usize {
             return false;
         }
         let entry = &self.entries[sig as usize];
-        if let Some(&(_, accepted)) = entry.accepted.iter().find(|(t, _)| *t == threads) {
+        if let Some(&(_, accepted)) = entry.accepted.iter().find(|(t, _)| *t == tenant) {
             return accepted;
         }
-        let next = self.with(sig, threads);
+        let next = self.with(sig, tenant);
         let accepted = self.shares(next).iter().all(|&share| share > 0.0);
-        self.entries[sig as usize]
-            .accepted
-            .push((threads, accepted));
+        self.entries[sig as usize].accepted.push((tenant, accepted));
         accepted
     }
 
-    fn compute(&mut self, widths: &[u32]) -> Vec<f64> {
+    fn compute(&mut self, tenants: &[Tenant]) -> (Vec<f64>, f64) {
         let Some(factory) = self.sharing.policy else {
-            return vec![1.0; widths.len()];
+            return (vec![1.0; tenants.len()], 0.0);
         };
-        if widths.is_empty() {
-            return Vec::new();
+        if tenants.is_empty() {
+            return (Vec::new(), 0.0);
         }
         self.policy_runs += 1;
-        let plan = settle(self.node, factory().as_mut(), widths);
-        shares_of(&plan, widths, self.sharing.switch_cost)
+        let widths: Vec<u32> = tenants.iter().map(|t| t.threads).collect();
+        let plan = settle(self.node, factory().as_mut(), &widths);
+        let Some(model) = self.model.as_mut() else {
+            return (shares_of(&plan, &widths, self.sharing.switch_cost), 0.0);
+        };
+        let classes: Vec<u8> = tenants.iter().map(|t| t.class).collect();
+        let blind = shares_of(&plan, &widths, self.sharing.switch_cost);
+        let shares = slot_shares(&plan, &widths, self.sharing.switch_cost, |runners| {
+            let cpus: Vec<&cosched_core::CpuSet> = runners.iter().map(|a| &a.cpus).collect();
+            let index = |a: &&Assignment| a.job.0 as usize;
+            let threads: Vec<u32> = runners.iter().map(|a| widths[index(a)]).collect();
+            let classes: Vec<u8> = runners.iter().map(|a| classes[index(a)]).collect();
+            model.factors(&cpus, &threads, &classes)
+        });
+        let loss = blind.iter().zip(&shares).map(|(b, s)| b - s).sum();
+        (shares, loss)
     }
 }
 
@@ -227,6 +267,18 @@ fn settle(node: &Topology, policy: &mut dyn Policy, widths: &[u32]) -> Plan {
 
 /// Each job's fluid share of the node under `plan` (jobs are `JobId(position)`).
 pub(crate) fn shares_of(plan: &Plan, widths: &[u32], switch_cost: f64) -> Vec<f64> {
+    slot_shares(plan, widths, switch_cost, |runners| {
+        vec![1.0; runners.len()]
+    })
+}
+
+/// [`shares_of`] with each slot's pace of each runner multiplied by `factors(the slot's runners)`.
+fn slot_shares(
+    plan: &Plan,
+    widths: &[u32],
+    switch_cost: f64,
+    mut factors: impl FnMut(&[&Assignment]) -> Vec<f64>,
+) -> Vec<f64> {
     let mut slots: Vec<(f64, Vec<&Assignment>)> = plan
         .slots
         .iter()
@@ -255,14 +307,15 @@ pub(crate) fn shares_of(plan: &Plan, widths: &[u32], switch_cost: f64) -> Vec<f6
         } else {
             1.0
         };
-        for a in runners {
+        let factors = factors(runners);
+        for (a, factor) in runners.iter().zip(factors) {
             let pace = a
                 .cpus
                 .iter()
                 .map(|cpu| 1.0 / density[&cpu].max(1.0))
                 .fold(f64::INFINITY, f64::min);
             if pace.is_finite() {
-                shares[a.job.0 as usize] += length / cycle * pace * kept;
+                shares[a.job.0 as usize] += length / cycle * pace * kept * factor;
             }
         }
     }
@@ -274,6 +327,11 @@ mod tests {
     use super::*;
     use cosched_core::topology::presets;
     use cosched_core::{CpuSet, Slot};
+
+    const ONE: Tenant = Tenant {
+        threads: 1,
+        class: 0,
+    };
 
     fn assign(job: u32, cpus: std::ops::Range<u32>) -> Assignment {
         Assignment {
@@ -317,13 +375,14 @@ mod tests {
             policy: Some(&gang),
             mpl: 2,
             switch_cost: 0.0,
+            interference: false,
         };
         let mut book = ShareBook::new(&node, &sharing);
-        let one = book.with(EMPTY, 1);
-        assert!(book.accepts(one, 1));
-        let two = book.with(one, 1);
+        let one = book.with(EMPTY, ONE);
+        assert!(book.accepts(one, ONE));
+        let two = book.with(one, ONE);
         assert_eq!(book.shares(two), [0.5, 0.5]);
-        assert!(!book.accepts(two, 1), "the MPL is 2");
+        assert!(!book.accepts(two, ONE), "the MPL is 2");
         assert_eq!(book.without(two, 0), one);
 
         let eq = || cosched_policies::create("eq").unwrap();
@@ -331,10 +390,11 @@ mod tests {
             policy: Some(&eq),
             mpl: 2,
             switch_cost: 0.0,
+            interference: false,
         };
         let mut book = ShareBook::new(&node, &sharing);
-        let one = book.with(EMPTY, 1);
+        let one = book.with(EMPTY, ONE);
         assert_eq!(book.shares(one), [1.0]);
-        assert!(!book.accepts(one, 1), "EQ never time-slices one CPU");
+        assert!(!book.accepts(one, ONE), "EQ never time-slices one CPU");
     }
 }

@@ -17,7 +17,7 @@
 //! same pass.
 
 use super::batch::{self, BatchPolicy};
-use super::nodes::{NodeSharing, ShareBook, Signature, EMPTY};
+use super::nodes::{NodeSharing, ShareBook, Signature, Tenant, EMPTY};
 use crate::swf::SwfJob;
 use cosched_core::topology::cluster::Cluster;
 use std::cmp::{Ordering, Reverse};
@@ -46,10 +46,40 @@ impl std::str::FromStr for Coordination {
     }
 }
 
+/// Which of the nodes that take a job the batch scheduler places it on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// Least loaded first, whatever the jobs' classes.
+    #[default]
+    LeastLoaded,
+    /// Least loaded first, and among those as loaded the node where co-runners' interference
+    /// costs least (complementary classes together: CaSAS's and Scalpel's idea across nodes).
+    Pairing,
+}
+
+/// An admission's name that is none of those known.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown node admission `{0}`; choose blind or pairing")]
+pub struct UnknownAdmission(String);
+
+impl std::str::FromStr for Admission {
+    type Err = UnknownAdmission;
+    fn from_str(s: &str) -> Result<Self, UnknownAdmission> {
+        match s {
+            "blind" => Ok(Self::LeastLoaded),
+            "pairing" => Ok(Self::Pairing),
+            _ => Err(UnknownAdmission(s.to_string())),
+        }
+    }
+}
+
 pub struct ClusterOptions<'a> {
     pub batch: BatchPolicy,
     pub sharing: NodeSharing<'a>,
     pub coordination: Coordination,
+    /// Each job's application class ([`super::interference`]); empty: all of one class.
+    pub classes: &'a [u8],
+    pub admission: Admission,
 }
 
 /// Where and when a job ran: the job's index in the input, its start and end, its nodes.
@@ -118,6 +148,15 @@ pub fn replay(
     let mut state = State {
         jobs,
         shapes: jobs.iter().map(|j| shape(j.procs, cpus)).collect(),
+        tenants: jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| Tenant {
+                threads: shape(j.procs, cpus).1,
+                class: options.classes.get(i).copied().unwrap_or(0),
+            })
+            .collect(),
+        admission: options.admission,
         book: ShareBook::new(&cluster.node, &options.sharing),
         coordination: options.coordination,
         node_sig: vec![EMPTY; cluster.nodes as usize],
@@ -209,6 +248,9 @@ pub(super) struct State<'a> {
     pub jobs: &'a [SwfJob],
     /// (nodes, threads per node) of each job.
     pub shapes: Vec<(u32, u32)>,
+    /// Each job as its nodes see it.
+    pub tenants: Vec<Tenant>,
+    pub admission: Admission,
     pub book: ShareBook<'a>,
     coordination: Coordination,
     pub node_sig: Vec<Signature>,
@@ -272,10 +314,10 @@ impl State<'_> {
     }
 
     pub fn start(&mut self, job: usize, nodes: Vec<u32>) {
-        let threads = self.shapes[job].1;
+        let tenant = self.tenants[job];
         for &n in &nodes {
             let n = n as usize;
-            self.node_sig[n] = self.book.with(self.node_sig[n], threads);
+            self.node_sig[n] = self.book.with(self.node_sig[n], tenant);
             self.node_jobs[n].push(job);
         }
         self.touched.extend_from_slice(&nodes);
