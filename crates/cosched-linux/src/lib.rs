@@ -49,6 +49,7 @@ pub use executor::{
     execute, run, run_observed, Adopt, ArrivingJob, JobOutcome, JobSource, OpenedAsUser, Progress,
     RunOptions, RunReport, RunSetup, RunStats, WorkloadReplay,
 };
+pub use interrupt::Interrupts;
 pub use isolated::{Calibrated, IsolatedTime, IsolatedTimes, ObservedProgram};
 pub use launch::InvokingUser;
 pub use measure::instruction_counter_status;

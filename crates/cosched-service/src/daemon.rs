@@ -66,6 +66,11 @@ fn io_error(what: String) -> impl FnOnce(io::Error) -> DaemonError {
 
 /// Runs the daemon until a signal stops it.
 pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
+    // Held from the start: a SIGTERM that comes while the journal is replayed or once clients can
+    // connect, before the executor's loop has its own handlers, stops the daemon at the loop's
+    // first pass like any other, instead of killing it on the spot.
+    let _stop_signals = cosched_linux::Interrupts::register()
+        .map_err(io_error("cannot install signal handlers".into()))?;
     let system = crate::paths::is_root();
     let logs = options.state.join("logs");
     let traces = options.state.join("traces");

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -211,6 +211,50 @@ fn frozen_or_stopped(pids: &[i32]) -> Vec<(i32, char)> {
         .filter(|s| s.state == 'T')
         .map(|s| (s.pid, s.state))
         .collect()
+}
+
+#[test]
+fn a_daemon_signalled_while_it_replays_its_journal_stops_as_asked() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // Long enough to replay that the SIGTERM surely comes before the executor runs.
+    cosched_service::harness::write_ended_history(&dir.path().join("state"), 50_000).unwrap();
+    let mut launch = Launch::new(
+        Path::new(env!("CARGO_BIN_EXE_cosched")),
+        dir.path(),
+        "state",
+    );
+    let mut daemon = launch.command().stderr(Stdio::piped()).spawn().unwrap();
+    let journal = dir.path().join("state").join("journal.jsonl");
+    let reading = |pid: u32| {
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten();
+        fds.flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == journal))
+    };
+    assert!(
+        poll(Duration::from_secs(30), || reading(daemon.id())),
+        "the daemon never opened its journal"
+    );
+    assert!(
+        !dir.path().join("cosched.sock").exists(),
+        "the daemon listened before the signal: the journal replayed too fast for this test"
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let mut stderr = String::new();
+    daemon
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = daemon.wait().unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("stopped"), "{stderr}");
 }
 
 #[test]
