@@ -4,15 +4,17 @@
 //! ARRAY_INDEX), dependencies and the order of a user's pending jobs (nice, priority). Each test runs its own daemon on a socket
 //! and state directory of its own.
 
+mod common;
+
+use common::{
+    cosched, dir_for_two_users, memory_cgroups_here, one_at_a_time, start_daemon, stderr,
+    submitted_id, wait_for,
+};
 use cosched_service::harness::{DaemonProcess, Launch};
 use cosched_service::protocol::{JobState, JobView, Reply, Request};
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-/// The daemons raise the executor to SCHED_FIFO and load the CPUs: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+use std::time::Duration;
 
 fn start(dir: &Path) -> DaemonProcess {
     start_configured(dir, "")
@@ -20,17 +22,7 @@ fn start(dir: &Path) -> DaemonProcess {
 
 /// A daemon under `eq` reading `config` as its daemon.toml.
 fn start_configured(dir: &Path, config: &str) -> DaemonProcess {
-    start_with_policy(dir, "eq", config)
-}
-
-fn start_with_policy(dir: &Path, policy: &str, config: &str) -> DaemonProcess {
-    let path = dir.join("daemon.toml");
-    std::fs::write(&path, config).unwrap();
-    Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
-        .args(["--idle-timeout", "1", "--policy", policy, "--config"])
-        .args([&path])
-        .start()
-        .unwrap()
+    start_daemon(dir, "eq", config)
 }
 
 fn show(daemon: &DaemonProcess, id: u64) -> JobView {
@@ -38,18 +30,6 @@ fn show(daemon: &DaemonProcess, id: u64) -> JobView {
         Reply::Job { job } => *job,
         other => panic!("{other:?}"),
     }
-}
-
-/// Calls `done` until it holds or `limit` passes; whether it held.
-fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
 }
 
 /// Process `pid` and every process descended from it, by parent pid.
@@ -69,26 +49,6 @@ fn alive(pid: i32) -> bool {
     cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z')
 }
 
-fn submitted_id(out: &Output) -> u64 {
-    assert!(out.status.success(), "{}", stderr(out));
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-}
-
-/// `cosched ARGS…` against `socket`.
-fn cosched(socket: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .arg(args[0])
-        .arg("--socket")
-        .arg(socket)
-        .args(&args[1..])
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// Asserts that a command was refused (exit status 2) with a message that says `says`.
 fn assert_refused(out: &Output, says: &str) {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(out));
@@ -97,7 +57,7 @@ fn assert_refused(out: &Output, says: &str) {
 
 #[test]
 fn wait_tells_an_unreachable_daemon_from_a_failed_job_and_submit_wait_names_the_job_first() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut daemon = start(dir.path());
 
@@ -139,7 +99,7 @@ fn wait_tells_an_unreachable_daemon_from_a_failed_job_and_submit_wait_names_the_
 
 #[test]
 fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let kill_wait = 2.0;
     let mut daemon = start_configured(
@@ -171,7 +131,7 @@ fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
     for id in [polite, stubborn] {
         let mut tree = Vec::new();
         assert!(
-            poll(Duration::from_secs(10), || {
+            wait_for(Duration::from_secs(10), || {
                 tree = show(&daemon, id)
                     .pid
                     .map_or(Vec::new(), |p| tree_of(p as i32));
@@ -193,7 +153,7 @@ fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
             job.id
         );
         assert!(
-            poll(Duration::from_secs(5), || tree.iter().all(|&p| !alive(p))),
+            wait_for(Duration::from_secs(5), || tree.iter().all(|&p| !alive(p))),
             "processes of job {} outlived it: {:?}",
             job.id,
             tree.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
@@ -218,14 +178,6 @@ fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
     let bad = cosched(&daemon.socket, &["submit", "-t", "1h", "--", "true"]);
     assert_refused(&bad, "HH:MM:SS");
     daemon.stop().unwrap();
-}
-
-/// A directory uid 65534 may enter, or `None` (saying why) where a second user cannot be had.
-fn dir_for_two_users() -> Option<tempfile::TempDir> {
-    let dir = tempfile::tempdir().unwrap();
-    cosched_service::harness::open_to_a_second_user(dir.path())
-        .unwrap()
-        .then_some(dir)
 }
 
 /// `cosched ARGS…` run as uid 65534, from `/`.
@@ -262,11 +214,11 @@ fn listed(socket: &Path, args: &[&str]) -> Vec<Vec<String>> {
 
 #[test]
 fn jobs_filter_by_user_name_and_state_show_frozen_jobs_suspended_and_cancel_by_filter() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let Some(dir) = dir_for_two_users() else {
         return;
     };
-    let mut daemon = start_with_policy(dir.path(), "gang", "");
+    let mut daemon = start_daemon(dir.path(), "gang", "");
     let socket = daemon.socket.clone();
     // Two spinners as wide as the machine: gang gives each every other slot, so one is frozen.
     let cpus = std::thread::available_parallelism()
@@ -304,7 +256,7 @@ fn jobs_filter_by_user_name_and_state_show_frozen_jobs_suspended_and_cancel_by_f
 
     let mut suspended = Vec::new();
     assert!(
-        poll(Duration::from_secs(15), || {
+        wait_for(Duration::from_secs(15), || {
             suspended = listed(&socket, &["--state", "suspended", "--format", "id,state"]);
             !suspended.is_empty()
         }),
@@ -350,7 +302,7 @@ fn jobs_filter_by_user_name_and_state_show_frozen_jobs_suspended_and_cancel_by_f
 
 #[test]
 fn output_files_named_by_the_user_are_opened_as_the_user() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let Some(dir) = dir_for_two_users() else {
         return;
     };
@@ -427,7 +379,7 @@ fn submitted_ids(out: &Output) -> Vec<u64> {
 
 #[test]
 fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut daemon = start(dir.path());
     let socket = daemon.socket.clone();
@@ -507,7 +459,7 @@ fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
     assert_eq!(ended[0].state, JobState::Cancelled);
     // The others go on: they start (if they had not yet) and keep running.
     let running = |id: u64| show(&daemon, id).state == JobState::Running;
-    assert!(poll(Duration::from_secs(10), || running(ids[0])
+    assert!(wait_for(Duration::from_secs(10), || running(ids[0])
         && running(ids[2])));
     let all = cosched(&socket, &["cancel", &array.to_string()]);
     assert!(all.status.success(), "{}", stderr(&all));
@@ -522,7 +474,7 @@ fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
 
 #[test]
 fn a_dependent_job_waits_pending_and_one_whose_dependency_fails_is_cancelled_saying_why() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // Cancelled only where the daemon is told to, as Slurm's kill_invalid_depend.
     let mut daemon = start_configured(dir.path(), "[jobs]\nkill_invalid_depend = true\n");
@@ -605,7 +557,7 @@ fn most_at_once(jobs: &[JobView]) -> usize {
 
 #[test]
 fn an_array_limit_runs_at_most_max_elements_and_array_index_names_them_in_wait_and_show() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut daemon = start(dir.path());
     let socket = daemon.socket.clone();
@@ -616,7 +568,7 @@ fn an_array_limit_runs_at_most_max_elements_and_array_index_names_them_in_wait_a
     assert_eq!(ids.len(), 4);
     let array = ids[0].to_string();
     let mut rows = Vec::new();
-    let two_held = poll(Duration::from_secs(10), || {
+    let two_held = wait_for(Duration::from_secs(10), || {
         rows = listed(&socket, &["--format", "id,state,reason"]);
         let count = |state: &str, reason: &str| {
             rows.iter()
@@ -676,7 +628,7 @@ fn an_array_limit_runs_at_most_max_elements_and_array_index_names_them_in_wait_a
 
 #[test]
 fn a_nicer_job_submitted_first_starts_after_a_plain_one_across_a_restart() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let Some(dir) = dir_for_two_users() else {
         return;
     };
@@ -687,7 +639,7 @@ fn a_nicer_job_submitted_first_starts_after_a_plain_one_across_a_restart() {
     let go = dir.path().join("go");
     let hold = format!("while [ ! -e {} ]; do sleep 0.1; done", go.display());
     let blocker = submitted_id(&as_nobody(&socket, &["submit", "--", "sh", "-c", &hold]));
-    assert!(poll(Duration::from_secs(10), || show(&daemon, blocker)
+    assert!(wait_for(Duration::from_secs(10), || show(&daemon, blocker)
         .state
         == JobState::Running));
     let nicer = submitted_id(&as_nobody(
@@ -730,25 +682,6 @@ fn a_nicer_job_submitted_first_starts_after_a_plain_one_across_a_restart() {
     );
 }
 
-/// Whether this daemon could limit jobs' memory, saying why not when it cannot.
-fn memory_cgroups_here() -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root for memory cgroups");
-        return false;
-    }
-    match cosched_linux::Mechanisms::choose(None, None).map(|m| m.memory_hierarchy) {
-        Ok(Ok(_)) => true,
-        Ok(Err(why)) => {
-            eprintln!("SKIPPED: no memory cgroup here: {why}");
-            false
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: {e}");
-            false
-        }
-    }
-}
-
 /// The row of job `id` in `cosched jobs --all --since 1h --format id,FIELDS`, by field name.
 fn accounted(socket: &Path, id: u64, fields: &str) -> std::collections::HashMap<String, String> {
     let format = format!("id,{fields}");
@@ -762,7 +695,7 @@ fn accounted(socket: &Path, id: u64, fields: &str) -> std::collections::HashMap<
 
 #[test]
 fn a_job_past_its_memory_limit_ends_oom_while_another_job_finishes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     if !memory_cgroups_here() {
         return;
     }
@@ -813,7 +746,7 @@ fn a_job_past_its_memory_limit_ends_oom_while_another_job_finishes() {
 
 #[test]
 fn accounting_keeps_a_jobs_cpu_time_and_peak_memory_across_a_restart() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     if Command::new("python3").arg("--version").output().is_err() {
         eprintln!("SKIPPED: python3 is not installed");
         return;
@@ -865,7 +798,7 @@ fn accounting_keeps_a_jobs_cpu_time_and_peak_memory_across_a_restart() {
 
 #[test]
 fn jobs_whose_memory_does_not_fit_wait_pending_for_memory() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     if !memory_cgroups_here() {
         return;
     }
@@ -887,7 +820,8 @@ fn jobs_whose_memory_does_not_fit_wait_pending_for_memory() {
         &daemon.socket,
         &["submit", "--mem", "600M", "--", "sleep", "100"],
     ));
-    assert!(poll(Duration::from_secs(10), || show(&daemon, big).state
+    assert!(wait_for(Duration::from_secs(10), || show(&daemon, big)
+        .state
         == JobState::Running));
     let second = submitted_id(&cosched(
         &daemon.socket,
@@ -927,7 +861,7 @@ fn jobs_whose_memory_does_not_fit_wait_pending_for_memory() {
 
 #[test]
 fn a_user_daemon_refuses_mem_that_it_cannot_enforce() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let Some(dir) = dir_for_two_users() else {
         return;
     };

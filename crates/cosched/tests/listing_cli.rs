@@ -4,62 +4,17 @@
 //! and `jobs`, `show` and `wait` speak Slurm's state codes and one JSON shape. Each test runs its
 //! own daemon on a socket and state directory of its own.
 
-use cosched_service::harness::{DaemonProcess, Launch};
+mod common;
+
+use common::{
+    cosched, memory_cgroups_here, one_at_a_time, start_daemon, stderr, stdout, submitted_id,
+    wait_for,
+};
 use cosched_service::protocol::{JobState, Reply, Request};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-/// The daemons raise the executor to SCHED_FIFO and load the CPUs: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn start(dir: &Path, policy: &str, config: &str) -> DaemonProcess {
-    let path = dir.join("daemon.toml");
-    std::fs::write(&path, config).unwrap();
-    Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
-        .args(["--idle-timeout", "1", "--policy", policy, "--config"])
-        .args([&path])
-        .start()
-        .unwrap()
-}
-
-/// `cosched ARGS…` against `socket`.
-fn cosched(socket: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .arg(args[0])
-        .arg("--socket")
-        .arg(socket)
-        .args(&args[1..])
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn submitted_id(out: &Output) -> u64 {
-    assert!(out.status.success(), "{}", stderr(out));
-    stdout(out).trim().parse().unwrap()
-}
-
-/// Calls `done` until it holds or `limit` passes; whether it held.
-fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done()
-}
+use std::time::Duration;
 
 /// A job that waits until file `go` exists: it holds the machine under `bp` until the test lets
 /// it end.
@@ -74,14 +29,14 @@ fn blocker(socket: &Path, go: &Path) -> u64 {
 /// file is the order they really started in.
 #[test]
 fn pending_jobs_start_by_priority_from_the_first_handed_to_the_executor() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = start(dir.path(), "bp", "");
+    let mut daemon = start_daemon(dir.path(), "bp", "");
     let go = dir.path().join("go");
     let order = dir.path().join("order");
     let first = blocker(&daemon.socket, &go);
     assert!(
-        poll(Duration::from_secs(10), || cosched(
+        wait_for(Duration::from_secs(10), || cosched(
             &daemon.socket,
             &["jobs", "-t", "R", "--format", "id"]
         )
@@ -150,9 +105,9 @@ fn accounting(dir: &Path, state: &Path) -> HashMap<u64, HashMap<String, String>>
 /// `timeout`, not `cancelled`.
 #[test]
 fn a_timed_out_job_is_143_when_sigterm_ended_it_and_137_when_the_kill_after_the_grace_did() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = start(dir.path(), "eq", "[jobs]\nkill_wait_seconds = 1\n");
+    let mut daemon = start_daemon(dir.path(), "eq", "[jobs]\nkill_wait_seconds = 1\n");
     let socket = daemon.socket.clone();
     let polite = submitted_id(&cosched(
         &socket,
@@ -210,35 +165,16 @@ fn a_timed_out_job_is_143_when_sigterm_ended_it_and_137_when_the_kill_after_the_
     );
 }
 
-/// Whether this daemon could limit jobs' memory, saying why not when it cannot.
-fn memory_cgroups_here() -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED: needs root for memory cgroups");
-        return false;
-    }
-    match cosched_linux::Mechanisms::choose(None, None).map(|m| m.memory_hierarchy) {
-        Ok(Ok(_)) => true,
-        Ok(Err(why)) => {
-            eprintln!("SKIPPED: no memory cgroup here: {why}");
-            false
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: {e}");
-            false
-        }
-    }
-}
-
 /// A job whose one process the kernel kills for passing its `--mem`: `wait` gives 137, the
 /// listing and the accounting SIGKILL's 9. `--mem 0` asks for all of the node's memory.
 #[test]
 fn wait_of_a_job_killed_for_its_memory_is_137_and_the_accounting_says_signal_9() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     if !memory_cgroups_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = start(dir.path(), "eq", "");
+    let mut daemon = start_daemon(dir.path(), "eq", "");
     let socket = daemon.socket.clone();
     // One process that holds all it reads: the one the kernel kills is the job's main process.
     let hungry = submitted_id(&cosched(
@@ -280,9 +216,9 @@ fn json(out: &Output) -> serde_json::Value {
 /// `cpu_list`; `--json --format` keeps only the fields named.
 #[test]
 fn listings_take_slurm_state_codes_and_print_one_json_shape() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = start(dir.path(), "eq", "");
+    let mut daemon = start_daemon(dir.path(), "eq", "");
     let socket = daemon.socket.clone();
     let done = submitted_id(&cosched(&socket, &["submit", "--", "true"]));
     daemon.wait(vec![done]).unwrap();
@@ -311,7 +247,7 @@ fn listings_take_slurm_state_codes_and_print_one_json_shape() {
         (rows, text)
     };
     assert!(
-        poll(Duration::from_secs(10), || {
+        wait_for(Duration::from_secs(10), || {
             let (rows, _) = listed_running();
             rows.len() == 1 && rows[0][..2] == [running.to_string(), "1".to_string()]
         }),
@@ -403,11 +339,11 @@ fn two_users() -> Option<tempfile::TempDir> {
 /// fails, whether or not root has jobs. A user whose own daemon does not run is told of its socket.
 #[test]
 fn another_users_cancel_by_filter_is_refused_and_a_missing_user_daemon_is_named() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let Some(dir) = two_users() else {
         return;
     };
-    let mut daemon = start(dir.path(), "eq", "");
+    let mut daemon = start_daemon(dir.path(), "eq", "");
     let socket = daemon.socket.clone();
     let refused = as_nobody(Some(&socket), &["cancel", "--user", "root"], &[]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
@@ -434,9 +370,9 @@ fn another_users_cancel_by_filter_is_refused_and_a_missing_user_daemon_is_named(
 /// another protocol.
 #[test]
 fn a_daemon_stopping_during_wait_is_reported_as_such() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = start(dir.path(), "eq", "");
+    let mut daemon = start_daemon(dir.path(), "eq", "");
     let socket = daemon.socket.clone();
     let id = submitted_id(&cosched(&socket, &["submit", "--", "sleep", "100"]));
     let waiting = Command::new(env!("CARGO_BIN_EXE_cosched"))
@@ -457,11 +393,11 @@ fn a_daemon_stopping_during_wait_is_reported_as_such() {
             .any(|target| target.to_string_lossy().starts_with("socket:"))
     };
     assert!(
-        poll(Duration::from_secs(10), holds_socket),
+        wait_for(Duration::from_secs(10), holds_socket),
         "the wait never connected"
     );
     let mut pid = None;
-    assert!(poll(Duration::from_secs(10), || {
+    assert!(wait_for(Duration::from_secs(10), || {
         pid = match daemon.ask(Request::Show { id }) {
             Ok(Reply::Job { job }) => job.pid.filter(|&p| p != 0),
             _ => None,
@@ -487,9 +423,9 @@ fn a_daemon_stopping_during_wait_is_reported_as_such() {
 /// `--each-line` makes no task of a blank line, and `--nice` says what it takes.
 #[test]
 fn each_line_skips_blank_lines_and_a_bad_nice_is_explained() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = start(dir.path(), "eq", "");
+    let mut daemon = start_daemon(dir.path(), "eq", "");
     let socket = daemon.socket.clone();
     let lines = dir.path().join("inputs.txt");
     std::fs::write(&lines, "a\n\nb\n  \n").unwrap();

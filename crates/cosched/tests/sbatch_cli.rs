@@ -3,7 +3,6 @@
 //! saw, the order the daemon started and ended jobs in), and a directive cosched cannot honour
 //! refused by name with nothing queued.
 
-#[path = "hostile/common.rs"]
 mod common;
 
 use common::{one_at_a_time, show, start_daemon, wait_for};

@@ -1,6 +1,7 @@
-//! What the hostile-user tests share: a daemon of their own, two unprivileged users, and waiting
-//! for a condition with a deadline.
-#![allow(dead_code)] // each attack module uses a part of what is here
+//! What the tests of the daemon's command line share: a daemon of their own, one test at a time,
+//! `cosched` run against it (as root or as one of two unprivileged users), and waiting for a
+//! condition with a deadline.
+#![allow(dead_code)] // each test file uses a part of what is here
 
 use cosched_service::harness::{DaemonProcess, Launch};
 use std::path::Path;
@@ -77,7 +78,49 @@ pub fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-// ---- Shared by control_page.rs and environment.rs ----
+/// Whether this daemon could limit jobs' memory, saying why not when it cannot.
+pub fn memory_cgroups_here() -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: needs root for memory cgroups");
+        return false;
+    }
+    match cosched_linux::Mechanisms::choose(None, None).map(|m| m.memory_hierarchy) {
+        Ok(Ok(_)) => true,
+        Ok(Err(why)) => {
+            eprintln!("SKIPPED: no memory cgroup here: {why}");
+            false
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            false
+        }
+    }
+}
+
+/// `cosched COMMAND --socket SOCKET ARGS…` as the test's own user.
+pub fn cosched(socket: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(socket)
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The id `cosched submit` printed, once it succeeded.
+pub fn submitted_id(out: &Output) -> u64 {
+    assert!(out.status.success(), "{}", stderr(out));
+    stdout(out).trim().parse().unwrap()
+}
 
 use cosched_service::protocol::{JobState, JobView, Reply, Request};
 
