@@ -18,6 +18,8 @@ fn arrivals(state: &Path) -> Vec<Value> {
     let mut traces: Vec<_> = std::fs::read_dir(state.join("traces"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        // Each trace has its daemon's metadata.json beside it.
+        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
         .collect();
     traces.sort();
     (traces.iter())

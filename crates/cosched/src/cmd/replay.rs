@@ -88,9 +88,9 @@ pub struct Args {
     /// class interferes least; needs --mix or --classes-from) [default: blind]
     #[arg(long, value_name = "blind|pairing")]
     admission: Option<Admission>,
-    /// Multiply every submit time by F: 0.5 offers the same jobs in half the time (a heavier load)
-    /// [default: 1]
-    #[arg(long, value_name = "F")]
+    /// Multiply every submit time by FACTOR: 0.5 offers the same jobs in half the time (a heavier
+    /// load) [default: 1]
+    #[arg(long, value_name = "FACTOR")]
     submit_scale: Option<f64>,
     /// Print the metrics as JSON (one object per node policy)
     #[arg(long)]
