@@ -26,6 +26,9 @@ impl Executor<'_> {
                 continue;
             };
             self.finish(id, status, usage, None)?;
+            // Each end costs a cgroup's removal and the next plan: a slot switch due meanwhile
+            // goes before the next end.
+            self.switch_slot_if_due()?;
         }
         Ok(())
     }

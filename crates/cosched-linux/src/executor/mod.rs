@@ -446,6 +446,7 @@ impl<'a> Executor<'a> {
         if let Some(signal) = self.interrupts.received() {
             return Err(Error::Interrupted(signal));
         }
+        self.switch_slot_if_due()?;
         self.reap_exited()?;
         self.cancel_asked()?;
         self.signal_asked();
@@ -656,6 +657,9 @@ impl<'a> Executor<'a> {
         }
         for id in new {
             self.start(id)?;
+            // A start takes a millisecond or more (cgroups, exec): a slot switch falling due
+            // meanwhile goes first, not after every start of the plan.
+            self.switch_slot_if_due()?;
         }
         // Jobs launched on CPUs of a later slot wait frozen for it.
         self.enforce_slot(false)

@@ -60,6 +60,8 @@ struct World {
     refused: HashSet<String>,
     processes: BTreeMap<i32, Process>,
     log: Vec<(f64, String, Act)>,
+    /// Seconds of the clock that starting a job takes, by job.
+    start_costs: HashMap<String, f64>,
 }
 
 impl World {
@@ -212,6 +214,7 @@ impl Children for FakeChildren {
             Script::Runs => None,
             Script::Ends { after, status } => Some((world.now + after, status)),
         };
+        world.now += world.start_costs.get(&name).copied().unwrap_or(0.0);
         let pid = FIRST_PID + world.processes.len() as i32;
         let process = Process {
             name,
@@ -382,6 +385,14 @@ impl Bench {
         }
     }
 
+    fn slow_to_start(self, name: &str, seconds: f64) -> Bench {
+        self.world
+            .borrow_mut()
+            .start_costs
+            .insert(name.into(), seconds);
+        self
+    }
+
     fn refuse(self, name: &str) -> Bench {
         self.world.borrow_mut().refused.insert(name.into());
         self
@@ -537,6 +548,37 @@ fn a_slot_switch_freezes_the_old_slot_and_thaws_the_new_at_its_deadline() {
     // b was launched onto the CPUs of the second slot and waited frozen for it.
     assert_eq!(world.acts("b")[..2], [(0.0, Act::Freeze), (2.0, Act::Thaw)]);
     assert_eq!(world.acts("a")[0], (2.0, Act::Freeze));
+}
+
+#[test]
+fn a_slot_switch_due_while_jobs_start_waits_for_one_start_not_all() {
+    let bench = Bench::new(&[
+        ("a", 0.0, "rigid", Script::Runs),
+        ("b", 0.0, "rigid", Script::Runs),
+        ("c", 1.7, "rigid", Script::Runs),
+        ("d", 1.7, "rigid", Script::Runs),
+        ("e", 1.7, "rigid", Script::Runs),
+    ])
+    .slow_to_start("c", 0.4)
+    .slow_to_start("d", 0.4)
+    .slow_to_start("e", 0.4);
+    // a and the late jobs share the first slot, b has the second; each slot lasts 2 s.
+    let decide = |ctx: &Context, _: &Event| {
+        let first: Vec<(u32, &[u32])> = [(0, &[0][..]), (2, &[1]), (3, &[2]), (4, &[3])]
+            .into_iter()
+            .filter(|&(id, _)| active(ctx, id))
+            .collect();
+        (active(ctx, 0) && active(ctx, 1)).then(|| Plan {
+            slots: vec![slot(2.0, &first), slot(2.0, &[(1, &[0, 1, 2, 3])])],
+            ..Plan::default()
+        })
+    };
+    bench.run(3.5, decide, |_| {});
+    let world = bench.world.borrow();
+    // The switch due at 2 s came once c's start ended (2.1 s), not after e's (2.9 s).
+    let (thawed, act) = world.acts("b")[1].clone();
+    assert_eq!(act, Act::Thaw);
+    assert!((thawed - 2.1).abs() < 1e-9, "b thawed at {thawed} s");
 }
 
 #[test]
