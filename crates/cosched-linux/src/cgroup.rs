@@ -70,6 +70,18 @@ pub enum CgroupError {
         base.display()
     )]
     MemoryNotDelegated { base: PathBuf, available: String },
+    #[error(
+        "cannot give the {controller} controller to jobs' cgroups: cosched's cgroup {} holds \
+         processes other than cosched ({pids}), and cgroup v2 gives controllers only to the children \
+         of a cgroup that holds none; start cosched in a cgroup of its own (the cosched.service \
+         unit, or `systemd-run --scope -p Delegate=yes cosched ...`)",
+        base.display()
+    )]
+    HoldsProcesses {
+        controller: &'static str,
+        base: PathBuf,
+        pids: String,
+    },
     #[error("cannot enable the {controller} controller in {}", subtree.display())]
     ControllerNotEnabled {
         controller: &'static str,
@@ -94,6 +106,11 @@ pub enum CgroupError {
         missing: Vec<&'static str>,
     },
 }
+
+/// The cgroup a cosched process moves into, below its own, when cgroup v2 asks its own cgroup to
+/// hold no process: a cgroup gives a controller to its children only while it holds none itself
+/// (the "no internal processes" rule), and a systemd service starts in its unit's cgroup.
+const LEAF: &str = "cosched.leaf";
 
 /// Where cosched itself sits in one hierarchy: the directory new cgroups are created in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +157,7 @@ impl Hierarchy {
         let relative = relative.ok_or(CgroupError::NotInHierarchy { kind })?;
         Ok(Hierarchy {
             kind,
-            base: mount.join(relative.trim_start_matches('/')),
+            base: mount.join(outside_leaf(&relative).trim_start_matches('/')),
         })
     }
 
@@ -181,23 +198,26 @@ impl Hierarchy {
     }
 
     fn enable_v2_cpuset(&self) -> Result<(), CgroupError> {
-        self.enable_v2_controller("cpuset", |base, available| {
+        self.enable_v2_controller("cpuset", std::process::id(), |base, available| {
             CgroupError::CpusetNotDelegated { base, available }
         })
     }
 
     /// Enables the memory controller for the cgroups created here (cgroup v2), so that a job's
     /// cgroup has `memory.max`; fails where it is not delegated, or where cosched's own cgroup holds
-    /// processes and is not the root (cgroup v2 keeps memory out of such a cgroup's children).
+    /// processes other than cosched (cgroup v2 keeps memory out of such a cgroup's children).
     pub fn enable_v2_memory(&self) -> Result<(), CgroupError> {
-        self.enable_v2_controller("memory", |base, available| {
+        self.enable_v2_controller("memory", std::process::id(), |base, available| {
             CgroupError::MemoryNotDelegated { base, available }
         })
     }
 
+    /// Enables `controller` for the cgroups created here; where cosched's own cgroup holds
+    /// processes, `process` (this one, outside tests) first moves into [`LEAF`].
     fn enable_v2_controller(
         &self,
         controller: &'static str,
+        process: u32,
         not_delegated: impl FnOnce(PathBuf, String) -> CgroupError,
     ) -> Result<(), CgroupError> {
         let controllers =
@@ -214,13 +234,46 @@ impl Hierarchy {
         if enabled.split_whitespace().any(|c| c == controller) {
             return Ok(());
         }
-        fs::write(&subtree, format!("+{controller}")).map_err(|source| {
-            CgroupError::ControllerNotEnabled {
+        let enable = || fs::write(&subtree, format!("+{controller}"));
+        let enabled = match enable() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                self.move_to_leaf(process)?;
+                enable()
+            }
+            done => done,
+        };
+        enabled.map_err(|source| match source.raw_os_error() {
+            Some(libc::EBUSY) => CgroupError::HoldsProcesses {
+                controller,
+                base: self.base.clone(),
+                pids: self.processes(),
+            },
+            _ => CgroupError::ControllerNotEnabled {
                 controller,
                 subtree,
                 source,
-            }
+            },
         })
+    }
+
+    /// Moves `process` out of cosched's own cgroup into [`LEAF`] below it.
+    fn move_to_leaf(&self, process: u32) -> Result<(), CgroupError> {
+        let leaf = self.base.join(LEAF);
+        let moved = match fs::create_dir(&leaf) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+            _ => fs::write(leaf.join("cgroup.procs"), process.to_string()),
+        };
+        moved.map_err(|source| CgroupError::Create {
+            kind: self.kind,
+            base: self.base.clone(),
+            source,
+        })
+    }
+
+    /// The processes in cosched's own cgroup, as `cgroup.procs` lists them.
+    fn processes(&self) -> String {
+        let procs = fs::read_to_string(self.base.join("cgroup.procs")).unwrap_or_default();
+        procs.split_whitespace().collect::<Vec<_>>().join(", ")
     }
 
     /// Creates a job's cgroup; a cpuset cgroup gets its CPUs and memory nodes before any task joins.
@@ -349,6 +402,15 @@ fn mount_point(mounts: &str, matches: impl Fn(&str, &str) -> bool) -> Option<Pat
             _ => None,
         }
     })
+}
+
+/// Cosched's own cgroup from the one it is in: a process that moved into the [`LEAF`] still
+/// creates jobs' cgroups beside it.
+fn outside_leaf(path: &str) -> &str {
+    match path.rsplit_once('/') {
+        Some((parent, LEAF)) => parent,
+        _ => path,
+    }
 }
 
 /// The path in `/proc/self/cgroup` (lines `id:controllers:path`) of the first line that matches.
@@ -483,6 +545,135 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
         match undelegated.probe(true) {
             Err(CgroupError::CpusetNotDelegated { available, .. }) => {
                 assert_eq!(available, "memory pids")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A cgroup2 hierarchy for a test, mounted here if the machine has none (a cgroup v1 host), and
+    /// one controller its root can give to children; `None` without root or such a controller.
+    struct Cgroup2 {
+        root: PathBuf,
+        controller: String,
+        mounted: Option<tempfile::TempDir>,
+    }
+
+    impl Cgroup2 {
+        fn new() -> Option<Cgroup2> {
+            if !nix::unistd::geteuid().is_root() {
+                return None;
+            }
+            let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+            let (root, mounted) = match mount_point(&mounts, |fstype, _| fstype == "cgroup2") {
+                Some(root) => (root, None),
+                None => {
+                    let dir = tempfile::tempdir().ok()?;
+                    let mount = std::process::Command::new("mount")
+                        .args(["-t", "cgroup2", "none"])
+                        .arg(dir.path())
+                        .status();
+                    if !mount.is_ok_and(|status| status.success()) {
+                        return None;
+                    }
+                    (dir.path().to_path_buf(), Some(dir))
+                }
+            };
+            let controllers = fs::read_to_string(root.join("cgroup.controllers")).ok()?;
+            let controller = controllers.split_whitespace().next()?.to_string();
+            let cgroup2 = Cgroup2 {
+                root,
+                controller,
+                mounted,
+            };
+            fs::write(
+                cgroup2.root.join("cgroup.subtree_control"),
+                format!("+{}", cgroup2.controller),
+            )
+            .ok()?;
+            Some(cgroup2)
+        }
+    }
+
+    impl Drop for Cgroup2 {
+        fn drop(&mut self) {
+            if let Some(dir) = &self.mounted {
+                let _ = std::process::Command::new("umount")
+                    .arg(dir.path())
+                    .status();
+            }
+        }
+    }
+
+    fn cgroup_of(pid: u32) -> String {
+        let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        own_path(&text, |id, _| id == "0").unwrap()
+    }
+
+    #[test]
+    fn a_cgroup_holding_cosched_gives_its_children_a_controller_once_cosched_is_in_a_leaf() {
+        let Some(cgroup2) = Cgroup2::new() else {
+            eprintln!("SKIPPED: needs root and a cgroup2 controller free for a test cgroup");
+            return;
+        };
+        let name = format!("cosched-test-leaf-{}", std::process::id());
+        let base = cgroup2.root.join(&name);
+        fs::create_dir(&base).unwrap();
+        let sleep = || {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap()
+        };
+        // `daemon` stands for cosched, started by systemd in its unit's cgroup.
+        let (mut daemon, mut other) = (sleep(), sleep());
+        let join = |child: &std::process::Child| {
+            fs::write(base.join("cgroup.procs"), child.id().to_string()).unwrap()
+        };
+        join(&daemon);
+        let own = Hierarchy {
+            kind: CgroupKind::V2,
+            base: base.clone(),
+        };
+        let controller: &'static str = cgroup2.controller.clone().leak();
+        let enable = |process| {
+            own.enable_v2_controller(controller, process, |base, available| {
+                CgroupError::MemoryNotDelegated { base, available }
+            })
+        };
+        let enabled = enable(daemon.id());
+        let subtree = fs::read_to_string(base.join("cgroup.subtree_control")).unwrap();
+        let daemon_cgroup = cgroup_of(daemon.id());
+        // A process that is not cosched's keeps its cgroup from giving the controller.
+        fs::write(
+            base.join("cgroup.subtree_control"),
+            format!("-{controller}"),
+        )
+        .unwrap();
+        join(&other);
+        let refused = enable(daemon.id());
+        for child in [&mut daemon, &mut other] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        // Left where a failed step never made the leaf; the assertions below say which.
+        let _ = fs::remove_dir(base.join(LEAF));
+        let _ = fs::remove_dir(&base);
+
+        enabled.unwrap();
+        assert!(
+            subtree.split_whitespace().any(|c| c == controller),
+            "{subtree}"
+        );
+        assert!(
+            daemon_cgroup.ends_with(&format!("/{name}/{LEAF}")),
+            "{daemon_cgroup}"
+        );
+        assert_eq!(outside_leaf(&daemon_cgroup), format!("/{name}"));
+        match refused {
+            Err(e @ CgroupError::HoldsProcesses { .. }) => {
+                let message = e.to_string();
+                assert!(message.contains(&other.id().to_string()), "{message}");
+                assert!(message.contains("systemd-run --scope"), "{message}");
             }
             other => panic!("{other:?}"),
         }
