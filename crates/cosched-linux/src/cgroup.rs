@@ -243,11 +243,17 @@ impl Hierarchy {
             done => done,
         };
         enabled.map_err(|source| match source.raw_os_error() {
-            Some(libc::EBUSY) => CgroupError::HoldsProcesses {
-                controller,
-                base: self.base.clone(),
-                pids: self.processes(),
-            },
+            Some(libc::EBUSY) => {
+                let pids = self.processes();
+                // Others hold the cgroup too: the move gained nothing, so cosched goes back.
+                let _ = fs::write(self.base.join("cgroup.procs"), process.to_string());
+                let _ = fs::remove_dir(self.base.join(LEAF));
+                CgroupError::HoldsProcesses {
+                    controller,
+                    base: self.base.clone(),
+                    pids,
+                }
+            }
             _ => CgroupError::ControllerNotEnabled {
                 controller,
                 subtree,
@@ -651,6 +657,7 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
         .unwrap();
         join(&other);
         let refused = enable(daemon.id());
+        let daemon_refused_cgroup = cgroup_of(daemon.id());
         for child in [&mut daemon, &mut other] {
             child.kill().unwrap();
             child.wait().unwrap();
@@ -669,10 +676,12 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
             "{daemon_cgroup}"
         );
         assert_eq!(outside_leaf(&daemon_cgroup), format!("/{name}"));
+        assert_eq!(daemon_refused_cgroup, format!("/{name}"));
         match refused {
             Err(e @ CgroupError::HoldsProcesses { .. }) => {
                 let message = e.to_string();
                 assert!(message.contains(&other.id().to_string()), "{message}");
+                assert!(!message.contains(&daemon.id().to_string()), "{message}");
                 assert!(message.contains("systemd-run --scope"), "{message}");
             }
             other => panic!("{other:?}"),
