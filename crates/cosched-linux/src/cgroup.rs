@@ -680,8 +680,10 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n";
         match refused {
             Err(e @ CgroupError::HoldsProcesses { .. }) => {
                 let message = e.to_string();
-                assert!(message.contains(&other.id().to_string()), "{message}");
-                assert!(!message.contains(&daemon.id().to_string()), "{message}");
+                let CgroupError::HoldsProcesses { pids, .. } = e else {
+                    unreachable!()
+                };
+                assert_eq!(pids, other.id().to_string(), "{message}");
                 assert!(message.contains("systemd-run --scope"), "{message}");
             }
             other => panic!("{other:?}"),
