@@ -216,6 +216,19 @@ impl Policy for Gang {
                 cpus,
             });
         }
+        Some(self.plan(&active, several, shared_slot))
+    }
+}
+
+impl Gang {
+    /// The rows as slots, each as long as `slice` × the largest weight in it (users' shares folded
+    /// in where there are several), and after them the slot the sequential jobs share, if any.
+    fn plan(
+        &self,
+        active: &HashMap<JobId, &ActiveJob>,
+        several: bool,
+        shared_slot: Vec<Assignment>,
+    ) -> Plan {
         // Users' shares folded in only where there are several: one user's weights are their own. Over
         // the jobs in rows: a user's waiting jobs get no slot, so they take nothing of its share.
         let folded: HashMap<JobId, f64> = match several {
@@ -263,7 +276,7 @@ impl Policy for Gang {
                 assignments: shared_slot,
             });
         }
-        Some(plan)
+        plan
     }
 }
 
