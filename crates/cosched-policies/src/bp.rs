@@ -7,9 +7,20 @@
 //! user with the times alone at hand would run by hand, which minimises the mean response time of jobs
 //! arriving together among one-at-a-time schedules.
 
-use crate::settings::SettingError;
+use crate::settings::{self, Setting, SettingError};
 use crate::users;
 use cosched_core::{ActiveJob, Assignment, Context, Event, JobSpec, Plan, Policy, Topology};
+
+/// The settings `Batch::with_settings` takes, with their defaults.
+pub(crate) fn setting_list() -> Vec<Setting> {
+    vec![Setting {
+        key: "order",
+        values: "arrival|shortest",
+        default: "arrival".to_string(),
+        example: "shortest",
+        about: "which waiting job goes next: the oldest, or the shortest known time alone",
+    }]
+}
 
 #[derive(Debug)]
 pub struct Batch {
@@ -41,7 +52,7 @@ impl Batch {
             match setting.split_once('=') {
                 Some(("order", "arrival")) => shortest_first = false,
                 Some(("order", "shortest")) => shortest_first = true,
-                _ => return Err(SettingError::UnknownBp(setting.to_string())),
+                _ => return Err(settings::unknown("bp", setting, &setting_list())),
             }
         }
         Ok(Batch {

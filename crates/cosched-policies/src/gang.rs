@@ -34,7 +34,7 @@
 //! With one user nothing is taken back.
 
 use crate::partitions::Partitions;
-use crate::settings::{self, SettingError};
+use crate::settings::{self, Setting, SettingError};
 use crate::users;
 use cosched_core::{
     ActiveJob, Assignment, Context, CpuSet, Event, JobId, JobSpec, Plan, Policy, Slot, Topology,
@@ -48,6 +48,33 @@ pub const DEFAULT_SLICE: f64 = crate::taco::DEFAULT_SLICE;
 /// Default multiprogramming level: more rows than the papers' experiments use (Frachtenberg & Etsion's
 /// BSP surface reaches 11 slots), few enough that an overloaded machine does not slice every job thin.
 pub const DEFAULT_MPL: usize = 16;
+
+/// The settings `Gang::with_settings` takes, with their defaults.
+pub(crate) fn setting_list() -> Vec<Setting> {
+    vec![
+        Setting {
+            key: "slice",
+            values: "SECONDS",
+            default: DEFAULT_SLICE.to_string(),
+            example: "0.015",
+            about: "length of a row's time slot, times the job's weight",
+        },
+        Setting {
+            key: "sequential",
+            values: "packed|shared",
+            default: "packed".to_string(),
+            example: "shared",
+            about: "shared: single-threaded stressors share one slot",
+        },
+        Setting {
+            key: "mpl",
+            values: "ROWS",
+            default: DEFAULT_MPL.to_string(),
+            example: "4",
+            about: "most rows of the Ousterhout matrix; later jobs wait",
+        },
+    ]
+}
 
 #[derive(Debug)]
 pub struct Gang {
@@ -99,7 +126,7 @@ impl Gang {
                         .filter(|&rows| rows > 0)
                         .ok_or_else(|| SettingError::Rows(value.to_string()))?
                 }
-                _ => return Err(SettingError::UnknownGang(setting.to_string())),
+                _ => return Err(settings::unknown("gang", setting, &setting_list())),
             }
         }
         Ok(Gang {
@@ -216,6 +243,19 @@ impl Policy for Gang {
                 cpus,
             });
         }
+        Some(self.plan(&active, several, shared_slot))
+    }
+}
+
+impl Gang {
+    /// The rows as slots, each as long as `slice` × the largest weight in it (users' shares folded
+    /// in where there are several), and after them the slot the sequential jobs share, if any.
+    fn plan(
+        &self,
+        active: &HashMap<JobId, &ActiveJob>,
+        several: bool,
+        shared_slot: Vec<Assignment>,
+    ) -> Plan {
         // Users' shares folded in only where there are several: one user's weights are their own. Over
         // the jobs in rows: a user's waiting jobs get no slot, so they take nothing of its share.
         let folded: HashMap<JobId, f64> = match several {
@@ -263,7 +303,7 @@ impl Policy for Gang {
                 assignments: shared_slot,
             });
         }
-        Some(plan)
+        plan
     }
 }
 

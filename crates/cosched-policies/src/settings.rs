@@ -1,10 +1,25 @@
-//! Settings given after a policy's name (`taco:hysteresis=0`, `gang:slice=0.015`) that do not parse.
+//! Settings given after a policy's name (`taco:hysteresis=0`, `gang:slice=0.015`): what a policy
+//! lists of each, and what is wrong with one that does not parse. Each policy that takes settings
+//! lists them beside its parser; the catalog (`crate::catalog`) shows them.
+
+/// One `KEY=VALUE` a policy accepts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    pub key: &'static str,
+    /// The values it takes, as a pattern: `SECONDS|off`, `on|off`, `A/B/...`.
+    pub values: &'static str,
+    /// Its value when not given, for this policy.
+    pub default: String,
+    /// A value it accepts, for examples.
+    pub example: &'static str,
+    pub about: &'static str,
+}
 
 /// A setting that does not parse; the message names the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SettingError {
-    #[error("only taco, taco-basic, taco-local, gang and bp take settings after ':'")]
-    NotTakingSettings,
+    #[error("only {taking} take settings after ':'")]
+    NotTakingSettings { taking: String },
     #[error("{key}={value}: use on or off")]
     NotOnOff { key: String, value: String },
     #[error("{key}={value}: give a fraction ≥ 0 (0.25 = a quarter more jobs) or off")]
@@ -17,12 +32,24 @@ pub enum SettingError {
     JobsPerCpu(String),
     #[error("mpl={0}: give a whole number of rows ≥ 1")]
     Rows(String),
-    #[error("unknown TACO option {0:?}; valid: hysteresis=F, balance=on|off, grace=SECONDS|off, local=on|off, sizes=A/B/..., slice=SECONDS, mpl=JOBS_PER_CPU")]
-    UnknownTaco(String),
-    #[error("unknown gang option {0:?}; valid: slice=SECONDS, sequential=packed|shared, mpl=ROWS")]
-    UnknownGang(String),
-    #[error("unknown bp option {0:?}; valid: order=arrival|shortest")]
-    UnknownBp(String),
+    #[error("unknown {policy} option {setting:?}; valid: {valid}")]
+    Unknown {
+        policy: &'static str,
+        setting: String,
+        valid: String,
+    },
+}
+
+/// `setting` is none of `policy`'s `settings`; the message lists those as `KEY=VALUES`.
+pub(crate) fn unknown(policy: &'static str, setting: &str, settings: &[Setting]) -> SettingError {
+    let valid: Vec<String> = (settings.iter())
+        .map(|s| format!("{}={}", s.key, s.values))
+        .collect();
+    SettingError::Unknown {
+        policy,
+        setting: setting.to_string(),
+        valid: valid.join(", "),
+    }
 }
 
 /// A number of seconds > 0.

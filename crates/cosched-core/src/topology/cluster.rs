@@ -14,8 +14,8 @@ use super::{presets, Topology, TopologyError};
 use serde::Deserialize;
 use std::path::Path;
 
-/// The prefix of a cluster in `--machine`.
-pub const PREFIX: &str = "cluster:";
+pub use super::machine_spec::is_cluster;
+use super::machine_spec::CLUSTER_PREFIX;
 
 /// N identical nodes; CPUs are numbered within each node.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ struct MachineFile {
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterProblem {
     #[error(
-        "`{PREFIX}` takes the number of nodes, and `{count}` is not one; write e.g. \
+        "`{CLUSTER_PREFIX}` takes the number of nodes, and `{count}` is not one; write e.g. \
          `cluster:128 package:2 core:8`"
     )]
     NotACount { count: String },
@@ -78,12 +78,6 @@ pub enum ClusterProblem {
     Node(#[source] Box<TopologyError>),
 }
 
-/// Whether `spec` names a cluster (a `cluster:` prefix or a `.toml` machine file).
-pub fn is_cluster(spec: &str) -> bool {
-    let spec = spec.trim();
-    spec.starts_with(PREFIX) || spec.ends_with(".toml")
-}
-
 /// Reads a cluster: `cluster:N NODE` or a machine file.
 pub fn parse(spec: &str) -> Result<Cluster, TopologyError> {
     let spec = spec.trim();
@@ -91,7 +85,7 @@ pub fn parse(spec: &str) -> Result<Cluster, TopologyError> {
         spec: spec.to_string(),
         problem,
     };
-    if let Some(rest) = spec.strip_prefix(PREFIX) {
+    if let Some(rest) = spec.strip_prefix(CLUSTER_PREFIX) {
         let (count, node) = rest
             .trim_start()
             .split_once(char::is_whitespace)

@@ -2,10 +2,12 @@
 //!
 //! A topology comes from sysfs ([`sysfs`]), from hwloc's synthetic syntax ([`synthetic`]), from an
 //! `lstopo --of xml` export ([`xml`]) or from a named preset of the papers' machines ([`presets`]);
-//! [`cluster`] puts N such machines side by side.
+//! [`cluster`] puts N such machines side by side, and `machine_spec` tells which of the two a
+//! `--machine` string names.
 //! Policies only ever see this tree and the aligned partitions derived from it ([`partition`]).
 
 pub mod cluster;
+mod machine_spec;
 mod partition;
 pub mod presets;
 pub mod synthetic;

@@ -1,6 +1,6 @@
 //! The machines of the seed papers, so that their experiments can be simulated as published.
 
-use super::{synthetic, sysfs, xml, Topology, TopologyError};
+use super::{machine_spec, synthetic, sysfs, xml, Topology, TopologyError};
 
 /// (name, synthetic description, where it comes from)
 pub const PRESETS: &[(&str, &str, &str)] = &[
@@ -57,7 +57,7 @@ pub fn preset(name: &str) -> Result<Topology, TopologyError> {
 /// `lstopo --of xml` file, or a description in hwloc's synthetic syntax.
 pub fn machine(spec: &str) -> Result<Topology, TopologyError> {
     let spec = spec.trim();
-    if super::cluster::is_cluster(spec) {
+    if machine_spec::is_cluster(spec) {
         return Err(TopologyError::ClusterWhereNode {
             spec: spec.to_string(),
         });

@@ -191,42 +191,7 @@ impl Auto {
                 choice: &choices[i],
             })
             .collect();
-        let mut free = machine;
-        let mut wanted: Vec<(&ActiveJob, usize)> = Vec::new();
-        // A started job that can run on one CPU keeps at least one: it is never stopped for others.
-        // One that waits for its width is frozen while shorter jobs run, as least remaining first has
-        // it, unless it is a moldable job started narrower than the machine: it cannot widen later,
-        // so its work deferred would run narrow at the end beside idle CPUs, raising the makespan.
-        let keeps = |r: &Ranked| match r.job.started {
-            None => 0,
-            Some(_) if !needs_its_width(r.job) => 1,
-            Some(_) if r.job.spec.kind == JobKind::Moldable => {
-                let width = r.job.fixed_threads().map_or(machine, |t| t as usize);
-                if width < machine {
-                    width
-                } else {
-                    0
-                }
-            }
-            Some(_) => 0,
-        };
-        let mut kept: usize = order.iter().map(keeps).sum();
-        for ranked @ &Ranked { job, width, .. } in &order {
-            kept -= keeps(ranked);
-            let spare = free.saturating_sub(kept);
-            let take = if needs_its_width(job) {
-                if width > spare {
-                    continue;
-                }
-                width
-            } else {
-                width.min(spare).max(keeps(ranked).min(free))
-            };
-            if take > 0 {
-                wanted.push((job, take));
-                free -= take;
-            }
-        }
+        let (mut wanted, mut free) = placed_in_order(&order, machine);
         // CPUs nobody was given widen the jobs placed, first in order first: elastic ones up to
         // their full width, a moldable one that has not started up to what it uses well (it keeps
         // the threads it starts with).
@@ -242,11 +207,7 @@ impl Auto {
                 (r.job.id(), widest)
             })
             .collect();
-        for (job, take) in &mut wanted {
-            let more = widest[&job.id()].saturating_sub(*take).min(free);
-            *take += more;
-            free -= more;
-        }
+        widen(&mut wanted, &widest, &mut free);
         // A job of unknown scaling that follows advice, placed at its full width (where a
         // calibration already measured it, so that its run alone would teach nothing), spends a
         // short spell on half its CPUs (`probe.rs`); the CPUs it leaves widen the others. One placed
@@ -266,11 +227,7 @@ impl Auto {
                 widest.insert(job.id(), probe);
             }
         }
-        for (job, take) in &mut wanted {
-            let more = widest[&job.id()].saturating_sub(*take).min(free);
-            *take += more;
-            free -= more;
-        }
+        widen(&mut wanted, &widest, &mut free);
         let wanted: Vec<(JobId, usize)> = wanted.iter().map(|(j, n)| (j.id(), *n)).collect();
         let plan_cpus: HashMap<JobId, usize> = wanted.iter().copied().collect();
         let mut plan = self.space_shared(ctx, ctx.topology.cpus(), &wanted);
@@ -534,6 +491,61 @@ struct Ranked<'a> {
     /// CPUs it can use well.
     widest: usize,
     choice: &'a Choice,
+}
+
+/// The CPUs each job gets in `order` on a machine of `machine` CPUs, and the CPUs left: a job that
+/// waits for its width gets it or nothing, an elastic one what is spare, and every started job
+/// keeps what it cannot give back without stopping.
+fn placed_in_order<'a>(
+    order: &[Ranked<'a>],
+    machine: usize,
+) -> (Vec<(&'a ActiveJob, usize)>, usize) {
+    let mut free = machine;
+    let mut wanted: Vec<(&'a ActiveJob, usize)> = Vec::new();
+    // A started job that can run on one CPU keeps at least one: it is never stopped for others.
+    // One that waits for its width is frozen while shorter jobs run, as least remaining first has
+    // it, unless it is a moldable job started narrower than the machine: it cannot widen later,
+    // so its work deferred would run narrow at the end beside idle CPUs, raising the makespan.
+    let keeps = |r: &Ranked| match r.job.started {
+        None => 0,
+        Some(_) if !needs_its_width(r.job) => 1,
+        Some(_) if r.job.spec.kind == JobKind::Moldable => {
+            let width = r.job.fixed_threads().map_or(machine, |t| t as usize);
+            if width < machine {
+                width
+            } else {
+                0
+            }
+        }
+        Some(_) => 0,
+    };
+    let mut kept: usize = order.iter().map(keeps).sum();
+    for ranked @ &Ranked { job, width, .. } in order {
+        kept -= keeps(ranked);
+        let spare = free.saturating_sub(kept);
+        let take = if needs_its_width(job) {
+            if width > spare {
+                continue;
+            }
+            width
+        } else {
+            width.min(spare).max(keeps(ranked).min(free))
+        };
+        if take > 0 {
+            wanted.push((job, take));
+            free -= take;
+        }
+    }
+    (wanted, free)
+}
+
+/// CPUs nobody was given, handed to the jobs in `wanted` in turn, each up to its `widest`.
+fn widen(wanted: &mut [(&ActiveJob, usize)], widest: &HashMap<JobId, usize>, free: &mut usize) {
+    for (job, take) in wanted {
+        let more = widest[&job.id()].saturating_sub(*take).min(*free);
+        *take += more;
+        *free -= more;
+    }
 }
 
 /// The elastic jobs that run side by side when nothing is known: every started one (a job is never

@@ -1,6 +1,6 @@
 //! TACO's switches, one per refinement of §2, parsed from the policy name: `taco:hysteresis=0:grace=off`.
 
-use crate::settings::{self, SettingError};
+use crate::settings::{self, Setting, SettingError};
 
 /// Slot length, seconds. TACO §3.3: refilling the whole L3 takes about 1 ms on the paper's machine, so
 /// keeping that cost near 1% of a slot needs slices of about 50-100 ms; we take the upper end.
@@ -71,6 +71,64 @@ impl TacoOptions {
         }
     }
 
+    /// The settings `apply` takes, with these options' values as their defaults.
+    pub fn setting_list(&self) -> Vec<Setting> {
+        let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
+        vec![
+            Setting {
+                key: "hysteresis",
+                values: "FRACTION",
+                default: self.hysteresis.to_string(),
+                example: "0",
+                about: "extra jobs, as a fraction of the finer level's partitions, before switching down to it (§2.1)",
+            },
+            Setting {
+                key: "balance",
+                values: "on|off",
+                default: on_off(self.balance_levels),
+                example: "off",
+                about: "equal load on every partition of a level, odd jobs coscheduled on coarser levels (§2.2)",
+            },
+            Setting {
+                key: "grace",
+                values: "SECONDS|off",
+                default: self.grace.map_or("off".to_string(), |g| g.to_string()),
+                example: "1.5",
+                about: "how long a malleable job keeps its old partition after new advice (§2.3)",
+            },
+            Setting {
+                key: "local",
+                values: "on|off",
+                default: on_off(self.local),
+                example: "on",
+                about: "each unit of the hierarchy splits and merges on its own job count (§2.1)",
+            },
+            Setting {
+                key: "sizes",
+                values: "A/B/...",
+                default: self.sizes.as_ref().map_or("the machine's nested sizes".to_string(), |s| {
+                    s.iter().map(ToString::to_string).collect::<Vec<_>>().join("/")
+                }),
+                example: "1/2",
+                about: "the only partition sizes, in CPUs (§4.4)",
+            },
+            Setting {
+                key: "slice",
+                values: "SECONDS",
+                default: self.slice.to_string(),
+                example: "0.05",
+                about: "length of a coscheduling time slot (§3.3)",
+            },
+            Setting {
+                key: "mpl",
+                values: "JOBS_PER_CPU",
+                default: self.mpl.to_string(),
+                example: "2",
+                about: "most jobs admitted per CPU; later ones wait in arrival order (fair-share order across users)",
+            },
+        ]
+    }
+
     /// Applies `key=value` settings separated by `:`, e.g. `hysteresis=0:sizes=1/6/24:slice=0.05`.
     pub fn apply(&mut self, settings: &str) -> Result<(), SettingError> {
         for setting in settings.split(':').filter(|s| !s.is_empty()) {
@@ -101,7 +159,7 @@ impl TacoOptions {
                         .filter(|&n| n > 0)
                         .ok_or_else(|| SettingError::JobsPerCpu(value.to_string()))?
                 }
-                _ => return Err(SettingError::UnknownTaco(key.to_string())),
+                _ => return Err(settings::unknown("TACO", key, &self.setting_list())),
             }
         }
         Ok(())

@@ -12,7 +12,7 @@
 //!   every arrival (after its probe) and departure (§3.3).
 //!
 //! The search is exact by dynamic programming over (jobs, domains) — O(n·D²) — while n·D² stays below
-//! [`EXACT_WORK_LIMIT`]; beyond, a greedy that hands out one domain at a time to the job whose NTT drops
+//! `antt::EXACT_WORK_LIMIT`; beyond, a greedy that hands out one domain at a time to the job whose NTT drops
 //! most (optimal when every NTT curve is convex; its gap on small non-convex cases is measured by a test).
 //!
 //! With more jobs than domains, `casas` lets the surplus wait in arrival order; `casas-ts` time-shares
@@ -32,17 +32,18 @@
 //! ones nearest home. A die holds an L3 and a memory controller (§3.1.1); an allocation that moved jobs
 //! away from their memory would bring back the memory-controller sharing die-granular allocation avoids.
 
+mod antt;
+mod placement;
+
 use crate::users;
-use cosched_core::{
-    Assignment, Context, CpuSet, Event, JobId, JobSpec, Level, Plan, Policy, Slot, Topology,
-};
+use antt::{best_allocation, interpolate, ntt_curve};
+use cosched_core::{Assignment, Context, CpuSet, Event, JobId, JobSpec, Plan, Policy, Slot};
+use placement::{package_of, place, Wanted};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Length of one probe on one domain count, seconds. The paper gives no figure; half a second is many
 /// sampling periods of `perf` yet short next to the PARSEC native runs (minutes).
 pub const PROBE_INTERVAL: f64 = 0.5;
-/// Largest n·D² solved exactly.
-pub const EXACT_WORK_LIMIT: usize = 1 << 22;
 /// Slot length of the time-sharing variant, seconds.
 const TIME_SLICE: f64 = 0.1;
 
@@ -94,101 +95,6 @@ fn probe_counts(domains: usize) -> Vec<usize> {
         .take_while(|k| *k < domains)
         .collect();
     counts.push(domains);
-    counts
-}
-
-/// Rates for every count 1..=domains, linear between the measured counts.
-fn interpolate(counts: &[usize], measured: &[f64], domains: usize) -> Vec<f64> {
-    (1..=domains)
-        .map(|k| {
-            let upper = counts
-                .iter()
-                .position(|&c| c >= k)
-                .unwrap_or(counts.len() - 1);
-            if counts[upper] == k || upper == 0 {
-                return measured[upper];
-            }
-            let (k0, k1) = (counts[upper - 1] as f64, counts[upper] as f64);
-            let (r0, r1) = (measured[upper - 1], measured[upper]);
-            r0 + (r1 - r0) * (k as f64 - k0) / (k1 - k0)
-        })
-        .collect()
-}
-
-/// NTT on k = 1..=D domains: best rate over rate on k (eq. 1 with the steady rates of §3.2), kept to
-/// nine decimals. The same speed measured twice can differ in its last bits (the sum of a run's progress
-/// depends on where its intervals were cut), and the allocation must not turn on that: one job whose
-/// rate on two domains is its rate on one, less 1e-15, would otherwise be held to one domain.
-fn ntt_curve(rates: &[f64]) -> Vec<f64> {
-    let best = rates.iter().copied().fold(0.0, f64::max);
-    rates
-        .iter()
-        .map(|&r| {
-            if r > 0.0 {
-                (best / r * 1e9).round() / 1e9
-            } else {
-                1e9
-            }
-        })
-        .collect()
-}
-
-/// Domain counts (each ≥ 1, sum ≤ `domains`) minimising the summed NTT; `ntt[i][k - 1]` is job i's NTT
-/// on k domains. `None` when there are more jobs than domains.
-pub fn best_allocation(ntt: &[Vec<f64>], domains: usize) -> Option<Vec<usize>> {
-    if ntt.len() > domains {
-        return None;
-    }
-    if ntt.len() * domains * domains <= EXACT_WORK_LIMIT {
-        Some(exact_allocation(ntt, domains))
-    } else {
-        Some(greedy_allocation(ntt, domains))
-    }
-}
-
-/// Dynamic programming: cost[i][d] = least NTT sum of the first i jobs on at most d domains.
-pub fn exact_allocation(ntt: &[Vec<f64>], domains: usize) -> Vec<usize> {
-    let n = ntt.len();
-    let mut cost = vec![vec![f64::INFINITY; domains + 1]; n + 1];
-    let mut choice = vec![vec![0usize; domains + 1]; n + 1];
-    cost[0].fill(0.0);
-    for i in 1..=n {
-        for d in i..=domains {
-            // Largest count first, so that among equal costs the job gets more domains.
-            for k in (1..=d - (i - 1)).rev() {
-                let c = cost[i - 1][d - k] + ntt[i - 1][k - 1];
-                if c < cost[i][d] {
-                    cost[i][d] = c;
-                    choice[i][d] = k;
-                }
-            }
-        }
-    }
-    let mut counts = vec![0; n];
-    let mut d = domains;
-    for i in (1..=n).rev() {
-        counts[i - 1] = choice[i][d];
-        d -= choice[i][d];
-    }
-    counts
-}
-
-/// One domain each, then one more at a time to the job whose NTT drops most, while any drops.
-pub fn greedy_allocation(ntt: &[Vec<f64>], domains: usize) -> Vec<usize> {
-    let mut counts = vec![1; ntt.len()];
-    for _ in ntt.len()..domains {
-        let gain = |i: usize| {
-            let k = counts[i];
-            if k >= domains {
-                return f64::NEG_INFINITY;
-            }
-            ntt[i][k - 1] - ntt[i][k]
-        };
-        match (0..ntt.len()).max_by(|&a, &b| gain(a).total_cmp(&gain(b))) {
-            Some(i) if gain(i) > 0.0 => counts[i] += 1,
-            _ => break,
-        }
-    }
     counts
 }
 
@@ -412,68 +318,6 @@ fn domain_caps(jobs: &[&JobSpec], domains: &[CpuSet]) -> Vec<usize> {
         .collect()
 }
 
-/// What one job needs from [`place`].
-struct Wanted<'a> {
-    count: usize,
-    home: Option<usize>,
-    held: &'a [usize],
-}
-
-/// The package of every domain (domains outside any package count as package 0).
-fn package_of(topology: &Topology, domains: &[CpuSet]) -> Vec<u32> {
-    domains
-        .iter()
-        .map(|d| {
-            topology
-                .nodes_at(Level::Package)
-                .find(|p| d.is_subset(&p.cpus))
-                .map_or(0, |p| p.index)
-        })
-        .collect()
-}
-
-/// Domain indices for every job: first its home domain, then the domains it already holds (nearest home
-/// first), then free ones nearest home, larger jobs choosing first. Nearest: in the home's package, then
-/// by index. `packages[d]` is domain d's package; the counts must sum to at most its length.
-fn place(jobs: &[Wanted], packages: &[u32]) -> Vec<Vec<usize>> {
-    let domains = packages.len();
-    let distance = |from: usize, d: usize| (packages[from] != packages[d], from.abs_diff(d));
-    let mut owner: Vec<Option<usize>> = vec![None; domains];
-    let mut given: Vec<Vec<usize>> = vec![Vec::new(); jobs.len()];
-    let mut take = |owner: &mut Vec<Option<usize>>, job: usize, d: usize| {
-        if owner[d].is_none() && given[job].len() < jobs[job].count {
-            owner[d] = Some(job);
-            given[job].push(d);
-        }
-    };
-    let anchor = |j: &Wanted| j.home.or(j.held.first().copied()).unwrap_or(0);
-    for (i, job) in jobs.iter().enumerate() {
-        if let Some(home) = job.home {
-            take(&mut owner, i, home);
-        }
-    }
-    for (i, job) in jobs.iter().enumerate() {
-        let mut kept = job.held.to_vec();
-        kept.sort_by_key(|&d| distance(anchor(job), d));
-        for d in kept {
-            take(&mut owner, i, d);
-        }
-    }
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| jobs[b].count.cmp(&jobs[a].count));
-    for i in order {
-        let mut free: Vec<usize> = (0..domains).filter(|&d| owner[d].is_none()).collect();
-        free.sort_by_key(|&d| distance(anchor(&jobs[i]), d));
-        for d in free {
-            take(&mut owner, i, d);
-        }
-    }
-    for held in &mut given {
-        held.sort_unstable();
-    }
-    given
-}
-
 /// The probe job alone on `count` domains from its home on; every other job waits until the timer.
 fn probe_plan(ctx: &Context, job: JobId, home: usize, count: usize) -> Plan {
     let domains = ctx.topology.llc_domains();
@@ -493,116 +337,9 @@ mod tests {
     use cosched_core::test_util::waiting;
     use cosched_core::topology::presets;
     use cosched_core::{ActiveJob, JobKind, RateSource, Sample};
-    use proptest::prelude::*;
 
     fn job(id: u32) -> ActiveJob {
         waiting(id, JobKind::Malleable, 1, 48)
-    }
-
-    fn objective(ntt: &[Vec<f64>], counts: &[usize]) -> f64 {
-        ntt.iter().zip(counts).map(|(c, &k)| c[k - 1]).sum()
-    }
-
-    /// Every allocation with each count ≥ 1 and sum ≤ domains, by enumeration.
-    fn brute_force(ntt: &[Vec<f64>], domains: usize) -> f64 {
-        fn go(ntt: &[Vec<f64>], left: usize) -> f64 {
-            match ntt.split_first() {
-                None => 0.0,
-                Some((first, rest)) => (1..=left.saturating_sub(rest.len()))
-                    .map(|k| first[k - 1] + go(rest, left - k))
-                    .fold(f64::INFINITY, f64::min),
-            }
-        }
-        go(ntt, domains)
-    }
-
-    fn curves() -> impl Strategy<Value = (Vec<Vec<f64>>, usize)> {
-        (1usize..=8).prop_flat_map(|domains| {
-            let rates = prop::collection::vec(0.1f64..10.0, domains);
-            (
-                prop::collection::vec(rates, 1..=4.min(domains)),
-                Just(domains),
-            )
-        })
-    }
-
-    #[test]
-    fn a_rate_that_differs_only_in_its_last_bits_counts_as_the_same_rate() {
-        // Measured on 8 CPUs by one engine and on 4 by the other: the same speed, summed differently.
-        let even = ntt_curve(&[3.433333333333337, 3.433333333333337]);
-        let noisy = ntt_curve(&[3.433333333333337, 3.433333333333323]);
-        assert_eq!(noisy, even);
-        assert_eq!(best_allocation(&[noisy], 2), best_allocation(&[even], 2));
-    }
-
-    proptest! {
-        #[test]
-        fn allocation_is_the_exact_antt_optimum_on_small_cases((rates, domains) in curves()) {
-            let ntt: Vec<Vec<f64>> = rates.iter().map(|r| ntt_curve(r)).collect();
-            let counts = best_allocation(&ntt, domains).unwrap();
-            prop_assert!(counts.iter().all(|&k| k >= 1));
-            prop_assert!(counts.iter().sum::<usize>() <= domains);
-            prop_assert!((objective(&ntt, &counts) - brute_force(&ntt, domains)).abs() < 1e-9);
-        }
-
-        #[test]
-        fn greedy_is_exact_when_rates_grow_concavely(serial in prop::collection::vec(0.0f64..1.0, 1..=4), domains in 4usize..=8) {
-            // Amdahl rates: NTT convex in the domain count, so marginal gains only shrink.
-            let ntt: Vec<Vec<f64>> = serial
-                .iter()
-                .map(|s| ntt_curve(&(1..=domains).map(|k| 1.0 / (s + (1.0 - s) / k as f64)).collect::<Vec<_>>()))
-                .collect();
-            prop_assume!(ntt.len() <= domains);
-            let greedy = objective(&ntt, &greedy_allocation(&ntt, domains));
-            prop_assert!((greedy - brute_force(&ntt, domains)).abs() < 1e-9);
-        }
-    }
-
-    /// The heuristic's gap to the optimum on small cases (`--nocapture` prints it): measured Amdahl-like
-    /// curves with ±10% noise (what probing delivers), and arbitrary curves (the worst case).
-    #[test]
-    fn greedy_gap_on_small_non_convex_cases() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
-        for noisy_amdahl in [true, false] {
-            let (mut worst, mut total, mut optimal, cases) = (0.0f64, 0.0, 0, 2000);
-            for _ in 0..cases {
-                let domains = rng.gen_range(2..=8);
-                let n = rng.gen_range(1..=4.min(domains));
-                let ntt: Vec<Vec<f64>> = (0..n)
-                    .map(|_| {
-                        let serial: f64 = rng.gen_range(0.0..0.5);
-                        let rates: Vec<f64> = (1..=domains)
-                            .map(|k| {
-                                if noisy_amdahl {
-                                    rng.gen_range(0.9..1.1) / (serial + (1.0 - serial) / k as f64)
-                                } else {
-                                    rng.gen_range(0.1..10.0)
-                                }
-                            })
-                            .collect();
-                        ntt_curve(&rates)
-                    })
-                    .collect();
-                let exact = brute_force(&ntt, domains);
-                let greedy = objective(&ntt, &greedy_allocation(&ntt, domains));
-                assert!(greedy >= exact - 1e-9);
-                let gap = greedy / exact - 1.0;
-                worst = worst.max(gap);
-                total += gap;
-                optimal += usize::from(gap < 1e-9);
-            }
-            let mean = total / cases as f64;
-            println!(
-                "greedy vs exact, {} curves, {cases} cases of ≤4 jobs on ≤8 domains: optimal in {optimal}, mean gap {:.2}%, worst {:.1}%",
-                if noisy_amdahl { "noisy Amdahl" } else { "arbitrary" },
-                100.0 * mean,
-                100.0 * worst
-            );
-            if noisy_amdahl {
-                assert!(mean < 0.02, "greedy should stay close on realistic curves");
-            }
-        }
     }
 
     fn ctx<'a>(topo: &'a cosched_core::Topology, now: f64, jobs: &'a [ActiveJob]) -> Context<'a> {
