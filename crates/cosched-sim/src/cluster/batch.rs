@@ -12,7 +12,7 @@
 //! that outlasts the reservation takes first the nodes the head can do without.
 
 use super::nodes::Tenant;
-use super::replay::{Admission, State};
+use super::state::State;
 use std::collections::{HashMap, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,10 +39,40 @@ impl std::str::FromStr for BatchPolicy {
     }
 }
 
+/// Which of the nodes that take a job the batch scheduler places it on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// Least loaded first, whatever the jobs' classes.
+    #[default]
+    LeastLoaded,
+    /// Least loaded first, and among those as loaded the node where co-runners' interference
+    /// costs least (complementary classes together: CaSAS's and Scalpel's idea across nodes).
+    Pairing,
+}
+
+/// An admission's name that is none of those known.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown node admission `{0}`; choose blind or pairing")]
+pub struct UnknownAdmission(String);
+
+impl std::str::FromStr for Admission {
+    type Err = UnknownAdmission;
+    fn from_str(s: &str) -> Result<Self, UnknownAdmission> {
+        match s {
+            "blind" => Ok(Self::LeastLoaded),
+            "pairing" => Ok(Self::Pairing),
+            _ => Err(UnknownAdmission(s.to_string())),
+        }
+    }
+}
+
 /// Starts what `policy` allows at `now`: queued jobs in order while the head fits, then (EASY)
-/// backfilling behind the head's reservation.
-pub(super) fn pass(state: &mut State, policy: BatchPolicy) {
-    let mut accepting = Accepting::default();
+/// backfilling behind the head's reservation; each on the nodes `admission` prefers.
+pub(super) fn pass(state: &mut State, policy: BatchPolicy, admission: Admission) {
+    let mut accepting = Accepting {
+        admission,
+        nodes: HashMap::new(),
+    };
     while let Some(&head) = state.queue.front() {
         let (width, threads) = (state.shapes[head].0, state.tenants[head]);
         let nodes = accepting.nodes(state, threads);
@@ -58,18 +88,21 @@ pub(super) fn pass(state: &mut State, policy: BatchPolicy) {
     }
 }
 
-/// The nodes that take one more job of a given thread count now, least loaded first, kept until
-/// the next start (a queue holds jobs of few distinct widths).
-#[derive(Default)]
-struct Accepting(HashMap<Tenant, Vec<u32>>);
+/// The nodes that take one more job of a given thread count now, in the admission's order, kept
+/// until the next start (a queue holds jobs of few distinct widths).
+struct Accepting {
+    admission: Admission,
+    nodes: HashMap<Tenant, Vec<u32>>,
+}
 
 impl Accepting {
     fn nodes(&mut self, state: &mut State, threads: Tenant) -> &[u32] {
-        self.0.entry(threads).or_insert_with(|| {
+        let admission = self.admission;
+        self.nodes.entry(threads).or_insert_with(|| {
             let mut nodes: Vec<u32> = (0..state.node_sig.len() as u32)
                 .filter(|&n| state.book.accepts(state.node_sig[n as usize], threads))
                 .collect();
-            match state.admission {
+            match admission {
                 Admission::LeastLoaded => {
                     nodes.sort_by_key(|&n| state.node_jobs[n as usize].len());
                 }
@@ -95,7 +128,7 @@ impl Accepting {
     }
 
     fn start(&mut self, state: &mut State, job: usize, nodes: Vec<u32>) {
-        self.0.clear();
+        self.nodes.clear();
         state.start(job, nodes);
     }
 }

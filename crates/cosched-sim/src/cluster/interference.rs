@@ -57,6 +57,11 @@ compute=0.6,memory=0.4 (classes: compute, memory, cache, sync)"
 14 (executable number)"
     )]
     BadColumnMap(String),
+    #[error(
+        "an SWF job line has fields 1 to 18, not {0}; map 14 (executable number), 12 (user), \
+13 (group), 15 (queue) or 16 (partition), e.g. 14:1=memory,*=compute"
+    )]
+    NoSuchField(usize),
 }
 
 /// Where each job's class comes from.
@@ -107,13 +112,16 @@ pub fn parse_mix(text: &str) -> Result<[f64; 4], MixError> {
     Ok(weights)
 }
 
+/// Fields of an SWF job line.
+const SWF_FIELDS: usize = 18;
+
 /// A column map `FIELD:VALUE=CLASS,...,*=CLASS`.
 pub fn parse_column_map(text: &str) -> Result<ClassSource, MixError> {
     let bad = || MixError::BadColumnMap(text.to_string());
     let (field, pairs) = text.split_once(':').ok_or_else(bad)?;
     let field: usize = field.trim().parse().map_err(|_| bad())?;
-    if !(1..=18).contains(&field) {
-        return Err(bad());
+    if !(1..=SWF_FIELDS).contains(&field) {
+        return Err(MixError::NoSuchField(field));
     }
     let (mut map, mut default) = (Vec::new(), COMPUTE);
     for pair in pairs.split(',') {
@@ -328,6 +336,14 @@ mod tests {
             parse_column_map("14=memory"),
             Err(MixError::BadColumnMap(_))
         ));
+        assert_eq!(
+            parse_column_map("19:1=memory"),
+            Err(MixError::NoSuchField(19))
+        );
+        assert_eq!(
+            parse_column_map("0:1=memory"),
+            Err(MixError::NoSuchField(0))
+        );
         assert_eq!(
             parse_mix("disk=1"),
             Err(MixError::UnknownClass("disk".into()))

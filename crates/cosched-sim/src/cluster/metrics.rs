@@ -2,7 +2,7 @@
 //! 10 s threshold (Feitelson et al., "Theory and Practice in Parallel Job Scheduling", JSSPP 1997)
 //! and utilisation.
 
-use super::replay::Placement;
+use super::state::Placement;
 use crate::swf::SwfJob;
 use serde::Serialize;
 

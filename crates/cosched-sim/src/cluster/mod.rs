@@ -1,7 +1,7 @@
 //! Archive traces (SWF) replayed on a cluster of nodes: [`batch`] places jobs on whole nodes (FCFS,
 //! EASY backfilling), [`nodes`] says what a cosched policy inside a node gives each job placed there,
-//! [`replay`] advances time and each job's progress, and [`metrics`] computes the archive's usual
-//! figures (`docs/simulation-model.md`, "Cluster replay").
+//! [`state`] holds the nodes' jobs and each job's progress, [`replay`] advances time, and [`metrics`]
+//! computes the archive's usual figures (`docs/simulation-model.md`, "Cluster replay").
 
 pub mod batch;
 pub mod interference;
@@ -10,14 +10,14 @@ pub mod nodes;
 #[cfg(test)]
 mod reference;
 pub mod replay;
+pub mod state;
 pub mod study;
 
-pub use batch::BatchPolicy;
+pub use batch::{Admission, BatchPolicy};
 pub use metrics::{summarize, BatchMetrics};
 pub use nodes::{NodeSharing, PolicyFactory};
-pub use replay::{
-    replay, Admission, ClusterError, ClusterOptions, Coordination, Placement, Replay,
-};
+pub use replay::{replay, ClusterError, ClusterOptions, Replay};
+pub use state::{Coordination, Placement};
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -147,6 +147,6 @@ mod tests {
             assert!(!study.replay.node_policy.is_empty(), "{name}");
             seen += 1;
         }
-        assert!(seen >= 3, "{seen} replay scenarios");
+        assert!(seen >= 4, "{seen} replay scenarios");
     }
 }
