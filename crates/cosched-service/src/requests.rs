@@ -251,7 +251,7 @@ fn submit(shared: &Shared, mut submission: Submission, peer: Peer) -> Result<Rep
             submission.mem = Some(registry.memory_for_jobs());
         }
         check_dependencies(registry, &submission, peer.uid)?;
-        let id = registry.next_id();
+        let id = registry.new_id()?;
         let (stdout, stderr) = output_files(shared, &submission, id, peer.uid, user.as_deref())?;
         let submitted = Entry::Submitted {
             id,
@@ -421,7 +421,7 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
             return Ok((vec![joined], id));
         }
         check_queue(shared, registry, found.uid)?;
-        let id = registry.next_id();
+        let id = registry.new_id()?;
         let attached = Entry::Attached {
             id,
             t: now_unix(),

@@ -12,6 +12,18 @@ use cosched_linux::{Adopt, ArrivingJob, InvokingUser, JobOutcome, JobSource, Ope
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+/// The executor's id of registry job `id`: the same number, for the registry gives out no id the
+/// executor cannot hold (`Registry::new_id`).
+fn executor_id(id: u64) -> JobId {
+    let id = u32::try_from(id).expect("the registry gives out no id past the executor's");
+    JobId(id)
+}
+
+/// The registry's id of the executor's job `id`.
+fn registry_id(id: JobId) -> u64 {
+    u64::from(id.0)
+}
+
 pub struct DaemonSource {
     pub shared: Arc<Shared>,
     pub cpus: usize,
@@ -47,7 +59,7 @@ impl JobSource for DaemonSource {
                     stderr: s.names_its_output(),
                 };
                 let max = s.max_threads.unwrap_or(self.cpus as u32).max(1);
-                let id = JobId(job.id as u32);
+                let id = executor_id(job.id);
                 // Measured here before, its times alone replace any the user declared.
                 let mut hints = s.hints;
                 hints.take_measured_times_alone(self.history.times_alone(job.uid, &s.command));
@@ -107,7 +119,7 @@ impl JobSource for DaemonSource {
     }
 
     fn finished(&mut self, outcome: JobOutcome) {
-        let id = u64::from(outcome.id.0);
+        let id = registry_id(outcome.id);
         self.shared.record(|registry| {
             // An attached process's usage is known only to its parent, and so is the CPU time of
             // a job an earlier daemon started.
@@ -137,7 +149,7 @@ impl JobSource for DaemonSource {
         let reweighted = self.shared.lock().take_reweighted();
         reweighted
             .into_iter()
-            .map(|(id, weight)| (JobId(id as u32), weight))
+            .map(|(id, weight)| (executor_id(id), weight))
             .collect()
     }
 
@@ -153,13 +165,13 @@ impl JobSource for DaemonSource {
         let ready = self.shared.lock().take_joins();
         ready
             .into_iter()
-            .map(|(id, task)| (JobId(id as u32), task))
+            .map(|(id, task)| (executor_id(id), task))
             .collect()
     }
 
     fn take_cancelled(&mut self) -> Vec<JobId> {
         let cancelled = self.shared.lock().take_cancelled();
-        cancelled.into_iter().map(|id| JobId(id as u32)).collect()
+        cancelled.into_iter().map(executor_id).collect()
     }
 
     /// SIGTERM for the jobs past their time limit, journaled as `timed_out` first; those that
@@ -177,13 +189,13 @@ impl JobSource for DaemonSource {
         });
         overdue
             .into_iter()
-            .map(|id| (JobId(id as u32), nix::sys::signal::Signal::SIGTERM))
+            .map(|id| (executor_id(id), nix::sys::signal::Signal::SIGTERM))
             .collect()
     }
 
     fn slot_enforced(&mut self, frozen: &[JobId]) {
         self.shared
-            .set_suspended(frozen.iter().map(|id| u64::from(id.0)));
+            .set_suspended(frozen.iter().copied().map(registry_id));
     }
 
     fn slot_switched(&mut self, lateness: f64) {
@@ -196,7 +208,7 @@ impl JobSource for DaemonSource {
             let moved = placed
                 .iter()
                 .filter_map(|(id, cpus)| {
-                    registry.placed_entry(u64::from(id.0), t, cpus.to_string())
+                    registry.placed_entry(registry_id(*id), t, cpus.to_string())
                 })
                 .collect();
             (moved, ())
@@ -207,7 +219,7 @@ impl JobSource for DaemonSource {
         self.history.observe(record);
         match record {
             Record::Start { job, threads, pid } => {
-                let id = u64::from(job.0);
+                let id = registry_id(*job);
                 let pid = pid.unwrap_or(0);
                 let start_ticks = cosched_linux::procfs::stat(pid as i32)
                     .map(|s| s.start_ticks)
@@ -220,7 +232,7 @@ impl JobSource for DaemonSource {
             }
             Record::Threads { job, threads } => {
                 let entry = Entry::Threads {
-                    id: u64::from(job.0),
+                    id: registry_id(*job),
                     t: now_unix(),
                     threads: *threads,
                 };

@@ -249,6 +249,15 @@ impl Registry {
         self.next_id
     }
 
+    /// The id a new job gets, refused once ids pass what the executor holds (its `JobId` has 32
+    /// bits): every job the registry holds then has the same id in the executor (`source.rs`).
+    pub fn new_id(&self) -> Result<u64, ServiceError> {
+        match u32::try_from(self.next_id) {
+            Ok(_) => Ok(self.next_id),
+            Err(_) => Err(ServiceError::IdsExhausted),
+        }
+    }
+
     /// Adds a job the journal gave back; one with a submission queues for the executor again, with
     /// `joined`, the further tasks of its step that still run.
     pub fn restore(&mut self, job: Tracked, joined: Vec<Adopt>) {

@@ -698,3 +698,12 @@ fn after_with_minutes_waits_that_long_after_the_start_on_the_clock() {
     registry.tick(70.0);
     assert_eq!(taken(&mut registry, 10), [delayed]);
 }
+
+#[test]
+fn no_id_is_given_out_past_what_the_executor_holds() {
+    let last = u64::from(u32::MAX);
+    let registry = Registry::new("eq".into(), last, ShareTable::default());
+    assert_eq!(registry.new_id().unwrap(), last);
+    let registry = Registry::new("eq".into(), last + 1, ShareTable::default());
+    assert!(matches!(registry.new_id(), Err(ServiceError::IdsExhausted)));
+}
