@@ -14,6 +14,7 @@ use crate::scaling_history::ScalingHistory;
 use crate::source::DaemonSource;
 use crate::state::Shared;
 use cosched_core::topology::{sysfs, TopologyError};
+use cosched_core::Policy;
 use cosched_linux::{Adopt, OnDeath, RunOptions, RunSetup};
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::stat::{umask, Mode};
@@ -72,20 +73,7 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     let _stop_signals = cosched_linux::Interrupts::register()
         .map_err(io_error("cannot install signal handlers".into()))?;
     let system = crate::paths::is_root();
-    let logs = options.state.join("logs");
-    let traces = options.state.join("traces");
-    let uid = nix::unistd::geteuid().as_raw();
-    for dir in [&options.state, &logs, &traces] {
-        // Never writable by group or others, whatever the umask.
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
-            .map_err(io_error(format!("cannot create {}", dir.display())))?;
-        crate::paths::check_own_dir(dir, uid)?;
-    }
-    // Everyone may list the log directory's ids; each log belongs to its job's user alone (umask).
-    let _ = fs::set_permissions(&logs, fs::Permissions::from_mode(0o755));
+    let (logs, traces) = make_state_dirs(&options.state)?;
     umask(Mode::from_bits_truncate(0o077));
     let _lock = take_lock(&options.state)?;
     let shm = Path::new("/dev/shm");
@@ -98,47 +86,11 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     }
     notify::tell("STATUS=replaying the journal");
     let topology = sysfs::discover()?;
-    let (journal, history) = Journal::open(
-        &options.state.join("journal.jsonl"),
-        &options.config.history,
-    )
-    .map_err(io_error(format!(
-        "cannot open the journal in {}",
-        options.state.display()
-    )))?;
-    let policy_name = options
-        .policy
-        .clone()
-        .or(history.policy.clone())
-        .unwrap_or_else(|| cosched_policies::DEFAULT_POLICY.to_string());
-    let policy = cosched_policies::create(&policy_name)?;
-    if history.policy.as_ref() != Some(&policy_name) {
-        journal.write(&Entry::Policy {
-            t: now_unix(),
-            name: policy_name.clone(),
-            uid: nix::unistd::geteuid().as_raw(),
-        })?;
-    }
-    let node_memory = cosched_linux::procfs::memory_total().map_err(io_error(
-        "cannot read the node's memory in /proc/meminfo".into(),
-    ))?;
-    let memory_for_jobs = options.config.memory.for_jobs(node_memory);
-    let registry = Registry::new(
-        policy_name.clone(),
-        history.next_id,
-        options.config.share_table.clone(),
-    )
-    .with_memory_for_jobs(memory_for_jobs)
-    .with_history_bounds(options.config.history.clone())
-    .with_kill_invalid_depend(options.config.jobs.kill_invalid_depend);
-    let mut shared = Shared::new(registry, journal, logs.clone(), options.config.clone());
-    if let Err(why) = memory_limits() {
-        shared = shared.without_memory_limits(why);
-    }
-    let shared = Arc::new(shared);
-    crate::syncer::Syncer::start(shared.clone())
-        .map_err(io_error("cannot start the journal's sync thread".into()))?;
-    recover(&shared, history.jobs)?;
+    let Restored {
+        shared,
+        policy_name,
+        policy,
+    } = restore_state(options, logs.clone())?;
     let listener = listen(&options.socket, system)?;
     let server = {
         let shared = shared.clone();
@@ -212,6 +164,85 @@ pub fn run(options: &DaemonOptions) -> Result<(), DaemonError> {
     }
 }
 
+/// Creates the state directory and its `logs` and `traces`, owned by the daemon's user and
+/// writable by it alone; their paths.
+fn make_state_dirs(state: &Path) -> Result<(PathBuf, PathBuf), DaemonError> {
+    let logs = state.join("logs");
+    let traces = state.join("traces");
+    let uid = nix::unistd::geteuid().as_raw();
+    for dir in [state, &logs, &traces] {
+        // Never writable by group or others, whatever the umask.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(io_error(format!("cannot create {}", dir.display())))?;
+        crate::paths::check_own_dir(dir, uid)?;
+    }
+    // Everyone may list the log directory's ids; each log belongs to its job's user alone (umask).
+    let _ = fs::set_permissions(&logs, fs::Permissions::from_mode(0o755));
+    Ok((logs, traces))
+}
+
+/// The daemon's state as the journal gave it back, and the policy to run.
+struct Restored {
+    shared: Arc<Shared>,
+    policy_name: String,
+    policy: Box<dyn Policy>,
+}
+
+/// Replays the journal into the registry that the daemon's threads share, and recovers its jobs
+/// (`recover`), with the policy to run: `options`' or the journal's last, journaled when it changed.
+fn restore_state(options: &DaemonOptions, logs: PathBuf) -> Result<Restored, DaemonError> {
+    let (journal, history) = Journal::open(
+        &options.state.join("journal.jsonl"),
+        &options.config.history,
+    )
+    .map_err(io_error(format!(
+        "cannot open the journal in {}",
+        options.state.display()
+    )))?;
+    let policy_name = options
+        .policy
+        .clone()
+        .or(history.policy.clone())
+        .unwrap_or_else(|| cosched_policies::DEFAULT_POLICY.to_string());
+    let policy = cosched_policies::create(&policy_name)?;
+    if history.policy.as_ref() != Some(&policy_name) {
+        journal.write(&Entry::Policy {
+            t: now_unix(),
+            name: policy_name.clone(),
+            uid: nix::unistd::geteuid().as_raw(),
+        })?;
+    }
+    let node_memory = cosched_linux::procfs::memory_total().map_err(io_error(
+        "cannot read the node's memory in /proc/meminfo".into(),
+    ))?;
+    let memory_for_jobs = options.config.memory.for_jobs(node_memory);
+    let registry = Registry::new(
+        policy_name.clone(),
+        history.next_id,
+        options.config.share_table.clone(),
+    )
+    .with_memory_for_jobs(memory_for_jobs)
+    .with_history_bounds(options.config.history.clone())
+    .with_kill_invalid_depend(options.config.jobs.kill_invalid_depend);
+    let mut shared = Shared::new(registry, journal, logs, options.config.clone());
+    if let Err(why) = memory_limits() {
+        shared = shared.without_memory_limits(why);
+    }
+    let shared = Arc::new(shared);
+    shared
+        .start_syncing()
+        .map_err(io_error("cannot start the journal's sync thread".into()))?;
+    recover(&shared, history.jobs)?;
+    Ok(Restored {
+        shared,
+        policy_name,
+        policy,
+    })
+}
+
 /// Whether the executor will be able to limit jobs' memory, or why not: it chooses its
 /// mechanisms as this does.
 fn memory_limits() -> Result<(), String> {
@@ -220,29 +251,22 @@ fn memory_limits() -> Result<(), String> {
 }
 
 /// Forgets, from now on, the jobs that ended longer than the retention ago, and compacts the journal
-/// whenever it has grown far past the jobs kept since it last was (`Journal::needs_compaction`).
+/// whenever it has grown far past the jobs kept since it last was (`Shared::forget_ended_before`).
 fn forget_ended_jobs(shared: Arc<Shared>) -> Result<(), DaemonError> {
-    let keep = shared.config.history.clone();
-    let retention = keep.retention();
+    let retention = shared.config().history.retention();
     let period = (retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
     std::thread::Builder::new()
         .name("cosched-history".into())
         .spawn(move || loop {
             std::thread::sleep(period);
             let cutoff = now_unix() - retention.as_secs_f64();
-            let jobs = {
-                let mut registry = shared.lock();
-                registry.forget_ended_before(cutoff);
-                registry.job_count()
-            };
-            if shared.journal.needs_compaction(jobs) {
-                match shared.journal.compact(&keep) {
-                    Ok(c) => eprintln!(
-                        "cosched daemon: compacted the journal: {} entries to {} jobs, {} forgotten",
-                        c.entries, c.jobs, c.forgotten
-                    ),
-                    Err(e) => eprintln!("cosched daemon: cannot compact the journal: {e}"),
-                }
+            match shared.forget_ended_before(cutoff) {
+                Some(Ok(c)) => eprintln!(
+                    "cosched daemon: compacted the journal: {} entries to {} jobs, {} forgotten",
+                    c.entries, c.jobs, c.forgotten
+                ),
+                Some(Err(e)) => eprintln!("cosched daemon: cannot compact the journal: {e}"),
+                None => {}
             }
         })
         .map_err(io_error("cannot start the history thread".into()))?;
@@ -290,15 +314,9 @@ fn listen(socket: &Path, system: bool) -> Result<UnixListener, DaemonError> {
 /// pid and start time) are adopted, and running jobs that are gone are marked ended.
 fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> {
     let mut registry = shared.lock();
-    let mut last = None;
+    let mut ends = Vec::new();
     for job in replayed {
-        let id = job.view.id;
-        let settled = match job.view.state {
-            JobState::Done | JobState::Failed | JobState::Oom => true,
-            JobState::Cancelled | JobState::Timeout => job.view.finished.is_some(),
-            JobState::Queued | JobState::Running | JobState::Suspended => false,
-        };
-        if settled {
+        if job.ended {
             // Its processes have ended: none to look for (most of a long history).
             let mut view = job.view;
             view.tasks.clear();
@@ -321,51 +339,43 @@ fn recover(shared: &Shared, replayed: Vec<Replayed>) -> Result<(), DaemonError> 
         let joined: Vec<Adopt> = alive.collect();
         let mut view = job.view;
         view.tasks = joined.iter().map(|t| t.pid as u32).collect();
-        let state = view.state;
-        let unfinished = view.finished.is_none();
-        match (state, job.attached.is_some(), process) {
+        let id = view.id;
+        match (view.state, job.attached.is_some(), process) {
             (JobState::Queued, false, _) => {
                 registry.restore(
                     Tracked::new(view, job.gid, Some(job.submission), None),
                     joined,
                 );
             }
-            (JobState::Queued | JobState::Running, _, Some(process)) if unfinished => {
+            (JobState::Queued | JobState::Running, _, Some(process)) => {
                 let tracked = Tracked::new(view, job.gid, Some(job.submission), Some(process));
                 registry.restore(tracked, joined);
             }
-            (
-                JobState::Queued | JobState::Running | JobState::Cancelled | JobState::Timeout,
-                _,
-                process,
-            ) if unfinished => {
+            (_, _, process) => {
                 // Gone, or cancelled or past its time limit while the daemon went down: finish
                 // the cancellation (a job sent SIGTERM is killed without the rest of its grace).
                 for process in process.into_iter().chain(joined) {
                     kill_unwatched(process, view.uid);
                 }
-                let error =
-                    "ended while no cosched daemon watched it; exit status unknown".to_string();
-                last = Some(shared.journal.append(&Entry::Finished {
+                registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
+                let error = "ended while no cosched daemon watched it; exit status unknown";
+                ends.push(Entry::Finished {
                     id,
                     t: None,
                     ok: false,
                     exit_code: None,
                     signal: None,
-                    error: Some(error.clone()),
+                    error: Some(error.to_string()),
                     oom: false,
                     accounting: None,
-                })?);
-                registry.restore(Tracked::new(view, job.gid, None, None), Vec::new());
-                registry.finish(id, Some(now_unix()), false, None, Some(error));
+                });
             }
-            _ => registry.restore(Tracked::new(view, job.gid, None, None), Vec::new()),
         }
     }
     drop(registry);
-    if let Some(position) = last {
-        shared.journal.sync(position)?;
-    }
+    shared
+        .commit(|_| Ok((ends, ())))
+        .map_err(ServiceError::from)?;
     Ok(())
 }
 

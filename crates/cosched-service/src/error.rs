@@ -52,6 +52,11 @@ pub enum ServiceError {
     WeightAboveOne { weight: f64, daemon: u32 },
     #[error("uid {uid} has {limit} jobs queued, the most one user may (limits.queued_jobs_per_user in the daemon's configuration); wait until some have started, or cancel some")]
     QueueFull { uid: u32, limit: usize },
+    #[error(
+        "no job id is left for a new job: the executor holds ids up to {}",
+        u32::MAX
+    )]
+    IdsExhausted,
     #[error("the job's command line and environment take {bytes} bytes, more than the {limit} one job may carry (limits.submission_bytes in the daemon's configuration); pass long inputs in a file")]
     SubmissionTooLarge { bytes: usize, limit: usize },
     #[error("working directories and output file names are at most {0} bytes")]

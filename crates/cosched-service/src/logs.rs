@@ -9,7 +9,6 @@
 use crate::error::ServiceError;
 use crate::protocol::Reply;
 use crate::registry::Peer;
-use crate::requests::logs_of;
 use crate::state::Shared;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -17,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 /// Makes `uid`'s log directory, and refuses a job that would write there once it is full. Called
 /// without the registry's lock: it reads the user's directory.
 pub fn make_room(shared: &Shared, uid: u32) -> Result<(), ServiceError> {
-    let dir = logs_of(shared, uid);
+    let dir = shared.logs_of(uid);
     if !dir.is_dir() {
         // Readable by all, whatever the daemon's umask: each log is its user's alone (mode 0600).
         fs::DirBuilder::new()
@@ -39,7 +38,7 @@ pub fn make_room(shared: &Shared, uid: u32) -> Result<(), ServiceError> {
         .filter_map(|entry| entry.metadata().ok())
         .map(|m| m.len())
         .sum();
-    match bytes >= shared.config.limits.log_bytes_per_user {
+    match bytes >= shared.config().limits.log_bytes_per_user {
         true => Err(ServiceError::LogsFull { uid, dir, bytes }),
         false => Ok(()),
     }
@@ -56,7 +55,7 @@ pub fn remove(shared: &Shared, id: u64, peer: Peer) -> Result<Reply, ServiceErro
             _ => peer.uid,
         }
     };
-    let dir = logs_of(shared, owner);
+    let dir = shared.logs_of(owner);
     let mut bytes = 0;
     let mut found = false;
     for stream in ["stdout", "stderr"] {

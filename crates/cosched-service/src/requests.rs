@@ -1,22 +1,20 @@
-//! Answering clients' requests: who may do what, the change made to the registry and journaled.
+//! Answering clients' requests: who may do what, and the entries that make the change asked for.
 //!
-//! Each change is appended to the journal under the registry's lock, so the journal's order is the
-//! registry's, and made durable (fsync) after the lock is released, so that no request holds the
-//! registry while it waits on the disk; the client hears of it only once it is durable.
+//! Each change is committed through `Shared::commit`: its entries are appended to the journal under
+//! the registry's lock, so the journal's order is the registry's, applied to the registry, and made
+//! durable (fsync) after the lock is released, so that no request holds the registry while it
+//! waits on the disk; the client hears of it only once it is durable.
 
 use crate::error::ServiceError;
 use crate::journal::Entry;
-use crate::processes::kill_unwatched;
 use crate::protocol::{
     now_unix, After, Attachment, JobFilter, JobState, JobView, Reply, Request, Submission, MAX_NICE,
 };
-use crate::registry::{Cancelled, Peer, Registry, Tracked};
-use crate::state::Shared;
+use crate::registry::{Peer, Registry};
+use crate::state::{CommitError, Shared};
 use cosched_core::memory::Size;
-use cosched_linux::Adopt;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::MutexGuard;
 
 mod privacy;
 
@@ -35,10 +33,10 @@ pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
         }),
         Request::Policy { set: Some(name) } => switch_policy(shared, name, peer),
         Request::Switches {} => {
-            let log = shared.switches.lock().unwrap_or_else(|p| p.into_inner());
+            let (total, recent_lateness) = shared.switch_lateness();
             Ok(Reply::Switches {
-                total: log.total(),
-                recent_lateness: log.recent(),
+                total,
+                recent_lateness,
             })
         }
         Request::Attach(attachment) => attach(shared, attachment, peer),
@@ -51,9 +49,9 @@ pub fn handle(shared: &Shared, request: Request, peer: Peer) -> Reply {
 
 /// A user daemon serves its own user only.
 fn check_served(shared: &Shared, peer: Peer) -> Result<(), ServiceError> {
-    if shared.daemon_uid != 0 && peer.uid != shared.daemon_uid {
+    if shared.daemon_uid() != 0 && peer.uid != shared.daemon_uid() {
         return Err(ServiceError::NotServed {
-            daemon: shared.daemon_uid,
+            daemon: shared.daemon_uid(),
             peer: peer.uid,
         });
     }
@@ -63,7 +61,7 @@ fn check_served(shared: &Shared, peer: Peer) -> Result<(), ServiceError> {
 /// Whether `view` is hidden from `peer`: another user's job where jobs are private
 /// (`privacy.private_jobs`). Root and the daemon's own user see everything.
 fn hidden_from(shared: &Shared, peer: Peer, view: &JobView) -> bool {
-    shared.config.privacy.private_jobs && view.uid != peer.uid && !shared.privileged(peer.uid)
+    shared.config().privacy.private_jobs && view.uid != peer.uid && !shared.privileged(peer.uid)
 }
 
 /// What `peer` may see of `view`: all of its own jobs, and of a job hidden from it what
@@ -110,7 +108,7 @@ impl<'a> Listing<'a> {
     /// end. The registry is held while they are copied, never while they are written out.
     pub fn next_chunk(&mut self) -> Vec<JobView> {
         let mut jobs = Vec::new();
-        let running_per_user = self.shared.config.limits.running_jobs_per_user;
+        let running_per_user = self.shared.config().limits.running_jobs_per_user;
         while let Some(from) = self.from {
             let registry = self.shared.lock();
             let mut scanned = 0;
@@ -185,7 +183,7 @@ fn check_weight(shared: &Shared, weight: f64, peer: Peer) -> Result<(), ServiceE
     if weight > 1.0 && !shared.privileged(peer.uid) {
         return Err(ServiceError::WeightAboveOne {
             weight,
-            daemon: shared.daemon_uid,
+            daemon: shared.daemon_uid(),
         });
     }
     Ok(())
@@ -201,7 +199,7 @@ fn check_priority(shared: &Shared, s: &Submission, peer: Peer) -> Result<(), Ser
     };
     if !shared.privileged(peer.uid) {
         return Err(ServiceError::NotPrivileged {
-            daemon: shared.daemon_uid,
+            daemon: shared.daemon_uid(),
             action,
         });
     }
@@ -210,7 +208,7 @@ fn check_priority(shared: &Shared, s: &Submission, peer: Peer) -> Result<(), Ser
 
 /// Whether `uid` may queue one more job (`limits.queued_jobs_per_user`; root has no limit).
 fn check_queue(shared: &Shared, registry: &Registry, uid: u32) -> Result<(), ServiceError> {
-    let limit = shared.config.limits.queued_jobs_per_user;
+    let limit = shared.config().limits.queued_jobs_per_user;
     if uid != 0 && registry.load_of(uid).queued >= limit {
         return Err(ServiceError::QueueFull { uid, limit });
     }
@@ -220,7 +218,7 @@ fn check_queue(shared: &Shared, registry: &Registry, uid: u32) -> Result<(), Ser
 /// The journal keeps a job's command line and environment until it ends, and its command line for
 /// its history: `limits.submission_bytes` bounds them (root has no limit).
 fn check_size(shared: &Shared, s: &Submission, peer: Peer) -> Result<(), ServiceError> {
-    let limit = shared.config.limits.submission_bytes;
+    let limit = shared.config().limits.submission_bytes;
     let command: usize = s.command.iter().map(String::len).sum();
     let env: usize = s.env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
     let bytes = command + env;
@@ -244,15 +242,44 @@ fn submit(shared: &Shared, mut submission: Submission, peer: Peer) -> Result<Rep
     if submission.output.is_none() {
         crate::logs::make_room(shared, peer.uid)?;
     }
-    let mut registry = shared.lock();
-    check_queue(shared, &registry, peer.uid)?;
-    check_array(&registry, &submission, peer.uid)?;
-    check_memory(shared, &registry, submission.mem)?;
-    // `--mem 0`, as in Slurm: all of the node's memory for jobs.
-    if submission.mem == Some(0) {
-        submission.mem = Some(registry.memory_for_jobs());
+    let committed = shared.commit(|registry| {
+        check_queue(shared, registry, peer.uid)?;
+        check_array(registry, &submission, peer.uid)?;
+        check_memory(shared, registry, submission.mem)?;
+        // `--mem 0`, as in Slurm: all of the node's memory for jobs.
+        if submission.mem == Some(0) {
+            submission.mem = Some(registry.memory_for_jobs());
+        }
+        check_dependencies(registry, &submission, peer.uid)?;
+        let id = registry.new_id()?;
+        let (stdout, stderr) = output_files(shared, &submission, id, peer.uid, user.as_deref())?;
+        let submitted = Entry::Submitted {
+            id,
+            t: now_unix(),
+            uid: peer.uid,
+            gid: peer.gid,
+            submission,
+            stdout,
+            stderr,
+        };
+        Ok((vec![submitted], id))
+    });
+    // Acknowledged only once durable. The executor may take the job before this returns, but its
+    // `started` entry, synced in the same file, cannot reach the disk before this one.
+    match committed {
+        Ok(id) => Ok(Reply::Submitted { id }),
+        Err(CommitError::NotDurable(id, e)) => Err(ServiceError::QueuedNotDurable {
+            id,
+            reason: Box::new(e),
+        }),
+        Err(e) => Err(e.into()),
     }
-    for dependency in &submission.dependency {
+}
+
+/// The jobs `s` depends on exist, and are `uid`'s own (or `uid` is root); one named by
+/// `aftercorr` begins an array.
+fn check_dependencies(registry: &Registry, s: &Submission, uid: u32) -> Result<(), ServiceError> {
+    for dependency in &s.dependency {
         match registry.job(dependency.id) {
             Some(job) if dependency.after == After::Corr && job.array_id != Some(job.id) => {
                 return Err(ServiceError::BadDependency {
@@ -261,7 +288,7 @@ fn submit(shared: &Shared, mut submission: Submission, peer: Peer) -> Result<Rep
                           this job begins no array",
                 })
             }
-            Some(job) if job.uid == peer.uid || peer.uid == 0 => {}
+            Some(job) if job.uid == uid || uid == 0 => {}
             Some(job) => {
                 return Err(ServiceError::NotOwner {
                     id: dependency.id,
@@ -271,32 +298,7 @@ fn submit(shared: &Shared, mut submission: Submission, peer: Peer) -> Result<Rep
             None => return Err(ServiceError::NoSuchJob(dependency.id)),
         }
     }
-    let id = registry.next_id();
-    let t = now_unix();
-    let (stdout, stderr) = output_files(shared, &submission, id, peer.uid, user.as_deref())?;
-    let position = shared.journal.append(&Entry::Submitted {
-        id,
-        t,
-        uid: peer.uid,
-        gid: peer.gid,
-        submission: submission.clone(),
-        stdout: stdout.clone(),
-        stderr: stderr.clone(),
-    })?;
-    let view = JobView::queued(id, peer.uid, t, &submission, stdout, stderr);
-    registry.enqueue(Tracked::new(view, peer.gid, Some(submission), None));
-    drop(registry);
-    // Acknowledged only once durable. The executor may take the job before this returns, but its
-    // `started` entry, synced in the same file, cannot reach the disk before this one.
-    shared
-        .journal
-        .sync(position)
-        .map_err(|e| ServiceError::QueuedNotDurable {
-            id,
-            reason: Box::new(e),
-        })?;
-    shared.wake_executor();
-    Ok(Reply::Submitted { id })
+    Ok(())
 }
 
 /// A memory request must be enforceable here and fit the node's memory for jobs, or it would
@@ -309,8 +311,8 @@ fn check_memory(
     let Some(asked) = mem else {
         return Ok(());
     };
-    if let Err(why) = &shared.memory_limits {
-        return Err(ServiceError::MemoryNotEnforced(why.clone()));
+    if let Err(why) = shared.memory_limits() {
+        return Err(ServiceError::MemoryNotEnforced(why.to_string()));
     }
     let available = registry.memory_for_jobs();
     match asked <= available {
@@ -334,11 +336,6 @@ fn check_array(registry: &Registry, s: &Submission, uid: u32) -> Result<(), Serv
     }
 }
 
-/// The directory of `uid`'s logs.
-pub fn logs_of(shared: &Shared, uid: u32) -> PathBuf {
-    shared.logs.join(uid.to_string())
-}
-
 /// Where job `id` writes: the files its user named (Slurm's `-o`/`-e`; standard error to standard
 /// output's file unless named apart), else `<id>.stdout` and `<id>.stderr` in the state directory.
 /// `user`: the submitter's name, needed when the user named a file.
@@ -349,7 +346,7 @@ fn output_files(
     peer_uid: u32,
     user: Option<&str>,
 ) -> Result<(PathBuf, PathBuf), ServiceError> {
-    let default = |stream: &str| logs_of(shared, peer_uid).join(format!("{id}.{stream}"));
+    let default = |stream: &str| shared.logs_of(peer_uid).join(format!("{id}.{stream}"));
     let Some(user) = user else {
         return Ok((default("stdout"), default("stderr")));
     };
@@ -393,83 +390,51 @@ fn attach(shared: &Shared, a: Attachment, peer: Peer) -> Result<Reply, ServiceEr
     };
     check_submission(&submission)?;
     check_weight(shared, submission.weight, peer)?;
-    let task = Adopt {
-        pid: found.pid,
-        start_ticks: found.start_ticks,
-        attached: true,
-        in_place: a.in_place,
-    };
-    let mut registry = shared.lock();
-    // Under the lock: two requests for one process cannot both pass.
-    let ancestors = cosched_linux::procfs::ancestors(found.pid);
-    let holder = registry.jobs().find(|j| {
-        !j.state.ended()
-            && j.pids()
-                .any(|p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
-    });
-    if let Some(holder) = holder {
-        return Err(ServiceError::AlreadyAttached {
-            pid: found.pid,
-            job: holder.id,
-            name: holder.name.clone(),
+    let committed = shared.commit(|registry| {
+        // Under the lock: two requests for one process cannot both pass.
+        let ancestors = cosched_linux::procfs::ancestors(found.pid);
+        let holder = registry.jobs().find(|j| {
+            !j.state.ended()
+                && j.pids()
+                    .any(|p| crate::attach::overlaps(found.pid, &ancestors, p as i32))
         });
-    }
-    let step_job = found
-        .slurm
-        .as_ref()
-        .and_then(|step| crate::attach::job_of_step(&registry, step, found.uid));
-    if let Some(id) = step_job {
-        return join(shared, registry, id, task);
-    }
-    check_queue(shared, &registry, found.uid)?;
-    let id = registry.next_id();
-    let t = now_unix();
-    let position = shared.journal.append(&Entry::Attached {
-        id,
-        t,
-        uid: found.uid,
-        gid: peer.gid,
-        submission: submission.clone(),
-        pid: found.pid as u32,
-        start_ticks: found.start_ticks,
-        in_place: a.in_place,
-    })?;
-    let mut view = JobView::queued(
-        id,
-        found.uid,
-        t,
-        &submission,
-        PathBuf::new(),
-        PathBuf::new(),
-    );
-    view.pid = Some(found.pid as u32);
-    view.attached = true;
-    registry.enqueue(Tracked::new(view, peer.gid, Some(submission), Some(task)));
-    drop(registry);
-    shared.journal.sync(position)?;
-    shared.wake_executor();
-    Ok(Reply::Attached { id })
-}
-
-/// Makes `task` part of attached job `id`, as another task of its Slurm step: one gang, one
-/// partition, ended when its last task ends.
-fn join(
-    shared: &Shared,
-    mut registry: MutexGuard<'_, Registry>,
-    id: u64,
-    task: Adopt,
-) -> Result<Reply, ServiceError> {
-    let position = shared.journal.append(&Entry::Joined {
-        id,
-        t: now_unix(),
-        pid: task.pid as u32,
-        start_ticks: task.start_ticks,
-    })?;
-    registry.join(id, task);
-    drop(registry);
-    shared.journal.sync(position)?;
-    shared.wake_executor();
-    Ok(Reply::Attached { id })
+        if let Some(holder) = holder {
+            return Err(ServiceError::AlreadyAttached {
+                pid: found.pid,
+                job: holder.id,
+                name: holder.name.clone(),
+            });
+        }
+        let step_job = found
+            .slurm
+            .as_ref()
+            .and_then(|step| crate::attach::job_of_step(registry, step, found.uid));
+        if let Some(id) = step_job {
+            // Another task of its Slurm step: one gang, one partition, ended when its last task
+            // ends.
+            let joined = Entry::Joined {
+                id,
+                t: now_unix(),
+                pid: found.pid as u32,
+                start_ticks: found.start_ticks,
+            };
+            return Ok((vec![joined], id));
+        }
+        check_queue(shared, registry, found.uid)?;
+        let id = registry.new_id()?;
+        let attached = Entry::Attached {
+            id,
+            t: now_unix(),
+            uid: found.uid,
+            gid: peer.gid,
+            submission,
+            pid: found.pid as u32,
+            start_ticks: found.start_ticks,
+            in_place: a.in_place,
+        };
+        Ok((vec![attached], id))
+    });
+    Ok(Reply::Attached { id: committed? })
 }
 
 /// Switches the running policy: it takes over every job at the executor's next pass, and the
@@ -477,84 +442,44 @@ fn join(
 fn switch_policy(shared: &Shared, name: String, peer: Peer) -> Result<Reply, ServiceError> {
     if !shared.privileged(peer.uid) {
         return Err(ServiceError::NotPrivileged {
-            daemon: shared.daemon_uid,
+            daemon: shared.daemon_uid(),
             action: "switch its policy",
         });
     }
-    let policy = cosched_policies::create(&name)?;
-    let mut registry = shared.lock();
-    let position = shared.journal.append(&Entry::Policy {
+    // Checked before it is journaled; the registry creates it again from its name.
+    cosched_policies::create(&name)?;
+    let policy = Entry::Policy {
         t: now_unix(),
         name: name.clone(),
         uid: peer.uid,
-    })?;
-    registry.switch_policy(name.clone(), policy);
-    drop(registry);
-    shared.journal.sync(position)?;
-    shared.wake_executor();
+    };
+    shared.commit(|_| Ok((vec![policy], ())))?;
     Ok(Reply::Policy { name })
 }
 
 /// Cancels every job of `ids` or none: all are checked before any is cancelled, and one fsync after
 /// the registry's lock is released makes every cancellation durable.
 fn cancel(shared: &Shared, ids: &[u64], peer: Peer) -> Result<Reply, ServiceError> {
-    let mut registry = shared.lock();
-    registry.check_cancel(ids, peer.uid)?;
-    let mut last = None;
-    // Killed once the lock is released: finding an attached job's tree reads all of /proc.
-    let mut to_kill = Vec::new();
-    for &id in ids {
+    shared.commit(|registry| {
+        registry.check_cancel(ids, peer.uid)?;
         let t = now_unix();
-        last = Some(shared.journal.append(&Entry::Cancelled { id, t })?);
-        let owner = registry.job(id).map(|job| job.uid);
-        if let Cancelled::BeforeStart { processes } = registry.cancel(id) {
-            let error = match processes.is_empty() {
-                true => "cancelled before it started",
-                false => "cancelled before this daemon took it over",
-            }
-            .to_string();
-            let owner = owner.expect("checked by check_cancel");
-            to_kill.extend(processes.into_iter().map(|process| (process, owner)));
-            last = Some(shared.journal.append(&Entry::Finished {
-                id,
-                t: Some(t),
-                ok: false,
-                exit_code: None,
-                signal: None,
-                error: Some(error.clone()),
-                oom: false,
-                accounting: None,
-            })?);
-            registry.finish(id, Some(t), false, None, Some(error));
-        }
-    }
-    drop(registry);
-    for (process, owner) in to_kill {
-        kill_unwatched(process, owner);
-    }
-    if let Some(position) = last {
-        shared.journal.sync(position)?;
-    }
-    shared.wake_executor();
-    shared.notify_ended();
+        let entries = ids
+            .iter()
+            .flat_map(|&id| registry.cancellation(id, t, None))
+            .collect();
+        Ok((entries, ()))
+    })?;
     Ok(Reply::Cancelled { ids: ids.to_vec() })
 }
 
 /// Holds (`held`) or releases pending jobs `ids`.
 fn hold(shared: &Shared, ids: &[u64], held: bool, peer: Peer) -> Result<Reply, ServiceError> {
-    let mut registry = shared.lock();
-    registry.check_hold(ids, peer.uid)?;
-    let mut last = None;
-    for &id in ids {
+    shared.commit(|registry| {
+        registry.check_hold(ids, peer.uid)?;
         let t = now_unix();
-        last = Some(shared.journal.append(&Entry::Held { id, t, held })?);
-        registry.set_held(id, held);
-    }
-    drop(registry);
-    if let Some(position) = last {
-        shared.journal.sync(position)?;
-    }
-    shared.wake_executor();
+        let entries = ids.iter().map(|&id| Entry::Held { id, t, held }).collect();
+        Ok((entries, ()))
+    })?;
     Ok(Reply::Held {
         ids: ids.to_vec(),
         held,

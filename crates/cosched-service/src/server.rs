@@ -23,7 +23,7 @@ pub fn serve(listener: UnixListener, shared: Arc<Shared>, idle_timeout: Duration
     for stream in listener.incoming() {
         let Ok(mut stream) = stream else { continue };
         let Ok(peer) = peer_of(&stream) else { continue };
-        let admitted = match Connections::admit(&open, peer.uid, &shared.config.limits) {
+        let admitted = match Connections::admit(&open, peer.uid, &shared.config().limits) {
             Ok(admitted) => admitted,
             Err(refused) => {
                 let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
@@ -226,9 +226,9 @@ fn respond(stream: &mut UnixStream, reply: Reply) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::config::DaemonConfig;
-    use crate::journal::Journal;
-    use crate::protocol::{JobFilter, JobView, Submission};
-    use crate::registry::{Registry, Tracked};
+    use crate::journal::{Entry, Journal};
+    use crate::protocol::{JobFilter, Submission};
+    use crate::registry::Registry;
 
     #[test]
     fn a_streamed_jobs_reply_is_the_reply_a_whole_one_would_be() {
@@ -238,10 +238,15 @@ mod tests {
         let mut registry = Registry::new("eq".into(), 1, Default::default());
         // Several chunks, one of them ended and listed only with `all`.
         for uid in (0..300).map(|n| 1000 + n % 3) {
-            let id = registry.next_id();
-            let submission = Submission::of("/bin/true");
-            let view = JobView::queued(id, uid, 1.0, &submission, "o".into(), "e".into());
-            registry.enqueue(Tracked::new(view, uid, Some(submission), None));
+            let _ = registry.apply(Entry::Submitted {
+                id: registry.next_id(),
+                t: 1.0,
+                uid,
+                gid: uid,
+                submission: Submission::of("/bin/true"),
+                stdout: "o".into(),
+                stderr: "e".into(),
+            });
         }
         registry.take_incoming(1000, 1000);
         registry.finish(7, Some(2.0), true, Some(0), None);

@@ -2,11 +2,10 @@
 //! registry's lock and leaves the fsync to a thread of its own, so that a slow disk never makes a slot
 //! switch late. Its entries still reach the disk in the journal's order, and whoever waits on an end
 //! (`cosched wait`) hears of it only once it is durable. Requests that come while an fsync runs are
-//! covered together by the next.
+//! covered together by the next. The thread that makes them so is `Shared::start_syncing`.
 
 use crate::journal::Appended;
-use crate::state::Shared;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 #[derive(Default)]
 pub struct Syncer {
@@ -36,27 +35,14 @@ impl Syncer {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts the thread that makes the requests durable, for as long as the daemon runs.
-    pub fn start(shared: Arc<Shared>) -> std::io::Result<()> {
-        std::thread::Builder::new()
-            .name("cosched-sync".into())
-            .spawn(move || loop {
-                let (upto, notify_ended) = {
-                    let syncer = &shared.syncer;
-                    let mut pending = syncer.lock();
-                    while pending.upto.is_none() {
-                        pending = syncer.work.wait(pending).unwrap_or_else(|p| p.into_inner());
-                    }
-                    let taken = std::mem::take(&mut *pending);
-                    (taken.upto.expect("waited for"), taken.notify_ended)
-                };
-                if let Err(e) = shared.journal.sync(upto) {
-                    eprintln!("cosched daemon: {e}");
-                }
-                if notify_ended {
-                    shared.notify_ended();
-                }
-            })
-            .map(drop)
+    /// Waits for a request, then takes every one made so far: the last entry to make durable, and
+    /// whether clients waiting on ends are to hear once it is.
+    pub fn next(&self) -> (Appended, bool) {
+        let mut pending = self.lock();
+        while pending.upto.is_none() {
+            pending = self.work.wait(pending).unwrap_or_else(|p| p.into_inner());
+        }
+        let taken = std::mem::take(&mut *pending);
+        (taken.upto.expect("waited for"), taken.notify_ended)
     }
 }

@@ -13,10 +13,12 @@
 
 mod appender;
 mod compact;
+mod entry;
 #[cfg(test)]
 mod fault_tests;
 mod replay;
 
+pub use entry::{Entry, NewJob};
 pub use replay::{History, Replayed};
 
 /// The history the journal at `path` holds, read beside the daemon that writes it, never taken
@@ -27,9 +29,8 @@ pub fn read_history(path: &Path) -> io::Result<History> {
 
 use crate::config;
 use crate::error::ServiceError;
-use crate::protocol::{now_unix, Accounting, Submission};
+use crate::protocol::now_unix;
 use appender::Appender;
-use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -40,103 +41,6 @@ use std::sync::{Mutex, MutexGuard};
 pub const COMPACT_SLACK: usize = 4096;
 /// Bytes a journal may grow by beyond its compacted length before it is compacted.
 pub const COMPACT_SLACK_BYTES: u64 = 64 << 20;
-
-/// One state change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Entry {
-    Submitted {
-        id: u64,
-        t: f64,
-        uid: u32,
-        gid: u32,
-        submission: Submission,
-        stdout: PathBuf,
-        stderr: PathBuf,
-    },
-    /// A running process adopted as job `id` (`cosched attach`); `submission` describes it, it is
-    /// never started from it.
-    Attached {
-        id: u64,
-        t: f64,
-        /// The process's real uid.
-        uid: u32,
-        gid: u32,
-        submission: Submission,
-        pid: u32,
-        start_ticks: u64,
-        in_place: bool,
-    },
-    /// A further task of attached job `id`, run as part of it: another task of its Slurm step.
-    Joined {
-        id: u64,
-        t: f64,
-        pid: u32,
-        start_ticks: u64,
-    },
-    Started {
-        id: u64,
-        t: f64,
-        pid: u32,
-        /// With the pid, names the process across a daemon restart.
-        start_ticks: u64,
-        threads: u32,
-        adopted: bool,
-    },
-    Placed {
-        id: u64,
-        t: f64,
-        cpus: String,
-    },
-    Threads {
-        id: u64,
-        t: f64,
-        threads: u32,
-    },
-    Finished {
-        id: u64,
-        /// `None`: it ended while no daemon watched it.
-        t: Option<f64>,
-        ok: bool,
-        exit_code: Option<i32>,
-        /// The signal that ended its main process ([`JobView::signal`]).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        signal: Option<i32>,
-        error: Option<String>,
-        /// It failed after processes of it were killed for passing its memory limit.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        oom: bool,
-        /// What it used, where the executor measured it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        accounting: Option<Box<Accounting>>,
-    },
-    Cancelled {
-        id: u64,
-        t: f64,
-    },
-    /// Held by its user (`held`) or released, while pending.
-    Held {
-        id: u64,
-        t: f64,
-        held: bool,
-    },
-    /// Its time limit passed and it was sent SIGTERM.
-    TimedOut {
-        id: u64,
-        t: f64,
-    },
-    /// The daemon's policy from now on (`--policy` at start, or `cosched policy P` by `uid`).
-    Policy {
-        t: f64,
-        name: String,
-        uid: u32,
-    },
-    /// The first entry of a compacted journal (`compact.rs`): ids from `next_id` on are free.
-    Compacted {
-        t: f64,
-        next_id: u64,
-    },
-}
 
 pub struct Journal {
     /// The file's end, and how many entries were appended to it.
@@ -370,6 +274,7 @@ fn mount_point(path: &Path) -> PathBuf {
 mod tests {
     use super::*;
     use crate::protocol::JobState;
+    use crate::protocol::{Accounting, Submission};
     use std::io::Write;
 
     /// A history that forgets nothing.

@@ -3,6 +3,7 @@
 //! is skipped, and a last line a crash left half written is cut off; both are counted and reported,
 //! never a reason to refuse to start.
 
+use super::entry::NewJob;
 use super::Entry;
 use crate::config;
 use crate::protocol::{JobState, JobView, Submission};
@@ -10,7 +11,7 @@ use cosched_linux::Adopt;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Unreadable lines reported one by one; the rest are only counted.
 const REPORTED: usize = 10;
@@ -142,65 +143,34 @@ struct Replay {
 
 impl Replay {
     fn apply(&mut self, entry: Entry) {
-        let id = match entry {
+        match entry {
             Entry::Policy { name, uid, .. } => {
                 self.history.policy = Some(name);
                 self.history.policy_uid = uid;
-                return;
             }
             Entry::Compacted { next_id, .. } => {
                 self.history.next_id = self.history.next_id.max(next_id);
-                return;
             }
-            Entry::Submitted {
-                id,
-                t,
-                uid,
-                gid,
-                submission,
-                stdout,
-                stderr,
-            } => {
-                let view = JobView::queued(id, uid, t, &submission, stdout, stderr);
-                return self.add(view, gid, submission, None);
+            Entry::Submitted { .. } | Entry::Attached { .. } => self.add(entry),
+            _ => {
+                let at = entry.job().and_then(|id| self.index.get(&id));
+                if let Some(&at) = at {
+                    update(&mut self.history.jobs[at], entry);
+                }
             }
-            Entry::Attached {
-                id,
-                t,
-                uid,
-                gid,
-                submission,
-                pid,
-                start_ticks,
-                in_place,
-            } => {
-                let no_logs = PathBuf::new;
-                let mut view = JobView::queued(id, uid, t, &submission, no_logs(), no_logs());
-                view.pid = Some(pid);
-                view.attached = true;
-                let process = Adopt {
-                    pid: pid as i32,
-                    start_ticks,
-                    attached: true,
-                    in_place,
-                };
-                return self.add(view, gid, submission, Some(process));
-            }
-            Entry::Started { id, .. }
-            | Entry::Joined { id, .. }
-            | Entry::Placed { id, .. }
-            | Entry::Threads { id, .. }
-            | Entry::Finished { id, .. }
-            | Entry::Cancelled { id, .. }
-            | Entry::Held { id, .. }
-            | Entry::TimedOut { id, .. } => id,
-        };
-        if let Some(&at) = self.index.get(&id) {
-            update(&mut self.history.jobs[at], entry);
         }
     }
 
-    fn add(&mut self, view: JobView, gid: u32, submission: Submission, attached: Option<Adopt>) {
+    fn add(&mut self, entry: Entry) {
+        let Some(NewJob {
+            view,
+            gid,
+            submission,
+            process: attached,
+        }) = entry.into_new_job()
+        else {
+            return;
+        };
         let id = view.id;
         self.history.next_id = self.history.next_id.max(id + 1);
         if self.index.contains_key(&id) {
@@ -219,30 +189,17 @@ impl Replay {
     }
 }
 
-/// Applies an entry about an existing job.
+/// Applies an entry about an existing job: its view changes as the live registry's does
+/// ([`Entry::change`]); what replay keeps beside the view (to adopt the job again, to compact it)
+/// follows.
 fn update(job: &mut Replayed, entry: Entry) {
-    let view = &mut job.view;
+    entry.change(&mut job.view);
     match entry {
-        Entry::Started {
-            t,
-            pid,
-            start_ticks,
-            threads,
-            adopted,
-            ..
-        } => {
-            view.state = JobState::Running;
-            view.started.get_or_insert(t);
-            view.pid = Some(pid);
-            view.threads = Some(threads);
-            view.adopted = adopted;
-            job.start_ticks = Some(start_ticks);
-        }
+        Entry::Started { start_ticks, .. } => job.start_ticks = Some(start_ticks),
         Entry::Joined {
             pid, start_ticks, ..
         } => {
             if let Some(main) = job.attached {
-                view.tasks.push(pid);
                 job.joined.push(Adopt {
                     pid: pid as i32,
                     start_ticks,
@@ -250,45 +207,12 @@ fn update(job: &mut Replayed, entry: Entry) {
                 });
             }
         }
-        Entry::Placed { cpus, .. } => view.cpus = Some(cpus),
-        Entry::Threads { threads, .. } => view.threads = Some(threads),
-        Entry::Finished {
-            t,
-            ok,
-            exit_code,
-            signal,
-            error,
-            oom,
-            accounting,
-            ..
-        } => {
-            if !view.state.ended_by_daemon() {
-                view.state = match (ok, oom) {
-                    (true, _) => JobState::Done,
-                    (false, true) => JobState::Oom,
-                    (false, false) => JobState::Failed,
-                };
-            }
-            view.accounting = accounting;
-            view.finished = t;
-            view.exit_code = exit_code;
-            view.signal = signal;
-            view.error = error;
-            view.cpus = None;
+        Entry::Finished { .. } => {
             job.ended = true;
             job.submission.env = BTreeMap::new();
         }
-        Entry::Cancelled { .. } => view.state = JobState::Cancelled,
         Entry::Held { held, .. } => job.submission.hold = held,
-        Entry::TimedOut { .. } => {
-            if view.state != JobState::Cancelled {
-                view.state = JobState::Timeout;
-            }
-        }
-        Entry::Submitted { .. }
-        | Entry::Attached { .. }
-        | Entry::Policy { .. }
-        | Entry::Compacted { .. } => unreachable!("not about an existing job"),
+        _ => {}
     }
 }
 

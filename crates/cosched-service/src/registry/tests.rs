@@ -1,5 +1,68 @@
 use super::*;
-use crate::protocol::ArrayElement;
+use crate::journal::Entry;
+use crate::protocol::{Accounting, ArrayElement, JobState};
+
+/// The changes the daemon makes, each as the entries it journals for it, applied.
+impl Registry {
+    /// Ends job `id` as the executor reports it; whether a job held back may start.
+    pub(crate) fn finish(
+        &mut self,
+        id: u64,
+        t: Option<f64>,
+        ok: bool,
+        exit_code: Option<i32>,
+        error: Option<String>,
+    ) -> bool {
+        let ending = Ending {
+            t,
+            ok,
+            exit_code,
+            error,
+            ..Ending::default()
+        };
+        let finished = self.finished_entry(id, ending);
+        self.apply(finished).wake
+    }
+
+    /// Starts job `id` as the executor reports it; whether it was adopted.
+    pub(super) fn mark_started(&mut self, id: u64, pid: u32, threads: u32, t: f64) -> Option<bool> {
+        let started = self.started_entry(id, t, pid, 7, threads)?;
+        let Entry::Started { adopted, .. } = started else {
+            unreachable!("a started entry")
+        };
+        let _ = self.apply(started);
+        Some(adopted)
+    }
+
+    fn mark_placed(&mut self, id: u64, cpus: &str) {
+        if let Some(placed) = self.placed_entry(id, 1.0, cpus.into()) {
+            let _ = self.apply(placed);
+        }
+    }
+
+    /// Cancels job `id` as `cosched cancel` does; whether it ended then, before it started.
+    fn cancel(&mut self, id: u64) -> bool {
+        let entries = self.cancellation(id, 1.0, None);
+        let ended = entries.len() == 2;
+        for entry in entries {
+            let _ = self.apply(entry);
+        }
+        ended
+    }
+
+    fn set_held(&mut self, id: u64, held: bool) {
+        let _ = self.apply(Entry::Held { id, t: 1.0, held });
+    }
+
+    /// The jobs sent SIGTERM at `now` for passing their time limit, journaled `timed_out`.
+    fn time_out(&mut self, now: f64, kill_wait: f64) -> Vec<u64> {
+        let overdue = self.take_overdue(now, kill_wait);
+        for &id in &overdue {
+            let _ = self.apply(Entry::TimedOut { id, t: now });
+        }
+        overdue
+    }
+}
 
 fn job(registry: &Registry, uid: u32) -> Tracked {
     let id = registry.next_id();
@@ -39,7 +102,7 @@ fn a_users_jobs_past_the_running_limit_wait_in_order_and_start_as_others_end() {
     );
     assert_eq!(taken(&mut registry, 1), [1]);
     // A job cancelled while it waits leaves the queue and its count.
-    assert!(matches!(registry.cancel(2), Cancelled::BeforeStart { .. }));
+    assert!(registry.cancel(2), "ended before it started");
     assert_eq!(
         registry.load_of(1000),
         UserLoad {
@@ -115,19 +178,19 @@ fn a_job_past_its_limit_is_terminated_once_then_killed_after_the_grace_and_stays
     taken(&mut registry, 10);
     registry.mark_started(0, 100, 1, 1000.0);
     registry.mark_started(1, 101, 1, 1000.0);
-    assert!(registry.take_overdue(1009.9, 5.0).is_empty());
-    assert_eq!(registry.take_overdue(1010.0, 5.0), [0]);
+    assert!(registry.time_out(1009.9, 5.0).is_empty());
+    assert_eq!(registry.time_out(1010.0, 5.0), [0]);
     assert_eq!(registry.job(0).unwrap().state, JobState::Timeout);
-    assert!(registry.take_overdue(1014.0, 5.0).is_empty(), "sent once");
+    assert!(registry.time_out(1014.0, 5.0).is_empty(), "sent once");
     assert!(registry.take_cancelled().is_empty(), "within the grace");
-    assert!(registry.take_overdue(1015.0, 5.0).is_empty());
+    assert!(registry.time_out(1015.0, 5.0).is_empty());
     assert_eq!(registry.take_cancelled(), [0]);
     registry.finish(0, Some(1015.1), false, None, Some("cancelled".into()));
     let view = registry.job(0).unwrap();
     assert_eq!(view.state, JobState::Timeout);
     assert_eq!(view.wait_status(), 128 + libc::SIGKILL);
     assert_eq!(registry.job(1).unwrap().state, JobState::Running);
-    assert!(registry.take_overdue(1e9, 5.0).is_empty(), "no limit");
+    assert!(registry.time_out(1e9, 5.0).is_empty(), "no limit");
 }
 
 #[test]
@@ -301,8 +364,15 @@ fn an_oom_end_is_oom_with_the_cpus_the_job_had() {
         peak_memory: Some(64 << 20),
         cpus: None,
     };
-    registry.account(0, used, true);
-    registry.finish(0, Some(2.0), false, Some(137), None);
+    let ending = Ending {
+        t: Some(2.0),
+        exit_code: Some(137),
+        oom: true,
+        accounting: Some(used),
+        ..Ending::default()
+    };
+    let finished = registry.finished_entry(0, ending);
+    let _ = registry.apply(finished);
     let view = registry.job(0).unwrap();
     assert_eq!(view.state, JobState::Oom);
     let accounting = view.accounting.as_ref().unwrap();
@@ -332,7 +402,7 @@ fn depending(depends_on: &[Option<u64>]) -> Registry {
 #[test]
 fn a_dependent_job_takes_its_place_by_id_once_released_and_cancelled_jobs_are_never_handed() {
     let mut registry = depending(&[None, Some(0), None, None, None]);
-    assert!(matches!(registry.cancel(3), Cancelled::BeforeStart { .. }));
+    assert!(registry.cancel(3), "ended before it started");
     // One running job at a time: 0 first, 1 waits for it, 2 comes next.
     assert_eq!(taken(&mut registry, 1), [0]);
     assert_eq!(registry.pending_reason(1, 1), Some("dependency"));
@@ -362,8 +432,9 @@ fn a_job_whose_dependency_failed_is_reported_unsatisfiable_once() {
     let unsatisfiable = registry.take_unsatisfiable();
     assert_eq!(unsatisfiable.len(), 1);
     assert_eq!(unsatisfiable[0].0, 1);
-    registry.cancel(1);
-    registry.finish(1, Some(2.0), false, None, Some("never".into()));
+    for entry in registry.cancellation(1, 2.0, Some("never".into())) {
+        let _ = registry.apply(entry);
+    }
     assert!(taken(&mut registry, 10).is_empty());
     assert!(registry.take_unsatisfiable().is_empty(), "reported once");
     assert_eq!(registry.waiting(), (0, 0));
@@ -626,4 +697,13 @@ fn after_with_minutes_waits_that_long_after_the_start_on_the_clock() {
     assert_eq!(registry.pending_reason(delayed, 10), Some("dependency"));
     registry.tick(70.0);
     assert_eq!(taken(&mut registry, 10), [delayed]);
+}
+
+#[test]
+fn no_id_is_given_out_past_what_the_executor_holds() {
+    let last = u64::from(u32::MAX);
+    let registry = Registry::new("eq".into(), last, ShareTable::default());
+    assert_eq!(registry.new_id().unwrap(), last);
+    let registry = Registry::new("eq".into(), last + 1, ShareTable::default());
+    assert!(matches!(registry.new_id(), Err(ServiceError::IdsExhausted)));
 }

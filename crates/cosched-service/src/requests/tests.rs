@@ -18,7 +18,7 @@ fn shared(dir: &std::path::Path) -> Shared {
 fn peer(shared: &Shared) -> Peer {
     Peer {
         pid: std::process::id() as i32,
-        uid: shared.daemon_uid,
+        uid: shared.daemon_uid(),
         gid: 0,
     }
 }
@@ -45,11 +45,11 @@ fn a_cancel_of_many_queued_jobs_makes_one_fsync() {
             other => panic!("{other:?}"),
         })
         .collect();
-    let before = shared.journal.fsyncs();
+    let before = shared.journal().fsyncs();
     let reply = handle(&shared, Request::Cancel { ids: ids.clone() }, peer(&shared));
     assert!(matches!(reply, Reply::Cancelled { .. }), "{reply:?}");
     // A cancelled and a finished entry for each job, all made durable together.
-    assert_eq!(shared.journal.fsyncs() - before, 1);
+    assert_eq!(shared.journal().fsyncs() - before, 1);
     let journal = std::fs::read_to_string(dir.path().join("journal.jsonl")).unwrap();
     assert_eq!(journal.lines().count(), 50 * 3);
 }
@@ -69,7 +69,7 @@ fn wait_for_entries(dir: &std::path::Path, lines: usize) {
 fn listing_jobs_is_answered_while_a_submission_waits_on_a_hanging_fsync() {
     let dir = tempfile::tempdir().unwrap();
     let shared = shared(dir.path());
-    let hung = shared.journal.hang_syncs();
+    let hung = shared.journal().hang_syncs();
     std::thread::scope(|scope| {
         let (submitted_tx, submitted) = mpsc::channel();
         let shared = &shared;
@@ -105,8 +105,8 @@ fn listing_jobs_is_answered_while_a_submission_waits_on_a_hanging_fsync() {
 fn submissions_waiting_on_one_hanging_fsync_share_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let shared = shared(dir.path());
-    let hung = shared.journal.hang_syncs();
-    let before = shared.journal.fsyncs();
+    let hung = shared.journal().hang_syncs();
+    let before = shared.journal().fsyncs();
     std::thread::scope(|scope| {
         let (tx, answers) = mpsc::channel();
         for _ in 0..8 {
@@ -121,14 +121,18 @@ fn submissions_waiting_on_one_hanging_fsync_share_the_next() {
             assert!(matches!(reply, Reply::Submitted { .. }), "{reply:?}");
         }
     });
-    assert_eq!(shared.journal.fsyncs() - before, 1, "one fsync covers all");
+    assert_eq!(
+        shared.journal().fsyncs() - before,
+        1,
+        "one fsync covers all"
+    );
 }
 
 #[test]
 fn another_user_sees_nothing_a_private_jobs_request_chose_but_its_owner_does() {
     let dir = tempfile::tempdir().unwrap();
     let shared = shared(dir.path());
-    if shared.daemon_uid != 0 {
+    if shared.daemon_uid() != 0 {
         eprintln!("SKIPPED: only a root daemon serves two users");
         return;
     }
@@ -151,9 +155,14 @@ fn another_user_sees_nothing_a_private_jobs_request_chose_but_its_owner_does() {
         other => panic!("{other:?}"),
     };
     let error = "cannot start /home/alice/secret-solver: No such file or directory";
-    shared
-        .lock()
-        .finish(id, Some(1.0), false, None, Some(error.into()));
+    shared.record(|registry| {
+        let ending = crate::registry::Ending {
+            t: Some(1.0),
+            error: Some(error.into()),
+            ..Default::default()
+        };
+        (vec![registry.finished_entry(id, ending)], ())
+    });
     let jobs = |peer: Peer, names: &[&str]| {
         let filter = JobFilter {
             names: names.iter().map(|n| n.to_string()).collect(),

@@ -23,10 +23,10 @@ fn the_executors_thread_reports_an_end_while_the_disk_hangs_and_it_is_made_durab
         logs,
         DaemonConfig::default(),
     ));
-    crate::syncer::Syncer::start(shared.clone()).unwrap();
+    shared.start_syncing().unwrap();
     let peer = Peer {
         pid: std::process::id() as i32,
-        uid: shared.daemon_uid,
+        uid: shared.daemon_uid(),
         gid: 0,
     };
     let request = Request::Submit(Submission::of("/bin/true"));
@@ -42,8 +42,8 @@ fn the_executors_thread_reports_an_end_while_the_disk_hangs_and_it_is_made_durab
         ),
     };
     assert_eq!(source.take_arrived(0.0).len(), 1);
-    let hung = shared.journal.hang_syncs();
-    let before = shared.journal.fsyncs();
+    let hung = shared.journal().hang_syncs();
+    let before = shared.journal().fsyncs();
     let (reported_tx, reported) = mpsc::channel();
     std::thread::spawn(move || {
         source.finished(JobOutcome {
@@ -73,7 +73,7 @@ fn the_executors_thread_reports_an_end_while_the_disk_hangs_and_it_is_made_durab
     let journal = std::fs::read_to_string(dir.path().join("journal.jsonl")).unwrap();
     assert!(journal.contains("\"finished\""), "appended at once");
     let deadline = Instant::now() + WITHIN;
-    while shared.journal.fsyncs() == before {
+    while shared.journal().fsyncs() == before {
         assert!(Instant::now() < deadline, "the end was never made durable");
         std::thread::sleep(Duration::from_millis(5));
     }
