@@ -150,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect(),
         None => workload.specs(topology.num_cpus()),
     };
-    let policies = super::policies::chosen(&args.policy, &specs)?;
+    let policies = super::compared_policies::chosen(&args.policy, &specs)?;
     let out = (args.out.clone()).unwrap_or_else(|| default_results_dir(&[&workload.info.name]));
     prepare_results_dir(&out, args.force)?;
     let metadata = super::provenance::collect(&workload.jobs);

@@ -112,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(file) if args.policy.is_empty() => file.scenario.policies.clone(),
         _ => args.policy.clone(),
     };
-    let mut policies = super::policies::chosen(&named, &[])?;
+    let mut policies = super::compared_policies::chosen(&named, &[])?;
     if let Some(dir) = &args.out {
         prepare_results_dir(dir, args.force)?;
         // Simulated jobs run no command; the record says which build and command line made them.
@@ -191,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let specs: Vec<_> = (instances.iter())
             .flat_map(|i| i.jobs.iter().map(|j| cosched_core::JobSpec::clone(&j.spec)))
             .collect();
-        policies = super::policies::default_for(&specs);
+        policies = super::compared_policies::default_for(&specs);
     }
     if !model_note.is_empty() {
         eprintln!("{model_note}");
