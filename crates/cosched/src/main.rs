@@ -52,7 +52,7 @@ enum Command {
     Wait(cmd::wait::Args),
     Logs(cmd::logs::Args),
     Policy(cmd::policy::Args),
-    Policies(cmd::policy_list::Args),
+    Policies(cmd::policies::Args),
 }
 
 fn main() -> ExitCode {
@@ -81,7 +81,7 @@ fn main() -> ExitCode {
         Command::Wait(args) => cmd::wait::run(args),
         Command::Logs(args) => cmd::logs::run(args),
         Command::Policy(args) => cmd::policy::run(args),
-        Command::Policies(args) => cmd::policy_list::run(args),
+        Command::Policies(args) => cmd::policies::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -69,7 +69,7 @@ struct SimArgs {
         value_name = "POLICY,...",
         value_delimiter = ',',
         default_value = "eq,taco,gang",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = super::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Vec<String>,

@@ -68,7 +68,7 @@ pub struct DaemonArgs {
         long,
         value_name = "POLICY",
         default_value = "eq",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = super::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: String,

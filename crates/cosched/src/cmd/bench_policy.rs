@@ -19,7 +19,7 @@ pub struct PolicyArgs {
         long,
         value_name = "POLICY",
         default_value = "taco",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = super::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: String,

@@ -3,7 +3,7 @@
 
 use super::machine_model::{self, ModelArgs};
 use super::output::{default_results_dir, prepare_results_dir};
-use super::policy_list::PolicyName;
+use super::policies::PolicyName;
 use super::run::{progress_bar, show, IsolatedArgs, MechanismArgs};
 use crate::exit::JobsFailed;
 use anyhow::Context as _;

@@ -17,7 +17,7 @@ pub struct Args {
     /// Switch to this policy (`cosched policies` lists them)
     #[arg(
         value_name = "POLICY",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = super::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Option<String>,

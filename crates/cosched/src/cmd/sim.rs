@@ -53,7 +53,7 @@ pub struct Args {
         long,
         value_name = "POLICY,...",
         value_delimiter = ',',
-        value_parser = super::policy_list::PolicyName,
+        value_parser = super::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Vec<String>,
