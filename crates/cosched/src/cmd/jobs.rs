@@ -2,10 +2,11 @@
 //! and shown with the fields asked for, as `squeue`/`sacct` would.
 
 use super::client::{unexpected, ClientArgs};
+use super::job_states::{state_code, state_name, state_of};
 use anyhow::Context as _;
 use cosched_core::memory::Size;
 use cosched_core::CpuSet;
-use cosched_service::protocol::{JobFilter, JobState, JobView, Reply, Request};
+use cosched_service::protocol::{JobFilter, JobView, Reply, Request};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -88,7 +89,7 @@ impl FilterArgs {
             arrays: Vec::new(),
             since: match &self.since {
                 Some(text) => Some(
-                    super::report::when(text, cosched_service::protocol::now_unix())
+                    super::when::when(text, cosched_service::protocol::now_unix())
                         .with_context(|| format!("--since {text}"))?,
                 ),
                 None => None,
@@ -110,41 +111,6 @@ fn uid_of(user: &str) -> anyhow::Result<u32> {
         .flatten()
         .map(|u| u.uid.as_raw())
         .with_context(|| format!("--user {user}: no such user"))
-}
-
-/// Every state with Slurm's code for it and the words it may be asked by: its own name, Slurm's
-/// code and Slurm's long name (`squeue -t`), and `completed` beside `done`.
-const STATES: [(JobState, &str, &[&str]); 8] = [
-    (JobState::Queued, "PD", &["pending", "pd", "queued"]),
-    (JobState::Running, "R", &["running", "r"]),
-    (JobState::Suspended, "S", &["suspended", "s"]),
-    (JobState::Done, "CD", &["done", "cd", "completed"]),
-    (JobState::Failed, "F", &["failed", "f"]),
-    (JobState::Cancelled, "CA", &["cancelled", "ca", "canceled"]),
-    (JobState::Timeout, "TO", &["timeout", "to"]),
-    (JobState::Oom, "OOM", &["oom", "out_of_memory"]),
-];
-
-fn state_of(text: &str) -> anyhow::Result<JobState> {
-    let word = text.to_ascii_lowercase();
-    STATES
-        .iter()
-        .find(|(_, _, words)| words.contains(&word.as_str()))
-        .map(|(state, _, _)| *state)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "--state {text}: no such state; use pending (PD), running (R), suspended (S), \
-                 done (CD), failed (F), cancelled (CA), timeout (TO) or oom (OOM)"
-            )
-        })
-}
-
-/// Slurm's short code for `state` (`squeue`'s `%t`).
-pub fn state_code(state: JobState) -> &'static str {
-    STATES
-        .iter()
-        .find(|(s, _, _)| *s == state)
-        .map_or("?", |(_, code, _)| code)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -395,20 +361,6 @@ fn cpu_time(seconds: f64) -> String {
     let millis = (seconds.max(0.0) * 1000.0).round() as u64;
     let whole = super::slurm_time::format_duration((millis / 1000) as f64);
     format!("{whole}.{:03}", millis % 1000)
-}
-
-/// How a state is shown: Slurm's word for a job not started.
-pub fn state_name(state: JobState) -> &'static str {
-    match state {
-        JobState::Queued => "pending",
-        JobState::Running => "running",
-        JobState::Suspended => "suspended",
-        JobState::Done => "done",
-        JobState::Failed => "failed",
-        JobState::Cancelled => "cancelled",
-        JobState::Timeout => "timeout",
-        JobState::Oom => "oom",
-    }
 }
 
 /// A Unix time as a local `YYYY-MM-DDTHH:MM:SS`, as `sacct` shows times (and `--since` reads them).
