@@ -2,7 +2,7 @@
 //! stop any).
 
 use super::client::{unexpected, ClientArgs};
-use super::jobs::FilterArgs;
+use super::job_filter::FilterArgs;
 use cosched_service::protocol::{Reply, Request};
 
 /// Cancel jobs: queued ones never start, running ones are killed

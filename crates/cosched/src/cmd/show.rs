@@ -30,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     if args.client.json {
-        return super::jobs::print_json(&jobs, None);
+        return super::job_table::print_json(&jobs, None);
     }
     for (n, job) in jobs.into_iter().enumerate() {
         if n > 0 {

@@ -1,12 +1,10 @@
 //! `cosched submit`: hand a command, or a whole workload file, to the daemon.
 
-use super::client::{unexpected, ClientArgs};
+use super::client::{exit_with_first_failure, unexpected, wait_for, ClientArgs};
 use anyhow::Context as _;
 use cosched_core::workload::Workload;
 use cosched_core::{JobHints, JobKind};
-use cosched_service::protocol::{
-    After, ArrayElement, Dependency, JobView, Reply, Request, Submission,
-};
+use cosched_service::protocol::{After, ArrayElement, Dependency, Reply, Request, Submission};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -428,9 +426,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // First, so that a user who interrupts the wait still knows which jobs are theirs.
     let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
     eprintln!("submitted {}", listed.join(" "));
-    let jobs = super::wait::wait_for(&args.client, ids)?;
+    let jobs = wait_for(&args.client, ids)?;
     if args.client.json {
-        super::jobs::print_json(&jobs, None)?;
+        super::job_table::print_json(&jobs, None)?;
     }
     exit_with_first_failure(&jobs)
 }
@@ -584,14 +582,6 @@ fn array_element(
         limit,
     });
     element
-}
-
-/// Ends the process with the status of the first job that did not succeed.
-pub fn exit_with_first_failure(jobs: &[JobView]) -> anyhow::Result<()> {
-    match jobs.iter().map(JobView::wait_status).find(|&s| s != 0) {
-        Some(status) => std::process::exit(status),
-        None => Ok(()),
-    }
 }
 
 /// The umask this process runs with, for the job to start with: files it makes get the modes
