@@ -65,7 +65,7 @@ pub struct Args {
     /// Simulations only: the machine's memory for jobs, as SIZE (K, M, G or T): jobs' `mem`
     /// requests running at once fit in it, as the daemon admits them [default: this machine's
     /// memory when simulating it, else no limit]
-    #[arg(long, value_name = "SIZE", requires = "sim", value_parser = super::submit::memory_size)]
+    #[arg(long, value_name = "SIZE", requires = "sim", value_parser = super::machine::memory_size)]
     memory: Option<u64>,
     /// Simulations only: the machine model's constants
     #[command(flatten)]

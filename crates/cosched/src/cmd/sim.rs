@@ -66,7 +66,7 @@ pub struct Args {
     /// The machine's memory for jobs, as SIZE (K, M, G or T): jobs' `mem` requests running at
     /// once fit in it, as the daemon admits them [default: the scenario's [model] memory; for a
     /// workload file on this machine, its memory; else no limit]
-    #[arg(long, value_name = "SIZE", value_parser = super::submit::memory_size)]
+    #[arg(long, value_name = "SIZE", value_parser = super::machine::memory_size)]
     memory: Option<u64>,
     /// Print the rows as JSON instead of a table
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! How client commands show the daemon's jobs: a table of the fields asked for, or JSON as
 //! `squeue --json` prints it.
 
-use super::job_states::{state_code, state_name};
+use crate::cmd::job_states::{state_code, state_name};
 use cosched_core::memory::Size;
 use cosched_core::CpuSet;
 use cosched_service::protocol::JobView;

@@ -1,7 +1,7 @@
 //! `cosched cancel`: stop jobs, named by id or chosen by user, name and state (your own; root may
 //! stop any).
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use super::job_filter::FilterArgs;
 use cosched_service::protocol::{Reply, Request};
 

@@ -1,7 +1,7 @@
 //! `cosched jobs`: the daemon's jobs, queued and running (with `--all`, its whole history), filtered
 //! and shown with the fields asked for, as `squeue`/`sacct` would.
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use super::job_filter::FilterArgs;
 use super::job_table::{check_fields, print_json, print_table, DEFAULT_FIELDS};
 use cosched_service::protocol::{Reply, Request};

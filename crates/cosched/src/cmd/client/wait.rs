@@ -1,6 +1,6 @@
 //! `cosched wait`: block until jobs end; exit with the status of the first that did not succeed.
 
-use super::client::{exit_with_first_failure, wait_for, ClientArgs};
+use super::common::{exit_with_first_failure, wait_for, ClientArgs};
 
 /// Wait for jobs to end; exits with the job's exit status (128+N if killed by signal N)
 #[derive(clap::Args, Debug)]

@@ -1,9 +1,9 @@
 //! `cosched submit`: hand a command, or a whole workload file, to the daemon.
 
-use super::client::{exit_with_first_failure, unexpected, wait_for, ClientArgs};
+use super::common::{exit_with_first_failure, unexpected, wait_for, ClientArgs};
+use super::job_args::{JobArgs, Labels};
 use anyhow::Context as _;
 use cosched_core::workload::Workload;
-use cosched_core::{JobHints, JobKind};
 use cosched_service::protocol::{After, ArrayElement, Dependency, Reply, Request, Submission};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -150,63 +150,6 @@ pub struct Args {
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     command: Vec<String>,
 }
-
-/// How a job is described to the policy and shown, for `submit` and `attach` alike.
-#[derive(clap::Args, Debug)]
-pub struct JobArgs {
-    /// Job name, shown by `jobs` [default: the program's (or script's) file name]
-    #[arg(short = 'J', long, visible_alias = "job-name")]
-    pub name: Option<String>,
-    /// Thread bounds, MIN:MAX (or N for both)
-    #[arg(long, value_name = "MIN:MAX")]
-    threads: Option<String>,
-    /// rigid, moldable or malleable. Malleable, the default here as in workload files and `cosched
-    /// gen`, follows the advised thread count at its next parallel region, as the preload library
-    /// makes OpenMP programs do; a job that does not follow advice is held to the threads it runs
-    #[arg(long, value_name = "KIND", default_value = "malleable")]
-    kind: String,
-    /// Share of CPU time relative to other jobs
-    #[arg(long, default_value_t = 1.0)]
-    pub weight: f64,
-    /// Never freeze this job (it is pinned to its CPUs instead)
-    #[arg(long)]
-    pub no_coschedule: bool,
-    /// Hints for policies, KEY=VALUE[,KEY=VALUE…] (runtime, footprint_mb, mpki, sync), e.g.
-    /// --hint runtime=60,mpki=2
-    #[arg(long, value_name = "KEY=VALUE,...")]
-    hint: Vec<String>,
-    /// Labels shown with the job, KEY=VALUE[,KEY=VALUE…] (e.g. slurm_job=42,slurm_step=0)
-    #[arg(long, value_name = "KEY=VALUE,...")]
-    label: Vec<String>,
-}
-
-impl JobArgs {
-    pub fn threads(&self) -> anyhow::Result<(Option<u32>, Option<u32>)> {
-        Ok(threads(&self.threads)?.map_or((None, None), |(min, max)| (Some(min), Some(max))))
-    }
-
-    pub fn kind(&self) -> anyhow::Result<JobKind> {
-        kind(&self.kind)
-    }
-
-    pub fn hints(&self) -> anyhow::Result<JobHints> {
-        hints(&self.hint)
-    }
-
-    pub fn labels(&self) -> anyhow::Result<Labels> {
-        let mut labels = BTreeMap::new();
-        for pair in self.label.iter().flat_map(|l| l.split(',')) {
-            let (key, value) = pair
-                .split_once('=')
-                .with_context(|| format!("--label {pair}: write KEY=VALUE"))?;
-            labels.insert(key.to_string(), value.to_string());
-        }
-        Ok(labels)
-    }
-}
-
-/// A job's labels, KEY to VALUE (`--label KEY=VALUE`).
-type Labels = BTreeMap<String, String>;
 
 /// A batch script given to `submit`: its path, made absolute, and its text.
 struct Script {
@@ -629,10 +572,6 @@ fn from_workload(
         .collect())
 }
 
-pub(super) fn memory_size(text: &str) -> Result<u64, String> {
-    cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
-}
-
 /// A job's `--mem`: a size, or 0 (with or without a unit) for all of the node's memory for jobs,
 /// as sbatch's `--mem=0`; the daemon, which knows the node, makes it so.
 fn job_memory(text: &str) -> Result<u64, String> {
@@ -642,7 +581,7 @@ fn job_memory(text: &str) -> Result<u64, String> {
     if !digits.is_empty() && digits.bytes().all(|b| b == b'0') {
         return Ok(0);
     }
-    memory_size(text)
+    cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
 }
 
 /// `--nice N`, with an error that says what N may be.
@@ -655,47 +594,10 @@ fn nice_value(text: &str) -> Result<i32, String> {
     })
 }
 
-fn threads(text: &Option<String>) -> anyhow::Result<Option<(u32, u32)>> {
-    let Some(text) = text else { return Ok(None) };
-    let parse = |s: &str| {
-        s.parse::<u32>()
-            .ok()
-            .filter(|&n| n > 0)
-            .with_context(|| format!("--threads {text}: {s:?} is not a positive whole number"))
-    };
-    let (min, max) = match text.split_once(':') {
-        Some((min, max)) => (parse(min)?, parse(max)?),
-        None => (parse(text)?, parse(text)?),
-    };
-    anyhow::ensure!(min <= max, "--threads {text}: MIN must not exceed MAX");
-    Ok(Some((min, max)))
-}
-
-fn kind(text: &str) -> anyhow::Result<JobKind> {
-    serde_json::from_value(serde_json::Value::String(text.into()))
-        .map_err(|_| anyhow::anyhow!("--kind {text}: use rigid, moldable or malleable"))
-}
-
-fn hints(pairs: &[String]) -> anyhow::Result<JobHints> {
-    let mut map = serde_json::Map::new();
-    for pair in pairs.iter().flat_map(|p| p.split(',')) {
-        let (key, value) = pair
-            .split_once('=')
-            .with_context(|| format!("--hint {pair}: write KEY=VALUE"))?;
-        let value = value
-            .parse::<f64>()
-            .map(serde_json::Value::from)
-            .unwrap_or_else(|_| serde_json::Value::String(value.into()));
-        map.insert(key.into(), value);
-    }
-    serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
-        anyhow::anyhow!("--hint: {e}; keys are runtime, footprint_mb, mpki, sync (spin|block|none)")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosched_core::JobKind;
 
     #[test]
     fn dependencies_read_as_sbatch_reads_them() {

@@ -1,6 +1,6 @@
 //! Which jobs, by Slurm's flags (`squeue`, `scancel`): `jobs` and `cancel` share them.
 
-use super::job_states::state_of;
+use crate::cmd::job_states::state_of;
 use anyhow::Context as _;
 use cosched_service::protocol::JobFilter;
 
@@ -46,7 +46,7 @@ impl FilterArgs {
             arrays: Vec::new(),
             since: match &self.since {
                 Some(text) => Some(
-                    super::when::when(text, cosched_service::protocol::now_unix())
+                    crate::cmd::when::when(text, cosched_service::protocol::now_unix())
                         .with_context(|| format!("--since {text}"))?,
                 ),
                 None => None,

@@ -1,6 +1,6 @@
 //! `cosched show`: everything the daemon knows of jobs.
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
 use serde_json::Value;
 
