@@ -1,10 +1,4 @@
 pub mod bench;
-pub mod bench_barrier;
-pub mod bench_daemon;
-pub mod bench_executor;
-pub mod bench_policy;
-pub mod bench_queued;
-pub mod bench_users;
 pub mod calibrate;
 mod calibrate_model;
 pub mod client;

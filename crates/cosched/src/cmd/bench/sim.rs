@@ -1,5 +1,7 @@
-//! `cosched bench`: speed figures of cosched's parts, each against its target.
+//! `cosched bench sim`: the simulator's speed, a sweep in process and `cosched sim` itself on
+//! growing overloaded workloads.
 
+use super::common::print_json_if;
 use cosched_core::topology::presets;
 use cosched_core::JobKind;
 use cosched_sim::generate::Poisson;
@@ -8,36 +10,6 @@ use cosched_sim::scenario::ModelConfig;
 use std::io::BufRead;
 use std::path::Path;
 use std::time::Instant;
-
-/// Measure how fast cosched's parts run, against their targets
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    command: BenchCommand,
-}
-
-#[derive(clap::Subcommand, Debug)]
-enum BenchCommand {
-    Sim(SimArgs),
-    Barrier(super::bench_barrier::BarrierArgs),
-    Executor(super::bench_executor::ExecutorArgs),
-    Policy(super::bench_policy::PolicyArgs),
-    Daemon(super::bench_daemon::DaemonArgs),
-    /// One user's side of `bench daemon --attack`, run as that user
-    #[command(hide = true)]
-    DaemonUser(super::bench_users::UserArgs),
-}
-
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
-        BenchCommand::Sim(args) => sim(args),
-        BenchCommand::Barrier(args) => super::bench_barrier::run(args),
-        BenchCommand::Executor(args) => super::bench_executor::run(args),
-        BenchCommand::Policy(args) => super::bench_policy::run(args),
-        BenchCommand::Daemon(args) => super::bench_daemon::run(args),
-        BenchCommand::DaemonUser(args) => super::bench_users::run_user(args),
-    }
-}
 
 /// Simulator speed: a TACO-sized sweep, then `cosched sim` itself on growing overloaded workloads
 #[derive(clap::Args, Debug)]
@@ -54,7 +26,7 @@ across sizes.\nBuild with --release for meaningful figures; measure on an idle m
 Examples:\n  cargo run --release -p cosched -- bench sim --sizes 10000,20000,50000,100000\n  \
 cosched bench sim --machine 'package:16 [numa] l3:1(size=32MiB) core:64'   # a NUMA node per package"
 )]
-struct SimArgs {
+pub struct SimArgs {
     /// Job counts of the large runs, comma-separated
     #[arg(
         long,
@@ -69,7 +41,7 @@ struct SimArgs {
         value_name = "POLICY,...",
         value_delimiter = ',',
         default_value = "eq,taco,gang",
-        value_parser = super::policies::PolicyName,
+        value_parser = crate::cmd::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Vec<String>,
@@ -92,7 +64,7 @@ const LARGE_TARGET_S: f64 = 10.0;
 const LARGE_MEMORY_TARGET_MIB: f64 = 1024.0;
 const LARGE_MACHINE: &str = "package:16 l3:1(size=32MiB) core:64";
 
-fn sim(args: SimArgs) -> anyhow::Result<()> {
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let taco = presets::preset("taco-opteron8435")?;
     let mut policies: Vec<String> = cosched_policies::names()
         .into_iter()
@@ -256,14 +228,6 @@ fn trace_size(traces: &Path, policy: &str) -> anyhow::Result<(u64, usize)> {
         .lines()
         .count();
     Ok((bytes, records))
-}
-
-/// Prints `doc` as pretty JSON when `json`; the text was printed as it came otherwise.
-pub(super) fn print_json_if(json: bool, doc: &serde_json::Value) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(doc)?);
-    }
-    Ok(())
 }
 
 struct ChildRun {

@@ -2,6 +2,7 @@
 //! 10,000 jobs and opens 1,000 connections, while the others' jobs are measured for their fair share
 //! of CPU time, their submissions for latency and the daemon's slot switches for lateness.
 
+use crate::cmd::bench::common::Spread;
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
@@ -81,9 +82,9 @@ pub struct UsersFigures {
     window_s: f64,
     /// Each other user's CPU time over the window, over a quarter of all the jobs' CPU time.
     fair_share: Vec<f64>,
-    submit_latency_ms: super::bench_daemon::Spread,
+    submit_latency_ms: Spread,
     switches: usize,
-    lateness_ms: super::bench_daemon::Spread,
+    lateness_ms: Spread,
 }
 
 fn spinner(cpus: u32) -> Submission {
@@ -409,9 +410,9 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         polite_users_connected,
         window_s,
         fair_share,
-        submit_latency_ms: super::bench_daemon::Spread::of_ms(&latencies),
+        submit_latency_ms: Spread::of_ms(&latencies),
         switches,
-        lateness_ms: super::bench_daemon::Spread::of_ms(lateness),
+        lateness_ms: Spread::of_ms(lateness),
     }))
 }
 
