@@ -65,12 +65,6 @@ const LARGE_MEMORY_TARGET_MIB: f64 = 1024.0;
 const LARGE_MACHINE: &str = "package:16 l3:1(size=32MiB) core:64";
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
-    let taco = presets::preset("taco-opteron8435")?;
-    let mut policies: Vec<String> = cosched_policies::names()
-        .into_iter()
-        .map(String::from)
-        .collect();
-    policies.truncate(5);
     let generator = Poisson {
         jobs: 40,
         rate_per_min: 9.0,
@@ -79,30 +73,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         kind: JobKind::Malleable,
         seed: 1,
     };
-    // A sweep lasts tens of milliseconds, where one run says little: the median of several.
-    let mut walls = Vec::with_capacity(SWEEP_REPEATS);
-    let mut rates = Vec::with_capacity(SWEEP_REPEATS);
-    let mut counts = (0, 0);
-    for _ in 0..SWEEP_REPEATS {
-        let started = Instant::now();
-        let instances = runner::generated_instances(&generator, 5, taco.num_cpus())?;
-        let results = runner::run_all(
-            &taco,
-            &instances,
-            &policies,
-            &ModelConfig::default(),
-            None,
-            &mut |_, _| {},
-        )?;
-        walls.push(started.elapsed().as_secs_f64());
-        let events: u64 = results.iter().map(|r| r.stats.events).sum();
-        let sim_seconds: f64 = results.iter().map(|r| r.stats.wall_seconds).sum();
-        rates.push(events as f64 / sim_seconds);
-        counts = (results.len(), events);
-    }
-    let (runs, events) = counts;
-    let wall = median(&mut walls);
-    let rate = median(&mut rates);
+    let Sweep {
+        policies,
+        runs,
+        events,
+        wall,
+        rate,
+        rates,
+    } = sweep(&generator)?;
     let cpu_count = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Figures from two machines compare only beside what each machine is.
     let cpus = match processor_name() {
@@ -141,9 +119,75 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
         rates[SWEEP_REPEATS - 1],
     );
     }
-    if args.sweep_only {
-        return print_json_if(args.json, &doc);
+    if !args.sweep_only {
+        large_runs(&args, &generator, &mut doc)?;
     }
+    print_json_if(args.json, &doc)
+}
+
+/// The sweep's figures over its repeats.
+struct Sweep {
+    policies: Vec<String>,
+    runs: usize,
+    events: u64,
+    /// The median wall time of a repeat, seconds.
+    wall: f64,
+    /// The median of the engines' own events per second.
+    rate: f64,
+    /// Every repeat's engine rate, in ascending order.
+    rates: Vec<f64>,
+}
+
+/// The first five policies on taco-opteron8435, five seeds of `generator`, as `cosched sim` runs
+/// them, [`SWEEP_REPEATS`] times over.
+fn sweep(generator: &Poisson) -> anyhow::Result<Sweep> {
+    let taco = presets::preset("taco-opteron8435")?;
+    let mut policies: Vec<String> = cosched_policies::names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    policies.truncate(5);
+    // A sweep lasts tens of milliseconds, where one run says little: the median of several.
+    let mut walls = Vec::with_capacity(SWEEP_REPEATS);
+    let mut rates = Vec::with_capacity(SWEEP_REPEATS);
+    let mut counts = (0, 0);
+    for _ in 0..SWEEP_REPEATS {
+        let started = Instant::now();
+        let instances = runner::generated_instances(generator, 5, taco.num_cpus())?;
+        let results = runner::run_all(
+            &taco,
+            &instances,
+            &policies,
+            &ModelConfig::default(),
+            None,
+            &mut |_, _| {},
+        )?;
+        walls.push(started.elapsed().as_secs_f64());
+        let events: u64 = results.iter().map(|r| r.stats.events).sum();
+        let sim_seconds: f64 = results.iter().map(|r| r.stats.wall_seconds).sum();
+        rates.push(events as f64 / sim_seconds);
+        counts = (results.len(), events);
+    }
+    let (runs, events) = counts;
+    let wall = median(&mut walls);
+    let rate = median(&mut rates);
+    Ok(Sweep {
+        policies,
+        runs,
+        events,
+        wall,
+        rate,
+        rates,
+    })
+}
+
+/// The large runs: each size of `generator` at 6,000 jobs/min under each policy, by `cosched sim`
+/// in a child process; printed as they come, or added to `doc` with `--json`.
+fn large_runs(
+    args: &SimArgs,
+    generator: &Poisson,
+    doc: &mut serde_json::Value,
+) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("cosched-bench-sim-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     if !args.json {
@@ -205,7 +249,7 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
         }
     }
     std::fs::remove_dir_all(&dir)?;
-    print_json_if(args.json, &doc)
+    Ok(())
 }
 
 /// The bytes and records of the trace `cosched sim` wrote for `policy` into `traces`.

@@ -215,145 +215,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(script) => with_directives(script, &raw)?,
         None => args,
     };
-    let (labels, notes) = super::sbatch::labels_and_notes(&[
-        ("nodes", args.nodes.as_deref()),
-        ("ntasks", args.ntasks.as_deref()),
-        ("ntasks-per-node", args.ntasks_per_node.as_deref()),
-        ("partition", args.partition.as_deref()),
-        ("account", args.account.as_deref()),
-        ("qos", args.qos.as_deref()),
-        ("comment", args.comment.as_deref()),
-        ("mail-user", args.mail_user.as_deref()),
-        ("mail-type", args.mail_type.as_deref()),
-    ])?;
-    notes.iter().for_each(|note| eprintln!("note: {note}"));
-    let here = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = match &args.chdir {
-        Some(dir) => {
-            let dir = here.join(dir);
-            anyhow::ensure!(
-                dir.is_dir(),
-                "--chdir {}: no such directory; create it first or name another",
-                dir.display()
-            );
-            dir
-        }
-        None => here,
-    };
-    let mut env: BTreeMap<String, String> = std::env::vars().collect();
-    if let Some(spec) = &args.export {
-        env = super::sbatch::export(spec, &env)?;
-    }
-    let time_limit = match &args.time {
-        Some(text) => super::slurm_time::parse_time_limit(text)?,
-        None => None,
-    };
-    let begin = match &args.begin {
-        Some(text) => Some(super::slurm_time::parse_begin(
-            text,
-            cosched_service::protocol::now_unix(),
-            &jiff::tz::TimeZone::system(),
-        )?),
-        None => None,
-    };
-    let mut job_labels = args.job.labels()?;
-    job_labels.extend(labels);
-    let (min_threads, max_threads) = match (args.job.threads()?, args.cpus_per_task) {
-        ((None, None), Some(cpus)) => {
-            anyhow::ensure!(cpus > 0, "--cpus-per-task 0: give 1 or more");
-            (Some(cpus), Some(cpus))
-        }
-        (threads, _) => threads,
-    };
-    let mut submissions = match (args.command.as_slice(), &script) {
-        ([file], None) if file.ends_with(".toml") => from_workload(file, &cwd, &env, &job_labels)?,
-        (command, script) => {
-            let (program, command) = match script {
-                // Run by its interpreter: sbatch needs no execute permission on it either.
-                Some(script) => {
-                    let mut argv = super::sbatch::interpreter(&script.text)
-                        .with_context(|| script.path.display().to_string())?;
-                    argv.push(script.path.display().to_string());
-                    argv.extend(command[1..].iter().cloned());
-                    (script.path.clone(), argv)
-                }
-                None => (PathBuf::from(&command[0]), command.to_vec()),
-            };
-            vec![Submission {
-                name: args.job.name.clone().unwrap_or_else(|| {
-                    program
-                        .file_name()
-                        .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
-                }),
-                command,
-                cwd,
-                env,
-                min_threads,
-                max_threads,
-                kind: args.job.kind()?,
-                weight: args.job.weight,
-                coschedule: !args.job.no_coschedule,
-                hints: args.job.hints()?,
-                labels: job_labels,
-                ..Submission::of("")
-            }]
-        }
-    };
-    let dependency = match &args.dependency {
-        Some(text) => dependencies(text)?,
-        None => Dependencies::default(),
-    };
-    for submission in &mut submissions {
-        submission.dependency = dependency.jobs.clone();
-        submission.dependency_any = dependency.any;
-        submission.singleton = dependency.singleton;
-        submission.begin = begin;
-        submission.hold = args.hold;
-        submission.exclusive = args.exclusive;
-        submission.time_limit = time_limit;
-        submission.output = args.output.clone();
-        submission.error = args.error.clone();
-        submission.nice = args.nice.unwrap_or(0);
-        submission.priority = args.priority;
-        submission.mem = args.mem.or(submission.mem);
-        submission.umask = Some(own_umask());
-    }
-    let (indexes, limit) = match &args.array {
-        Some(spec) => array_spec(spec)?,
-        None => (Vec::new(), None),
-    };
-    let elements = match (&args.array, &args.each_line) {
-        (Some(_), _) => indexes.into_iter().map(|i| (i, None)).collect(),
-        (None, Some(file)) => std::fs::read_to_string(file)
-            .with_context(|| format!("--each-line {}", file.display()))?
-            .lines()
-            // A blank line (a trailing one, say) is no task.
-            .filter(|line| !line.trim().is_empty())
-            .enumerate()
-            .map(|(i, line)| (i as u64, Some(line.to_string())))
-            .collect(),
-        (None, None) => Vec::new(),
-    };
-    if !elements.is_empty() {
-        let [single] = <[Submission; 1]>::try_from(submissions).map_err(|_| {
-            anyhow::anyhow!("--array and --each-line take a command, not a workload")
-        })?;
-        submissions = elements
-            .into_iter()
-            .map(|(index, entry)| array_element(&single, index, entry, limit))
-            .collect();
-    }
-    let mut ids: Vec<u64> = Vec::new();
-    for mut submission in submissions {
-        // The array is named by its first job's id, known once that one is in.
-        if let (Some(element), Some(&first)) = (submission.array.as_mut(), ids.first()) {
-            element.of = Some(first);
-        }
-        match args.client.request(Request::Submit(submission))? {
-            Reply::Submitted { id } => ids.push(id),
-            other => return Err(unexpected(other)),
-        }
-    }
+    let submissions = submissions(&args, script.as_ref())?;
+    let ids = send(&args.client, submissions)?;
     if !args.wait {
         if args.client.print_json(&serde_json::json!({ "ids": ids })) {
             return Ok(());
@@ -374,6 +237,174 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         super::job_table::print_json(&jobs, None)?;
     }
     exit_with_first_failure(&jobs)
+}
+
+/// Every job `args` submit: one job, a workload's jobs, or the elements of an array.
+fn submissions(args: &Args, script: Option<&Script>) -> anyhow::Result<Vec<Submission>> {
+    let (labels, notes) = super::sbatch::labels_and_notes(&[
+        ("nodes", args.nodes.as_deref()),
+        ("ntasks", args.ntasks.as_deref()),
+        ("ntasks-per-node", args.ntasks_per_node.as_deref()),
+        ("partition", args.partition.as_deref()),
+        ("account", args.account.as_deref()),
+        ("qos", args.qos.as_deref()),
+        ("comment", args.comment.as_deref()),
+        ("mail-user", args.mail_user.as_deref()),
+        ("mail-type", args.mail_type.as_deref()),
+    ])?;
+    notes.iter().for_each(|note| eprintln!("note: {note}"));
+    let cwd = job_dir(args.chdir.as_deref())?;
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    if let Some(spec) = &args.export {
+        env = super::sbatch::export(spec, &env)?;
+    }
+    let time_limit = match &args.time {
+        Some(text) => super::slurm_time::parse_time_limit(text)?,
+        None => None,
+    };
+    let begin = match &args.begin {
+        Some(text) => Some(super::slurm_time::parse_begin(
+            text,
+            cosched_service::protocol::now_unix(),
+            &jiff::tz::TimeZone::system(),
+        )?),
+        None => None,
+    };
+    let mut job_labels = args.job.labels()?;
+    job_labels.extend(labels);
+    let threads = match (args.job.threads()?, args.cpus_per_task) {
+        ((None, None), Some(cpus)) => {
+            anyhow::ensure!(cpus > 0, "--cpus-per-task 0: give 1 or more");
+            (Some(cpus), Some(cpus))
+        }
+        (threads, _) => threads,
+    };
+    let mut submissions = match (args.command.as_slice(), script) {
+        ([file], None) if file.ends_with(".toml") => from_workload(file, &cwd, &env, &job_labels)?,
+        (_, script) => vec![command_job(args, script, cwd, env, threads, job_labels)?],
+    };
+    let dependency = match &args.dependency {
+        Some(text) => dependencies(text)?,
+        None => Dependencies::default(),
+    };
+    for submission in &mut submissions {
+        submission.dependency = dependency.jobs.clone();
+        submission.dependency_any = dependency.any;
+        submission.singleton = dependency.singleton;
+        submission.begin = begin;
+        submission.hold = args.hold;
+        submission.exclusive = args.exclusive;
+        submission.time_limit = time_limit;
+        submission.output = args.output.clone();
+        submission.error = args.error.clone();
+        submission.nice = args.nice.unwrap_or(0);
+        submission.priority = args.priority;
+        submission.mem = args.mem.or(submission.mem);
+        submission.umask = Some(own_umask());
+    }
+    array_elements(args, submissions)
+}
+
+/// The directory the job runs in: `--chdir` from the current one, else the current one.
+fn job_dir(chdir: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    let here = std::env::current_dir().context("cannot read the current directory")?;
+    let Some(dir) = chdir else {
+        return Ok(here);
+    };
+    let dir = here.join(dir);
+    anyhow::ensure!(
+        dir.is_dir(),
+        "--chdir {}: no such directory; create it first or name another",
+        dir.display()
+    );
+    Ok(dir)
+}
+
+/// The one job a command line (or a batch script, run by its interpreter) makes.
+fn command_job(
+    args: &Args,
+    script: Option<&Script>,
+    cwd: PathBuf,
+    env: BTreeMap<String, String>,
+    (min_threads, max_threads): (Option<u32>, Option<u32>),
+    labels: Labels,
+) -> anyhow::Result<Submission> {
+    let command = &args.command;
+    let (program, command) = match script {
+        // Run by its interpreter: sbatch needs no execute permission on it either.
+        Some(script) => {
+            let mut argv = super::sbatch::interpreter(&script.text)
+                .with_context(|| script.path.display().to_string())?;
+            argv.push(script.path.display().to_string());
+            argv.extend(command[1..].iter().cloned());
+            (script.path.clone(), argv)
+        }
+        None => (PathBuf::from(&command[0]), command.to_vec()),
+    };
+    Ok(Submission {
+        name: args.job.name.clone().unwrap_or_else(|| {
+            program
+                .file_name()
+                .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
+        }),
+        command,
+        cwd,
+        env,
+        min_threads,
+        max_threads,
+        kind: args.job.kind()?,
+        weight: args.job.weight,
+        coschedule: !args.job.no_coschedule,
+        hints: args.job.hints()?,
+        labels,
+        ..Submission::of("")
+    })
+}
+
+/// `submissions` as they are, or with `--array` or `--each-line` the one job made an element
+/// per index or line.
+fn array_elements(args: &Args, submissions: Vec<Submission>) -> anyhow::Result<Vec<Submission>> {
+    let (indexes, limit) = match &args.array {
+        Some(spec) => array_spec(spec)?,
+        None => (Vec::new(), None),
+    };
+    let elements: Vec<(u64, Option<String>)> = match (&args.array, &args.each_line) {
+        (Some(_), _) => indexes.into_iter().map(|i| (i, None)).collect(),
+        (None, Some(file)) => std::fs::read_to_string(file)
+            .with_context(|| format!("--each-line {}", file.display()))?
+            .lines()
+            // A blank line (a trailing one, say) is no task.
+            .filter(|line| !line.trim().is_empty())
+            .enumerate()
+            .map(|(i, line)| (i as u64, Some(line.to_string())))
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    if elements.is_empty() {
+        return Ok(submissions);
+    }
+    let [single] = <[Submission; 1]>::try_from(submissions)
+        .map_err(|_| anyhow::anyhow!("--array and --each-line take a command, not a workload"))?;
+    Ok(elements
+        .into_iter()
+        .map(|(index, entry)| array_element(&single, index, entry, limit))
+        .collect())
+}
+
+/// Submits each of `submissions` in turn; their ids, in that order.
+fn send(client: &ClientArgs, submissions: Vec<Submission>) -> anyhow::Result<Vec<u64>> {
+    let mut ids: Vec<u64> = Vec::new();
+    for mut submission in submissions {
+        // The array is named by its first job's id, known once that one is in.
+        if let (Some(element), Some(&first)) = (submission.array.as_mut(), ids.first()) {
+            element.of = Some(first);
+        }
+        match client.request(Request::Submit(submission))? {
+            Reply::Submitted { id } => ids.push(id),
+            other => return Err(unexpected(other)),
+        }
+    }
+    Ok(ids)
 }
 
 /// What a `--dependency` asks for.
