@@ -3,7 +3,7 @@
 
 use super::machine_model::{self, ModelArgs};
 use super::output::{default_results_dir, prepare_results_dir};
-use super::policy_list::PolicyName;
+use super::policies::PolicyName;
 use super::run::{progress_bar, show, IsolatedArgs, MechanismArgs};
 use crate::exit::JobsFailed;
 use anyhow::Context as _;
@@ -65,7 +65,7 @@ pub struct Args {
     /// Simulations only: the machine's memory for jobs, as SIZE (K, M, G or T): jobs' `mem`
     /// requests running at once fit in it, as the daemon admits them [default: this machine's
     /// memory when simulating it, else no limit]
-    #[arg(long, value_name = "SIZE", requires = "sim", value_parser = super::submit::memory_size)]
+    #[arg(long, value_name = "SIZE", requires = "sim", value_parser = super::machine::memory_size)]
     memory: Option<u64>,
     /// Simulations only: the machine model's constants
     #[command(flatten)]
@@ -150,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect(),
         None => workload.specs(topology.num_cpus()),
     };
-    let policies = super::policies::chosen(&args.policy, &specs)?;
+    let policies = super::compared_policies::chosen(&args.policy, &specs)?;
     let out = (args.out.clone()).unwrap_or_else(|| default_results_dir(&[&workload.info.name]));
     prepare_results_dir(&out, args.force)?;
     let metadata = super::provenance::collect(&workload.jobs);

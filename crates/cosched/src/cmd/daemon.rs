@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "POLICY",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = super::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Option<String>,

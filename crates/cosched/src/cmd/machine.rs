@@ -19,3 +19,8 @@ impl MachineArgs {
         Ok(presets::machine(&self.machine)?)
     }
 }
+
+/// A `--memory` SIZE (`64G`, `512MiB`), as clap's value parser takes it.
+pub fn memory_size(text: &str) -> Result<u64, String> {
+    cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
+}

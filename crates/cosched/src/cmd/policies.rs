@@ -1,91 +1,101 @@
-//! Which policies a comparison runs: those named, or the default for the jobs at hand. `sim` and
-//! `compare` share it, so that the same workload gets the same policies from both.
+//! `cosched policies`: every policy with its description and settings; and the `--policy` value
+//! parser that offers those names to shell completions.
 
-use cosched_core::JobSpec;
-use cosched_policies::task_bag_policies;
+use clap::builder::{PossibleValue, TypedValueParser};
+use cosched_policies::{DEFAULT_POLICY, TASK_BAG_POLICIES};
 
-/// The policies compared when none are named, in this order, as far as they exist; with only
-/// single-threaded jobs, the task-bag policies after them. BP shortest-first is the baseline a user
-/// with the times alone at hand would reach for.
-const DEFAULT_POLICIES: &[&str] = &[
-    "ue",
-    "bp",
-    "bp:order=shortest",
-    "eq",
-    "ta",
-    "taco",
-    "gang",
-    "auto",
-];
-
-/// The named policies, all of which must exist, each named once; or the default for `jobs`.
-pub fn chosen(named: &[String], jobs: &[JobSpec]) -> anyhow::Result<Vec<String>> {
-    if named.is_empty() {
-        return Ok(default_for(jobs));
-    }
-    let mut unique: Vec<String> = Vec::new();
-    for name in named {
-        cosched_policies::create(name)?;
-        anyhow::ensure!(
-            !unique.contains(name),
-            "policy {name:?} is named twice in --policy"
-        );
-        unique.push(name.clone());
-    }
-    Ok(unique)
+/// List every scheduling policy with its settings and a one-line description
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Every command that takes --policy (run, compare, sim, daemon, bench) and `cosched \
+policy` take these names. TACO's variants and gang also take settings after a colon, KEY=VALUE \
+separated by ':' (taco:hysteresis=0:sizes=1/6/24); the policy is then named by the whole string in \
+traces and tables. Task-bag policies give every job one core: they suit single-threaded jobs only.\n\n\
+Examples:\n  cosched policies\n  cosched policies --json | jq -r '.[].name'"
+)]
+pub struct Args {
+    /// Print the list as JSON: name, description, default, task_bag and settings (key, values,
+    /// default, example, about) per policy
+    #[arg(long)]
+    json: bool,
 }
 
-/// The default list, with the task-bag policies only where every job is single-threaded: on a
-/// multithreaded job they would give it one core.
-pub fn default_for(jobs: &[JobSpec]) -> Vec<String> {
-    let task_bag = !jobs.is_empty() && jobs.iter().all(|j| j.max_threads == 1);
-    let known = cosched_policies::names();
-    DEFAULT_POLICIES
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        let list: Vec<serde_json::Value> = cosched_policies::descriptions()
+            .into_iter()
+            .map(|(name, about)| {
+                let settings: Vec<serde_json::Value> = cosched_policies::settings(name)
+                    .into_iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "key": s.key,
+                            "values": s.values,
+                            "default": s.default,
+                            "example": s.example,
+                            "about": s.about,
+                        })
+                    })
+                    .collect();
+                serde_json::json!({
+                    "name": name,
+                    "description": about,
+                    "default": name == DEFAULT_POLICY,
+                    "task_bag": TASK_BAG_POLICIES.contains(&name),
+                    "settings": settings,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    let width = cosched_policies::names()
         .iter()
-        .chain(task_bag_policies().iter().filter(|_| task_bag))
-        .filter(|p| known.contains(&p.split(':').next().unwrap_or(p)))
-        .map(|p| p.to_string())
-        .collect()
+        .map(|n| n.len())
+        .max()
+        .unwrap_or(0);
+    for (name, about) in cosched_policies::descriptions() {
+        let default = if name == DEFAULT_POLICY {
+            " (the default)"
+        } else {
+            ""
+        };
+        println!("{name:width$}  {about}{default}");
+        for s in cosched_policies::settings(name) {
+            println!(
+                "{:width$}    {name}:{}={}  {} [default: {}]",
+                "", s.key, s.values, s.about, s.default
+            );
+        }
+    }
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use cosched_core::{JobId, JobKind};
+/// Accepts any text (settings after ':' included; the policy crate checks names and settings with
+/// errors that list the valid ones) and offers the policy names to help and shell completions.
+#[derive(Clone)]
+pub struct PolicyName;
 
-    fn job(max_threads: u32) -> JobSpec {
-        JobSpec {
-            owner: None,
-            id: JobId(0),
-            name: "j".into(),
-            arrival: 0.0,
-            kind: JobKind::Rigid,
-            min_threads: 1,
-            max_threads,
-            coschedule: true,
-            weight: 1.0,
-            hints: Default::default(),
-        }
+impl TypedValueParser for PolicyName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        value
+            .to_str()
+            .map(str::to_string)
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidUtf8))
     }
 
-    #[test]
-    fn task_bag_policies_only_for_single_threaded_jobs() {
-        let parallel = default_for(&[job(1), job(8)]);
-        assert!(parallel
-            .iter()
-            .all(|p| !task_bag_policies().contains(&p.as_str())));
-        assert!(parallel.contains(&"taco".to_string()));
-        assert!(parallel.contains(&"bp:order=shortest".to_string()));
-        for name in &parallel {
-            chosen(std::slice::from_ref(name), &[]).unwrap();
-        }
-        let bag = default_for(&[job(1), job(1)]);
-        assert!(bag.contains(&"scalpel".to_string()) && bag.contains(&"bp".to_string()));
-    }
-
-    #[test]
-    fn a_policy_named_twice_is_refused() {
-        let err = chosen(&["ue".into(), "ue".into()], &[]).unwrap_err();
-        assert!(err.to_string().contains("twice"), "{err}");
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            cosched_policies::names()
+                .into_iter()
+                .map(PossibleValue::new),
+        ))
     }
 }

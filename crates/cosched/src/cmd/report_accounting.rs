@@ -58,7 +58,7 @@ pub fn csv(jobs: &[JobView]) -> String {
             job.id.to_string(),
             job.name.clone(),
             job.uid.to_string(),
-            super::jobs::state_name(job.state).to_string(),
+            super::job_states::state_name(job.state).to_string(),
             job.submitted.to_string(),
             num(job.started),
             num(job.finished),

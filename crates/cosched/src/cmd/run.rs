@@ -1,7 +1,7 @@
 //! `cosched run`: run a workload's jobs for real on this machine under one policy.
 
 use super::output::{default_results_dir, prepare_results_dir};
-use super::policy_list::PolicyName;
+use super::policies::PolicyName;
 use crate::exit::JobsFailed;
 use anyhow::Context as _;
 use cosched_core::topology::sysfs;

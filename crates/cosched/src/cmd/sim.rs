@@ -6,6 +6,7 @@ use super::sim_tables;
 use anyhow::{bail, Context as _};
 use cosched_core::topology::presets;
 use cosched_core::Topology;
+use cosched_sim::calibrated::CalibratedModel;
 use cosched_sim::jobs::{self, Instance};
 use cosched_sim::runner;
 use cosched_sim::runner::TraceOut;
@@ -53,7 +54,7 @@ pub struct Args {
         long,
         value_name = "POLICY,...",
         value_delimiter = ',',
-        value_parser = super::policy_list::PolicyName,
+        value_parser = super::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Vec<String>,
@@ -66,7 +67,7 @@ pub struct Args {
     /// The machine's memory for jobs, as SIZE (K, M, G or T): jobs' `mem` requests running at
     /// once fit in it, as the daemon admits them [default: the scenario's [model] memory; for a
     /// workload file on this machine, its memory; else no limit]
-    #[arg(long, value_name = "SIZE", value_parser = super::submit::memory_size)]
+    #[arg(long, value_name = "SIZE", value_parser = super::machine::memory_size)]
     memory: Option<u64>,
     /// Print the rows as JSON instead of a table
     #[arg(long)]
@@ -91,19 +92,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&args.input)
-        .with_context(|| format!("cannot read {}", args.input.display()))?;
-    let (scenario, machine_spec) = if scenario::is_scenario(&text) {
-        let file = ScenarioFile::load(&args.input)?;
-        let machine = args
-            .machine
-            .clone()
-            .unwrap_or_else(|| file.scenario.machine.clone());
-        (Some(file), machine)
-    } else {
-        let machine = (args.machine.clone()).unwrap_or_else(|| presets::THIS_MACHINE.to_string());
-        (None, machine)
-    };
+    let (scenario, machine_spec) = read_input(&args)?;
     let topology = presets::machine(&machine_spec)?;
     let cpus = topology.num_cpus();
     // Unnamed policies are chosen by the jobs, which generated sets and sweeps make only while they
@@ -112,35 +101,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(file) if args.policy.is_empty() => file.scenario.policies.clone(),
         _ => args.policy.clone(),
     };
-    let mut policies = super::policies::chosen(&named, &[])?;
+    let mut policies = super::compared_policies::chosen(&named, &[])?;
     if let Some(dir) = &args.out {
         prepare_results_dir(dir, args.force)?;
         // Simulated jobs run no command; the record says which build and command line made them.
         super::provenance::write(dir, &super::provenance::collect(&[]))?;
     }
-    let mut model = scenario
-        .as_ref()
-        .map(|f| f.model.clone())
-        .unwrap_or_else(ModelConfig::default);
-    if args.exact {
-        model.mode = Mode::Exact;
-    }
-    model.memory = match &scenario {
-        Some(_) => args.memory.or(model.memory),
-        None => super::compare::simulated_memory(args.memory, args.machine.as_deref()),
-    };
-    // A scenario names its machine and constants; a workload runs on this machine's fitted model.
-    let fitted = match &scenario {
-        Some(_) if args.model.model.is_none() => None,
-        _ => machine_model::chosen(&args.model, args.machine.as_deref(), &topology)?,
-    };
-    if let Some(fitted) = &fitted {
-        model.params = fitted.params.clone();
-    }
-    let mut model_note = String::new();
-    if scenario.is_none() && fitted.is_none() {
-        model_note = machine_model::describe(None, args.machine.as_deref(), "");
-    }
+    let (model, fitted) = model_of(&args, scenario.as_ref(), &topology)?;
     let mut progress = Progress::new();
     let paper = scenario.as_ref().and_then(|f| f.paper.as_ref());
     if let Some(file) = scenario.as_ref().filter(|f| !f.sets.is_empty()) {
@@ -157,41 +124,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &mut progress,
         );
     }
-    let instances = match &scenario {
-        Some(file) => match (&file.generator, &file.scenario.workload) {
-            (Some(generator), _) => runner::generated_instances(
-                generator,
-                args.seeds.unwrap_or(file.scenario.seeds),
-                cpus,
-            )?,
-            (None, Some(path)) => vec![workload_instance(path, cpus, args.seeds)?.1],
-            (None, None) => unreachable!("ScenarioFile::load checks that jobs are given"),
-        },
+    let (instances, model_note) = match &scenario {
+        Some(file) => {
+            let instances = match (&file.generator, &file.scenario.workload) {
+                (Some(generator), _) => runner::generated_instances(
+                    generator,
+                    args.seeds.unwrap_or(file.scenario.seeds),
+                    cpus,
+                )?,
+                (None, Some(path)) => vec![workload_instance(path, cpus, args.seeds)?.1],
+                (None, None) => unreachable!("ScenarioFile::load checks that jobs are given"),
+            };
+            (instances, String::new())
+        }
         None => {
-            let (workload, mut instance) = workload_instance(&args.input, cpus, args.seeds)?;
-            if fitted.is_some() {
-                let isolated = cosched_linux::IsolatedTimes::default_path(&args.input);
-                let sizing = machine_model::size_jobs_to_measured(
-                    &mut instance.jobs,
-                    &workload,
-                    &topology,
-                    &model.params,
-                    &isolated,
-                )?;
-                model_note = machine_model::describe(
-                    fitted.as_ref(),
-                    args.machine.as_deref(),
-                    &sizing.note(instance.jobs.len(), &isolated),
-                );
-            }
-            vec![instance]
+            let (instance, note) = sized_workload(&args, &topology, &model, fitted.as_ref())?;
+            (vec![instance], note)
         }
     };
     if named.is_empty() {
         let specs: Vec<_> = (instances.iter())
             .flat_map(|i| i.jobs.iter().map(|j| cosched_core::JobSpec::clone(&j.spec)))
             .collect();
-        policies = super::policies::default_for(&specs);
+        policies = super::compared_policies::default_for(&specs);
     }
     if !model_note.is_empty() {
         eprintln!("{model_note}");
@@ -219,6 +174,79 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print_results(&args, &rows, &header, paper, || {
         sim_tables::policy_table(&rows, paper)
     })
+}
+
+/// The scenario `args.input` holds, if it holds one, and the machine to simulate: `--machine`,
+/// else the scenario's, else this one.
+fn read_input(args: &Args) -> anyhow::Result<(Option<ScenarioFile>, String)> {
+    let text = std::fs::read_to_string(&args.input)
+        .with_context(|| format!("cannot read {}", args.input.display()))?;
+    if scenario::is_scenario(&text) {
+        let file = ScenarioFile::load(&args.input)?;
+        let machine = args
+            .machine
+            .clone()
+            .unwrap_or_else(|| file.scenario.machine.clone());
+        return Ok((Some(file), machine));
+    }
+    let machine = (args.machine.clone()).unwrap_or_else(|| presets::THIS_MACHINE.to_string());
+    Ok((None, machine))
+}
+
+/// The model the runs use, and the fitted model of the machine where one applies: a scenario
+/// names its machine and constants; a workload runs on this machine's fitted model.
+fn model_of(
+    args: &Args,
+    scenario: Option<&ScenarioFile>,
+    topology: &Topology,
+) -> anyhow::Result<(ModelConfig, Option<CalibratedModel>)> {
+    let mut model = scenario.map(|f| f.model.clone()).unwrap_or_default();
+    if args.exact {
+        model.mode = Mode::Exact;
+    }
+    model.memory = match scenario {
+        Some(_) => args.memory.or(model.memory),
+        None => super::compare::simulated_memory(args.memory, args.machine.as_deref()),
+    };
+    let fitted = match scenario {
+        Some(_) if args.model.model.is_none() => None,
+        _ => machine_model::chosen(&args.model, args.machine.as_deref(), topology)?,
+    };
+    if let Some(fitted) = &fitted {
+        model.params = fitted.params.clone();
+    }
+    Ok((model, fitted))
+}
+
+/// The workload file `args.input` as one instance, its jobs sized to their measured times where
+/// the machine has a `fitted` model; and the note that says which model runs.
+fn sized_workload(
+    args: &Args,
+    topology: &Topology,
+    model: &ModelConfig,
+    fitted: Option<&CalibratedModel>,
+) -> anyhow::Result<(Instance, String)> {
+    let (workload, mut instance) = workload_instance(&args.input, topology.num_cpus(), args.seeds)?;
+    if fitted.is_none() {
+        return Ok((
+            instance,
+            machine_model::describe(None, args.machine.as_deref(), ""),
+        ));
+    }
+    let isolated = cosched_linux::IsolatedTimes::default_path(&args.input);
+    let sizing = machine_model::size_jobs_to_measured(
+        &mut instance.jobs,
+        &workload,
+        topology,
+        &model.params,
+        &isolated,
+    )?;
+    let note = machine_model::describe(
+        fitted,
+        args.machine.as_deref(),
+        &sizing.note(instance.jobs.len(), &isolated),
+    );
+    Ok((instance, note))
 }
 
 /// A scenario's sets of generated workloads, each run under every policy for each seed.

@@ -1,7 +1,7 @@
 //! Jobs named as Slurm users name them: `ID`, an array by its id (every element of it), or
 //! `ARRAY_INDEX` for one element; `wait`, `show` and `cancel` share the reading.
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use anyhow::Context as _;
 use cosched_service::protocol::{JobFilter, JobView, Reply, Request};
 

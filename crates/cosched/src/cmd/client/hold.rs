@@ -1,7 +1,7 @@
 //! `cosched hold` and `cosched release`: keep pending jobs from starting, and let them start again
 //! (Slurm's `scontrol hold` and `scontrol release`, for `submit --hold`).
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
 
 /// Hold pending jobs: they stay pending, reason job_held_user, until released

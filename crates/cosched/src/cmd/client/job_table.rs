@@ -1,177 +1,12 @@
-//! `cosched jobs`: the daemon's jobs, queued and running (with `--all`, its whole history), filtered
-//! and shown with the fields asked for, as `squeue`/`sacct` would.
+//! How client commands show the daemon's jobs: a table of the fields asked for, or JSON as
+//! `squeue --json` prints it.
 
-use super::client::{unexpected, ClientArgs};
-use anyhow::Context as _;
+use crate::cmd::job_states::{state_code, state_name};
 use cosched_core::memory::Size;
 use cosched_core::CpuSet;
-use cosched_service::protocol::{JobFilter, JobState, JobView, Reply, Request};
+use cosched_service::protocol::JobView;
 use serde_json::Value;
 use std::collections::HashMap;
-
-/// List the daemon's jobs: id, name, user, state, CPUs now, threads, elapsed, slowdown so far
-#[derive(clap::Args, Debug)]
-#[command(
-    after_help = "States, as Slurm names them (any of the three spellings, any case): \
-pending PD PENDING (not started; `reason` says why), running R RUNNING, suspended S SUSPENDED \
-(running, frozen between its slots), done CD COMPLETED, failed F FAILED, cancelled CA CANCELLED, \
-timeout TO TIMEOUT, oom OOM OUT_OF_MEMORY (killed for passing its --mem). Asking for a state a \
-job reaches by ending lists ended jobs without --all.\n\n\
-Fields for --format: id (ARRAY_INDEX for an element of an array), job_id, name, user, uid, state, \
-state_code (PD, R, S, CD, F, CA, TO, OOM), reason (why pending; why it ended), cpus (how many \
-now; once ended, how many it ever had), cpu_list (those CPUs), threads, elapsed, time_limit, \
-submitted, started, finished, exit_code (128+N when signal N ended it, as shells give it), \
-signal, exit (code, or the signal that killed it), error, slowdown, labels, priority (pending \
-jobs start highest first), nice, mem (asked for), and once ended: cputime, user_time, \
-system_time, maxrss (peak memory).\n\n\
---json prints {\"jobs\": [...]} as squeue --json does, each job whole, or with --format only \
-the fields named.\n\n\
-Examples:\n  cosched jobs\n  cosched jobs --user ana -t R,S\n  cosched jobs -t CD,F,TO --since 1h\n  \
-cosched jobs --all --since 1h --format id,name,state,elapsed,exit_code\n  \
-cosched jobs --all --since 1h --format id,name,state,exit,reason,cputime,maxrss,mem,cpus\n  \
-cosched jobs --format id,state,reason,priority,nice\n  cosched jobs --name lu --json\n  \
-cosched jobs --json --format id,state,cpus"
-)]
-pub struct Args {
-    #[command(flatten)]
-    client: ClientArgs,
-    #[command(flatten)]
-    filter: FilterArgs,
-    /// Include jobs that have ended
-    #[arg(short, long)]
-    all: bool,
-    /// Fields to show, comma-separated, in order (see below); `-O` as squeue's `--Format`, since
-    /// `-o` names an output file in every cosched command. Example: -O id,state,cpus
-    #[arg(short = 'O', long, value_name = "FIELDS")]
-    format: Option<String>,
-}
-
-/// Which jobs, by Slurm's flags (`squeue`, `scancel`); `jobs` and `cancel` share them.
-#[derive(clap::Args, Debug)]
-pub struct FilterArgs {
-    /// Jobs of these users, by name or uid, comma-separated
-    #[arg(short, long, value_name = "USER,...")]
-    pub user: Option<String>,
-    /// Jobs in these states, comma-separated, by name or Slurm's code (PD, R, S, CD, F, CA, TO,
-    /// OOM); an ended state lists ended jobs without --all. Example: -t R,PD
-    #[arg(short = 't', long, value_name = "STATE,...")]
-    pub state: Option<String>,
-    /// Jobs with these names, comma-separated
-    #[arg(short, long, value_name = "NAME,...")]
-    pub name: Option<String>,
-    /// Jobs not ended by WHEN: a time back from now (90s, 30m, 1h, 2d), a local time
-    /// (2026-11-23 14:00) or @UNIX-SECONDS
-    #[arg(short = 'S', long, value_name = "WHEN")]
-    pub since: Option<String>,
-}
-
-impl FilterArgs {
-    pub fn filter(&self) -> anyhow::Result<JobFilter> {
-        let list = |text: &Option<String>| -> Vec<String> {
-            text.iter()
-                .flat_map(|t| t.split(','))
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect()
-        };
-        Ok(JobFilter {
-            users: list(&self.user)
-                .iter()
-                .map(|u| uid_of(u))
-                .collect::<anyhow::Result<_>>()?,
-            states: list(&self.state)
-                .iter()
-                .map(|s| state_of(s))
-                .collect::<anyhow::Result<_>>()?,
-            names: list(&self.name),
-            arrays: Vec::new(),
-            since: match &self.since {
-                Some(text) => Some(
-                    super::report::when(text, cosched_service::protocol::now_unix())
-                        .with_context(|| format!("--since {text}"))?,
-                ),
-                None => None,
-            },
-        })
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.user.is_none() && self.state.is_none() && self.name.is_none() && self.since.is_none()
-    }
-}
-
-fn uid_of(user: &str) -> anyhow::Result<u32> {
-    if let Ok(uid) = user.parse::<u32>() {
-        return Ok(uid);
-    }
-    nix::unistd::User::from_name(user)
-        .ok()
-        .flatten()
-        .map(|u| u.uid.as_raw())
-        .with_context(|| format!("--user {user}: no such user"))
-}
-
-/// Every state with Slurm's code for it and the words it may be asked by: its own name, Slurm's
-/// code and Slurm's long name (`squeue -t`), and `completed` beside `done`.
-const STATES: [(JobState, &str, &[&str]); 8] = [
-    (JobState::Queued, "PD", &["pending", "pd", "queued"]),
-    (JobState::Running, "R", &["running", "r"]),
-    (JobState::Suspended, "S", &["suspended", "s"]),
-    (JobState::Done, "CD", &["done", "cd", "completed"]),
-    (JobState::Failed, "F", &["failed", "f"]),
-    (JobState::Cancelled, "CA", &["cancelled", "ca", "canceled"]),
-    (JobState::Timeout, "TO", &["timeout", "to"]),
-    (JobState::Oom, "OOM", &["oom", "out_of_memory"]),
-];
-
-fn state_of(text: &str) -> anyhow::Result<JobState> {
-    let word = text.to_ascii_lowercase();
-    STATES
-        .iter()
-        .find(|(_, _, words)| words.contains(&word.as_str()))
-        .map(|(state, _, _)| *state)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "--state {text}: no such state; use pending (PD), running (R), suspended (S), \
-                 done (CD), failed (F), cancelled (CA), timeout (TO) or oom (OOM)"
-            )
-        })
-}
-
-/// Slurm's short code for `state` (`squeue`'s `%t`).
-pub fn state_code(state: JobState) -> &'static str {
-    STATES
-        .iter()
-        .find(|(s, _, _)| *s == state)
-        .map_or("?", |(_, code, _)| code)
-}
-
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let filter = args.filter.filter()?;
-    // As `squeue -t CD` does: asking for an ended state asks for the jobs that ended.
-    let ended_asked = filter.states.iter().any(|s| s.ended());
-    let request = Request::Jobs {
-        all: args.all || args.filter.since.is_some() || ended_asked,
-        filter,
-    };
-    let fields = args.format.as_deref();
-    if let Some(fields) = fields {
-        // Refused before asking, so that a typo is told even when no job is listed.
-        check_fields(fields)?;
-    }
-    match args.client.request(request)? {
-        Reply::Jobs { jobs } => {
-            if args.client.json {
-                print_json(&jobs, fields)?;
-            } else {
-                print_table(&jobs, fields.unwrap_or(DEFAULT_FIELDS))?;
-            }
-            Ok(())
-        }
-        other => Err(unexpected(other)),
-    }
-}
 
 /// Every field `--format` knows.
 const FIELDS: [&str; 29] = [
@@ -206,7 +41,7 @@ const FIELDS: [&str; 29] = [
     "labels",
 ];
 
-fn check_fields(fields: &str) -> anyhow::Result<()> {
+pub fn check_fields(fields: &str) -> anyhow::Result<()> {
     for field in fields.split(',').map(str::trim) {
         if !FIELDS.contains(&field) {
             anyhow::bail!(
@@ -298,6 +133,11 @@ pub fn print_table(jobs: &[JobView], fields: &str) -> anyhow::Result<()> {
         println!("{}", line.join("  ").trim_end());
     }
     Ok(())
+}
+
+/// One line per job, with `cosched jobs`' default fields.
+pub fn print_jobs(jobs: &[JobView]) {
+    print_table(jobs, DEFAULT_FIELDS).expect("the default fields are all known");
 }
 
 /// User names by uid, each looked up once.
@@ -395,20 +235,6 @@ fn cpu_time(seconds: f64) -> String {
     let millis = (seconds.max(0.0) * 1000.0).round() as u64;
     let whole = super::slurm_time::format_duration((millis / 1000) as f64);
     format!("{whole}.{:03}", millis % 1000)
-}
-
-/// How a state is shown: Slurm's word for a job not started.
-pub fn state_name(state: JobState) -> &'static str {
-    match state {
-        JobState::Queued => "pending",
-        JobState::Running => "running",
-        JobState::Suspended => "suspended",
-        JobState::Done => "done",
-        JobState::Failed => "failed",
-        JobState::Cancelled => "cancelled",
-        JobState::Timeout => "timeout",
-        JobState::Oom => "oom",
-    }
 }
 
 /// A Unix time as a local `YYYY-MM-DDTHH:MM:SS`, as `sacct` shows times (and `--since` reads them).

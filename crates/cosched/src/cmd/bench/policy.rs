@@ -19,7 +19,7 @@ pub struct PolicyArgs {
         long,
         value_name = "POLICY",
         default_value = "taco",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = crate::cmd::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: String,
@@ -99,7 +99,7 @@ pub fn run(args: PolicyArgs) -> anyhow::Result<()> {
             "target_mean_ms": TARGET.as_secs_f64() * 1e3,
             "met": mean < TARGET,
         });
-        return super::bench::print_json_if(true, &doc);
+        return super::common::print_json_if(true, &doc);
     }
     println!(
         "policy {} on {} ({} CPUs): {} events, mean {:.3} ms, max {:.3} ms per decision; target mean < {} ms: {}",

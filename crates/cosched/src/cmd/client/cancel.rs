@@ -1,8 +1,8 @@
 //! `cosched cancel`: stop jobs, named by id or chosen by user, name and state (your own; root may
 //! stop any).
 
-use super::client::{unexpected, ClientArgs};
-use super::jobs::FilterArgs;
+use super::common::{unexpected, ClientArgs};
+use super::job_filter::FilterArgs;
 use cosched_service::protocol::{Reply, Request};
 
 /// Cancel jobs: queued ones never start, running ones are killed

@@ -2,7 +2,7 @@
 //! one array submitted behind a job that holds the machine, each submission timed, then `jobs --state
 //! running` timed while they wait.
 
-use super::bench_daemon::Spread;
+use crate::cmd::bench::common::{start_daemon, Spread};
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
@@ -135,7 +135,7 @@ pub fn print(q: &QueuedFigures) {
 
 /// Starts the daemon for [`measure`] in `dir`, measures, stops it.
 pub fn run(dir: &Path, elements: usize) -> anyhow::Result<QueuedFigures> {
-    let mut daemon = super::bench_daemon::start_daemon(dir, POLICY)?;
+    let mut daemon = start_daemon(dir, POLICY)?;
     let figures = measure(&daemon, elements);
     daemon.stop()?;
     figures

@@ -54,7 +54,7 @@ pub fn run(args: BarrierArgs) -> anyhow::Result<()> {
             args.interval, together[0], together[1]
         );
     }
-    super::bench::print_json_if(args.json, &serde_json::Value::from(kinds))
+    super::common::print_json_if(args.json, &serde_json::Value::from(kinds))
 }
 
 fn start_barrier(kind: &str, threads: usize, args: &BarrierArgs) -> anyhow::Result<Child> {

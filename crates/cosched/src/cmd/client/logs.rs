@@ -1,6 +1,6 @@
 //! `cosched logs`: a job's output, read from the files the daemon gives it.
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use super::log_file::{self, Shape};
 use cosched_service::protocol::{JobView, Reply, Request};
 

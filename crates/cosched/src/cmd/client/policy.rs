@@ -1,6 +1,6 @@
 //! `cosched policy`: the daemon's running policy, shown or switched while jobs run.
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
 
 /// Show the daemon's policy, or switch it live
@@ -17,7 +17,7 @@ pub struct Args {
     /// Switch to this policy (`cosched policies` lists them)
     #[arg(
         value_name = "POLICY",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = crate::cmd::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Option<String>,

@@ -2,6 +2,7 @@
 //! 10,000 jobs and opens 1,000 connections, while the others' jobs are measured for their fair share
 //! of CPU time, their submissions for latency and the daemon's slot switches for lateness.
 
+use crate::cmd::bench::common::Spread;
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
@@ -81,9 +82,9 @@ pub struct UsersFigures {
     window_s: f64,
     /// Each other user's CPU time over the window, over a quarter of all the jobs' CPU time.
     fair_share: Vec<f64>,
-    submit_latency_ms: super::bench_daemon::Spread,
+    submit_latency_ms: Spread,
     switches: usize,
-    lateness_ms: super::bench_daemon::Spread,
+    lateness_ms: Spread,
 }
 
 fn spinner(cpus: u32) -> Submission {
@@ -283,20 +284,7 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         eprintln!("hostile users: SKIPPED: needs root and setpriv (util-linux) to run other users");
         return Ok(None);
     }
-    std::fs::create_dir_all(dir)?;
-    for d in [dir, dir.parent().unwrap_or(dir)] {
-        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-    }
-    let config = dir.join("daemon.toml");
-    std::fs::write(
-        &config,
-        format!("[limits]\nrunning_jobs_per_user = {RUNNING_PER_USER}\n"),
-    )?;
-    let mut daemon = Launch::new(&std::env::current_exe()?, dir, "state")
-        .args(["--policy", "gang", "--idle-timeout", "2", "--config"])
-        .args([&config])
-        .log_to(&dir.join("daemon.log"))
-        .start()?;
+    let mut daemon = start_limited_daemon(dir)?;
     let socket = daemon.socket.display().to_string();
     let mut hostile = User::start(
         HOSTILE_UID,
@@ -339,20 +327,65 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         latencies.extend(submitted.probe_latencies);
     }
     let hostile_submitted: Submitted = hostile.next()?;
-    // Every user's spinners running, and the probes ended: a probe waiting for its slot would take
-    // a part of its user's share that no spinner of theirs uses.
+    wait_until_spinning(&daemon, dir, &hostile_submitted.spinners)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let window = measure_window(&daemon, seconds)?;
+    for user in polite {
+        user.finish();
+    }
+    hostile.finish();
+    cancel_spinners(&daemon, &hostile_submitted.spinners)?;
+    daemon.stop()?;
+    Ok(Some(UsersFigures {
+        hostile_weight_answer: hostile_submitted.weight_answer.unwrap_or_default(),
+        hostile_connections_held: hostile_connected.held,
+        hostile_connections_refused: hostile_connected.refused,
+        hostile_jobs_submitted: hostile_submitted.spinners.len(),
+        hostile_jobs_refused: hostile_submitted.refused,
+        polite_users_connected,
+        window_s: window.seconds,
+        fair_share: window.fair_share,
+        submit_latency_ms: Spread::of_ms(&latencies),
+        switches: window.switches,
+        lateness_ms: Spread::of_ms(&window.lateness),
+    }))
+}
+
+/// A gang daemon in `dir` that runs at most [`RUNNING_PER_USER`] jobs of each user, on a socket
+/// that the other users can reach.
+fn start_limited_daemon(dir: &Path) -> anyhow::Result<DaemonProcess> {
+    std::fs::create_dir_all(dir)?;
+    for d in [dir, dir.parent().unwrap_or(dir)] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    }
+    let config = dir.join("daemon.toml");
+    std::fs::write(
+        &config,
+        format!("[limits]\nrunning_jobs_per_user = {RUNNING_PER_USER}\n"),
+    )?;
+    Ok(Launch::new(&std::env::current_exe()?, dir, "state")
+        .args(["--policy", "gang", "--idle-timeout", "2", "--config"])
+        .args([&config])
+        .log_to(&dir.join("daemon.log"))
+        .start()?)
+}
+
+/// Waits until every user's spinners run and the probes have ended: a probe waiting for its slot
+/// would take a part of its user's share that no spinner of theirs uses. Cancels the hostile
+/// user's `spinners` and fails after a minute.
+fn wait_until_spinning(daemon: &DaemonProcess, dir: &Path, spinners: &[u64]) -> anyhow::Result<()> {
     let started = Instant::now();
     loop {
-        let live = live_jobs(&daemon)?;
+        let live = live_jobs(daemon)?;
         let runs = |uid| live.running.iter().any(|&(u, _)| u == uid);
         let only_spinner =
             |uid| runs(uid) && live.owners.iter().filter(|&&u| u == uid).count() == 1;
         if POLITE_UIDS.iter().all(|&u| only_spinner(u)) && runs(HOSTILE_UID) {
-            break;
+            return Ok(());
         }
         if started.elapsed() >= Duration::from_secs(60) {
             // A daemon's jobs outlive it by design; the bench's must not outlive the bench.
-            cancel_spinners(&daemon, &hostile_submitted.spinners)?;
+            cancel_spinners(daemon, spinners)?;
             anyhow::bail!(
                 "the users' spinners did not all run, their probes ended, within a minute; see {}",
                 dir.join("daemon.log").display()
@@ -360,12 +393,26 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_secs(1));
-    let running = live_jobs(&daemon)?.running;
+}
+
+/// What the users got over the measured window.
+struct Window {
+    seconds: f64,
+    /// Each polite user's CPU time over a fair share of all the jobs'.
+    fair_share: Vec<f64>,
+    switches: usize,
+    /// Seconds each of the window's slot switches came late.
+    lateness: Vec<f64>,
+}
+
+/// Each polite user's share of the CPU time over about `seconds`, stretched to a whole number of
+/// gang cycles, and the slot switches meanwhile.
+fn measure_window(daemon: &DaemonProcess, seconds: f64) -> anyhow::Result<Window> {
+    let running = live_jobs(daemon)?.running;
     // Each spinner is as wide as the machine: a gang row of its own, and a cycle one slot of each.
     let rows = running.len() as u64;
     let (now, _) = daemon.switches()?;
-    let switches_before = switch_past(&daemon, now)?;
+    let switches_before = switch_past(daemon, now)?;
     let before: Vec<u64> = running.iter().map(|&(_, p)| ticks(p)).collect();
     let window = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(seconds));
@@ -373,7 +420,7 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
     // A whole number of cycles, so that each row had as many slots, whichever it began with.
     // The first cycle end still to come.
     let cycles = (now - switches_before) / rows + 1;
-    let switches_after = switch_past(&daemon, switches_before + cycles * rows - 1)?;
+    let switches_after = switch_past(daemon, switches_before + cycles * rows - 1)?;
     let after: Vec<u64> = running.iter().map(|&(_, p)| ticks(p)).collect();
     let window_s = window.elapsed().as_secs_f64();
     let (_, lateness) = daemon.switches()?;
@@ -393,26 +440,12 @@ pub fn hostile_users(dir: &Path, seconds: f64) -> anyhow::Result<Option<UsersFig
         })
         .collect();
     let switches = ((switches_after - switches_before) as usize).min(lateness.len());
-    let lateness = &lateness[lateness.len() - switches..];
-    for user in polite {
-        user.finish();
-    }
-    hostile.finish();
-    cancel_spinners(&daemon, &hostile_submitted.spinners)?;
-    daemon.stop()?;
-    Ok(Some(UsersFigures {
-        hostile_weight_answer: hostile_submitted.weight_answer.unwrap_or_default(),
-        hostile_connections_held: hostile_connected.held,
-        hostile_connections_refused: hostile_connected.refused,
-        hostile_jobs_submitted: hostile_submitted.spinners.len(),
-        hostile_jobs_refused: hostile_submitted.refused,
-        polite_users_connected,
-        window_s,
+    Ok(Window {
+        seconds: window_s,
         fair_share,
-        submit_latency_ms: super::bench_daemon::Spread::of_ms(&latencies),
         switches,
-        lateness_ms: super::bench_daemon::Spread::of_ms(lateness),
-    }))
+        lateness: lateness[lateness.len() - switches..].to_vec(),
+    })
 }
 
 pub fn print(u: &UsersFigures) {

@@ -1,5 +1,7 @@
-//! `cosched bench`: speed figures of cosched's parts, each against its target.
+//! `cosched bench sim`: the simulator's speed, a sweep in process and `cosched sim` itself on
+//! growing overloaded workloads.
 
+use super::common::print_json_if;
 use cosched_core::topology::presets;
 use cosched_core::JobKind;
 use cosched_sim::generate::Poisson;
@@ -8,36 +10,6 @@ use cosched_sim::scenario::ModelConfig;
 use std::io::BufRead;
 use std::path::Path;
 use std::time::Instant;
-
-/// Measure how fast cosched's parts run, against their targets
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    command: BenchCommand,
-}
-
-#[derive(clap::Subcommand, Debug)]
-enum BenchCommand {
-    Sim(SimArgs),
-    Barrier(super::bench_barrier::BarrierArgs),
-    Executor(super::bench_executor::ExecutorArgs),
-    Policy(super::bench_policy::PolicyArgs),
-    Daemon(super::bench_daemon::DaemonArgs),
-    /// One user's side of `bench daemon --attack`, run as that user
-    #[command(hide = true)]
-    DaemonUser(super::bench_users::UserArgs),
-}
-
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
-        BenchCommand::Sim(args) => sim(args),
-        BenchCommand::Barrier(args) => super::bench_barrier::run(args),
-        BenchCommand::Executor(args) => super::bench_executor::run(args),
-        BenchCommand::Policy(args) => super::bench_policy::run(args),
-        BenchCommand::Daemon(args) => super::bench_daemon::run(args),
-        BenchCommand::DaemonUser(args) => super::bench_users::run_user(args),
-    }
-}
 
 /// Simulator speed: a TACO-sized sweep, then `cosched sim` itself on growing overloaded workloads
 #[derive(clap::Args, Debug)]
@@ -54,7 +26,7 @@ across sizes.\nBuild with --release for meaningful figures; measure on an idle m
 Examples:\n  cargo run --release -p cosched -- bench sim --sizes 10000,20000,50000,100000\n  \
 cosched bench sim --machine 'package:16 [numa] l3:1(size=32MiB) core:64'   # a NUMA node per package"
 )]
-struct SimArgs {
+pub struct SimArgs {
     /// Job counts of the large runs, comma-separated
     #[arg(
         long,
@@ -69,7 +41,7 @@ struct SimArgs {
         value_name = "POLICY,...",
         value_delimiter = ',',
         default_value = "eq,taco,gang",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = crate::cmd::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: Vec<String>,
@@ -92,13 +64,7 @@ const LARGE_TARGET_S: f64 = 10.0;
 const LARGE_MEMORY_TARGET_MIB: f64 = 1024.0;
 const LARGE_MACHINE: &str = "package:16 l3:1(size=32MiB) core:64";
 
-fn sim(args: SimArgs) -> anyhow::Result<()> {
-    let taco = presets::preset("taco-opteron8435")?;
-    let mut policies: Vec<String> = cosched_policies::names()
-        .into_iter()
-        .map(String::from)
-        .collect();
-    policies.truncate(5);
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let generator = Poisson {
         jobs: 40,
         rate_per_min: 9.0,
@@ -107,30 +73,14 @@ fn sim(args: SimArgs) -> anyhow::Result<()> {
         kind: JobKind::Malleable,
         seed: 1,
     };
-    // A sweep lasts tens of milliseconds, where one run says little: the median of several.
-    let mut walls = Vec::with_capacity(SWEEP_REPEATS);
-    let mut rates = Vec::with_capacity(SWEEP_REPEATS);
-    let mut counts = (0, 0);
-    for _ in 0..SWEEP_REPEATS {
-        let started = Instant::now();
-        let instances = runner::generated_instances(&generator, 5, taco.num_cpus())?;
-        let results = runner::run_all(
-            &taco,
-            &instances,
-            &policies,
-            &ModelConfig::default(),
-            None,
-            &mut |_, _| {},
-        )?;
-        walls.push(started.elapsed().as_secs_f64());
-        let events: u64 = results.iter().map(|r| r.stats.events).sum();
-        let sim_seconds: f64 = results.iter().map(|r| r.stats.wall_seconds).sum();
-        rates.push(events as f64 / sim_seconds);
-        counts = (results.len(), events);
-    }
-    let (runs, events) = counts;
-    let wall = median(&mut walls);
-    let rate = median(&mut rates);
+    let Sweep {
+        policies,
+        runs,
+        events,
+        wall,
+        rate,
+        rates,
+    } = sweep(&generator)?;
     let cpu_count = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Figures from two machines compare only beside what each machine is.
     let cpus = match processor_name() {
@@ -169,9 +119,75 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
         rates[SWEEP_REPEATS - 1],
     );
     }
-    if args.sweep_only {
-        return print_json_if(args.json, &doc);
+    if !args.sweep_only {
+        large_runs(&args, &generator, &mut doc)?;
     }
+    print_json_if(args.json, &doc)
+}
+
+/// The sweep's figures over its repeats.
+struct Sweep {
+    policies: Vec<String>,
+    runs: usize,
+    events: u64,
+    /// The median wall time of a repeat, seconds.
+    wall: f64,
+    /// The median of the engines' own events per second.
+    rate: f64,
+    /// Every repeat's engine rate, in ascending order.
+    rates: Vec<f64>,
+}
+
+/// The first five policies on taco-opteron8435, five seeds of `generator`, as `cosched sim` runs
+/// them, [`SWEEP_REPEATS`] times over.
+fn sweep(generator: &Poisson) -> anyhow::Result<Sweep> {
+    let taco = presets::preset("taco-opteron8435")?;
+    let mut policies: Vec<String> = cosched_policies::names()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    policies.truncate(5);
+    // A sweep lasts tens of milliseconds, where one run says little: the median of several.
+    let mut walls = Vec::with_capacity(SWEEP_REPEATS);
+    let mut rates = Vec::with_capacity(SWEEP_REPEATS);
+    let mut counts = (0, 0);
+    for _ in 0..SWEEP_REPEATS {
+        let started = Instant::now();
+        let instances = runner::generated_instances(generator, 5, taco.num_cpus())?;
+        let results = runner::run_all(
+            &taco,
+            &instances,
+            &policies,
+            &ModelConfig::default(),
+            None,
+            &mut |_, _| {},
+        )?;
+        walls.push(started.elapsed().as_secs_f64());
+        let events: u64 = results.iter().map(|r| r.stats.events).sum();
+        let sim_seconds: f64 = results.iter().map(|r| r.stats.wall_seconds).sum();
+        rates.push(events as f64 / sim_seconds);
+        counts = (results.len(), events);
+    }
+    let (runs, events) = counts;
+    let wall = median(&mut walls);
+    let rate = median(&mut rates);
+    Ok(Sweep {
+        policies,
+        runs,
+        events,
+        wall,
+        rate,
+        rates,
+    })
+}
+
+/// The large runs: each size of `generator` at 6,000 jobs/min under each policy, by `cosched sim`
+/// in a child process; printed as they come, or added to `doc` with `--json`.
+fn large_runs(
+    args: &SimArgs,
+    generator: &Poisson,
+    doc: &mut serde_json::Value,
+) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("cosched-bench-sim-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     if !args.json {
@@ -233,7 +249,7 @@ events/s, target >= {SWEEP_TARGET_EVENTS_PER_S:.0}: {:.2}x of target; one engine
         }
     }
     std::fs::remove_dir_all(&dir)?;
-    print_json_if(args.json, &doc)
+    Ok(())
 }
 
 /// The bytes and records of the trace `cosched sim` wrote for `policy` into `traces`.
@@ -256,14 +272,6 @@ fn trace_size(traces: &Path, policy: &str) -> anyhow::Result<(u64, usize)> {
         .lines()
         .count();
     Ok((bytes, records))
-}
-
-/// Prints `doc` as pretty JSON when `json`; the text was printed as it came otherwise.
-pub(super) fn print_json_if(json: bool, doc: &serde_json::Value) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(doc)?);
-    }
-    Ok(())
 }
 
 struct ChildRun {

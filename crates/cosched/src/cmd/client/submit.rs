@@ -1,12 +1,10 @@
 //! `cosched submit`: hand a command, or a whole workload file, to the daemon.
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{exit_with_first_failure, unexpected, wait_for, ClientArgs};
+use super::job_args::{JobArgs, Labels};
 use anyhow::Context as _;
 use cosched_core::workload::Workload;
-use cosched_core::{JobHints, JobKind};
-use cosched_service::protocol::{
-    After, ArrayElement, Dependency, JobView, Reply, Request, Submission,
-};
+use cosched_service::protocol::{After, ArrayElement, Dependency, Reply, Request, Submission};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -153,63 +151,6 @@ pub struct Args {
     command: Vec<String>,
 }
 
-/// How a job is described to the policy and shown, for `submit` and `attach` alike.
-#[derive(clap::Args, Debug)]
-pub struct JobArgs {
-    /// Job name, shown by `jobs` [default: the program's (or script's) file name]
-    #[arg(short = 'J', long, visible_alias = "job-name")]
-    pub name: Option<String>,
-    /// Thread bounds, MIN:MAX (or N for both)
-    #[arg(long, value_name = "MIN:MAX")]
-    threads: Option<String>,
-    /// rigid, moldable or malleable. Malleable, the default here as in workload files and `cosched
-    /// gen`, follows the advised thread count at its next parallel region, as the preload library
-    /// makes OpenMP programs do; a job that does not follow advice is held to the threads it runs
-    #[arg(long, value_name = "KIND", default_value = "malleable")]
-    kind: String,
-    /// Share of CPU time relative to other jobs
-    #[arg(long, default_value_t = 1.0)]
-    pub weight: f64,
-    /// Never freeze this job (it is pinned to its CPUs instead)
-    #[arg(long)]
-    pub no_coschedule: bool,
-    /// Hints for policies, KEY=VALUE[,KEY=VALUE…] (runtime, footprint_mb, mpki, sync), e.g.
-    /// --hint runtime=60,mpki=2
-    #[arg(long, value_name = "KEY=VALUE,...")]
-    hint: Vec<String>,
-    /// Labels shown with the job, KEY=VALUE[,KEY=VALUE…] (e.g. slurm_job=42,slurm_step=0)
-    #[arg(long, value_name = "KEY=VALUE,...")]
-    label: Vec<String>,
-}
-
-impl JobArgs {
-    pub fn threads(&self) -> anyhow::Result<(Option<u32>, Option<u32>)> {
-        Ok(threads(&self.threads)?.map_or((None, None), |(min, max)| (Some(min), Some(max))))
-    }
-
-    pub fn kind(&self) -> anyhow::Result<JobKind> {
-        kind(&self.kind)
-    }
-
-    pub fn hints(&self) -> anyhow::Result<JobHints> {
-        hints(&self.hint)
-    }
-
-    pub fn labels(&self) -> anyhow::Result<Labels> {
-        let mut labels = BTreeMap::new();
-        for pair in self.label.iter().flat_map(|l| l.split(',')) {
-            let (key, value) = pair
-                .split_once('=')
-                .with_context(|| format!("--label {pair}: write KEY=VALUE"))?;
-            labels.insert(key.to_string(), value.to_string());
-        }
-        Ok(labels)
-    }
-}
-
-/// A job's labels, KEY to VALUE (`--label KEY=VALUE`).
-type Labels = BTreeMap<String, String>;
-
 /// A batch script given to `submit`: its path, made absolute, and its text.
 struct Script {
     path: PathBuf,
@@ -274,6 +215,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(script) => with_directives(script, &raw)?,
         None => args,
     };
+    let submissions = submissions(&args, script.as_ref())?;
+    let ids = send(&args.client, submissions)?;
+    if !args.wait {
+        if args.client.print_json(&serde_json::json!({ "ids": ids })) {
+            return Ok(());
+        }
+        // An array is named by its first element's id, as sbatch names it.
+        match (args.parsable, &script, ids.first()) {
+            (true, _, Some(first)) => println!("{first}"),
+            (false, Some(_), Some(first)) => println!("Submitted batch job {first}"),
+            _ => ids.iter().for_each(|id| println!("{id}")),
+        }
+        return Ok(());
+    }
+    // First, so that a user who interrupts the wait still knows which jobs are theirs.
+    let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
+    eprintln!("submitted {}", listed.join(" "));
+    let jobs = wait_for(&args.client, ids)?;
+    if args.client.json {
+        super::job_table::print_json(&jobs, None)?;
+    }
+    exit_with_first_failure(&jobs)
+}
+
+/// Every job `args` submit: one job, a workload's jobs, or the elements of an array.
+fn submissions(args: &Args, script: Option<&Script>) -> anyhow::Result<Vec<Submission>> {
     let (labels, notes) = super::sbatch::labels_and_notes(&[
         ("nodes", args.nodes.as_deref()),
         ("ntasks", args.ntasks.as_deref()),
@@ -286,19 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ("mail-type", args.mail_type.as_deref()),
     ])?;
     notes.iter().for_each(|note| eprintln!("note: {note}"));
-    let here = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = match &args.chdir {
-        Some(dir) => {
-            let dir = here.join(dir);
-            anyhow::ensure!(
-                dir.is_dir(),
-                "--chdir {}: no such directory; create it first or name another",
-                dir.display()
-            );
-            dir
-        }
-        None => here,
-    };
+    let cwd = job_dir(args.chdir.as_deref())?;
     let mut env: BTreeMap<String, String> = std::env::vars().collect();
     if let Some(spec) = &args.export {
         env = super::sbatch::export(spec, &env)?;
@@ -317,46 +272,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut job_labels = args.job.labels()?;
     job_labels.extend(labels);
-    let (min_threads, max_threads) = match (args.job.threads()?, args.cpus_per_task) {
+    let threads = match (args.job.threads()?, args.cpus_per_task) {
         ((None, None), Some(cpus)) => {
             anyhow::ensure!(cpus > 0, "--cpus-per-task 0: give 1 or more");
             (Some(cpus), Some(cpus))
         }
         (threads, _) => threads,
     };
-    let mut submissions = match (args.command.as_slice(), &script) {
+    let mut submissions = match (args.command.as_slice(), script) {
         ([file], None) if file.ends_with(".toml") => from_workload(file, &cwd, &env, &job_labels)?,
-        (command, script) => {
-            let (program, command) = match script {
-                // Run by its interpreter: sbatch needs no execute permission on it either.
-                Some(script) => {
-                    let mut argv = super::sbatch::interpreter(&script.text)
-                        .with_context(|| script.path.display().to_string())?;
-                    argv.push(script.path.display().to_string());
-                    argv.extend(command[1..].iter().cloned());
-                    (script.path.clone(), argv)
-                }
-                None => (PathBuf::from(&command[0]), command.to_vec()),
-            };
-            vec![Submission {
-                name: args.job.name.clone().unwrap_or_else(|| {
-                    program
-                        .file_name()
-                        .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
-                }),
-                command,
-                cwd,
-                env,
-                min_threads,
-                max_threads,
-                kind: args.job.kind()?,
-                weight: args.job.weight,
-                coschedule: !args.job.no_coschedule,
-                hints: args.job.hints()?,
-                labels: job_labels,
-                ..Submission::of("")
-            }]
-        }
+        (_, script) => vec![command_job(args, script, cwd, env, threads, job_labels)?],
     };
     let dependency = match &args.dependency {
         Some(text) => dependencies(text)?,
@@ -377,11 +302,73 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         submission.mem = args.mem.or(submission.mem);
         submission.umask = Some(own_umask());
     }
+    array_elements(args, submissions)
+}
+
+/// The directory the job runs in: `--chdir` from the current one, else the current one.
+fn job_dir(chdir: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    let here = std::env::current_dir().context("cannot read the current directory")?;
+    let Some(dir) = chdir else {
+        return Ok(here);
+    };
+    let dir = here.join(dir);
+    anyhow::ensure!(
+        dir.is_dir(),
+        "--chdir {}: no such directory; create it first or name another",
+        dir.display()
+    );
+    Ok(dir)
+}
+
+/// The one job a command line (or a batch script, run by its interpreter) makes.
+fn command_job(
+    args: &Args,
+    script: Option<&Script>,
+    cwd: PathBuf,
+    env: BTreeMap<String, String>,
+    (min_threads, max_threads): (Option<u32>, Option<u32>),
+    labels: Labels,
+) -> anyhow::Result<Submission> {
+    let command = &args.command;
+    let (program, command) = match script {
+        // Run by its interpreter: sbatch needs no execute permission on it either.
+        Some(script) => {
+            let mut argv = super::sbatch::interpreter(&script.text)
+                .with_context(|| script.path.display().to_string())?;
+            argv.push(script.path.display().to_string());
+            argv.extend(command[1..].iter().cloned());
+            (script.path.clone(), argv)
+        }
+        None => (PathBuf::from(&command[0]), command.to_vec()),
+    };
+    Ok(Submission {
+        name: args.job.name.clone().unwrap_or_else(|| {
+            program
+                .file_name()
+                .map_or(command[0].clone(), |n| n.to_string_lossy().into_owned())
+        }),
+        command,
+        cwd,
+        env,
+        min_threads,
+        max_threads,
+        kind: args.job.kind()?,
+        weight: args.job.weight,
+        coschedule: !args.job.no_coschedule,
+        hints: args.job.hints()?,
+        labels,
+        ..Submission::of("")
+    })
+}
+
+/// `submissions` as they are, or with `--array` or `--each-line` the one job made an element
+/// per index or line.
+fn array_elements(args: &Args, submissions: Vec<Submission>) -> anyhow::Result<Vec<Submission>> {
     let (indexes, limit) = match &args.array {
         Some(spec) => array_spec(spec)?,
         None => (Vec::new(), None),
     };
-    let elements = match (&args.array, &args.each_line) {
+    let elements: Vec<(u64, Option<String>)> = match (&args.array, &args.each_line) {
         (Some(_), _) => indexes.into_iter().map(|i| (i, None)).collect(),
         (None, Some(file)) => std::fs::read_to_string(file)
             .with_context(|| format!("--each-line {}", file.display()))?
@@ -393,46 +380,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .collect(),
         (None, None) => Vec::new(),
     };
-    if !elements.is_empty() {
-        let [single] = <[Submission; 1]>::try_from(submissions).map_err(|_| {
-            anyhow::anyhow!("--array and --each-line take a command, not a workload")
-        })?;
-        submissions = elements
-            .into_iter()
-            .map(|(index, entry)| array_element(&single, index, entry, limit))
-            .collect();
+    if elements.is_empty() {
+        return Ok(submissions);
     }
+    let [single] = <[Submission; 1]>::try_from(submissions)
+        .map_err(|_| anyhow::anyhow!("--array and --each-line take a command, not a workload"))?;
+    Ok(elements
+        .into_iter()
+        .map(|(index, entry)| array_element(&single, index, entry, limit))
+        .collect())
+}
+
+/// Submits each of `submissions` in turn; their ids, in that order.
+fn send(client: &ClientArgs, submissions: Vec<Submission>) -> anyhow::Result<Vec<u64>> {
     let mut ids: Vec<u64> = Vec::new();
     for mut submission in submissions {
         // The array is named by its first job's id, known once that one is in.
         if let (Some(element), Some(&first)) = (submission.array.as_mut(), ids.first()) {
             element.of = Some(first);
         }
-        match args.client.request(Request::Submit(submission))? {
+        match client.request(Request::Submit(submission))? {
             Reply::Submitted { id } => ids.push(id),
             other => return Err(unexpected(other)),
         }
     }
-    if !args.wait {
-        if args.client.print_json(&serde_json::json!({ "ids": ids })) {
-            return Ok(());
-        }
-        // An array is named by its first element's id, as sbatch names it.
-        match (args.parsable, &script, ids.first()) {
-            (true, _, Some(first)) => println!("{first}"),
-            (false, Some(_), Some(first)) => println!("Submitted batch job {first}"),
-            _ => ids.iter().for_each(|id| println!("{id}")),
-        }
-        return Ok(());
-    }
-    // First, so that a user who interrupts the wait still knows which jobs are theirs.
-    let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
-    eprintln!("submitted {}", listed.join(" "));
-    let jobs = super::wait::wait_for(&args.client, ids)?;
-    if args.client.json {
-        super::jobs::print_json(&jobs, None)?;
-    }
-    exit_with_first_failure(&jobs)
+    Ok(ids)
 }
 
 /// What a `--dependency` asks for.
@@ -586,14 +558,6 @@ fn array_element(
     element
 }
 
-/// Ends the process with the status of the first job that did not succeed.
-pub fn exit_with_first_failure(jobs: &[JobView]) -> anyhow::Result<()> {
-    match jobs.iter().map(JobView::wait_status).find(|&s| s != 0) {
-        Some(status) => std::process::exit(status),
-        None => Ok(()),
-    }
-}
-
 /// The umask this process runs with, for the job to start with: files it makes get the modes
 /// they would get if the user ran it here.
 fn own_umask() -> u32 {
@@ -639,10 +603,6 @@ fn from_workload(
         .collect())
 }
 
-pub(super) fn memory_size(text: &str) -> Result<u64, String> {
-    cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
-}
-
 /// A job's `--mem`: a size, or 0 (with or without a unit) for all of the node's memory for jobs,
 /// as sbatch's `--mem=0`; the daemon, which knows the node, makes it so.
 fn job_memory(text: &str) -> Result<u64, String> {
@@ -652,7 +612,7 @@ fn job_memory(text: &str) -> Result<u64, String> {
     if !digits.is_empty() && digits.bytes().all(|b| b == b'0') {
         return Ok(0);
     }
-    memory_size(text)
+    cosched_core::memory::parse_size(text).map_err(|e| e.to_string())
 }
 
 /// `--nice N`, with an error that says what N may be.
@@ -665,47 +625,10 @@ fn nice_value(text: &str) -> Result<i32, String> {
     })
 }
 
-fn threads(text: &Option<String>) -> anyhow::Result<Option<(u32, u32)>> {
-    let Some(text) = text else { return Ok(None) };
-    let parse = |s: &str| {
-        s.parse::<u32>()
-            .ok()
-            .filter(|&n| n > 0)
-            .with_context(|| format!("--threads {text}: {s:?} is not a positive whole number"))
-    };
-    let (min, max) = match text.split_once(':') {
-        Some((min, max)) => (parse(min)?, parse(max)?),
-        None => (parse(text)?, parse(text)?),
-    };
-    anyhow::ensure!(min <= max, "--threads {text}: MIN must not exceed MAX");
-    Ok(Some((min, max)))
-}
-
-fn kind(text: &str) -> anyhow::Result<JobKind> {
-    serde_json::from_value(serde_json::Value::String(text.into()))
-        .map_err(|_| anyhow::anyhow!("--kind {text}: use rigid, moldable or malleable"))
-}
-
-fn hints(pairs: &[String]) -> anyhow::Result<JobHints> {
-    let mut map = serde_json::Map::new();
-    for pair in pairs.iter().flat_map(|p| p.split(',')) {
-        let (key, value) = pair
-            .split_once('=')
-            .with_context(|| format!("--hint {pair}: write KEY=VALUE"))?;
-        let value = value
-            .parse::<f64>()
-            .map(serde_json::Value::from)
-            .unwrap_or_else(|_| serde_json::Value::String(value.into()));
-        map.insert(key.into(), value);
-    }
-    serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
-        anyhow::anyhow!("--hint: {e}; keys are runtime, footprint_mb, mpki, sync (spin|block|none)")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosched_core::JobKind;
 
     #[test]
     fn dependencies_read_as_sbatch_reads_them() {

@@ -1,6 +1,7 @@
 //! `cosched bench executor`: the real executor's own CPU use and slot-switch skew.
 
-use super::run::MechanismArgs;
+use super::common::quantile;
+use crate::cmd::run::MechanismArgs;
 use cosched_core::topology::sysfs;
 use cosched_core::workload::Workload;
 use cosched_core::{Assignment, Context, Event, JobId, Plan, Policy, Slot};
@@ -73,7 +74,7 @@ pub fn run(args: ExecutorArgs) -> anyhow::Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    super::bench::print_json_if(args.json, &serde_json::Value::from(figures))
+    super::common::print_json_if(args.json, &serde_json::Value::from(figures))
 }
 
 fn figures_json(jobs: usize, args: &ExecutorArgs, report: &RunReport) -> serde_json::Value {
@@ -123,15 +124,6 @@ fn print_figures(jobs: usize, args: &ExecutorArgs, report: &RunReport) {
         ms(&report.switch_lateness, 0.99),
         ms(&report.switch_lateness, 1.0)
     );
-}
-
-pub(super) fn quantile(values: &[f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
 /// First half of the jobs in one slot, the rest in the other, each on every CPU.

@@ -1,7 +1,7 @@
 //! `cosched attach`: hand an already running process, and what it starts, to the daemon.
 
-use super::client::{unexpected, ClientArgs};
-use super::submit::JobArgs;
+use super::common::{unexpected, ClientArgs};
+use super::job_args::JobArgs;
 use cosched_service::protocol::{Attachment, Reply, Request};
 
 /// Adopt a running process and its descendants as a job, and print the job's id

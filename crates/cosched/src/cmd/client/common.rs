@@ -1,6 +1,7 @@
-//! What every client subcommand of the daemon shares: the socket to talk to and JSON output.
+//! What every client subcommand of the daemon shares: the socket to talk to, JSON output, and
+//! waiting for jobs to end (`wait`, `submit --wait`).
 
-use cosched_service::client;
+use cosched_service::client::{self, ClientError};
 use cosched_service::protocol::{JobView, Reply, Request};
 use std::path::PathBuf;
 
@@ -51,12 +52,40 @@ impl ClientArgs {
     }
 }
 
-/// One line per job, with `cosched jobs`' default fields.
-pub fn print_jobs(jobs: &[JobView]) {
-    super::jobs::print_table(jobs, super::jobs::DEFAULT_FIELDS)
-        .expect("the default fields are all known");
-}
-
 pub fn unexpected(reply: Reply) -> anyhow::Error {
     anyhow::anyhow!("the daemon answered {reply:?}, which this request does not expect")
+}
+
+/// The jobs `ids` once all have ended, as the daemon tells of them.
+pub fn wait_for(client: &ClientArgs, ids: Vec<u64>) -> anyhow::Result<Vec<JobView>> {
+    let listed: Vec<String> = ids.iter().map(u64::to_string).collect();
+    let stopped = |e: anyhow::Error| {
+        let is_stop = e.chain().any(|cause| {
+            matches!(
+                cause.downcast_ref::<ClientError>(),
+                Some(ClientError::Stopped { .. })
+            )
+        });
+        match is_stop {
+            true => e.context(format!(
+                "the daemon stopped while waiting for job {} to end; the job may go on (a daemon \
+                 started again adopts it): `cosched wait {}` again once it runs",
+                listed.join(", "),
+                listed.join(" ")
+            )),
+            false => e,
+        }
+    };
+    match client.request(Request::Wait { ids }).map_err(stopped)? {
+        Reply::Ended { jobs } => Ok(jobs),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// Ends the process with the status of the first job that did not succeed.
+pub fn exit_with_first_failure(jobs: &[JobView]) -> anyhow::Result<()> {
+    match jobs.iter().map(JobView::wait_status).find(|&s| s != 0) {
+        Some(status) => std::process::exit(status),
+        None => Ok(()),
+    }
 }

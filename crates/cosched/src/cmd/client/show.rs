@@ -1,6 +1,6 @@
 //! `cosched show`: everything the daemon knows of jobs.
 
-use super::client::{unexpected, ClientArgs};
+use super::common::{unexpected, ClientArgs};
 use cosched_service::protocol::{Reply, Request};
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     if args.client.json {
-        return super::jobs::print_json(&jobs, None);
+        return super::job_table::print_json(&jobs, None);
     }
     for (n, job) in jobs.into_iter().enumerate() {
         if n > 0 {

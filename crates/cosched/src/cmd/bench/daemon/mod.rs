@@ -1,18 +1,20 @@
 //! `cosched bench daemon`: a real daemon's submission latency and throughput, its CPU use while jobs
 //! wait, and how late its slot switches come while hostile clients attack its socket.
 
-use super::bench_executor::quantile;
-use super::{bench_queued, bench_users};
+use super::common::{start_daemon, Spread};
 use cosched_core::topology::sysfs;
 use cosched_core::JobKind;
 use cosched_service::client::request;
-use cosched_service::harness::{self, DaemonProcess, Launch};
+use cosched_service::harness::{self, DaemonProcess};
 use cosched_service::protocol::{Reply, Request, Submission};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+mod queued;
+pub mod users;
 
 /// Daemon speed: submissions per second and their latency, idle CPU, slot switches under attack,
 /// restart with a long history
@@ -68,7 +70,7 @@ pub struct DaemonArgs {
         long,
         value_name = "POLICY",
         default_value = "eq",
-        value_parser = super::policy_list::PolicyName,
+        value_parser = crate::cmd::policies::PolicyName,
         hide_possible_values = true
     )]
     policy: String,
@@ -108,7 +110,7 @@ struct Figures {
     idle_cpu_percent: f64,
     attack: Option<AttackFigures>,
     history: Option<HistoryFigures>,
-    queued: Option<bench_queued::QueuedFigures>,
+    queued: Option<queued::QueuedFigures>,
     /// A 300-byte append and fsync in the bench's directory: the disk's floor under a journaled answer.
     disk_fsync_ms: Spread,
     targets: Targets,
@@ -129,29 +131,12 @@ struct HistoryFigures {
 }
 
 #[derive(Serialize)]
-pub(super) struct Spread {
-    pub p50: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    pub(super) fn of_ms(seconds: &[f64]) -> Spread {
-        Spread {
-            p50: quantile(seconds, 0.5) * 1e3,
-            p99: quantile(seconds, 0.99) * 1e3,
-            max: quantile(seconds, 1.0) * 1e3,
-        }
-    }
-}
-
-#[derive(Serialize)]
 struct AttackFigures {
     quiet: Switches,
     attacked: Switches,
     hostile_requests: usize,
     /// `None` where the bench cannot run other users (not root, or no setpriv).
-    users: Option<bench_users::UsersFigures>,
+    users: Option<users::UsersFigures>,
 }
 
 #[derive(Serialize)]
@@ -203,7 +188,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         None => None,
     };
     let queued = match args.queued {
-        Some(elements) => Some(bench_queued::run(&dir.join("queued"), elements)?),
+        Some(elements) => Some(queued::run(&dir.join("queued"), elements)?),
         None => None,
     };
     let _ = std::fs::remove_dir_all(&dir);
@@ -273,7 +258,7 @@ fn print_figures(f: &Figures) {
             a.hostile_requests
         );
         if let Some(users) = &a.users {
-            bench_users::print(users);
+            users::print(users);
         }
     }
     if let Some(h) = &f.history {
@@ -291,7 +276,7 @@ fn print_figures(f: &Figures) {
         println!("  `jobs --all` over them: {:.3} s", h.list_all_s);
     }
     if let Some(q) = &f.queued {
-        bench_queued::print(q);
+        queued::print(q);
     }
 }
 
@@ -313,16 +298,6 @@ fn fsync_latencies(dir: &Path) -> anyhow::Result<Vec<f64>> {
     }
     std::fs::remove_file(&path)?;
     Ok(latencies)
-}
-
-/// A daemon of this executable on its own socket and state directory; its stderr goes to a file so
-/// that the figures stay readable.
-pub(super) fn start_daemon(dir: &Path, policy: &str) -> anyhow::Result<DaemonProcess> {
-    std::fs::create_dir_all(dir)?;
-    let launch = Launch::new(&std::env::current_exe()?, dir, "state")
-        .args(["--policy", policy, "--idle-timeout", "2"])
-        .log_to(&dir.join("daemon.log"));
-    Ok(launch.start()?)
 }
 
 /// A bench job: `command` on one thread.
@@ -425,7 +400,7 @@ fn attack(dir: &Path, seconds: f64) -> anyhow::Result<AttackFigures> {
             lateness_ms: Spread::of_ms(values),
         }
     };
-    let users = bench_users::hostile_users(&dir.join("users"), seconds)?;
+    let users = users::hostile_users(&dir.join("users"), seconds)?;
     Ok(AttackFigures {
         quiet: latest(quiet, quiet_end - start),
         attacked: latest(attacked, attacked_end - quiet_end),
