@@ -1,5 +1,8 @@
 //! Jobs for tests, with the `test-util` feature: a [`JobSpec`] builder whose defaults most tests
-//! share, so that a test names only what matters to it.
+//! share, so that a test names only what matters to it; and [`wait`], for tests that wait on what
+//! they observe.
+
+pub mod wait;
 
 use crate::job::{JobHints, JobId, JobKind, JobSpec, Owner};
 use crate::policy::ActiveJob;

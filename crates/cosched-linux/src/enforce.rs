@@ -648,6 +648,8 @@ impl Enforcer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosched_core::test_util::wait;
+    use std::time::Duration;
 
     #[test]
     fn a_tree_leaves_out_the_processes_of_another_user() {
@@ -680,17 +682,14 @@ mod tests {
             tree
         };
         let mut whole = Vec::new();
-        for _ in 0..300 {
+        wait::until(Duration::from_secs(3), || {
             whole = descendants(&ProcessTable::read());
             let nobody = whole
                 .iter()
                 .filter(|&&p| crate::procfs::uids(p).is_ok_and(|ids| ids == [65534; 4]))
                 .count();
-            if whole.len() == 4 && nobody == 2 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+            whole.len() == 4 && nobody == 2
+        });
         let roots = all_of(0);
         let table = ProcessTable::read();
         let still: Vec<bool> = roots.iter().map(|&p| table.still_theirs(p, 0)).collect();
@@ -719,14 +718,11 @@ mod tests {
             .unwrap();
         let sh = shell.id() as i32;
         let mut tree = Vec::new();
-        for _ in 0..200 {
+        wait::until(Duration::from_secs(2), || {
             let uid = nix::unistd::geteuid().as_raw();
             tree = ProcessTable::read().members(Members::Tree(sh, uid));
-            if tree.len() == 2 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+            tree.len() == 2
+        });
         let me = std::process::id() as i32;
         let group =
             ProcessTable::read().members(Members::Group(crate::procfs::stat(me).unwrap().pgid));

@@ -408,6 +408,7 @@ fn kill_members(dir: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosched_core::test_util::wait;
 
     #[test]
     fn paths_are_joined_within_bounds() {
@@ -451,12 +452,7 @@ mod tests {
     }
 
     fn wait_state(pid: u32, wanted: impl Fn(char) -> bool) -> char {
-        for _ in 0..500 {
-            if wanted(state(pid)) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait::until(Duration::from_secs(5), || wanted(state(pid)));
         state(pid)
     }
 

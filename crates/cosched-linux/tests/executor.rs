@@ -8,7 +8,7 @@ use cosched_core::trace::{read_trace, ExitStatus, Record};
 use cosched_core::Plan;
 use cosched_linux::{run, Freezer, Placement, RunOptions, RunReport};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn options(dir: &Path, placement: Placement, freezer: Freezer) -> RunOptions {
     RunOptions {
@@ -62,14 +62,14 @@ fn every_thread_runs_on_the_planned_cpus_including_later_threads_and_after_a_cha
             move || run(&workload, &machine, policy, &options)
         });
         let all_threads_started = || (0..2).all(|job| allowed_cpus_of(&marker(job)).len() == 3);
-        let before = poll_until(limit, all_threads_started)
+        let before = wait::until(limit, all_threads_started)
             .then(|| [allowed_cpus_of(&marker(0)), allowed_cpus_of(&marker(1))]);
         gate.open_next(limit);
         let on = |job: u32, want: &str| {
             let threads = allowed_cpus_of(&marker(job));
             !threads.is_empty() && threads.iter().all(|(_, allowed)| allowed == &cpus(want))
         };
-        let swapped_in_time = poll_until(limit, || on(0, "1") && on(1, "0"));
+        let swapped_in_time = wait::until(limit, || on(0, "1") && on(1, "0"));
         let after = [allowed_cpus_of(&marker(0)), allowed_cpus_of(&marker(1))];
         stop_spinning(&dir.path().display().to_string());
         let report = handle.join().unwrap().unwrap();
@@ -128,20 +128,20 @@ fn a_frozen_job_uses_no_cpu_until_its_slot_comes() {
         });
         let pid = |job: u32| processes_with(&marker(job)).first().copied();
         assert!(
-            poll_until(limit, || pid(0).is_some() && pid(1).is_some()),
+            wait::until(limit, || pid(0).is_some() && pid(1).is_some()),
             "{placement}/{freezer}: the jobs never started"
         );
         let (a, b) = (pid(0).unwrap(), pid(1).unwrap());
         assert!(
-            poll_until(limit, || cpu_ns(b) > 0),
+            wait::until(limit, || cpu_ns(b) > 0),
             "{placement}/{freezer}: b never ran before its freeze"
         );
         gate.open_next(limit);
         let (a0, b0) = (cpu_ns(a), cpu_ns(b));
-        let a_ran = poll_until(limit, || cpu_ns(a) > a0 + 300_000_000);
+        let a_ran = wait::until(limit, || cpu_ns(a) > a0 + 300_000_000);
         let (a1, b1) = (cpu_ns(a), cpu_ns(b));
         gate.open_next(limit);
-        let b_resumed = poll_until(limit, || cpu_ns(b) > b1 + 100_000_000);
+        let b_resumed = wait::until(limit, || cpu_ns(b) > b1 + 100_000_000);
         stop_spinning(&dir.path().display().to_string());
         let report = handle.join().unwrap().unwrap();
         assert_all_ok(&report);
@@ -307,26 +307,38 @@ fn after_sigkill_or_sigterm_of_cosched_no_job_stays_frozen_and_nothing_remains()
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        let jobs = loop {
-            let jobs = processes_with(&marker);
-            if jobs.len() == 2 || started.elapsed() > Duration::from_secs(10) {
-                break jobs;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert_eq!(
-            jobs.len(),
-            2,
-            "{placement}/{freezer}: the jobs did not start"
-        );
-        // Some slot switches happen, so one of the two is frozen at the kill.
-        std::thread::sleep(Duration::from_millis(330));
+        let started = wait::until(Duration::from_secs(10), || {
+            processes_with(&marker).len() == 2
+        });
+        assert!(started, "{placement}/{freezer}: the jobs did not start");
+        let jobs = processes_with(&marker);
+        // The trace holds the gang plan once it is enforced (the executor flushes the trace before
+        // it sleeps): from then on, one of the two jobs is frozen at any moment.
+        let trace = dir.path().join("trace.jsonl");
+        let enforced = wait::until(Duration::from_secs(10), || {
+            std::fs::read_to_string(&trace).is_ok_and(|t| t.contains(r#""type":"plan""#))
+        });
+        assert!(enforced, "{placement}/{freezer}: the plan was not enforced");
         let prefix = format!("cosched-{}-", cosched.id());
         let had_cgroups = !cgroups_named(&prefix).is_empty();
         unsafe { libc::kill(cosched.id() as i32, signal) };
         cosched.wait().unwrap();
-        std::thread::sleep(Duration::from_secs(1));
+        // What cosched leaves is cleaned up by its watchdog, which outlives it by a moment.
+        let gone = |pid: i32| matches!(state(pid), None | Some('Z') | Some('X'));
+        let shm_pages = || {
+            std::fs::read_dir("/dev/shm")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect::<Vec<_>>()
+        };
+        wait::until(Duration::from_secs(10), || {
+            jobs.iter().all(|&pid| gone(pid))
+                && cgroups_named(&prefix).is_empty()
+                && shm_pages().is_empty()
+        });
         for pid in &jobs {
             let state = state(*pid);
             assert!(
@@ -343,12 +355,7 @@ fn after_sigkill_or_sigterm_of_cosched_no_job_stays_frozen_and_nothing_remains()
             left.is_empty(),
             "{placement}/{freezer}: cgroups left: {left:?}"
         );
-        let pages: Vec<_> = std::fs::read_dir("/dev/shm")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-            .collect();
+        let pages = shm_pages();
         assert!(
             pages.is_empty(),
             "{placement}/{freezer}: control pages left: {pages:?}"

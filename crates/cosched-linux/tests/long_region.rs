@@ -13,6 +13,9 @@ use cosched_core::workload::Workload;
 use cosched_linux::{run, RunOptions};
 use std::time::{Duration, Instant};
 
+/// A run not ended by then is hung: far more than the stuck run takes, even on a loaded machine.
+const RUN_LIMIT: Duration = Duration::from_secs(600);
+
 /// This machine's topology where it has the two CPUs these tests are written for; `None`, saying
 /// so, elsewhere.
 fn two_cpu_machine() -> Option<cosched_core::Topology> {
@@ -84,7 +87,7 @@ command = [{}]
     });
     // (seconds since start, fewest CPUs any of its threads may use, its thread count)
     let mut seen = Vec::new();
-    while !handle.is_finished() {
+    let ended = wait::until(RUN_LIMIT, || {
         let marker = stuck.display().to_string();
         let threads: Vec<usize> = processes_with(&marker)
             .into_iter()
@@ -98,8 +101,9 @@ command = [{}]
         if let Some(&fewest) = threads.iter().min() {
             seen.push((start.elapsed().as_secs_f64(), fewest, threads.len()));
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        handle.is_finished()
+    });
+    assert!(ended, "the run did not end within {RUN_LIMIT:?}");
     let report = handle.join().unwrap().unwrap();
     for job in &report.jobs {
         assert_eq!(job.status, ExitStatus::Ok, "{job:?}");

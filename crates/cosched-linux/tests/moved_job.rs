@@ -73,7 +73,7 @@ fn move_and_grow(steps: &[(&str, u32)]) {
             if index > 0 {
                 gate.open_next(limit);
             }
-            let ran = poll_until(limit, || {
+            let ran = wait::until(limit, || {
                 last = allowed_cpus_of(&marker);
                 last_team_size(&marker) == Some(threads)
                     && last.len() >= threads as usize

@@ -72,26 +72,8 @@ pub fn render(runs: &[Run], metric: JobMetric, figure_id: &str) -> String {
         .flat_map(|m| m.values())
         .filter_map(|j| metric.value(j))
         .fold(1.0, f64::max);
-    let entries: Vec<LegendEntry> = runs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| LegendEntry {
-            label: r.label.clone(),
-            fill: svg::run_colour(i),
-            overlay: None,
-        })
-        .chain(
-            per_run
-                .iter()
-                .flat_map(|m| m.values())
-                .any(|j| j.failed)
-                .then(|| LegendEntry {
-                    label: "✕ failed".into(),
-                    fill: "white".into(),
-                    overlay: Some(hatch.fill.clone()),
-                }),
-        )
-        .collect();
+    let any_failed = per_run.iter().flat_map(|m| m.values()).any(|j| j.failed);
+    let entries = legend_entries(runs, any_failed, &hatch.fill);
     let legend_h = svg::legend_height(width - LEFT - RIGHT, &entries);
     let frame = Frame {
         left: LEFT,
@@ -110,43 +92,14 @@ pub fn render(runs: &[Run], metric: JobMetric, figure_id: &str) -> String {
         let group_left = LEFT + g as f64 * group_width + gap / 2.0;
         for (r, jobs) in per_run.iter().enumerate() {
             let Some(job) = jobs.get(id) else { continue };
-            let x = group_left + r as f64 * bar_width;
-            let run = &runs[r].label;
-            if job.failed {
-                let tip = format!(
-                    "{name} under {run}: failed{}",
-                    job.error
-                        .as_deref()
-                        .map(|e| format!(" ({e})"))
-                        .unwrap_or_default()
-                );
-                let h = 16.0;
-                doc.rect(
-                    x,
-                    frame.bottom() - h,
-                    bar_width - 1.0,
-                    h,
-                    &hatch.fill,
-                    Some(&tip),
-                );
-                doc.text(
-                    x + bar_width / 2.0,
-                    frame.bottom() - h - 3.0,
-                    "middle",
-                    "✕",
-                    &format!(r#"fill="{}" font-weight="bold""#, svg::FAILED_COLOUR),
-                );
-            } else if let Some(v) = metric.value(job) {
-                let y = frame.y(v);
-                doc.rect(
-                    x,
-                    y,
-                    bar_width - 1.0,
-                    frame.bottom() - y,
-                    &svg::run_colour(r),
-                    Some(&format!("{name} under {run}: {} {v:.2}", metric.axis())),
-                );
-            }
+            let bar = Bar {
+                x: group_left + r as f64 * bar_width,
+                width: bar_width,
+                run: r,
+                run_label: &runs[r].label,
+                job_name: name,
+            };
+            draw_bar(&mut doc, &frame, &bar, job, metric, &hatch.fill);
         }
         let cx = group_left + bar_width * bars_per_group / 2.0;
         let cy = frame.bottom() + 12.0;
@@ -176,4 +129,83 @@ pub fn render(runs: &[Run], metric: JobMetric, figure_id: &str) -> String {
     );
     svg::legend(&mut doc, LEFT, legend_top, frame.width, &entries);
     doc.finish(metric.title())
+}
+
+/// Where one job's bar for one run goes, and what its tooltip names.
+struct Bar<'a> {
+    x: f64,
+    width: f64,
+    run: usize,
+    run_label: &'a str,
+    job_name: &'a str,
+}
+
+/// A bar as high as the job's value, or a short hatched bar with a cross where the job failed.
+fn draw_bar(
+    doc: &mut Svg,
+    frame: &Frame,
+    bar: &Bar,
+    job: &JobResult,
+    metric: JobMetric,
+    hatch_fill: &str,
+) {
+    if job.failed {
+        let tip = format!(
+            "{} under {}: failed{}",
+            bar.job_name,
+            bar.run_label,
+            job.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
+        );
+        let h = 16.0;
+        doc.rect(
+            bar.x,
+            frame.bottom() - h,
+            bar.width - 1.0,
+            h,
+            hatch_fill,
+            Some(&tip),
+        );
+        doc.text(
+            bar.x + bar.width / 2.0,
+            frame.bottom() - h - 3.0,
+            "middle",
+            "✕",
+            &format!(r#"fill="{}" font-weight="bold""#, svg::FAILED_COLOUR),
+        );
+    } else if let Some(v) = metric.value(job) {
+        let y = frame.y(v);
+        doc.rect(
+            bar.x,
+            y,
+            bar.width - 1.0,
+            frame.bottom() - y,
+            &svg::run_colour(bar.run),
+            Some(&format!(
+                "{} under {}: {} {v:.2}",
+                bar.job_name,
+                bar.run_label,
+                metric.axis()
+            )),
+        );
+    }
+}
+
+/// One entry per run, and one for failed jobs where any job failed.
+fn legend_entries(runs: &[Run], any_failed: bool, hatch_fill: &str) -> Vec<LegendEntry> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| LegendEntry {
+            label: r.label.clone(),
+            fill: svg::run_colour(i),
+            overlay: None,
+        })
+        .chain(any_failed.then(|| LegendEntry {
+            label: "✕ failed".into(),
+            fill: "white".into(),
+            overlay: Some(hatch_fill.to_string()),
+        }))
+        .collect()
 }

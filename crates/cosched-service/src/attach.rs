@@ -142,6 +142,8 @@ pub fn overlaps(pid: i32, pid_ancestors: &[i32], job_pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosched_core::test_util::wait;
+    use std::time::Duration;
 
     fn me() -> Peer {
         Peer {
@@ -172,12 +174,7 @@ mod tests {
         let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         // The forked shell becomes `sleep` when it execs.
         let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        for _ in 0..500 {
-            if comm().trim() == "sleep" {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait::until(Duration::from_secs(5), || comm().trim() == "sleep");
         let stranger = Peer {
             uid: me().uid.wrapping_add(1),
             ..me()

@@ -5,6 +5,7 @@
 use crate::client::{request, ClientError};
 use crate::journal::Entry;
 use crate::protocol::{JobView, Reply, Request, Submission};
+use cosched_core::test_util::wait;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a daemon may take to listen.
 const LISTEN_LIMIT: Duration = Duration::from_secs(30);
@@ -113,22 +114,21 @@ impl Launch {
             socket: self.socket,
             state: self.state,
         };
-        let started = Instant::now();
-        while UnixStream::connect(&daemon.socket).is_err() {
-            if let Ok(Some(status)) = daemon.child.try_wait() {
-                return Err(HarnessError::EndedEarly {
-                    status,
-                    log: self.log,
-                });
-            }
-            if started.elapsed() > LISTEN_LIMIT {
-                return Err(HarnessError::NotListening {
-                    socket: daemon.socket.clone(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let mut ended = None;
+        let listening = wait::until(LISTEN_LIMIT, || {
+            ended = daemon.child.try_wait().ok().flatten();
+            ended.is_some() || UnixStream::connect(&daemon.socket).is_ok()
+        });
+        match (ended, listening) {
+            (Some(status), _) => Err(HarnessError::EndedEarly {
+                status,
+                log: self.log,
+            }),
+            (None, false) => Err(HarnessError::NotListening {
+                socket: daemon.socket.clone(),
+            }),
+            (None, true) => Ok(daemon),
         }
-        Ok(daemon)
     }
 }
 

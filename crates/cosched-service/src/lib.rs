@@ -17,7 +17,8 @@
 //! - [`switches`]: how late slot switches came, for `cosched bench daemon`.
 //! - [`daemon`]: start-up, recovery and adoption after a restart, the executor run.
 //! - [`processes`]: killing the processes of a job no executor watches.
-//! - [`harness`]: a daemon started and driven from outside, for tests and `cosched bench daemon`.
+//! - `harness` (feature `test-util`): a daemon started and driven from outside, for tests and
+//!   `cosched bench daemon`.
 //! - [`client`], [`paths`]: what the `cosched submit|jobs|…` commands use.
 //!
 //! `docs/service.md` documents the protocol, the journal, the restart rules and the security model.
@@ -27,6 +28,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod error;
+#[cfg(feature = "test-util")]
 pub mod harness;
 pub mod journal;
 pub mod logs;

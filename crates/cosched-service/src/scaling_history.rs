@@ -27,11 +27,15 @@ const MAX_COMMAND_BYTES: usize = 4096;
 /// priority, writes them, and thousands of short jobs ending within seconds must not keep it busy.
 const SAVE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Time since the history began: the monotonic clock in the daemon; in tests, one they move by hand,
+/// since how long a job ran alone is what the history records.
+type Clock = Box<dyn Fn() -> Duration + Send>;
+
 pub struct ScalingHistory {
     dir: PathBuf,
     topology: Topology,
-    /// The clock the tracker's records are placed on.
-    started: Instant,
+    /// The clock the tracker's records and the saves are placed on.
+    clock: Clock,
     tracker: RunTracker,
     /// Jobs whose runs are remembered: whose they are and what they run.
     followed: BTreeMap<JobId, (u32, Vec<String>)>,
@@ -39,16 +43,21 @@ pub struct ScalingHistory {
     stores: BTreeMap<u32, IsolatedTimes>,
     /// Users whose stores changed since they were last written, and when the stores were.
     unsaved: BTreeSet<u32>,
-    saved_at: Option<Instant>,
+    saved_at: Option<Duration>,
 }
 
 impl ScalingHistory {
     /// The history kept in `dir` (created on the first save) for jobs on `topology`.
     pub fn new(dir: PathBuf, topology: Topology) -> ScalingHistory {
+        let started = Instant::now();
+        ScalingHistory::with_clock(dir, topology, Box::new(move || started.elapsed()))
+    }
+
+    fn with_clock(dir: PathBuf, topology: Topology, clock: Clock) -> ScalingHistory {
         ScalingHistory {
             dir,
             topology,
-            started: Instant::now(),
+            clock,
             tracker: RunTracker::default(),
             followed: BTreeMap::new(),
             stores: BTreeMap::new(),
@@ -75,8 +84,8 @@ impl ScalingHistory {
 
     /// Takes in a record of the executor's trace; at a followed job's end, saves what it showed.
     pub fn observe(&mut self, record: &Record) {
-        let now = self.started.elapsed().as_secs_f64();
-        let Some((id, run)) = self.tracker.observe(now, record) else {
+        let now = (self.clock)();
+        let Some((id, run)) = self.tracker.observe(now.as_secs_f64(), record) else {
             return;
         };
         let Some((uid, command)) = self.followed.remove(&id) else {
@@ -89,14 +98,17 @@ impl ScalingHistory {
         let store = self.store(uid);
         store.remember_scaling(&topology, &command, run, PROGRAMS_PER_USER);
         self.unsaved.insert(uid);
-        if self.saved_at.is_none_or(|at| at.elapsed() >= SAVE_INTERVAL) {
-            self.save();
+        if self
+            .saved_at
+            .is_none_or(|at| now.saturating_sub(at) >= SAVE_INTERVAL)
+        {
+            self.save(now);
         }
     }
 
     /// Writes the stores that changed since they were last written.
-    fn save(&mut self) {
-        self.saved_at = Some(Instant::now());
+    fn save(&mut self, now: Duration) {
+        self.saved_at = Some(now);
         for uid in std::mem::take(&mut self.unsaved) {
             let saved = std::fs::create_dir_all(&self.dir)
                 .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))
@@ -130,7 +142,8 @@ impl ScalingHistory {
 /// What changed since the last write is written when the daemon stops.
 impl Drop for ScalingHistory {
     fn drop(&mut self) {
-        self.save();
+        let now = (self.clock)();
+        self.save(now);
     }
 }
 

@@ -8,7 +8,7 @@ mod common;
 
 use common::{
     cosched, dir_for_two_users, memory_cgroups_here, one_at_a_time, start_daemon, stderr,
-    submitted_id, wait_for,
+    submitted_id, wait,
 };
 use cosched_service::harness::{DaemonProcess, Launch};
 use cosched_service::protocol::{JobState, JobView, Reply, Request};
@@ -131,7 +131,7 @@ fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
     for id in [polite, stubborn] {
         let mut tree = Vec::new();
         assert!(
-            wait_for(Duration::from_secs(10), || {
+            wait::until(Duration::from_secs(10), || {
                 tree = show(&daemon, id)
                     .pid
                     .map_or(Vec::new(), |p| tree_of(p as i32));
@@ -153,7 +153,7 @@ fn a_job_past_its_time_limit_is_terminated_then_killed_with_its_whole_tree() {
             job.id
         );
         assert!(
-            wait_for(Duration::from_secs(5), || tree.iter().all(|&p| !alive(p))),
+            wait::until(Duration::from_secs(5), || tree.iter().all(|&p| !alive(p))),
             "processes of job {} outlived it: {:?}",
             job.id,
             tree.iter().filter(|&&p| alive(p)).collect::<Vec<_>>()
@@ -256,7 +256,7 @@ fn jobs_filter_by_user_name_and_state_show_frozen_jobs_suspended_and_cancel_by_f
 
     let mut suspended = Vec::new();
     assert!(
-        wait_for(Duration::from_secs(15), || {
+        wait::until(Duration::from_secs(15), || {
             suspended = listed(&socket, &["--state", "suspended", "--format", "id,state"]);
             !suspended.is_empty()
         }),
@@ -459,7 +459,7 @@ fn an_array_gives_one_job_per_index_shown_and_cancelled_as_array_index() {
     assert_eq!(ended[0].state, JobState::Cancelled);
     // The others go on: they start (if they had not yet) and keep running.
     let running = |id: u64| show(&daemon, id).state == JobState::Running;
-    assert!(wait_for(Duration::from_secs(10), || running(ids[0])
+    assert!(wait::until(Duration::from_secs(10), || running(ids[0])
         && running(ids[2])));
     let all = cosched(&socket, &["cancel", &array.to_string()]);
     assert!(all.status.success(), "{}", stderr(&all));
@@ -568,7 +568,7 @@ fn an_array_limit_runs_at_most_max_elements_and_array_index_names_them_in_wait_a
     assert_eq!(ids.len(), 4);
     let array = ids[0].to_string();
     let mut rows = Vec::new();
-    let two_held = wait_for(Duration::from_secs(10), || {
+    let two_held = wait::until(Duration::from_secs(10), || {
         rows = listed(&socket, &["--format", "id,state,reason"]);
         let count = |state: &str, reason: &str| {
             rows.iter()
@@ -639,8 +639,10 @@ fn a_nicer_job_submitted_first_starts_after_a_plain_one_across_a_restart() {
     let go = dir.path().join("go");
     let hold = format!("while [ ! -e {} ]; do sleep 0.1; done", go.display());
     let blocker = submitted_id(&as_nobody(&socket, &["submit", "--", "sh", "-c", &hold]));
-    assert!(wait_for(Duration::from_secs(10), || show(&daemon, blocker)
-        .state
+    assert!(wait::until(Duration::from_secs(10), || show(
+        &daemon, blocker
+    )
+    .state
         == JobState::Running));
     let nicer = submitted_id(&as_nobody(
         &socket,
@@ -820,7 +822,7 @@ fn jobs_whose_memory_does_not_fit_wait_pending_for_memory() {
         &daemon.socket,
         &["submit", "--mem", "600M", "--", "sleep", "100"],
     ));
-    assert!(wait_for(Duration::from_secs(10), || show(&daemon, big)
+    assert!(wait::until(Duration::from_secs(10), || show(&daemon, big)
         .state
         == JobState::Running));
     let second = submitted_id(&cosched(

@@ -7,8 +7,7 @@
 mod common;
 
 use common::{
-    cosched, memory_cgroups_here, one_at_a_time, start_daemon, stderr, stdout, submitted_id,
-    wait_for,
+    cosched, memory_cgroups_here, one_at_a_time, start_daemon, stderr, stdout, submitted_id, wait,
 };
 use cosched_service::protocol::{JobState, Reply, Request};
 use std::collections::HashMap;
@@ -36,7 +35,7 @@ fn pending_jobs_start_by_priority_from_the_first_handed_to_the_executor() {
     let order = dir.path().join("order");
     let first = blocker(&daemon.socket, &go);
     assert!(
-        wait_for(Duration::from_secs(10), || cosched(
+        wait::until(Duration::from_secs(10), || cosched(
             &daemon.socket,
             &["jobs", "-t", "R", "--format", "id"]
         )
@@ -247,7 +246,7 @@ fn listings_take_slurm_state_codes_and_print_one_json_shape() {
         (rows, text)
     };
     assert!(
-        wait_for(Duration::from_secs(10), || {
+        wait::until(Duration::from_secs(10), || {
             let (rows, _) = listed_running();
             rows.len() == 1 && rows[0][..2] == [running.to_string(), "1".to_string()]
         }),
@@ -393,11 +392,11 @@ fn a_daemon_stopping_during_wait_is_reported_as_such() {
             .any(|target| target.to_string_lossy().starts_with("socket:"))
     };
     assert!(
-        wait_for(Duration::from_secs(10), holds_socket),
+        wait::until(Duration::from_secs(10), holds_socket),
         "the wait never connected"
     );
     let mut pid = None;
-    assert!(wait_for(Duration::from_secs(10), || {
+    assert!(wait::until(Duration::from_secs(10), || {
         pid = match daemon.ask(Request::Show { id }) {
             Ok(Reply::Job { job }) => job.pid.filter(|&p| p != 0),
             _ => None,

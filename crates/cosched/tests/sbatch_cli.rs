@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{one_at_a_time, show, start_daemon, wait_for};
+use common::{one_at_a_time, show, start_daemon, wait};
 use cosched_service::harness::DaemonProcess;
 use cosched_service::protocol::{JobFilter, JobState, JobView, Reply, Request};
 use std::path::Path;
@@ -240,7 +240,7 @@ fn an_exclusive_job_waits_for_an_empty_node_and_runs_alone() {
     let sleeper = script(here, "sleeper.sh", "#!/bin/sh\nsleep 1\n");
     let running = said(&submit(&daemon, here, &[], &["--parsable", &sleeper]));
     let running: u64 = running.parse().unwrap();
-    assert!(wait_for(LIMIT, || show(&daemon, running).state == JobState::Running));
+    assert!(wait::until(LIMIT, || show(&daemon, running).state == JobState::Running));
     let alone = script(
         here,
         "alone.sh",

@@ -4,6 +4,7 @@
 //! daemon of the test's own. Each test skips, saying why, where Slurm is not installed, where it does
 //! not run as root, or where the cluster does not come up.
 
+use cosched_core::test_util::wait::{self, Wait};
 use cosched_linux::slurm::SlurmStep;
 use cosched_service::harness::{DaemonProcess, Launch};
 use std::net::TcpListener;
@@ -170,12 +171,8 @@ PartitionName=shared Nodes={node} Default=YES OverSubscribe=FORCE:2 MaxTime=INFI
         )
         .unwrap();
         std::fs::write(dir.join("plugstack.conf"), "").unwrap();
-        let started = Instant::now();
-        while !socket.exists() {
-            if started.elapsed() > Duration::from_secs(10) {
-                return Err("munged did not create its socket".into());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !wait::until(Duration::from_secs(10), || socket.exists()) {
+            return Err("munged did not create its socket".into());
         }
         let quiet = |c: &mut Command| {
             c.env("SLURM_CONF", &conf_path)
@@ -197,20 +194,21 @@ PartitionName=shared Nodes={node} Default=YES OverSubscribe=FORCE:2 MaxTime=INFI
             slurmd: None,
         };
         cluster.start_slurmd()?;
-        let started = Instant::now();
-        loop {
-            let state = cluster.output("sinfo", &["-h", "-o", "%T"]);
-            if state.trim() == "idle" {
-                return Ok(cluster);
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                return Err(format!(
-                    "the node did not become idle (sinfo: {:?}); logs in {}",
-                    state.trim(),
-                    cluster.dir.join("log").display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(200));
+        let mut state = String::new();
+        let idle = Wait::default().every(Duration::from_millis(200)).until(
+            Duration::from_secs(30),
+            || {
+                state = cluster.output("sinfo", &["-h", "-o", "%T"]);
+                state.trim() == "idle"
+            },
+        );
+        match idle {
+            true => Ok(cluster),
+            false => Err(format!(
+                "the node did not become idle (sinfo: {:?}); logs in {}",
+                state.trim(),
+                cluster.dir.join("log").display()
+            )),
         }
     }
 
@@ -285,14 +283,9 @@ PartitionName=shared Nodes={node} Default=YES OverSubscribe=FORCE:2 MaxTime=INFI
 
     /// Waits until none of `ids` is in the queue; false after `limit`.
     fn wait_gone(&self, ids: &[u64], limit: Duration) -> bool {
-        let started = Instant::now();
-        while self.queued().iter().any(|id| ids.contains(id)) {
-            if started.elapsed() > limit {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        true
+        Wait::default()
+            .every(Duration::from_millis(100))
+            .until(limit, || !self.queued().iter().any(|id| ids.contains(id)))
     }
 
     fn cancel(&self, ids: &[u64]) {
@@ -615,18 +608,13 @@ const ROUNDS: usize = 3;
 /// files: asking squeue would start a client, munged and slurmctld on the measured CPUs.
 fn wait_ended(cluster: &Cluster, ids: &[u64], limit: Duration) -> bool {
     let started = Instant::now();
-    loop {
-        let ended = ids
-            .iter()
-            .all(|&id| cluster.record(id).is_some() || cluster.completion(id).is_some());
-        if ended {
-            return cluster.wait_gone(ids, limit.saturating_sub(started.elapsed()));
-        }
-        if started.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let ended = Wait::default()
+        .every(Duration::from_millis(500))
+        .until(limit, || {
+            ids.iter()
+                .all(|&id| cluster.record(id).is_some() || cluster.completion(id).is_some())
+        });
+    ended && cluster.wait_gone(ids, limit.saturating_sub(started.elapsed()))
 }
 
 /// Most of the node's CPU time that anything but the measured jobs (and cosched's daemon) may take
@@ -960,21 +948,19 @@ fn attached(jobs: &[serde_json::Value], job: u64) -> Option<&serde_json::Value> 
 
 /// Waits until the daemon runs a job for each of the Slurm jobs `ids`.
 fn wait_attached(daemon: &Daemon, ids: &[u64]) {
-    let started = Instant::now();
-    loop {
-        let jobs = daemon.jobs();
-        if ids.iter().all(|&id| {
-            attached(&jobs, id)
-                .is_some_and(|j| matches!(j["state"].as_str(), Some("running" | "suspended")))
-        }) {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "Slurm jobs {ids:?} were not all attached: {jobs:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut jobs = Vec::new();
+    let all =
+        Wait::default()
+            .every(Duration::from_millis(200))
+            .until(Duration::from_secs(120), || {
+                jobs = daemon.jobs();
+                ids.iter().all(|&id| {
+                    attached(&jobs, id).is_some_and(|j| {
+                        matches!(j["state"].as_str(), Some("running" | "suspended"))
+                    })
+                })
+            });
+    assert!(all, "Slurm jobs {ids:?} were not all attached: {jobs:#?}");
 }
 
 /// Cgroup directories, in any mounted hierarchy, whose name `wanted` accepts (not searched below).
@@ -1017,19 +1003,16 @@ fn a_cancelled_job_leaves_cosched_and_the_other_gets_the_whole_node() {
         "scancel did not end job {a}"
     );
     assert_eq!(cluster.completion(a).as_deref(), Some("CANCELLED"));
-    let started = Instant::now();
-    loop {
-        let jobs = daemon.jobs();
-        let view = attached(&jobs, a).expect("job a is still listed");
-        if view["state"] != "running" {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "cosched still runs the cancelled job: {view:#}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut view = serde_json::Value::Null;
+    let left =
+        Wait::default()
+            .every(Duration::from_millis(100))
+            .until(Duration::from_secs(30), || {
+                let jobs = daemon.jobs();
+                view = attached(&jobs, a).expect("job a is still listed").clone();
+                view["state"] != "running"
+            });
+    assert!(left, "cosched still runs the cancelled job: {view:#}");
     assert!(processes_of(a).is_empty(), "job {a} left processes");
 
     // Job b's program now runs on both CPUs and is never stopped again.
@@ -1043,23 +1026,18 @@ fn a_cancelled_job_leaves_cosched_and_the_other_gets_the_whole_node() {
         let threads = threads(pid);
         !threads.is_empty() && threads.iter().all(|t| t.2 == "0-1" && t.1 != 'T')
     };
-    let started = Instant::now();
-    while !whole(program()) {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "job b did not get the whole node: {:?}",
-            threads(program())
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    for _ in 0..20 {
-        assert!(
-            whole(program()),
-            "job b lost the node again: {:?}",
-            threads(program())
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let every = Wait::default().every(Duration::from_millis(100));
+    assert!(
+        every.until(Duration::from_secs(20), || whole(program())),
+        "job b did not get the whole node: {:?}",
+        threads(program())
+    );
+    // That it is never stopped again can only be watched for a while.
+    assert!(
+        every.stays_false_for(Duration::from_secs(1), || !whole(program())),
+        "job b lost the node again: {:?}",
+        threads(program())
+    );
     let jobs = daemon.jobs();
     assert_eq!(attached(&jobs, b).unwrap()["cpu_list"], "0-1");
 }
@@ -1082,32 +1060,24 @@ fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() 
 
     // A daemon killed while it has one of the jobs stopped (two 2-thread jobs on 2 CPUs take
     // turns): its watchdog resumes it.
-    let started = Instant::now();
-    while stopped(&ids).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "cosched never stopped either job"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        Wait::default()
+            .every(Duration::from_millis(5))
+            .until(Duration::from_secs(30), || !stopped(&ids).is_empty()),
+        "cosched never stopped either job"
+    );
     daemon.kill();
-    let started = Instant::now();
-    while !stopped(&ids).is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "tasks stay stopped without a daemon: {:?}",
-            stopped(&ids)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for _ in 0..10 {
-        assert_eq!(
-            stopped(&ids),
-            vec![],
-            "a task was stopped with no daemon running"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        wait::until(Duration::from_secs(5), || stopped(&ids).is_empty()),
+        "tasks stay stopped without a daemon: {:?}",
+        stopped(&ids)
+    );
+    // No daemon runs to stop them again: that none is can only be watched for a while.
+    assert!(
+        wait::stays_false_for(Duration::from_millis(500), || !stopped(&ids).is_empty()),
+        "a task was stopped with no daemon running: {:?}",
+        stopped(&ids)
+    );
 
     let daemon = Daemon::start(dir.path());
     wait_attached(&daemon, &ids);
@@ -1122,44 +1092,41 @@ fn restarting_slurmd_or_the_daemon_leaves_no_task_stopped_and_no_stray_cgroup() 
             "job {id}"
         );
     }
-    let started = Instant::now();
-    loop {
-        // Slurm's job cgroups, and cosched's own (`cosched-<daemon pid>-…`, none for in-place jobs).
-        let left = cgroup_dirs(|name| ids.iter().any(|id| name == format!("job_{id}")));
-        let daemons = [first_daemon, daemon.child.id()];
-        let ours = cgroup_dirs(|name| {
-            daemons
-                .iter()
-                .any(|p| name.starts_with(&format!("cosched-{p}-")))
-        });
-        if left.is_empty() && ours.is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "stray cgroups: {left:?} {ours:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (mut left, mut ours) = (Vec::new(), Vec::new());
+    let swept =
+        Wait::default()
+            .every(Duration::from_millis(200))
+            .until(Duration::from_secs(20), || {
+                // Slurm's job cgroups, and cosched's own (`cosched-<daemon pid>-…`, none for in-place jobs).
+                left = cgroup_dirs(|name| ids.iter().any(|id| name == format!("job_{id}")));
+                let daemons = [first_daemon, daemon.child.id()];
+                ours = cgroup_dirs(|name| {
+                    daemons
+                        .iter()
+                        .any(|p| name.starts_with(&format!("cosched-{p}-")))
+                });
+                left.is_empty() && ours.is_empty()
+            });
+    assert!(swept, "stray cgroups: {left:?} {ours:?}");
     // The daemon notices an attached task's end by its pidfd, within its loop's next turn: Slurm may
     // report the job complete a moment before that.
-    let started = Instant::now();
-    loop {
-        let jobs = daemon.jobs();
-        let still_running: Vec<_> = ids
-            .iter()
-            .map(|&id| attached(&jobs, id).expect("listed"))
-            .filter(|view| matches!(view["state"].as_str(), Some("running" | "suspended")))
-            .collect();
-        if still_running.is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "ended tasks still shown running: {still_running:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut still_running = Vec::new();
+    let shown_ended =
+        Wait::default()
+            .every(Duration::from_millis(100))
+            .until(Duration::from_secs(10), || {
+                let jobs = daemon.jobs();
+                still_running = ids
+                    .iter()
+                    .map(|&id| attached(&jobs, id).expect("listed").clone())
+                    .filter(|view| matches!(view["state"].as_str(), Some("running" | "suspended")))
+                    .collect();
+                still_running.is_empty()
+            });
+    assert!(
+        shown_ended,
+        "ended tasks still shown running: {still_running:#?}"
+    );
 }
 
 /// The cosched job attached for step `step` of Slurm job `job`.
@@ -1217,29 +1184,29 @@ OMP_WAIT_POLICY=active srun -n 2 -c 1 {} --size 200 --iterations {LONG}",
         pids
     };
     // Both tasks attached (each by its own TaskProlog), as one job.
-    let started = Instant::now();
-    let view = loop {
-        let jobs = step_job(&daemon.jobs(), step, "0");
-        let pids = tasks();
-        if let [view] = jobs.as_slice() {
-            if pids.len() == 2
-                && job_pids(view) == pids
-                && matches!(view["state"].as_str(), Some("running" | "suspended"))
-            {
-                break view.clone();
-            }
-        }
-        assert!(
-            jobs.len() <= 1,
-            "step {step}.0 became {} cosched jobs: {jobs:#?}",
-            jobs.len()
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "step {step}.0's two tasks {pids:?} did not become one running job: {jobs:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let (mut jobs, mut pids) = (Vec::new(), Vec::new());
+    let one_job =
+        Wait::default()
+            .every(Duration::from_millis(200))
+            .until(Duration::from_secs(120), || {
+                jobs = step_job(&daemon.jobs(), step, "0");
+                pids = tasks();
+                assert!(
+                    jobs.len() <= 1,
+                    "step {step}.0 became {} cosched jobs: {jobs:#?}",
+                    jobs.len()
+                );
+                jobs.first().is_some_and(|view| {
+                    pids.len() == 2
+                        && job_pids(view) == pids
+                        && matches!(view["state"].as_str(), Some("running" | "suspended"))
+                })
+            });
+    assert!(
+        one_job,
+        "step {step}.0's two tasks {pids:?} did not become one running job: {jobs:#?}"
+    );
+    let view = jobs.remove(0);
     let pids = job_pids(&view);
 
     // The two tasks are stopped and resumed together: the job is one gang.
@@ -1251,6 +1218,7 @@ OMP_WAIT_POLICY=active srun -n 2 -c 1 {} --size 200 --iterations {LONG}",
             (true, false) | (false, true) => apart += 1,
             (false, false) => {}
         }
+        // Counting samples for a stated time: no condition ends the watch.
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(
@@ -1265,36 +1233,33 @@ OMP_WAIT_POLICY=active srun -n 2 -c 1 {} --size 200 --iterations {LONG}",
     // A daemon that restarts takes both tasks back as the one job, from its journal.
     daemon.kill();
     let daemon = Daemon::start(dir.path());
-    let started = Instant::now();
-    loop {
-        let jobs = step_job(&daemon.jobs(), step, "0");
-        if jobs.len() == 1
-            && matches!(jobs[0]["state"].as_str(), Some("running" | "suspended"))
-            && job_pids(&jobs[0]) == pids
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the restarted daemon did not adopt both tasks {pids:?} as one job: {jobs:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut jobs = Vec::new();
+    let adopted =
+        Wait::default()
+            .every(Duration::from_millis(200))
+            .until(Duration::from_secs(30), || {
+                jobs = step_job(&daemon.jobs(), step, "0");
+                jobs.len() == 1
+                    && matches!(jobs[0]["state"].as_str(), Some("running" | "suspended"))
+                    && job_pids(&jobs[0]) == pids
+            });
+    assert!(
+        adopted,
+        "the restarted daemon did not adopt both tasks {pids:?} as one job: {jobs:#?}"
+    );
 
     // Cancelling the job in cosched ends both tasks.
     let id = view["id"].as_u64().unwrap().to_string();
     daemon.client(&["cancel", &id]);
-    let started = Instant::now();
-    while pids
-        .iter()
-        .any(|&pid| cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z'))
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "a task of the cancelled job still runs: {pids:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let ended =
+        Wait::default()
+            .every(Duration::from_millis(100))
+            .until(Duration::from_secs(30), || {
+                !pids
+                    .iter()
+                    .any(|&pid| cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z'))
+            });
+    assert!(ended, "a task of the cancelled job still runs: {pids:?}");
     let jobs = daemon.jobs();
     assert_eq!(step_job(&jobs, step, "0")[0]["state"], "cancelled");
 }

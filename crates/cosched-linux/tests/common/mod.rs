@@ -3,13 +3,14 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub use cosched_core::test_util::wait;
 use cosched_core::workload::Workload;
 use cosched_core::{Assignment, Context, CpuSet, Event, JobId, Plan, Policy, Slot, Topology};
 use cosched_linux::{Freezer, Mechanisms, Placement};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The tests load both CPUs; running them one at a time keeps their CPU shares meaningful.
 pub fn serial() -> MutexGuard<'static, ()> {
@@ -177,10 +178,10 @@ impl Gate {
     /// it fires the next timer, so one tick after the plan was given, it holds.
     pub fn open_next(&self, limit: Duration) {
         let next = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
-        let given = poll_until(limit, || self.given.load(Ordering::SeqCst) > next);
+        let given = wait::until(limit, || self.given.load(Ordering::SeqCst) > next);
         assert!(given, "plan {next} was never given");
         let tick = self.ticks.load(Ordering::SeqCst);
-        let enforced = poll_until(limit, || self.ticks.load(Ordering::SeqCst) > tick);
+        let enforced = wait::until(limit, || self.ticks.load(Ordering::SeqCst) > tick);
         assert!(enforced, "no timer fired after plan {next}");
     }
 }
@@ -237,18 +238,6 @@ impl Policy for Gated {
         plan.timer = Some(ctx.now + GATE_POLL);
         Some(plan)
     }
-}
-
-/// Polls `done` every 10 ms until it holds (true) or `limit` passes (false).
-pub fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    done()
 }
 
 /// Ends every spin process with `marker` in its command line (status 0).

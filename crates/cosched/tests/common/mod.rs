@@ -1,10 +1,12 @@
 //! What the tests of the daemon's command line share: a daemon of their own, one test at a time,
-//! `cosched` run against it (as root or as one of two unprivileged users), and waiting for a
-//! condition with a deadline.
+//! `cosched` run against it (as root or as one of two unprivileged users), processes and cgroups read
+//! back from the kernel, and waiting on a condition with a deadline (`wait`).
 #![allow(dead_code)] // each test file uses a part of what is here
 
-use cosched_service::harness::{DaemonProcess, Launch};
-use std::path::Path;
+pub use cosched_core::test_util::wait;
+use cosched_service::harness::{submission, DaemonProcess, Launch};
+use cosched_service::journal::Entry;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -64,18 +66,6 @@ pub fn ok_as(uid: u32, daemon: &DaemonProcess, cwd: &Path, args: &[&str]) -> Str
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Whether `done` holds before `limit` runs out, checked every 20 ms.
-pub fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
 }
 
 /// Whether this daemon could limit jobs' memory, saying why not when it cannot.
@@ -140,7 +130,7 @@ pub fn show(daemon: &DaemonProcess, id: u64) -> JobView {
 
 /// Whether job `id` runs before `limit` runs out.
 pub fn runs_within(daemon: &DaemonProcess, id: u64, limit: Duration) -> bool {
-    wait_for(limit, || show(daemon, id).state == JobState::Running)
+    wait::until(limit, || show(daemon, id).state == JobState::Running)
 }
 
 /// The daemon answers a `jobs` request from `uid` and runs a new job of theirs to its end.
@@ -158,4 +148,180 @@ pub fn daemon_launch(dir: &Path, policy: &str, config: &str) -> Launch {
     Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
         .args(["--idle-timeout", "1", "--policy", policy, "--config"])
         .args([&path])
+}
+
+/// A daemon of the test's own (`cosched_service::harness`), with the panicking helpers tests want.
+pub struct Daemon(DaemonProcess);
+
+impl std::ops::Deref for Daemon {
+    type Target = DaemonProcess;
+    fn deref(&self) -> &DaemonProcess {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut DaemonProcess {
+        &mut self.0
+    }
+}
+
+impl Daemon {
+    pub fn start(dir: &Path, policy: &str) -> Daemon {
+        Daemon::start_with(dir, Some(policy), |_| {})
+    }
+
+    /// [`Daemon::start`], its command changed by `adjust` first.
+    /// `policy` `None`: none given, so the journal's last one, else the default.
+    pub fn start_with(
+        dir: &Path,
+        policy: Option<&str>,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Daemon {
+        let mut launch = Launch::new(Path::new(env!("CARGO_BIN_EXE_cosched")), dir, "state")
+            .args(["--idle-timeout", "1"]);
+        if let Some(policy) = policy {
+            launch = launch.args(["--policy", policy]);
+        }
+        adjust(launch.command());
+        Daemon(launch.start().unwrap())
+    }
+
+    pub fn submit(&self, command: &[&str]) -> u64 {
+        self.0.submit(submission(command)).unwrap()
+    }
+
+    pub fn wait(&self, ids: Vec<u64>) -> Vec<cosched_service::protocol::JobView> {
+        self.0.wait(ids).unwrap()
+    }
+
+    /// Slot switches so far and the latest ones' lateness, seconds.
+    pub fn switches(&self) -> (u64, Vec<f64>) {
+        self.0.switches().unwrap()
+    }
+
+    pub fn journal(&self) -> Vec<Entry> {
+        self.0.journal().unwrap()
+    }
+
+    pub fn stop(&mut self) {
+        self.0.stop().unwrap()
+    }
+
+    /// `cosched COMMAND --socket SOCKET ARGS…` against this daemon, as the test's own user.
+    pub fn cosched(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_cosched"))
+            .arg(args[0])
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(&args[1..])
+            .output()
+            .unwrap()
+    }
+}
+
+/// Cgroups named after `pid` (the daemon's), in every hierarchy.
+pub fn cgroups_of(pid: i32) -> Vec<PathBuf> {
+    let prefix = format!("cosched-{pid}-");
+    let mut found = Vec::new();
+    for root in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/cpuset",
+        "/sys/fs/cgroup/freezer",
+    ] {
+        if let Ok(entries) = std::fs::read_dir(root) {
+            found.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    found
+}
+
+pub fn frozen_or_stopped(pids: &[i32]) -> Vec<(i32, char)> {
+    pids.iter()
+        .filter_map(|&p| cosched_linux::procfs::stat(p).ok())
+        .filter(|s| s.state == 'T')
+        .map(|s| (s.pid, s.state))
+        .collect()
+}
+
+pub const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+
+/// `cosched ARGS…` run as uid 65534.
+pub fn as_nobody(daemon: &Daemon, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(NOBODY)
+        .arg(env!("CARGO_BIN_EXE_cosched"))
+        .arg(args[0])
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(&args[1..])
+        .current_dir("/")
+        .output()
+        .unwrap()
+}
+
+/// Writes `text` as a daemon configuration file in `dir` and gives the arguments naming it.
+pub fn config(dir: &Path, text: &str) -> impl FnOnce(&mut Command) {
+    let path = dir.join("daemon.toml");
+    std::fs::write(&path, text).unwrap();
+    move |command: &mut Command| {
+        command.arg("--config").arg(path);
+    }
+}
+
+/// A rigid spinner as wide as the machine: under gang, a job beside it must take turns with it.
+pub fn submit_machine_wide_spinner(daemon: &Daemon, cpus: usize) -> u64 {
+    let wide = cpus.to_string();
+    let spin = ["sh", "-c", "while :; do :; done"];
+    let mut args = vec!["submit", "--threads", &wide, "--kind", "rigid", "--"];
+    args.extend(spin);
+    let out = daemon.cosched(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+pub fn cpus_allowed(pid: i32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap();
+    line.trim().to_string()
+}
+
+pub fn cpu_ticks(pid: i32) -> u64 {
+    cosched_linux::procfs::stat(pid)
+        .map(|s| s.cpu_ticks)
+        .unwrap_or(0)
+}
+
+/// Whether process `pid` has ended (gone, or a zombie nobody has reaped yet).
+pub fn dead(pid: i32) -> bool {
+    !cosched_linux::procfs::stat(pid).is_ok_and(|s| s.state != 'Z')
+}
+
+/// Whether process `pid` made no progress for a whole half second at some point within `limit`: it
+/// was frozen while its slot was off.
+pub fn was_frozen_a_while(pid: i32, limit: Duration) -> bool {
+    let (mut ticks, mut since) = (cpu_ticks(pid), Instant::now());
+    wait::until(limit, || {
+        let now = cpu_ticks(pid);
+        if now != ticks {
+            (ticks, since) = (now, Instant::now());
+        }
+        since.elapsed() >= Duration::from_millis(500)
+    })
+}
+
+pub fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
 }

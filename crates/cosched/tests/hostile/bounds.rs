@@ -2,7 +2,7 @@
 //! acknowledged job.
 
 use crate::common::{
-    cosched_as, dir_for_two_users, ok_as, one_at_a_time, start_daemon, wait_for, ALICE, MALLORY,
+    cosched_as, dir_for_two_users, ok_as, one_at_a_time, start_daemon, wait, ALICE, MALLORY,
 };
 use cosched_service::harness::{submission, write_ended_history, DaemonProcess, Launch};
 use cosched_service::protocol::{JobState, JobView, Reply, Request};
@@ -64,7 +64,7 @@ fn a_thousand_ended_jobs_with_long_command_lines_leave_the_daemon_small() {
     let out = cosched_as(ALICE, &daemon, dir.path(), &args);
     let message = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{message}");
-    let ended = wait_for(Duration::from_secs(300), || {
+    let ended = wait::until(Duration::from_secs(300), || {
         listed(&daemon, false).is_empty()
     });
     assert!(ended, "the jobs did not end");
@@ -200,7 +200,7 @@ fn a_full_state_file_system_refuses_clearly_and_loses_no_acknowledged_job() {
         nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
     };
     assert!(
-        wait_for(Duration::from_secs(30), free),
+        wait::until(Duration::from_secs(30), free),
         "the lock stays held"
     );
     let daemon = start_daemon(dir.path(), "eq", "");

@@ -66,7 +66,7 @@ fn a_restarted_daemon_outlives_a_job_that_attacks_every_page_and_leaves_none() {
         "pages left in /dev/shm: {remaining:?}"
     );
     // Running again, under the successor's executor, with whatever page it was handed.
-    let adopted = wait_for(LIMIT, || {
+    let adopted = wait::until(LIMIT, || {
         let job = show(&successor, id);
         job.adopted && job.state == JobState::Running
     });

@@ -1,7 +1,7 @@
 //! Output files, logs and listings: no link followed into another user's file, no unbounded
 //! read, no terminal escape, nothing private shown to another user.
 
-use crate::common::{self, cosched_as, ok_as, wait_for, ALICE, MALLORY};
+use crate::common::{self, cosched_as, ok_as, wait, ALICE, MALLORY};
 use cosched_service::harness::DaemonProcess;
 use serde_json::Value;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -92,7 +92,10 @@ fn another_user_sees_no_path_program_error_or_pid_of_a_private_job() {
         let shown = json_as(uid, daemon, &["show", &running.to_string()]);
         shown["jobs"][0]["pid"].as_u64()
     };
-    assert!(wait_for(LIMIT, || pid_of(ALICE).is_some()), "never started");
+    assert!(
+        wait::until(LIMIT, || pid_of(ALICE).is_some()),
+        "never started"
+    );
     assert_eq!(pid_of(MALLORY), None);
 
     let (ids, root) = ([failed, running].map(|id| id.to_string()), Path::new("/"));
@@ -204,7 +207,7 @@ fn logs_within_limit(uid: u32, daemon: &DaemonProcess, args: &[&str]) -> Option<
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let ended = wait_for(LIMIT, || child.try_wait().unwrap().is_some());
+    let ended = wait::until(LIMIT, || child.try_wait().unwrap().is_some());
     if !ended {
         child.kill().unwrap();
     }
