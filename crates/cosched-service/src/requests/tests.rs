@@ -57,12 +57,12 @@ fn a_cancel_of_many_queued_jobs_makes_one_fsync() {
 /// Waits until the journal holds `lines` entries (appended, not necessarily durable), without the
 /// registry, which a request stuck behind the disk would hold.
 fn wait_for_entries(dir: &std::path::Path, lines: usize) {
-    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
     let journal = dir.join("journal.jsonl");
-    while std::fs::read_to_string(&journal).unwrap().lines().count() < lines {
-        assert!(std::time::Instant::now() < deadline, "never appended");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let appended = || std::fs::read_to_string(&journal).unwrap().lines().count() >= lines;
+    assert!(
+        cosched_core::test_util::wait::until(ANSWER_WITHIN, appended),
+        "never appended"
+    );
 }
 
 #[test]

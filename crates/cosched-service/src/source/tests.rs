@@ -3,9 +3,10 @@ use crate::config::DaemonConfig;
 use crate::journal::Journal;
 use crate::protocol::{Reply, Request, Submission};
 use crate::registry::{Peer, Registry};
+use cosched_core::test_util::wait;
 use cosched_core::trace::ExitStatus;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Long enough that only a thread stuck behind the journal misses it.
 const WITHIN: Duration = Duration::from_secs(20);
@@ -72,9 +73,8 @@ fn the_executors_thread_reports_an_end_while_the_disk_hangs_and_it_is_made_durab
     reported_meanwhile.expect("the executor's thread waited for the hanging fsync");
     let journal = std::fs::read_to_string(dir.path().join("journal.jsonl")).unwrap();
     assert!(journal.contains("\"finished\""), "appended at once");
-    let deadline = Instant::now() + WITHIN;
-    while shared.journal().fsyncs() == before {
-        assert!(Instant::now() < deadline, "the end was never made durable");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        wait::until(WITHIN, || shared.journal().fsyncs() != before),
+        "the end was never made durable"
+    );
 }

@@ -2,7 +2,7 @@
 //! `compare` share it, so that the same workload gets the same policies from both.
 
 use cosched_core::JobSpec;
-use cosched_policies::TASK_BAG_POLICIES;
+use cosched_policies::task_bag_policies;
 
 /// The policies compared when none are named, in this order, as far as they exist; with only
 /// single-threaded jobs, the task-bag policies after them. BP shortest-first is the baseline a user
@@ -42,7 +42,7 @@ pub fn default_for(jobs: &[JobSpec]) -> Vec<String> {
     let known = cosched_policies::names();
     DEFAULT_POLICIES
         .iter()
-        .chain(TASK_BAG_POLICIES.iter().filter(|_| task_bag))
+        .chain(task_bag_policies().iter().filter(|_| task_bag))
         .filter(|p| known.contains(&p.split(':').next().unwrap_or(p)))
         .map(|p| p.to_string())
         .collect()
@@ -73,7 +73,7 @@ mod tests {
         let parallel = default_for(&[job(1), job(8)]);
         assert!(parallel
             .iter()
-            .all(|p| !TASK_BAG_POLICIES.contains(&p.as_str())));
+            .all(|p| !task_bag_policies().contains(&p.as_str())));
         assert!(parallel.contains(&"taco".to_string()));
         assert!(parallel.contains(&"bp:order=shortest".to_string()));
         for name in &parallel {

@@ -2,7 +2,7 @@
 //! parser that offers those names to shell completions.
 
 use clap::builder::{PossibleValue, TypedValueParser};
-use cosched_policies::{DEFAULT_POLICY, TASK_BAG_POLICIES};
+use cosched_policies::{DEFAULT_POLICY, POLICIES};
 
 /// List every scheduling policy with its settings and a one-line description
 #[derive(clap::Args, Debug)]
@@ -22,10 +22,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
-        let list: Vec<serde_json::Value> = cosched_policies::descriptions()
-            .into_iter()
-            .map(|(name, about)| {
-                let settings: Vec<serde_json::Value> = cosched_policies::settings(name)
+        let list: Vec<serde_json::Value> = POLICIES
+            .iter()
+            .map(|policy| {
+                let settings: Vec<serde_json::Value> = policy
+                    .settings()
                     .into_iter()
                     .map(|s| {
                         serde_json::json!({
@@ -38,10 +39,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     })
                     .collect();
                 serde_json::json!({
-                    "name": name,
-                    "description": about,
-                    "default": name == DEFAULT_POLICY,
-                    "task_bag": TASK_BAG_POLICIES.contains(&name),
+                    "name": policy.name,
+                    "description": policy.about,
+                    "default": policy.name == DEFAULT_POLICY,
+                    "task_bag": policy.task_bag,
                     "settings": settings,
                 })
             })
@@ -54,14 +55,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|n| n.len())
         .max()
         .unwrap_or(0);
-    for (name, about) in cosched_policies::descriptions() {
+    for policy in POLICIES {
+        let (name, about) = (policy.name, policy.about);
         let default = if name == DEFAULT_POLICY {
             " (the default)"
         } else {
             ""
         };
         println!("{name:width$}  {about}{default}");
-        for s in cosched_policies::settings(name) {
+        for s in policy.settings() {
             println!(
                 "{:width$}    {name}:{}={}  {} [default: {}]",
                 "", s.key, s.values, s.about, s.default
