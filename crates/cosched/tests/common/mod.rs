@@ -253,16 +253,7 @@ pub const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups
 
 /// `cosched ARGS…` run as uid 65534.
 pub fn as_nobody(daemon: &Daemon, args: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args(NOBODY)
-        .arg(env!("CARGO_BIN_EXE_cosched"))
-        .arg(args[0])
-        .arg("--socket")
-        .arg(&daemon.socket)
-        .args(&args[1..])
-        .current_dir("/")
-        .output()
-        .unwrap()
+    cosched_as(65534, daemon, Path::new("/"), args)
 }
 
 /// Writes `text` as a daemon configuration file in `dir` and gives the arguments naming it.

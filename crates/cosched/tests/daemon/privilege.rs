@@ -13,16 +13,7 @@ use std::time::Duration;
 /// `cosched ARGS…` run as uid 65534 in directory `cwd`, entered while still root: as from a shell
 /// left in a directory its user may not enter.
 fn as_nobody_in(daemon: &Daemon, cwd: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("setpriv")
-        .args(NOBODY)
-        .arg(env!("CARGO_BIN_EXE_cosched"))
-        .arg(args[0])
-        .arg("--socket")
-        .arg(&daemon.socket)
-        .args(&args[1..])
-        .current_dir(cwd)
-        .output()
-        .unwrap()
+    cosched_as(65534, daemon, cwd, args)
 }
 
 #[test]
@@ -40,13 +31,11 @@ fn a_job_enters_its_working_directory_as_its_user_and_reads_no_secret_through_ro
     std::fs::write(public.join("s.txt"), "TOPSECRET\n").unwrap();
     set_mode(&public.join("s.txt"), 0o644);
     let mut daemon = Daemon::start(dir.path(), "eq");
-    let out = as_nobody_in(&daemon, &public, &["submit", "--", "cat", "s.txt"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let id = submitted_id(&as_nobody_in(
+        &daemon,
+        &public,
+        &["submit", "--", "cat", "s.txt"],
+    ));
     let job = daemon.wait(vec![id]).remove(0);
     let logs = as_nobody(&daemon, &["logs", &id.to_string()]);
     let shown = String::from_utf8_lossy(&logs.stdout);
@@ -113,13 +102,7 @@ fn a_link_planted_where_a_control_page_would_go_is_not_followed() {
         );
     }
     let report = "echo \"$COSCHED_CONTROL\"; stat -L -c '%u %a' \"$COSCHED_CONTROL\"";
-    let out = as_nobody(&daemon, &["submit", "--", "sh", "-c", report]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let id = submitted_id(&as_nobody(&daemon, &["submit", "--", "sh", "-c", report]));
     let job = daemon.wait(vec![id]).remove(0);
     for link in &planted {
         let _ = std::fs::remove_file(link);
