@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    cosched, dir_for_two_users, memory_cgroups_here, one_at_a_time, start_daemon, stderr,
-    submitted_id, wait,
+    cosched, cosched_as_on, dir_for_two_users, memory_cgroups_here, one_at_a_time, start_daemon,
+    stderr, submitted_id, wait,
 };
 use cosched_service::harness::{DaemonProcess, Launch};
 use cosched_service::protocol::{JobState, JobView, Reply, Request};
@@ -187,16 +187,7 @@ fn as_nobody(socket: &Path, args: &[&str]) -> Output {
 
 /// `cosched ARGS…` run as uid 65534, from `cwd`.
 fn as_nobody_in(cwd: &Path, socket: &Path, args: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_cosched"))
-        .arg(args[0])
-        .arg("--socket")
-        .arg(socket)
-        .args(&args[1..])
-        .current_dir(cwd)
-        .output()
-        .unwrap()
+    cosched_as_on(65534, socket, cwd, args)
 }
 
 /// The rows of `cosched jobs ARGS…` as printed, header left out, each split into its cells.

@@ -43,6 +43,11 @@ pub fn start_daemon(dir: &Path, policy: &str, config: &str) -> DaemonProcess {
 
 /// `cosched COMMAND --socket SOCKET ARGS…` run as `uid` (its own group, no others) from `cwd`.
 pub fn cosched_as(uid: u32, daemon: &DaemonProcess, cwd: &Path, args: &[&str]) -> Output {
+    cosched_as_on(uid, &daemon.socket, cwd, args)
+}
+
+/// [`cosched_as`] on the daemon listening on `socket`.
+pub fn cosched_as_on(uid: u32, socket: &Path, cwd: &Path, args: &[&str]) -> Output {
     Command::new("setpriv")
         .arg(format!("--reuid={uid}"))
         .arg(format!("--regid={uid}"))
@@ -50,7 +55,7 @@ pub fn cosched_as(uid: u32, daemon: &DaemonProcess, cwd: &Path, args: &[&str]) -
         .arg(env!("CARGO_BIN_EXE_cosched"))
         .arg(args[0])
         .arg("--socket")
-        .arg(&daemon.socket)
+        .arg(socket)
         .args(&args[1..])
         .current_dir(cwd)
         .output()

@@ -10,12 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// `cosched ARGS…` run as uid 65534 in directory `cwd`, entered while still root: as from a shell
-/// left in a directory its user may not enter.
-fn as_nobody_in(daemon: &Daemon, cwd: &Path, args: &[&str]) -> std::process::Output {
-    cosched_as(65534, daemon, cwd, args)
-}
-
 #[test]
 fn a_job_enters_its_working_directory_as_its_user_and_reads_no_secret_through_root() {
     let _serial = one_at_a_time();
@@ -31,7 +25,10 @@ fn a_job_enters_its_working_directory_as_its_user_and_reads_no_secret_through_ro
     std::fs::write(public.join("s.txt"), "TOPSECRET\n").unwrap();
     set_mode(&public.join("s.txt"), 0o644);
     let mut daemon = Daemon::start(dir.path(), "eq");
-    let id = submitted_id(&as_nobody_in(
+    // Submitted from a directory its user may enter, below one it may not: as from a shell left
+    // there, entered while still root.
+    let id = submitted_id(&cosched_as(
+        65534,
         &daemon,
         &public,
         &["submit", "--", "cat", "s.txt"],
